@@ -1,0 +1,23 @@
+# megahost_add_plugin(<name> SOURCES <files...> [LIBRARIES <targets...>])
+#
+# Builds a megahost plugin: a MODULE library named mh_<name>.so that links the
+# SDK, exports only the entry symbol, resolves all its own dependencies
+# (--no-undefined) and finds its shared libraries through its own RPATH, so
+# the host can load it with RTLD_LOCAL from any folder.
+function(megahost_add_plugin name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBRARIES" ${ARGN})
+  add_library(${name} MODULE ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE megahost::sdk ${ARG_LIBRARIES})
+  set_target_properties(${name} PROPERTIES
+    PREFIX ""
+    OUTPUT_NAME "mh_${name}"
+    CXX_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON
+    BUILD_RPATH "$ORIGIN;$ORIGIN/../lib"
+    INSTALL_RPATH "$ORIGIN;$ORIGIN/..")
+  target_link_options(${name} PRIVATE "LINKER:--no-undefined")
+  if(DEFINED MEGAHOST_PLUGIN_DIR)
+    set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${MEGAHOST_PLUGIN_DIR}")
+    install(TARGETS ${name} LIBRARY DESTINATION ${MEGAHOST_INSTALL_PLUGIN_DIR})
+  endif()
+endfunction()

@@ -1,0 +1,675 @@
+/*
+ * Megahost plugin ABI, version 1.0.
+ *
+ * This header is the whole contract between the megahost host process and
+ * the shared objects it loads. It is plain C: fixed-width integers, plain
+ * structs and function pointers. Read it top to bottom; docs/sdk.md explains
+ * the rules with examples.
+ *
+ * Rules that hold for every declaration below:
+ *  1. Versioning. MH_ABI_MAJOR must match between host and plugin; the minor
+ *     may differ in either direction. Every struct that crosses the boundary
+ *     starts with `struct_size`, filled with MH_STRUCT_SIZE(type, last_field)
+ *     by whoever fills the struct. The reader only touches fields that lie
+ *     inside struct_size. New fields are appended, never reordered or retyped.
+ *  2. Errors. A fallible call returns MH_Error* (NULL on success). The caller
+ *     owns the returned error and releases it with error->destroy(error).
+ *  3. Ownership. Whoever creates an object destroys it, through the table
+ *     that created it. Pointers handed into a call are borrowed for that call
+ *     only unless the field comment says otherwise.
+ *  4. Threading. An instance is used by one thread at a time (the rank that
+ *     owns it) unless its table says otherwise. The entry point and every
+ *     create are called on the host's main thread.
+ *  5. Lifetime. A loaded library is never unloaded while the host runs.
+ *     Strings and tables a plugin returns from its entry point live as long
+ *     as the library.
+ *
+ * Minor version history:
+ *   1.0  first release.
+ */
+#ifndef MEGAHOST_ABI_H
+#define MEGAHOST_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MH_ABI_MAJOR 1
+#define MH_ABI_MINOR 0
+
+/* The one symbol a plugin exports for ABI major 1 (see MH_EntryFn). */
+#define MH_ENTRY_SYMBOL "mh_plugin_entry_v1"
+
+/* Size of a struct up to and including `last`, the field it knew about. */
+#define MH_STRUCT_SIZE(type, last) (offsetof(type, last) + sizeof(((type*)0)->last))
+
+#if defined(_WIN32)
+#define MH_EXPORT __declspec(dllexport)
+#else
+#define MH_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* ------------------------------------------------------------------------
+ * Errors
+ * --------------------------------------------------------------------- */
+
+typedef enum MH_ErrorCode {
+  MH_OK = 0,
+  MH_INVALID_ARGUMENT = 1,  /* bad option, shape or layout: the user can fix it */
+  MH_NOT_FOUND = 2,
+  MH_UNIMPLEMENTED = 3,     /* the component does not support this request */
+  MH_RESOURCE_EXHAUSTED = 4,/* out of memory on the device */
+  MH_UNAVAILABLE = 5,       /* device or peer missing: no CUDA device, rank gone */
+  MH_DEADLINE_EXCEEDED = 6, /* a collective timed out */
+  MH_ABORTED = 7,           /* another rank failed and the group was aborted */
+  MH_INTERNAL = 8           /* a bug, or an exception caught at the boundary */
+} MH_ErrorCode;
+
+/* An error owns its message. Release it with destroy(self), which belongs to
+ * the side that created it, so memory is freed by its allocator. */
+typedef struct MH_Error {
+  size_t struct_size;
+  int32_t code;           /* MH_ErrorCode */
+  const char* message;    /* UTF-8, NUL-terminated, owned by the error */
+  void (*destroy)(struct MH_Error* self);
+} MH_Error;
+
+/* ------------------------------------------------------------------------
+ * Tensors: non-owning views, DLPack-like
+ * --------------------------------------------------------------------- */
+
+typedef enum MH_DType {
+  MH_F32 = 0,
+  MH_BF16 = 1,
+  MH_F16 = 2,
+  MH_I32 = 3,
+  MH_U8 = 4,
+  MH_I64 = 5
+} MH_DType;
+
+typedef enum MH_DeviceType { MH_DEVICE_CPU = 0, MH_DEVICE_CUDA = 1 } MH_DeviceType;
+
+#define MH_MAX_DIMS 4
+
+/* A view of memory owned by somebody else. Strides are in elements;
+ * strides[ndim-1] is 1 for every tensor the kernels accept unless an op says
+ * otherwise. Dimensions beyond ndim are ignored. */
+typedef struct MH_Tensor {
+  void* data;
+  int32_t dtype;   /* MH_DType */
+  int32_t ndim;
+  int64_t shape[MH_MAX_DIMS];
+  int64_t strides[MH_MAX_DIMS];
+} MH_Tensor;
+
+/* ------------------------------------------------------------------------
+ * Options: typed, validated values of a component's TOML section
+ * --------------------------------------------------------------------- */
+
+typedef enum MH_ValueType {
+  MH_VALUE_BOOL = 0,
+  MH_VALUE_INT = 1,
+  MH_VALUE_DOUBLE = 2,
+  MH_VALUE_STRING = 3
+} MH_ValueType;
+
+enum MH_OptionFlags {
+  MH_OPTION_REQUIRED = 1u << 0,  /* no default: the section must set it */
+  MH_OPTION_HAS_MIN = 1u << 1,   /* value >= min (INT, DOUBLE) */
+  MH_OPTION_HAS_MAX = 1u << 2    /* value <= max (INT, DOUBLE) */
+};
+
+/* One option a component accepts. The host validates the TOML section
+ * against these specs (type, range, choices, unknown keys) before any create,
+ * and reports every problem with file:line:col in one go. */
+typedef struct MH_OptionSpec {
+  size_t struct_size;
+  const char* name;
+  int32_t type;             /* MH_ValueType */
+  uint32_t flags;           /* MH_OptionFlags */
+  const char* default_value;/* TOML literal text ("4", "true", "\"uniform\""), NULL if REQUIRED */
+  double min;
+  double max;
+  const char* choices;      /* STRING only: "a|b|c", or NULL for any string */
+  const char* doc;          /* one line for --list_plugins */
+} MH_OptionSpec;
+
+typedef struct MH_NamedValue {
+  const char* name;
+  int32_t type;             /* MH_ValueType */
+  int32_t reserved;
+  union {
+    int32_t b;
+    int64_t i;
+    double d;
+    const char* s;
+  } value;
+} MH_NamedValue;
+
+/* Read-only view of a component's options: every declared option appears
+ * once, defaults filled in, in spec order. Borrowed for the create call. */
+typedef struct MH_Options {
+  size_t struct_size;
+  const MH_NamedValue* values;
+  size_t count;
+  const char* section;      /* the TOML section, e.g. "parallel.tensor" */
+} MH_Options;
+
+/* ------------------------------------------------------------------------
+ * Host services handed to the plugin's entry point
+ * --------------------------------------------------------------------- */
+
+typedef enum MH_LogLevel { MH_LOG_INFO = 0, MH_LOG_WARNING = 1, MH_LOG_ERROR = 2, MH_LOG_DEBUG = 3 } MH_LogLevel;
+
+typedef struct MH_HostApi {
+  size_t struct_size;
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  /* Writes one line to the host's log. Thread-safe. */
+  void (*log)(int32_t level, const char* plugin, const char* message);
+} MH_HostApi;
+
+/* ------------------------------------------------------------------------
+ * Component kinds and the plugin descriptor
+ * --------------------------------------------------------------------- */
+
+typedef enum MH_Kind {
+  MH_KIND_KERNELS = 0,
+  MH_KIND_COMM = 1,
+  MH_KIND_TENSOR_PARALLEL = 2,
+  MH_KIND_PIPELINE_PARALLEL = 3,
+  MH_KIND_DATA_PARALLEL = 4,
+  MH_KIND_RECOMPUTE = 5,
+  MH_KIND_TUNER = 6
+} MH_Kind;
+#define MH_KIND_COUNT 7
+
+/* An instance of a component; its real type is private to the plugin. */
+typedef struct MH_Instance MH_Instance;
+
+/* Arguments of create. Fields beyond options may be added in later minors. */
+typedef struct MH_CreateArgs {
+  size_t struct_size;
+  const MH_Options* options;
+  /* Number of ranks that live in this process (threads comm: world size;
+   * MPI: 1). Kernels use it to split the cores between ranks. */
+  int32_t ranks_in_process;
+  int32_t rank;             /* global rank the instance serves, -1 if shared */
+} MH_CreateArgs;
+
+typedef struct MH_ComponentDesc {
+  size_t struct_size;
+  int32_t kind;             /* MH_Kind */
+  const char* name;         /* unique per kind, [a-z0-9_]+ */
+  const char* version;      /* the component's own version, "1.2.0" */
+  const char* description;
+  const MH_OptionSpec* options;
+  size_t num_options;
+  /* Creates an instance; *out is valid only when NULL is returned. */
+  MH_Error* (*create)(const MH_CreateArgs* args, MH_Instance** out);
+  /* Destroys an instance. NULL-safe. */
+  void (*destroy)(MH_Instance* self);
+  /* The kind's function table: MH_KernelsApi for MH_KIND_KERNELS, etc.
+   * Static: lives as long as the library. */
+  const void* api;
+} MH_ComponentDesc;
+
+typedef struct MH_PluginDesc {
+  size_t struct_size;
+  uint32_t abi_major;       /* MH_ABI_MAJOR the plugin was built with */
+  uint32_t abi_minor;       /* MH_ABI_MINOR the plugin was built with */
+  const char* name;         /* the plugin (library) name */
+  const char* version;
+  const MH_ComponentDesc* components;
+  size_t num_components;
+} MH_PluginDesc;
+
+/* The exported entry point, named MH_ENTRY_SYMBOL. Called once, on the main
+ * thread, right after loading. `host` lives as long as the process. */
+typedef MH_Error* (*MH_EntryFn)(const MH_HostApi* host, const MH_PluginDesc** out);
+
+/* ------------------------------------------------------------------------
+ * Kernels: device memory and every op of the model (MH_KIND_KERNELS)
+ *
+ * Ops are enqueued in call order on the instance's stream; the host calls
+ * synchronize before it reads results. Shapes use: B batch, S sequence,
+ * H hidden, A heads, D head size, V vocabulary, N rows, C columns.
+ * Tensors are row-major, contiguous unless the op says otherwise.
+ * --------------------------------------------------------------------- */
+
+typedef struct MH_DeviceInfo {
+  size_t struct_size;
+  int32_t device_type;      /* MH_DeviceType */
+  int32_t threads;          /* worker threads used by this instance */
+  const char* name;         /* "cpu: AMD EPYC ... (openblas)" */
+  double peak_flops;        /* FLOP/s of the compute dtype, for MFU */
+  uint64_t memory_bytes;    /* device memory capacity, 0 if unknown */
+  int32_t compute_dtype;    /* MH_DType of activations and GEMM inputs */
+  int32_t dry;              /* nonzero: allocates and computes nothing */
+} MH_DeviceInfo;
+
+/* C = alpha * op(A) @ op(B) + beta * C, for each of `batch` matrices.
+ * a, b, c are 3-D views [batch, rows, cols] of the stored (untransposed)
+ * matrices; strides[0] is the batch stride (may be 0 to broadcast) and
+ * strides[1] the leading dimension. op(X) = X^T when trans_x is nonzero. */
+typedef struct MH_GemmArgs {
+  size_t struct_size;
+  MH_Tensor a, b, c;
+  int32_t trans_a, trans_b;
+  float alpha, beta;
+} MH_GemmArgs;
+
+/* out[n, :] = (x[n, :] - mean) * rstd * weight + bias; mean, rstd: [N] f32 */
+typedef struct MH_LayerNormArgs {
+  size_t struct_size;
+  MH_Tensor x, weight, bias, out, mean, rstd;
+  float eps;
+} MH_LayerNormArgs;
+
+/* dx += ...; dweight += ...; dbias += ... (gradients accumulate) */
+typedef struct MH_LayerNormBwdArgs {
+  size_t struct_size;
+  MH_Tensor dout, x, weight, mean, rstd, dx, dweight, dbias;
+} MH_LayerNormBwdArgs;
+
+/* Elementwise ops over n = numel(out) contiguous elements. */
+typedef enum MH_UnaryOp {
+  MH_GELU = 0,        /* out = gelu_tanh(x) */
+  MH_GELU_BWD = 1,    /* out = y * gelu_tanh'(x), y being the output gradient */
+  MH_SCALE = 2,       /* out = alpha * x */
+  MH_COPY = 3,        /* out = x */
+  MH_FILL = 4,        /* out = alpha (x unused) */
+  MH_ADD = 5,         /* out = x + y */
+  MH_AXPY = 6         /* out = alpha * x + y */
+} MH_UnaryOp;
+
+typedef struct MH_ElementwiseArgs {
+  size_t struct_size;
+  int32_t op;               /* MH_UnaryOp */
+  MH_Tensor x, y, out;      /* y: second operand where the op has one */
+  float alpha;
+} MH_ElementwiseArgs;
+
+/* out[n, c] = x[n, c] + bias[c]            (forward, in place allowed)
+ * dbias[c] += sum_n dout[n, c]             (backward, x unused) */
+typedef struct MH_BiasArgs {
+  size_t struct_size;
+  MH_Tensor x, bias, out;
+} MH_BiasArgs;
+
+/* Causal scaled softmax over the last dim of [G, S, S] scores:
+ * forward out = softmax(scale * x with x[g, i, j] for j > i masked out);
+ * backward dx = out * (dout - sum(dout * out)) * scale. */
+typedef struct MH_SoftmaxArgs {
+  size_t struct_size;
+  MH_Tensor x, out, dout, dx;  /* forward uses x, out; backward out, dout, dx */
+  float scale;
+} MH_SoftmaxArgs;
+
+/* Counter-based randomness: element (r, j) of a local [rows, row_len] view
+ * draws counter base + r * row_stride + j under key `seed`, so the same
+ * global element gets the same draw on every layout and on recompute. */
+typedef struct MH_RngSpan {
+  uint64_t seed;
+  uint64_t base;
+  uint64_t row_len;
+  uint64_t row_stride;
+} MH_RngSpan;
+
+/* Forward: mask = (uniform > p); out = x * mask / (1 - p) + residual.
+ * Backward: dx = dout * mask / (1 - p) (residual, rng unused).
+ * mask is MH_U8 with numel(x) elements; residual may have data == NULL. */
+typedef struct MH_DropoutArgs {
+  size_t struct_size;
+  MH_Tensor x, residual, out, mask;
+  float p;
+  MH_RngSpan rng;
+} MH_DropoutArgs;
+
+/* out[n, :] (beta ? += : =) table[ids[n] - id_start, :] for ids inside
+ * [id_start, id_start + rows(table)), else 0 (vocabulary-parallel shards).
+ * Backward: dtable[ids[n] - id_start, :] += dout[n, :]. ids: MH_I32 [N]. */
+typedef struct MH_EmbeddingArgs {
+  size_t struct_size;
+  MH_Tensor table, ids, out;
+  int64_t id_start;
+  int32_t accumulate;
+} MH_EmbeddingArgs;
+
+/* Softmax cross-entropy over a (possibly vocabulary-sharded) logits [N, V]
+ * in three steps so that shards can combine with collectives in between:
+ *   MH_XENT_MAX:   row_max[n] = max_v logits[n, v]
+ *   MH_XENT_STATS: sum_exp[n] = sum_v exp(logits[n, v] - row_max[n]);
+ *                  target_logit[n] = logits[n, targets[n] - id_start] or 0
+ *   MH_XENT_BWD:   logits[n, v] <- scale * (softmax - onehot(target)), in place,
+ *                  with softmax = exp(logits - row_max) / sum_exp.
+ * loss[n] = log(sum_exp[n]) + row_max[n] - target_logit[n]. Vectors are f32 [N]. */
+typedef enum MH_XentStep { MH_XENT_MAX = 0, MH_XENT_STATS = 1, MH_XENT_BWD = 2 } MH_XentStep;
+
+typedef struct MH_XentArgs {
+  size_t struct_size;
+  int32_t step;             /* MH_XentStep */
+  MH_Tensor logits, targets, row_max, sum_exp, target_logit;
+  int64_t id_start;
+  float scale;
+} MH_XentArgs;
+
+/* AdamW with bias correction on n contiguous f32 elements:
+ * m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+ * p -= lr * (m / (1-b1^t) / (sqrt(v / (1-b2^t)) + eps) + wd * p). */
+typedef struct MH_AdamWArgs {
+  size_t struct_size;
+  MH_Tensor param, grad, m, v;
+  float lr, beta1, beta2, eps, weight_decay;
+  int64_t step;             /* t, from 1 */
+} MH_AdamWArgs;
+
+/* out[0] += sum(x^2) in f32 (out: one element on the device). */
+typedef struct MH_SumSquaresArgs {
+  size_t struct_size;
+  MH_Tensor x, out;
+} MH_SumSquaresArgs;
+
+typedef enum MH_CopyKind { MH_HOST_TO_DEVICE = 0, MH_DEVICE_TO_HOST = 1, MH_DEVICE_TO_DEVICE = 2 } MH_CopyKind;
+
+typedef struct MH_KernelsApi {
+  size_t struct_size;
+  MH_Error* (*device_info)(MH_Instance* self, MH_DeviceInfo* out);
+  /* Device memory. alloc returns 256-byte aligned memory or
+   * MH_RESOURCE_EXHAUSTED; free is NULL-safe. */
+  MH_Error* (*alloc)(MH_Instance* self, uint64_t bytes, void** out);
+  void (*free)(MH_Instance* self, void* ptr);
+  MH_Error* (*copy)(MH_Instance* self, void* dst, const void* src, uint64_t bytes, int32_t kind);
+  MH_Error* (*synchronize)(MH_Instance* self);
+  /* The native stream ops are enqueued on (cudaStream_t), NULL on the CPU.
+   * Communicators that share the device order their work after it. */
+  void* (*stream)(MH_Instance* self);
+
+  MH_Error* (*gemm)(MH_Instance* self, const MH_GemmArgs* args);
+  MH_Error* (*layernorm)(MH_Instance* self, const MH_LayerNormArgs* args);
+  MH_Error* (*layernorm_bwd)(MH_Instance* self, const MH_LayerNormBwdArgs* args);
+  MH_Error* (*elementwise)(MH_Instance* self, const MH_ElementwiseArgs* args);
+  MH_Error* (*bias_add)(MH_Instance* self, const MH_BiasArgs* args);
+  MH_Error* (*bias_bwd)(MH_Instance* self, const MH_BiasArgs* args);
+  MH_Error* (*softmax)(MH_Instance* self, const MH_SoftmaxArgs* args);
+  MH_Error* (*softmax_bwd)(MH_Instance* self, const MH_SoftmaxArgs* args);
+  MH_Error* (*dropout)(MH_Instance* self, const MH_DropoutArgs* args);
+  MH_Error* (*dropout_bwd)(MH_Instance* self, const MH_DropoutArgs* args);
+  MH_Error* (*embedding)(MH_Instance* self, const MH_EmbeddingArgs* args);
+  MH_Error* (*embedding_bwd)(MH_Instance* self, const MH_EmbeddingArgs* args);
+  MH_Error* (*xent)(MH_Instance* self, const MH_XentArgs* args);
+  MH_Error* (*adamw)(MH_Instance* self, const MH_AdamWArgs* args);
+  MH_Error* (*sum_squares)(MH_Instance* self, const MH_SumSquaresArgs* args);
+} MH_KernelsApi;
+
+/* ------------------------------------------------------------------------
+ * Communicators (MH_KIND_COMM)
+ *
+ * One instance per process. It hosts ranks_in_process ranks; each rank gets
+ * its world group from world() and uses it from its own thread. Collective
+ * calls are blocking on the CPU and stream-ordered on devices. Every call
+ * honours the instance's timeout and returns MH_DEADLINE_EXCEEDED, or
+ * MH_ABORTED naming the failed rank, instead of hanging.
+ * --------------------------------------------------------------------- */
+
+typedef struct MH_Group MH_Group;
+
+typedef enum MH_ReduceOp { MH_REDUCE_SUM = 0, MH_REDUCE_MAX = 1 } MH_ReduceOp;
+
+typedef struct MH_CommInfo {
+  size_t struct_size;
+  int32_t world_size;
+  int32_t ranks_in_process;
+  int32_t first_rank;       /* global rank of the process's first local rank */
+} MH_CommInfo;
+
+/* Buffers are contiguous tensors on the kernels' device.
+ * all_reduce:     recv = op over ranks of send (recv may equal send)
+ * all_gather:     recv[size * n] = concat of every rank's send[n], rank order
+ * reduce_scatter: recv[n] = slice `rank` of op over ranks of send[size * n]
+ * broadcast:      recv = root's send on every rank (root: rank in group)
+ * send / recv:    point-to-point with group rank `peer` */
+typedef struct MH_CollectiveArgs {
+  size_t struct_size;
+  MH_Tensor send, recv;
+  int32_t op;               /* MH_ReduceOp */
+  int32_t peer;             /* root for broadcast, peer for send/recv */
+  void* stream;             /* the kernels' stream, NULL on the CPU */
+} MH_CollectiveArgs;
+
+typedef struct MH_CommApi {
+  size_t struct_size;
+  MH_Error* (*info)(MH_Instance* self, MH_CommInfo* out);
+  /* The world group of local rank `local` (0 <= local < ranks_in_process).
+   * Owned by the instance. */
+  MH_Error* (*world)(MH_Instance* self, int32_t local, MH_Group** out);
+  /* Collective over `group`: ranks with equal color form a new group,
+   * ordered by key. Release it with group_destroy. */
+  MH_Error* (*split)(MH_Group* group, int32_t color, int32_t key, MH_Group** out);
+  void (*group_destroy)(MH_Group* group);
+  int32_t (*group_rank)(const MH_Group* group);
+  int32_t (*group_size)(const MH_Group* group);
+  MH_Error* (*all_reduce)(MH_Group* group, const MH_CollectiveArgs* args);
+  MH_Error* (*all_gather)(MH_Group* group, const MH_CollectiveArgs* args);
+  MH_Error* (*reduce_scatter)(MH_Group* group, const MH_CollectiveArgs* args);
+  MH_Error* (*broadcast)(MH_Group* group, const MH_CollectiveArgs* args);
+  MH_Error* (*send)(MH_Group* group, const MH_CollectiveArgs* args);
+  MH_Error* (*recv)(MH_Group* group, const MH_CollectiveArgs* args);
+  MH_Error* (*barrier)(MH_Group* group);
+  /* Marks the calling rank failed with `reason`: every rank's pending and
+   * future calls return MH_ABORTED naming it. Thread-safe, never blocks. */
+  void (*abort)(MH_Instance* self, int32_t rank, const char* reason);
+} MH_CommApi;
+
+/* ------------------------------------------------------------------------
+ * Model shape shared by the planning kinds
+ * --------------------------------------------------------------------- */
+
+typedef struct MH_ModelShape {
+  size_t struct_size;
+  int64_t layers, hidden, heads, ffn_hidden, seq_len, vocab;
+  int64_t micro_batch, global_batch;
+  int32_t world_size;
+} MH_ModelShape;
+
+/* ------------------------------------------------------------------------
+ * Tensor parallelism (MH_KIND_TENSOR_PARALLEL): how each weight is sharded
+ * across the tensor group and which collective sits at each region boundary
+ * (Megatron's f and g operators). The engine executes the plan.
+ * --------------------------------------------------------------------- */
+
+typedef enum MH_CollectiveKind {
+  MH_COLL_NONE = 0,
+  MH_COLL_ALL_REDUCE = 1,
+  MH_COLL_ALL_GATHER = 2,      /* along the sequence dimension */
+  MH_COLL_REDUCE_SCATTER = 3   /* along the sequence dimension */
+} MH_CollectiveKind;
+
+typedef enum MH_ShardDim {
+  MH_SHARD_NONE = -1,          /* replicated */
+  MH_SHARD_ROWS = 0,           /* weight [out, in] split along out: column-parallel */
+  MH_SHARD_COLS = 1            /* split along in: row-parallel */
+} MH_ShardDim;
+
+typedef enum MH_Weight {
+  MH_W_EMBEDDING = 0,          /* [V, H], tied with the output */
+  MH_W_QKV = 1,                /* [3H, H] */
+  MH_W_PROJ = 2,               /* [H, H] */
+  MH_W_FC1 = 3,                /* [F, H] */
+  MH_W_FC2 = 4,                /* [H, F] */
+  MH_W_COUNT = 5
+} MH_Weight;
+
+typedef struct MH_TensorPlan {
+  size_t struct_size;
+  int32_t size;                /* t */
+  int32_t sequence_parallel;   /* layernorm/dropout regions hold S/t rows */
+  int32_t shard[MH_W_COUNT];   /* MH_ShardDim per MH_Weight */
+  /* Entering a column-parallel block (attention, MLP, output logits):
+   * forward and backward collectives (f: NONE/ALL_REDUCE, or with SP g:
+   * ALL_GATHER/REDUCE_SCATTER). */
+  int32_t enter_fwd, enter_bwd;
+  /* Leaving a row-parallel block (and the vocabulary-parallel embedding). */
+  int32_t exit_fwd, exit_bwd;
+  /* Layernorm weight and bias gradients need an all-reduce over the group
+   * (true when their inputs are sequence shards). */
+  int32_t reduce_norm_grads;
+} MH_TensorPlan;
+
+typedef struct MH_TensorParallelApi {
+  size_t struct_size;
+  /* Fills the plan for `shape`, or MH_INVALID_ARGUMENT naming the dimension
+   * the size does not divide. */
+  MH_Error* (*plan)(MH_Instance* self, const MH_ModelShape* shape, MH_TensorPlan* out);
+} MH_TensorParallelApi;
+
+/* ------------------------------------------------------------------------
+ * Pipeline parallelism (MH_KIND_PIPELINE_PARALLEL): which layers each stage
+ * owns and the ordered actions of each stage's schedule.
+ * --------------------------------------------------------------------- */
+
+typedef enum MH_PipeActionType {
+  MH_PIPE_FORWARD = 0,
+  MH_PIPE_BACKWARD = 1,
+  MH_PIPE_SEND_ACTIVATION = 2,   /* to the next stage */
+  MH_PIPE_RECV_ACTIVATION = 3,   /* from the previous stage */
+  MH_PIPE_SEND_GRADIENT = 4,     /* to the previous stage */
+  MH_PIPE_RECV_GRADIENT = 5      /* from the next stage */
+} MH_PipeActionType;
+
+typedef struct MH_PipeAction {
+  int32_t type;                  /* MH_PipeActionType */
+  int32_t microbatch;
+  int32_t chunk;                 /* virtual model chunk, 0 without interleaving */
+  int32_t reserved;
+} MH_PipeAction;
+
+/* Layers [first, first + count) belong to (stage, chunk). */
+typedef struct MH_StageLayers {
+  int32_t stage, chunk;
+  int32_t first, count;
+} MH_StageLayers;
+
+typedef struct MH_PipelinePlan {
+  size_t struct_size;
+  int32_t size;                  /* p */
+  int32_t virtual_stages;        /* v */
+  int32_t microbatches;          /* m */
+  const MH_StageLayers* layers;  /* p * v entries, owned by the instance */
+  size_t num_layers;
+} MH_PipelinePlan;
+
+typedef struct MH_PipelineParallelApi {
+  size_t struct_size;
+  /* Stage assignment; arrays stay valid until the next plan or destroy. */
+  MH_Error* (*plan)(MH_Instance* self, const MH_ModelShape* shape, int32_t data_parallel,
+                    MH_PipelinePlan* out);
+  /* Ordered actions of `stage`; valid until the next call or destroy. */
+  MH_Error* (*schedule)(MH_Instance* self, int32_t stage, const MH_PipeAction** actions,
+                        size_t* count);
+} MH_PipelineParallelApi;
+
+/* ------------------------------------------------------------------------
+ * Data parallelism (MH_KIND_DATA_PARALLEL): gradient buckets and optimizer
+ * sharding.
+ * --------------------------------------------------------------------- */
+
+typedef struct MH_DataPlan {
+  size_t struct_size;
+  int32_t size;                  /* d */
+  int32_t distributed_optimizer; /* reduce-scatter grads, shard AdamW state 1/d */
+  int32_t overlap;               /* start a bucket's reduction when it is final */
+  const int32_t* bucket_of;      /* bucket index per parameter, owned by the instance */
+  int32_t num_buckets;
+} MH_DataPlan;
+
+typedef struct MH_DataParallelApi {
+  size_t struct_size;
+  /* param_bytes: each parameter's gradient size, in the order backward
+   * finalises them. */
+  MH_Error* (*plan)(MH_Instance* self, int32_t data_parallel, const uint64_t* param_bytes,
+                    size_t num_params, MH_DataPlan* out);
+} MH_DataParallelApi;
+
+/* ------------------------------------------------------------------------
+ * Activation recomputation (MH_KIND_RECOMPUTE): for each activation a layer
+ * would keep for backward, keep it or recompute it from what is kept.
+ * --------------------------------------------------------------------- */
+
+typedef enum MH_Activation {
+  MH_ACT_LAYER_INPUT = 0,        /* residual stream entering the layer */
+  MH_ACT_LN1 = 1,                /* first layernorm output (QKV input) */
+  MH_ACT_QKV = 2,                /* Q, K, V */
+  MH_ACT_ATTN_SCORES = 3,        /* softmax output */
+  MH_ACT_ATTN_MASK = 4,          /* attention dropout mask */
+  MH_ACT_ATTN_PROBS = 5,         /* attention dropout output */
+  MH_ACT_CONTEXT = 6,            /* attention output, projection input */
+  MH_ACT_ATTN_DROP_MASK = 7,     /* dropout mask after the projection */
+  MH_ACT_RESIDUAL1 = 8,          /* residual stream after attention */
+  MH_ACT_LN2 = 9,                /* second layernorm output (FC1 input) */
+  MH_ACT_FC1 = 10,               /* GeLU input */
+  MH_ACT_GELU = 11,              /* FC2 input */
+  MH_ACT_MLP_DROP_MASK = 12,     /* dropout mask after FC2 */
+  MH_ACT_COUNT = 13
+} MH_Activation;
+
+typedef enum MH_Decision { MH_KEEP = 0, MH_RECOMPUTE = 1 } MH_Decision;
+
+typedef struct MH_RecomputeQuery {
+  size_t struct_size;
+  int32_t layer;                 /* global layer index */
+  int32_t stage_first_layer;     /* first layer of the stage (chunk) */
+  int32_t stage_layers;          /* layers in the stage (chunk) */
+  int32_t activation;            /* MH_Activation */
+  uint64_t bytes;                /* its size per micro-batch */
+} MH_RecomputeQuery;
+
+typedef struct MH_RecomputeApi {
+  size_t struct_size;
+  MH_Error* (*decide)(MH_Instance* self, const MH_RecomputeQuery* query, int32_t* decision);
+} MH_RecomputeApi;
+
+/* ------------------------------------------------------------------------
+ * Tuner (MH_KIND_TUNER): which configurations to try and which is best.
+ * The host estimates (dry run, cost model) or measures each candidate the
+ * tuner proposes and reports back.
+ * --------------------------------------------------------------------- */
+
+typedef struct MH_Candidate {
+  size_t struct_size;
+  int32_t tensor, pipeline, virtual_stages, data;
+  int32_t sequence_parallel;
+  int32_t micro_batch;
+  const char* recompute;         /* policy name, owned by the tuner */
+  int32_t recompute_layers;
+  int32_t reserved;
+} MH_Candidate;
+
+typedef struct MH_Estimate {
+  size_t struct_size;
+  uint64_t memory_bytes;         /* peak per rank */
+  double step_seconds;
+  double mfu;
+  int32_t fits;                  /* memory fits the device */
+  int32_t measured;              /* step_seconds comes from a real run */
+} MH_Estimate;
+
+typedef struct MH_TunerApi {
+  size_t struct_size;
+  /* Next candidate to evaluate; *done = 1 when the search is over. The
+   * candidate stays valid until the next call. */
+  MH_Error* (*next)(MH_Instance* self, const MH_ModelShape* shape, MH_Candidate* out,
+                    int32_t* done);
+  /* The host's estimate for the candidate last returned by next. */
+  MH_Error* (*report)(MH_Instance* self, const MH_Candidate* candidate,
+                      const MH_Estimate* estimate);
+} MH_TunerApi;
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* MEGAHOST_ABI_H */

@@ -1,0 +1,280 @@
+// Header-only helpers for plugin authors: write a class per component and
+// register it with one macro. The class never sees a C function pointer and
+// never lets an exception out: every table entry below is a trampoline that
+// casts the instance back to the class and runs the method under mh::guard.
+//
+//   class MyPolicy {
+//    public:
+//     static constexpr MH_Kind kind = MH_KIND_RECOMPUTE;
+//     explicit MyPolicy(const mh::CreateContext& ctx);
+//     MH_Decision decide(const MH_RecomputeQuery& q);
+//   };
+//   MH_PLUGIN("my_policies", "1.0.0",
+//             mh::component<MyPolicy>("mlp_only", "1.0.0", "keep only MLP activations"))
+//
+// The method set each kind needs is listed next to its table below.
+#pragma once
+
+#include <megahost/abi.h>
+#include <megahost/error.hpp>
+#include <megahost/options.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <span>
+#include <string>
+
+namespace mh {
+
+struct CreateContext {
+  Options options;
+  int32_t ranks_in_process;
+  int32_t rank;
+};
+
+namespace detail {
+inline const MH_HostApi* host_api = nullptr;
+inline const char* plugin_name = "?";
+
+template <class T>
+T* as(MH_Instance* self) {
+  return reinterpret_cast<T*>(self);
+}
+
+// Fills a full local copy of an output struct, then copies out only the
+// bytes the caller declared in its struct_size, so an older caller with a
+// smaller struct is never written past its end.
+template <class Out, class F>
+void fill_out(Out* out, F&& f) {
+  require(out != nullptr, "output struct is NULL", MH_INVALID_ARGUMENT);
+  Out local{};
+  local.struct_size = sizeof(Out);
+  f(local);
+  size_t n = std::min<size_t>(out->struct_size == 0 ? sizeof(Out) : out->struct_size, sizeof(Out));
+  local.struct_size = n;
+  std::memcpy(out, &local, n);
+}
+}  // namespace detail
+
+// Logs through the host (thread-safe); a no-op before the entry point ran.
+inline void log(MH_LogLevel level, const std::string& message) {
+  if (detail::host_api != nullptr && detail::host_api->log != nullptr)
+    detail::host_api->log(level, detail::plugin_name, message.c_str());
+}
+
+#define MH_TRAMPOLINE(T, method, Args)                                                 \
+  [](MH_Instance* self, const Args* args) -> MH_Error* {                             \
+    return ::mh::guard([&] { ::mh::detail::as<T>(self)->method(*args); });           \
+  }
+
+// Kernels: device_info(MH_DeviceInfo&), void* alloc(uint64_t), free(void*)
+// noexcept, copy(dst, src, bytes, MH_CopyKind), synchronize(), void* stream(),
+// and one method per op taking its args struct by const reference.
+template <class T>
+const MH_KernelsApi* kernels_api() {
+  static const MH_KernelsApi api{
+      MH_STRUCT_SIZE(MH_KernelsApi, sum_squares),
+      [](MH_Instance* self, MH_DeviceInfo* out) -> MH_Error* {
+        return guard([&] { detail::fill_out(out, [&](MH_DeviceInfo& i) { detail::as<T>(self)->device_info(i); }); });
+      },
+      [](MH_Instance* self, uint64_t bytes, void** out) -> MH_Error* {
+        return guard([&] { *out = detail::as<T>(self)->alloc(bytes); });
+      },
+      [](MH_Instance* self, void* ptr) { detail::as<T>(self)->free(ptr); },
+      [](MH_Instance* self, void* dst, const void* src, uint64_t bytes, int32_t kind) -> MH_Error* {
+        return guard([&] { detail::as<T>(self)->copy(dst, src, bytes, static_cast<MH_CopyKind>(kind)); });
+      },
+      [](MH_Instance* self) -> MH_Error* { return guard([&] { detail::as<T>(self)->synchronize(); }); },
+      [](MH_Instance* self) -> void* { return detail::as<T>(self)->stream(); },
+      MH_TRAMPOLINE(T, gemm, MH_GemmArgs),
+      MH_TRAMPOLINE(T, layernorm, MH_LayerNormArgs),
+      MH_TRAMPOLINE(T, layernorm_bwd, MH_LayerNormBwdArgs),
+      MH_TRAMPOLINE(T, elementwise, MH_ElementwiseArgs),
+      MH_TRAMPOLINE(T, bias_add, MH_BiasArgs),
+      MH_TRAMPOLINE(T, bias_bwd, MH_BiasArgs),
+      MH_TRAMPOLINE(T, softmax, MH_SoftmaxArgs),
+      MH_TRAMPOLINE(T, softmax_bwd, MH_SoftmaxArgs),
+      MH_TRAMPOLINE(T, dropout, MH_DropoutArgs),
+      MH_TRAMPOLINE(T, dropout_bwd, MH_DropoutArgs),
+      MH_TRAMPOLINE(T, embedding, MH_EmbeddingArgs),
+      MH_TRAMPOLINE(T, embedding_bwd, MH_EmbeddingArgs),
+      MH_TRAMPOLINE(T, xent, MH_XentArgs),
+      MH_TRAMPOLINE(T, adamw, MH_AdamWArgs),
+      MH_TRAMPOLINE(T, sum_squares, MH_SumSquaresArgs),
+  };
+  return &api;
+}
+
+#define MH_GROUP_TRAMPOLINE(G, method)                                                 \
+  [](MH_Group* group, const MH_CollectiveArgs* args) -> MH_Error* {                  \
+    return ::mh::guard([&] { reinterpret_cast<G*>(group)->method(*args); });         \
+  }
+
+// Communicators: info(MH_CommInfo&), Group* world(int32_t local),
+// abort(int32_t rank, const char* reason) noexcept; and a nested class Group
+// with Group* split(color, key), rank(), size(), all_reduce, all_gather,
+// reduce_scatter, broadcast, send, recv (each taking MH_CollectiveArgs) and
+// barrier(). Groups from split are deleted by group_destroy; world groups
+// belong to the instance.
+template <class T>
+const MH_CommApi* comm_api() {
+  using G = typename T::Group;
+  static const MH_CommApi api{
+      MH_STRUCT_SIZE(MH_CommApi, abort),
+      [](MH_Instance* self, MH_CommInfo* out) -> MH_Error* {
+        return guard([&] { detail::fill_out(out, [&](MH_CommInfo& i) { detail::as<T>(self)->info(i); }); });
+      },
+      [](MH_Instance* self, int32_t local, MH_Group** out) -> MH_Error* {
+        return guard([&] { *out = reinterpret_cast<MH_Group*>(detail::as<T>(self)->world(local)); });
+      },
+      [](MH_Group* group, int32_t color, int32_t key, MH_Group** out) -> MH_Error* {
+        return guard([&] { *out = reinterpret_cast<MH_Group*>(reinterpret_cast<G*>(group)->split(color, key)); });
+      },
+      [](MH_Group* group) { delete reinterpret_cast<G*>(group); },
+      [](const MH_Group* group) -> int32_t { return reinterpret_cast<const G*>(group)->rank(); },
+      [](const MH_Group* group) -> int32_t { return reinterpret_cast<const G*>(group)->size(); },
+      MH_GROUP_TRAMPOLINE(G, all_reduce),
+      MH_GROUP_TRAMPOLINE(G, all_gather),
+      MH_GROUP_TRAMPOLINE(G, reduce_scatter),
+      MH_GROUP_TRAMPOLINE(G, broadcast),
+      MH_GROUP_TRAMPOLINE(G, send),
+      MH_GROUP_TRAMPOLINE(G, recv),
+      [](MH_Group* group) -> MH_Error* { return guard([&] { reinterpret_cast<G*>(group)->barrier(); }); },
+      [](MH_Instance* self, int32_t rank, const char* reason) { detail::as<T>(self)->abort(rank, reason); },
+  };
+  return &api;
+}
+
+// Tensor parallelism: plan(const MH_ModelShape&, MH_TensorPlan&).
+template <class T>
+const MH_TensorParallelApi* tensor_parallel_api() {
+  static const MH_TensorParallelApi api{
+      MH_STRUCT_SIZE(MH_TensorParallelApi, plan),
+      [](MH_Instance* self, const MH_ModelShape* shape, MH_TensorPlan* out) -> MH_Error* {
+        return guard([&] { detail::fill_out(out, [&](MH_TensorPlan& p) { detail::as<T>(self)->plan(*shape, p); }); });
+      },
+  };
+  return &api;
+}
+
+// Pipeline parallelism: plan(const MH_ModelShape&, int32_t dp, MH_PipelinePlan&),
+// std::span<const MH_PipeAction> schedule(int32_t stage).
+template <class T>
+const MH_PipelineParallelApi* pipeline_parallel_api() {
+  static const MH_PipelineParallelApi api{
+      MH_STRUCT_SIZE(MH_PipelineParallelApi, schedule),
+      [](MH_Instance* self, const MH_ModelShape* shape, int32_t dp, MH_PipelinePlan* out) -> MH_Error* {
+        return guard([&] { detail::fill_out(out, [&](MH_PipelinePlan& p) { detail::as<T>(self)->plan(*shape, dp, p); }); });
+      },
+      [](MH_Instance* self, int32_t stage, const MH_PipeAction** actions, size_t* count) -> MH_Error* {
+        return guard([&] {
+          std::span<const MH_PipeAction> s = detail::as<T>(self)->schedule(stage);
+          *actions = s.data();
+          *count = s.size();
+        });
+      },
+  };
+  return &api;
+}
+
+// Data parallelism: plan(int32_t dp, std::span<const uint64_t> param_bytes, MH_DataPlan&).
+template <class T>
+const MH_DataParallelApi* data_parallel_api() {
+  static const MH_DataParallelApi api{
+      MH_STRUCT_SIZE(MH_DataParallelApi, plan),
+      [](MH_Instance* self, int32_t dp, const uint64_t* bytes, size_t n, MH_DataPlan* out) -> MH_Error* {
+        return guard([&] {
+          detail::fill_out(out, [&](MH_DataPlan& p) { detail::as<T>(self)->plan(dp, std::span<const uint64_t>(bytes, n), p); });
+        });
+      },
+  };
+  return &api;
+}
+
+// Recompute: MH_Decision decide(const MH_RecomputeQuery&).
+template <class T>
+const MH_RecomputeApi* recompute_api() {
+  static const MH_RecomputeApi api{
+      MH_STRUCT_SIZE(MH_RecomputeApi, decide),
+      [](MH_Instance* self, const MH_RecomputeQuery* q, int32_t* decision) -> MH_Error* {
+        return guard([&] { *decision = detail::as<T>(self)->decide(*q); });
+      },
+  };
+  return &api;
+}
+
+// Tuner: bool next(const MH_ModelShape&, MH_Candidate&) (false when done),
+// report(const MH_Candidate&, const MH_Estimate&).
+template <class T>
+const MH_TunerApi* tuner_api() {
+  static const MH_TunerApi api{
+      MH_STRUCT_SIZE(MH_TunerApi, report),
+      [](MH_Instance* self, const MH_ModelShape* shape, MH_Candidate* out, int32_t* done) -> MH_Error* {
+        return guard([&] {
+          bool more = false;
+          detail::fill_out(out, [&](MH_Candidate& c) { more = detail::as<T>(self)->next(*shape, c); });
+          *done = more ? 0 : 1;
+        });
+      },
+      [](MH_Instance* self, const MH_Candidate* c, const MH_Estimate* e) -> MH_Error* {
+        return guard([&] { detail::as<T>(self)->report(*c, *e); });
+      },
+  };
+  return &api;
+}
+
+template <class T>
+const void* api_for() {
+  if constexpr (T::kind == MH_KIND_KERNELS) return kernels_api<T>();
+  else if constexpr (T::kind == MH_KIND_COMM) return comm_api<T>();
+  else if constexpr (T::kind == MH_KIND_TENSOR_PARALLEL) return tensor_parallel_api<T>();
+  else if constexpr (T::kind == MH_KIND_PIPELINE_PARALLEL) return pipeline_parallel_api<T>();
+  else if constexpr (T::kind == MH_KIND_DATA_PARALLEL) return data_parallel_api<T>();
+  else if constexpr (T::kind == MH_KIND_RECOMPUTE) return recompute_api<T>();
+  else return tuner_api<T>();
+}
+
+// The descriptor of component class T; `options` must outlive the library
+// (a static array).
+template <class T>
+MH_ComponentDesc component(const char* name, const char* version, const char* description,
+                           std::span<const MH_OptionSpec> options = {}) {
+  return MH_ComponentDesc{
+      MH_STRUCT_SIZE(MH_ComponentDesc, api),
+      T::kind,
+      name,
+      version,
+      description,
+      options.data(),
+      options.size(),
+      [](const MH_CreateArgs* args, MH_Instance** out) -> MH_Error* {
+        return guard([&] {
+          CreateContext ctx{Options(args->options), args->ranks_in_process, args->rank};
+          *out = reinterpret_cast<MH_Instance*>(new T(ctx));
+        });
+      },
+      [](MH_Instance* self) { delete detail::as<T>(self); },
+      api_for<T>(),
+  };
+}
+
+}  // namespace mh
+
+// Defines the plugin's entry point (MH_ENTRY_SYMBOL) listing its components.
+#define MH_PLUGIN(mh_name, mh_version, ...)                                          \
+  extern "C" MH_EXPORT MH_Error* mh_plugin_entry_v1(const MH_HostApi* host,                 \
+                                                    const MH_PluginDesc** out) {            \
+    return ::mh::guard([&] {                                                                 \
+      ::mh::detail::host_api = host;                                                         \
+      ::mh::detail::plugin_name = mh_name;                                               \
+      static const MH_ComponentDesc components[] = {__VA_ARGS__};                            \
+      static const MH_PluginDesc desc{MH_STRUCT_SIZE(MH_PluginDesc, num_components),         \
+                                      MH_ABI_MAJOR,                                          \
+                                      MH_ABI_MINOR,                                          \
+                                      mh_name,                                               \
+                                      mh_version,                                            \
+                                      components,                                            \
+                                      sizeof(components) / sizeof(components[0])};           \
+      *out = &desc;                                                                          \
+    });                                                                                      \
+  }
