@@ -1,0 +1,227 @@
+#include "config.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "embedded_default_config.hpp"
+
+namespace mh {
+namespace fs = std::filesystem;
+namespace {
+
+std::vector<std::string> split_dotted(const std::string& key) {
+  std::vector<std::string> parts;
+  std::stringstream in(key);
+  std::string part;
+  while (std::getline(in, part, '.')) parts.push_back(part);
+  return parts;
+}
+
+// A value as TOML would read it ("4", "true", "\"x\"", "1e-3"); anything
+// that does not parse is taken as a bare string, so `data.tokenizer=byte`
+// needs no quotes.
+toml::node_view<toml::node> parsed_value(const std::string& text, toml::table& holder) {
+  try {
+    holder = toml::parse("v = " + text);
+  } catch (const toml::parse_error&) {
+    holder = toml::table{{"v", text}};
+  }
+  return holder["v"];
+}
+
+void apply_override(toml::table& root, const std::string& item, Diagnostics& diag) {
+  auto eq = item.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    diag.error("command line", "override '" + item + "' is not of the form section.key=value");
+    return;
+  }
+  std::vector<std::string> path = split_dotted(item.substr(0, eq));
+  toml::table* table = &root;
+  for (size_t i = 0; i + 1 < path.size(); ++i) {
+    toml::node* next = table->get(path[i]);
+    if (next == nullptr) next = table->insert(path[i], toml::table{}).first->second.as_table();
+    if (!next->is_table()) {
+      diag.error("command line", "override '" + item + "': '" + path[i] + "' is not a section");
+      return;
+    }
+    table = next->as_table();
+  }
+  toml::table holder;
+  auto value = parsed_value(item.substr(eq + 1), holder);
+  table->insert_or_assign(path.back(), *value.node());
+}
+
+std::string type_name(int32_t type) {
+  switch (type) {
+    case MH_VALUE_BOOL: return "a boolean";
+    case MH_VALUE_INT: return "an integer";
+    case MH_VALUE_DOUBLE: return "a number";
+    default: return "a string";
+  }
+}
+
+bool has_type(const toml::node& node, int32_t type) {
+  switch (type) {
+    case MH_VALUE_BOOL: return node.is_boolean();
+    case MH_VALUE_INT: return node.is_integer();
+    case MH_VALUE_DOUBLE: return node.is_number();
+    default: return node.is_string();
+  }
+}
+
+std::vector<std::string> split_choices(const char* choices) {
+  std::vector<std::string> out;
+  std::stringstream in(choices);
+  std::string c;
+  while (std::getline(in, c, '|')) out.push_back(c);
+  return out;
+}
+
+std::string format_number(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+// Returns "" when the value satisfies the spec's range and choices.
+std::string value_problem(const MH_OptionSpec& spec, const toml::node& node) {
+  if (spec.type == MH_VALUE_INT || spec.type == MH_VALUE_DOUBLE) {
+    double v = node.is_integer() ? double(*node.value<int64_t>()) : *node.value<double>();
+    if ((spec.flags & MH_OPTION_HAS_MIN) && v < spec.min)
+      return "must be >= " + format_number(spec.min) + ", got " + format_number(v);
+    if ((spec.flags & MH_OPTION_HAS_MAX) && v > spec.max)
+      return "must be <= " + format_number(spec.max) + ", got " + format_number(v);
+  }
+  if (spec.type == MH_VALUE_STRING && spec.choices != nullptr) {
+    std::string v = *node.value<std::string>();
+    std::vector<std::string> choices = split_choices(spec.choices);
+    for (const auto& c : choices)
+      if (c == v) return "";
+    std::string hint = did_you_mean(v, choices);
+    return "'" + v + "' is not one of " + std::string(spec.choices) + (hint.empty() ? "" : "; " + hint);
+  }
+  return "";
+}
+
+std::vector<std::string> known_keys(std::span<const MH_OptionSpec> specs, const std::vector<std::string>& extra) {
+  std::vector<std::string> keys = extra;
+  for (const auto& s : specs) keys.emplace_back(s.name);
+  return keys;
+}
+
+}  // namespace
+
+std::optional<Config> Config::load(const std::string& path, const std::vector<std::string>& overrides,
+                                   Diagnostics& diag) {
+  Config config;
+  try {
+    if (path.empty()) {
+      config.file_ = "<embedded default config>";
+      config.base_dir_ = MEGAHOST_DEFAULT_CONFIG_DIR;
+      config.root_ = toml::parse(kEmbeddedDefaultConfig, config.file_);
+    } else {
+      config.file_ = path;
+      config.base_dir_ = fs::absolute(path).parent_path();
+      config.root_ = toml::parse_file(path);
+    }
+  } catch (const toml::parse_error& e) {
+    const auto& at = e.source().begin;
+    std::string where = config.file_ + (at.line > 0 ? ":" + std::to_string(at.line) + ":" + std::to_string(at.column) : "");
+    diag.error(where, "malformed TOML: " + std::string(e.description()));
+    return std::nullopt;
+  }
+  for (const auto& item : overrides) apply_override(config.root_, item, diag);
+  return config;
+}
+
+std::string Config::where(const toml::node& node) const {
+  const auto& at = node.source().begin;
+  if (at.line == 0) return "command line";
+  return file_ + ":" + std::to_string(at.line) + ":" + std::to_string(at.column);
+}
+
+std::string Config::where(const toml::table* section) const {
+  return section != nullptr ? where(*section) : file_;
+}
+
+fs::path Config::resolve(const std::string& path) const {
+  fs::path p(path);
+  return p.is_absolute() ? p : base_dir_ / p;
+}
+
+const char* OptionValues::keep(std::string text) {
+  strings_.push_back(std::move(text));
+  return strings_.back().c_str();
+}
+
+void OptionValues::add(const MH_OptionSpec& spec, const toml::node& node) {
+  MH_NamedValue v{};
+  v.name = keep(spec.name);
+  v.type = spec.type;
+  switch (spec.type) {
+    case MH_VALUE_BOOL: v.value.b = *node.value<bool>() ? 1 : 0; break;
+    case MH_VALUE_INT: v.value.i = *node.value<int64_t>(); break;
+    case MH_VALUE_DOUBLE: v.value.d = *node.value<double>(); break;
+    default: v.value.s = keep(*node.value<std::string>()); break;
+  }
+  values_.push_back(v);
+}
+
+const MH_Options* OptionValues::view() const {
+  raw_ = MH_Options{MH_STRUCT_SIZE(MH_Options, section), values_.data(), values_.size(), section_.c_str()};
+  return &raw_;
+}
+
+const toml::table* find_table(const toml::table& root, const std::string& dotted) {
+  const toml::table* table = &root;
+  for (const auto& part : split_dotted(dotted)) {
+    const toml::node* next = table->get(part);
+    if (next == nullptr || !next->is_table()) return nullptr;
+    table = next->as_table();
+  }
+  return table;
+}
+
+OptionValues validate_section(const Config& config, const toml::table* section, const std::string& name,
+                              std::span<const MH_OptionSpec> specs, const std::vector<std::string>& extra_keys,
+                              Diagnostics& diag) {
+  OptionValues values;
+  values.set_section(name);
+  if (section != nullptr) {
+    std::vector<std::string> keys = known_keys(specs, extra_keys);
+    for (const auto& [key, node] : *section) {
+      if (std::find(keys.begin(), keys.end(), key.str()) != keys.end()) continue;
+      std::string hint = did_you_mean(key.str(), keys);
+      diag.error(config.where(node), "unknown key '" + name + "." + std::string(key.str()) + "'" +
+                                         (hint.empty() ? "" : "; " + hint));
+    }
+  }
+  for (const auto& spec : specs) {
+    const toml::node* node = section != nullptr ? section->get(spec.name) : nullptr;
+    std::string key = name + "." + spec.name;
+    toml::table holder;
+    if (node == nullptr) {
+      if (spec.default_value == nullptr) {
+        diag.error(config.where(section), "missing required key '" + key + "' (" + (spec.doc ? spec.doc : "") + ")");
+        continue;
+      }
+      holder = toml::parse(std::string("v = ") + spec.default_value);
+      node = holder.get("v");
+    } else if (!has_type(*node, spec.type)) {
+      diag.error(config.where(*node), "'" + key + "' must be " + type_name(spec.type));
+      continue;
+    } else if (std::string problem = value_problem(spec, *node); !problem.empty()) {
+      diag.error(config.where(*node), "'" + key + "' " + problem);
+      continue;
+    }
+    if (spec.type == MH_VALUE_DOUBLE && node->is_integer()) {
+      holder = toml::table{{"v", double(*node->value<int64_t>())}};
+      node = holder.get("v");
+    }
+    values.add(spec, *node);
+  }
+  return values;
+}
+
+}  // namespace mh

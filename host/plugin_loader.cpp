@@ -1,0 +1,143 @@
+#include "plugin_loader.hpp"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <cstdlib>
+#include <sstream>
+
+#include <megahost/error.hpp>
+
+namespace mh {
+namespace fs = std::filesystem;
+namespace {
+
+void log_from_plugin(int32_t level, const char* plugin, const char* message) {
+  const char* name = plugin != nullptr ? plugin : "?";
+  const char* text = message != nullptr ? message : "";
+  switch (level) {
+    case MH_LOG_ERROR: LOG(ERROR) << "[" << name << "] " << text; break;
+    case MH_LOG_WARNING: LOG(WARNING) << "[" << name << "] " << text; break;
+    case MH_LOG_DEBUG: VLOG(1) << "[" << name << "] " << text; break;
+    default: LOG(INFO) << "[" << name << "] " << text; break;
+  }
+}
+
+void append_path_list(const std::string& list, std::vector<fs::path>& out) {
+  std::stringstream in(list);
+  std::string item;
+  while (std::getline(in, item, ':'))
+    if (!item.empty()) out.emplace_back(item);
+}
+
+// A plugin built for another major exports only its own entry symbol; name
+// it so the user learns which versions disagree.
+std::string other_major_hint(const boost::dll::shared_library& lib) {
+  for (int major = 0; major < 16; ++major) {
+    if (major == MH_ABI_MAJOR) continue;
+    if (lib.has("mh_plugin_entry_v" + std::to_string(major)))
+      return "it was built for plugin ABI major " + std::to_string(major) + ", this host speaks " +
+             std::to_string(MH_ABI_MAJOR) + "." + std::to_string(MH_ABI_MINOR) +
+             "; rebuild it against this host's SDK";
+  }
+  return "it has no symbol " MH_ENTRY_SYMBOL "; it is not a megahost plugin (remove it from the plugin path)";
+}
+
+std::string version_text(uint32_t major, uint32_t minor) {
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+// Checks what the host will read of the descriptor; returns "" when sound.
+std::string descriptor_problem(const MH_PluginDesc* d) {
+  if (d == nullptr) return "its entry point returned no descriptor";
+  if (d->struct_size < MH_STRUCT_SIZE(MH_PluginDesc, num_components))
+    return "its descriptor is too small (struct_size " + std::to_string(d->struct_size) + ")";
+  if (d->abi_major != MH_ABI_MAJOR)
+    return "it was built for plugin ABI " + version_text(d->abi_major, d->abi_minor) +
+           ", this host speaks " + version_text(MH_ABI_MAJOR, MH_ABI_MINOR) +
+           "; majors must match: rebuild it against this host's SDK";
+  if (d->name == nullptr || d->version == nullptr) return "its descriptor has no name or version";
+  if (d->num_components > 0 && d->components == nullptr) return "its component list is NULL";
+  for (size_t i = 0; i < d->num_components; ++i) {
+    const MH_ComponentDesc& c = d->components[i];
+    std::string which = "component #" + std::to_string(i);
+    if (c.struct_size < MH_STRUCT_SIZE(MH_ComponentDesc, api)) return which + " has a descriptor that is too small";
+    if (c.kind < 0 || c.kind >= MH_KIND_COUNT) return which + " has unknown kind " + std::to_string(c.kind);
+    if (c.name == nullptr || c.name[0] == '\0') return which + " has no name";
+    if (c.create == nullptr || c.destroy == nullptr || c.api == nullptr)
+      return which + " ('" + c.name + "') lacks create, destroy or its function table";
+    if (c.num_options > 0 && c.options == nullptr) return which + " ('" + c.name + "') has a NULL option list";
+    for (size_t o = 0; o < c.num_options; ++o)
+      if (c.options[o].name == nullptr) return which + " ('" + c.name + "') has an unnamed option";
+  }
+  return "";
+}
+
+bool load_one(const fs::path& file, LoadedPlugin& out, Diagnostics& diag) {
+  namespace dll = boost::dll;
+  std::string where = file.string();
+  try {
+    out.library.load(file.string(), dll::load_mode::rtld_now | dll::load_mode::rtld_local);
+  } catch (const std::exception& e) {
+    diag.error(where, std::string("cannot load plugin: ") + e.what());
+    return false;
+  }
+  if (!out.library.has(MH_ENTRY_SYMBOL)) {
+    diag.error(where, "refused: " + other_major_hint(out.library));
+    return false;
+  }
+  auto entry = out.library.get<std::remove_pointer_t<MH_EntryFn>>(MH_ENTRY_SYMBOL);
+  const MH_PluginDesc* desc = nullptr;
+  try {
+    check(entry(host_api(), &desc), "its entry point failed");
+  } catch (const Error& e) {
+    diag.error(where, e.what());
+    return false;
+  }
+  if (std::string problem = descriptor_problem(desc); !problem.empty()) {
+    diag.error(where, "refused: " + problem);
+    return false;
+  }
+  if (desc->abi_minor > MH_ABI_MINOR)
+    VLOG(1) << where << ": built for a newer minor " << version_text(desc->abi_major, desc->abi_minor);
+  out.file = file;
+  out.desc = desc;
+  return true;
+}
+
+}  // namespace
+
+const MH_HostApi* host_api() {
+  static const MH_HostApi api{MH_STRUCT_SIZE(MH_HostApi, log), MH_ABI_MAJOR, MH_ABI_MINOR, &log_from_plugin};
+  return &api;
+}
+
+std::vector<fs::path> plugin_search_path(const std::string& flag_value) {
+  std::vector<fs::path> dirs;
+  append_path_list(flag_value, dirs);
+  if (const char* env = std::getenv("MEGAHOST_PLUGIN_PATH")) append_path_list(env, dirs);
+  fs::path exe_dir = boost::dll::program_location().parent_path().string();
+  dirs.push_back(exe_dir / "plugins");
+  dirs.push_back(exe_dir / ".." / "lib" / "megahost" / "plugins");
+  return dirs;
+}
+
+std::vector<LoadedPlugin> load_plugins(const std::vector<fs::path>& dirs, Diagnostics& diag) {
+  std::vector<LoadedPlugin> plugins;
+  for (const auto& dir : dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::directory_iterator(dir, ec))
+      if (entry.path().extension() == ".so") files.push_back(entry.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files) {
+      LoadedPlugin plugin;
+      if (load_one(fs::weakly_canonical(file), plugin, diag)) plugins.push_back(std::move(plugin));
+    }
+  }
+  return plugins;
+}
+
+}  // namespace mh

@@ -1,0 +1,35 @@
+// Finds plugin shared objects on the plugin path and loads them through
+// Boost.DLL: resolves the entry point of our ABI major, checks the versions
+// and the shape of the descriptor the plugin returns.
+#pragma once
+
+#include <megahost/abi.h>
+
+#include <boost/dll/shared_library.hpp>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "diagnostics.hpp"
+
+namespace mh {
+
+struct LoadedPlugin {
+  std::filesystem::path file;
+  boost::dll::shared_library library;  // kept loaded for the life of the process
+  const MH_PluginDesc* desc = nullptr;
+};
+
+// The folders searched, in order: --plugin_path entries, then
+// MEGAHOST_PLUGIN_PATH entries, then the folders installed next to the binary.
+std::vector<std::filesystem::path> plugin_search_path(const std::string& flag_value);
+
+// Loads every *.so in `dirs` (sorted by name within a folder). Files that
+// are not loadable plugins are reported as errors in `diag`.
+std::vector<LoadedPlugin> load_plugins(const std::vector<std::filesystem::path>& dirs,
+                                       Diagnostics& diag);
+
+// The host services every plugin receives.
+const MH_HostApi* host_api();
+
+}  // namespace mh

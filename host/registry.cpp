@@ -1,0 +1,49 @@
+#include "registry.hpp"
+
+namespace mh {
+
+const char* kind_name(int32_t kind) {
+  switch (kind) {
+    case MH_KIND_KERNELS: return "kernels";
+    case MH_KIND_COMM: return "comm";
+    case MH_KIND_TENSOR_PARALLEL: return "parallel.tensor";
+    case MH_KIND_PIPELINE_PARALLEL: return "parallel.pipeline";
+    case MH_KIND_DATA_PARALLEL: return "parallel.data";
+    case MH_KIND_RECOMPUTE: return "recompute";
+    case MH_KIND_TUNER: return "tuner";
+    default: return "unknown";
+  }
+}
+
+Registry::Registry(const std::vector<LoadedPlugin>& plugins, Diagnostics& diag) {
+  for (const auto& plugin : plugins) {
+    for (size_t i = 0; i < plugin.desc->num_components; ++i) {
+      const MH_ComponentDesc& c = plugin.desc->components[i];
+      auto [it, inserted] = components_.try_emplace({c.kind, c.name}, Component{&c, &plugin});
+      if (!inserted)
+        diag.warning(plugin.file.string(),
+                     std::string(kind_name(c.kind)) + " component '" + c.name + "' is also provided by " +
+                         it->second.plugin->file.string() + ", which comes first on the plugin path and is used");
+    }
+  }
+}
+
+const Component* Registry::find(int32_t kind, const std::string& name) const {
+  auto it = components_.find({kind, name});
+  return it == components_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> Registry::names(int32_t kind) const {
+  std::vector<std::string> out;
+  for (const auto& [key, component] : components_)
+    if (key.first == kind) out.push_back(key.second);
+  return out;
+}
+
+std::vector<Component> Registry::all() const {
+  std::vector<Component> out;
+  for (const auto& [key, component] : components_) out.push_back(component);
+  return out;
+}
+
+}  // namespace mh

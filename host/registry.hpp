@@ -1,0 +1,37 @@
+// Every component the loaded plugins provide, by kind and name.
+#pragma once
+
+#include <megahost/abi.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "diagnostics.hpp"
+#include "plugin_loader.hpp"
+
+namespace mh {
+
+struct Component {
+  const MH_ComponentDesc* desc;
+  const LoadedPlugin* plugin;
+};
+
+const char* kind_name(int32_t kind);
+
+class Registry {
+ public:
+  // Registers the components of `plugins`, which must outlive the registry.
+  // When two claim the same kind and name, the first on the plugin path
+  // wins and a warning names both files.
+  Registry(const std::vector<LoadedPlugin>& plugins, Diagnostics& diag);
+
+  const Component* find(int32_t kind, const std::string& name) const;
+  std::vector<std::string> names(int32_t kind) const;
+  std::vector<Component> all() const;
+
+ private:
+  std::map<std::pair<int32_t, std::string>, Component> components_;
+};
+
+}  // namespace mh

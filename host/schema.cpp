@@ -1,0 +1,86 @@
+#include "schema.hpp"
+
+#include <megahost/options.hpp>
+
+#include <algorithm>
+
+namespace mh {
+namespace {
+
+constexpr double kMaxInt = 1e12;
+
+const MH_OptionSpec kModel[] = {
+    opt_int("layers", "4", 1, 100000, "transformer layers"),
+    opt_int("hidden", "256", 1, 1e6, "hidden size h"),
+    opt_int("heads", "4", 1, 100000, "attention heads a (must divide hidden)"),
+    opt_int("ffn_hidden", "0", 0, 1e7, "MLP inner size; 0 means 4 * hidden"),
+    opt_int("seq_len", "128", 1, 1e7, "sequence length s"),
+    opt_int("vocab", "0", 0, 1e8, "vocabulary size; 0 takes the tokenizer's"),
+    opt_double("dropout", "0.1", 0, 0.99, "dropout after attention, MLP and embeddings"),
+    opt_double("attention_dropout", "0.1", 0, 0.99, "dropout on the attention probabilities"),
+    opt_double("init_std", "0.02", 0, 10, "standard deviation of the normal weight init"),
+    opt_double("layernorm_eps", "1e-5", 0, 1, "layernorm epsilon"),
+};
+
+const MH_OptionSpec kTrain[] = {
+    opt_int("steps", "200", 0, kMaxInt, "optimizer steps"),
+    opt_int("global_batch", "8", 1, kMaxInt, "sequences per optimizer step"),
+    opt_int("micro_batch", "8", 1, kMaxInt, "sequences per forward/backward"),
+    opt_double("lr", "1e-3", 0, 10, "peak learning rate"),
+    opt_double("min_lr", "1e-4", 0, 10, "learning rate at the end of cosine decay"),
+    opt_int("warmup_steps", "20", 0, kMaxInt, "linear warm-up steps"),
+    opt_int("decay_steps", "0", 0, kMaxInt, "cosine decay length; 0 means train.steps"),
+    opt_double("weight_decay", "0.1", 0, 10, "AdamW weight decay (not on biases and norms)"),
+    opt_double("adam_beta1", "0.9", 0, 1, "AdamW beta1"),
+    opt_double("adam_beta2", "0.95", 0, 1, "AdamW beta2"),
+    opt_double("adam_eps", "1e-8", 0, 1, "AdamW epsilon"),
+    opt_double("clip_grad", "1.0", 0, 1e9, "global gradient-norm clip; 0 disables"),
+    opt_int("seed", "1234", 0, 9e18, "seed of init, dropout and data order"),
+    opt_int("eval_interval", "50", 0, kMaxInt, "steps between validation runs; 0 disables"),
+    opt_int("eval_batches", "4", 1, kMaxInt, "micro-batches per validation run"),
+    opt_int("log_interval", "10", 1, kMaxInt, "steps between log lines"),
+};
+
+const MH_OptionSpec kData[] = {
+    opt("path", MH_VALUE_STRING, "\"../data/corpus_byte\"", "indexed dataset prefix (.bin/.idx), relative to the config"),
+    opt_choice("tokenizer", "\"byte\"", "byte|gpt2", "tokenizer the dataset was made with"),
+    opt("vocab_file", MH_VALUE_STRING, "\"\"", "GPT-2 vocab.json (tokenizer = gpt2)"),
+    opt("merges_file", MH_VALUE_STRING, "\"\"", "GPT-2 merges.txt (tokenizer = gpt2)"),
+    opt("split", MH_VALUE_STRING, "\"98,2,0\"", "train,valid,test weights over documents"),
+};
+
+const MH_OptionSpec kOutput[] = {
+    opt("metrics", MH_VALUE_STRING, "\"\"", "JSON-lines metrics file; --metrics_out overrides"),
+};
+
+const HostSection kHostSections[] = {
+    {"model", kModel}, {"train", kTrain}, {"data", kData}, {"output", kOutput},
+};
+
+const SlotSpec kSlots[] = {
+    {"kernels", MH_KIND_KERNELS, "cpu"},
+    {"comm", MH_KIND_COMM, "threads"},
+    {"parallel.tensor", MH_KIND_TENSOR_PARALLEL, "megatron"},
+    {"parallel.pipeline", MH_KIND_PIPELINE_PARALLEL, "megatron"},
+    {"parallel.data", MH_KIND_DATA_PARALLEL, "megatron"},
+    {"recompute", MH_KIND_RECOMPUTE, "none"},
+    {"tuner", MH_KIND_TUNER, nullptr},
+};
+
+}  // namespace
+
+std::span<const HostSection> host_sections() { return kHostSections; }
+std::span<const SlotSpec> slot_specs() { return kSlots; }
+
+std::vector<std::string> top_level_sections() {
+  std::vector<std::string> names;
+  for (const auto& s : kHostSections) names.emplace_back(s.name);
+  for (const auto& s : kSlots) {
+    std::string top(s.section);
+    top = top.substr(0, top.find('.'));
+    if (std::find(names.begin(), names.end(), top) == names.end()) names.push_back(top);
+  }
+  return names;
+}
+
+}  // namespace mh
