@@ -1,11 +1,141 @@
 #include "run.hpp"
 
+#include <megahost/error.hpp>
+
+#include <glog/logging.h>
+
+#include <exception>
 #include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "data/tokenizer.hpp"
+#include "engine/trainer.hpp"
 
 namespace mh {
+namespace {
 
-int run(const Assembly& assembly, const Config& config, const RunFlags&) {
-  std::cout << "assembled from " << config.file() << ":\n" << assembly.describe();
+// Megatron pads the vocabulary so the output layer splits evenly and runs
+// on aligned shapes; a fixed multiple keeps the model identical on every
+// tensor-parallel size that divides it.
+constexpr int64_t kVocabMultiple = 128;
+
+MH_ModelShape model_shape(const RunSetup& s, int32_t world) {
+  const ModelDims& d = s.dims;
+  return MH_ModelShape{sizeof(MH_ModelShape), d.layers, d.hidden, d.heads, d.ffn, d.seq, d.vocab,
+                       s.micro_batch,          s.global_batch, world};
+}
+
+ModelDims global_dims(const Assembly& a, const Config& config) {
+  Options m = a.model.options(), data = a.data.options();
+  ModelDims d{};
+  d.layers = m.get_int("layers");
+  d.hidden = m.get_int("hidden");
+  d.heads = m.get_int("heads");
+  d.ffn = m.get_int("ffn_hidden") > 0 ? m.get_int("ffn_hidden") : 4 * d.hidden;
+  d.seq = m.get_int("seq_len");
+  int64_t vocab = m.get_int("vocab");
+  if (vocab == 0)
+    vocab = data::make_tokenizer(data.get_string("tokenizer"), config.resolve(data.get_string("vocab_file")).string(),
+                                 config.resolve(data.get_string("merges_file")).string())
+                ->vocab_size();
+  d.vocab = (vocab + kVocabMultiple - 1) / kVocabMultiple * kVocabMultiple;
+  d.dropout = float(m.get_double("dropout"));
+  d.attention_dropout = float(m.get_double("attention_dropout"));
+  d.init_std = float(m.get_double("init_std"));
+  d.layernorm_eps = float(m.get_double("layernorm_eps"));
+  require(d.hidden % d.heads == 0, "model.hidden = " + std::to_string(d.hidden) + " is not divisible by model.heads = " +
+                                       std::to_string(d.heads) + "; pick heads that divide hidden");
+  return d;
+}
+
+void plan_layout(RunSetup& s, const Instance& tensor) {
+  const int32_t world = s.comm_info.world_size;
+  MH_ModelShape shape = model_shape(s, world);
+  s.tensor_plan.struct_size = sizeof(MH_TensorPlan);
+  check(tensor.api<MH_TensorParallelApi>()->plan(tensor.get(), &shape, &s.tensor_plan), tensor.label());
+  s.tp = s.tensor_plan.size;
+  s.dims.tp = s.tp;
+  s.dims.sp = s.tensor_plan.sequence_parallel != 0;
+  require(world % (s.tp * s.pp) == 0, "comm world size " + std::to_string(world) +
+                                          " is not a multiple of parallel.tensor.size (" + std::to_string(s.tp) +
+                                          ") x parallel.pipeline.size (" + std::to_string(s.pp) + ")");
+  s.dp = world / (s.tp * s.pp);
+  require(s.global_batch % (s.micro_batch * s.dp) == 0,
+          "train.global_batch = " + std::to_string(s.global_batch) + " is not a multiple of train.micro_batch (" +
+              std::to_string(s.micro_batch) + ") x data-parallel size (" + std::to_string(s.dp) + ")");
+  s.microbatches = s.global_batch / (s.micro_batch * s.dp);
+}
+
+void open_data(RunSetup& s, const Assembly& a, const Config& config) {
+  Options data = a.data.options();
+  const std::string prefix = config.resolve(data.get_string("path")).string();
+  const uint64_t seed = uint64_t(a.train.options().get_int("seed"));
+  s.dataset = std::make_unique<data::IndexedDataset>(prefix);
+  s.train = std::make_unique<data::GptSamples>(*s.dataset, data::Split::kTrain, data.get_string("split"), s.dims.seq, seed);
+  if (a.train.options().get_int("eval_interval") > 0)
+    s.valid = std::make_unique<data::GptSamples>(*s.dataset, data::Split::kValid, data.get_string("split"), s.dims.seq, seed);
+}
+
+// Runs every local rank on its own thread. A rank that fails aborts the
+// communicator so the others stop instead of waiting on it; the first
+// failure that is not such an abort is the one reported.
+void run_ranks(const RunSetup& s) {
+  std::mutex mu;
+  std::string first_error, first_abort;
+  std::vector<std::thread> threads;
+  for (int32_t local = 0; local < s.comm_info.ranks_in_process; ++local) {
+    threads.emplace_back([&, local] {
+      const int32_t rank = s.comm_info.first_rank + local;
+      try {
+        train_rank(s, local);
+      } catch (const std::exception& e) {
+        const Error* err = dynamic_cast<const Error*>(&e);
+        bool aborted = err != nullptr && err->code() == MH_ABORTED;
+        std::string message = "rank " + std::to_string(rank) + ": " + e.what();
+        {
+          std::lock_guard lock(mu);
+          std::string& slot = aborted ? first_abort : first_error;
+          if (slot.empty()) slot = message;
+        }
+        s.comm_api->abort(s.comm, rank, e.what());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (!first_error.empty()) throw Error(MH_INTERNAL, first_error);
+  if (!first_abort.empty()) throw Error(MH_ABORTED, first_abort);
+}
+
+}  // namespace
+
+int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
+  if (flags.dry_run) std::cout << "assembled from " << config.file() << ":\n" << assembly.describe();
+  RunSetup s;
+  s.assembly = &assembly;
+  s.dry_run = flags.dry_run;
+  s.report_memory = flags.report_memory;
+  Options train = assembly.train.options();
+  s.steps = flags.dry_run ? 1 : train.get_int("steps");
+  s.global_batch = train.get_int("global_batch");
+  s.micro_batch = train.get_int("micro_batch");
+  s.dims = global_dims(assembly, config);
+  s.dims.micro_batch = s.micro_batch;
+
+  Instance comm(*assembly.slot(MH_KIND_COMM), 0, -1);
+  s.comm_api = comm.api<MH_CommApi>();
+  s.comm = comm.get();
+  s.comm_info.struct_size = sizeof(MH_CommInfo);
+  check(s.comm_api->info(s.comm, &s.comm_info), comm.label());
+  Instance tensor(*assembly.slot(MH_KIND_TENSOR_PARALLEL), s.comm_info.ranks_in_process, -1);
+  plan_layout(s, tensor);
+  open_data(s, assembly, config);
+  std::string metrics = flags.metrics_out.empty() ? assembly.output.options().get_string("metrics") : flags.metrics_out;
+  s.metrics = std::make_unique<MetricsWriter>(s.comm_info.first_rank == 0 ? metrics : "");
+  LOG(INFO) << "training " << s.dims.layers << " layers, hidden " << s.dims.hidden << ", vocab " << s.dims.vocab
+            << " on " << s.comm_info.world_size << " rank(s): TP " << s.tp << (s.dims.sp ? " with SP" : "") << ", DP "
+            << s.dp << ", " << s.microbatches << " micro-batch(es) of " << s.micro_batch << " per step";
+  run_ranks(s);
   return 0;
 }
 

@@ -1,0 +1,44 @@
+// Collectives of one group, through the comm component's table.
+#pragma once
+
+#include <megahost/abi.h>
+
+#include <cstdint>
+#include <string>
+
+namespace mh {
+
+class Collectives {
+ public:
+  Collectives() = default;
+  Collectives(const MH_CommApi* api, MH_Group* group, std::string name, bool owned);
+  Collectives(Collectives&& other) noexcept;
+  Collectives& operator=(Collectives&& other) noexcept;
+  ~Collectives();
+
+  int32_t rank() const { return api_->group_rank(group_); }
+  int32_t size() const { return api_->group_size(group_); }
+  const std::string& name() const { return name_; }
+
+  // Buffers are f32 on the kernels' device; n counts elements.
+  void all_reduce(float* data, int64_t n, MH_ReduceOp op = MH_REDUCE_SUM);
+  void all_gather(const float* send, float* recv, int64_t n_per_rank);
+  void reduce_scatter(const float* send, float* recv, int64_t n_per_rank);
+  void broadcast(float* data, int64_t n, int32_t root);
+  void send(const float* data, int64_t n, int32_t peer);
+  void recv(float* data, int64_t n, int32_t peer);
+  void barrier();
+  // Splits this group like MPI_Comm_split.
+  Collectives split(int32_t color, int32_t key, std::string name);
+
+ private:
+  void call(MH_Error* (*const MH_CommApi::*fn)(MH_Group*, const MH_CollectiveArgs*), const float* send,
+            int64_t send_n, float* recv, int64_t recv_n, int32_t op, int32_t peer, const char* what);
+
+  const MH_CommApi* api_ = nullptr;
+  MH_Group* group_ = nullptr;
+  std::string name_;
+  bool owned_ = false;
+};
+
+}  // namespace mh

@@ -1,0 +1,93 @@
+#include "engine/device.hpp"
+
+#include <algorithm>
+
+namespace mh {
+
+size_t dtype_size(int32_t dtype) {
+  switch (dtype) {
+    case MH_BF16:
+    case MH_F16: return 2;
+    case MH_U8: return 1;
+    case MH_I64: return 8;
+    default: return 4;
+  }
+}
+
+MH_Tensor view(void* data, int32_t dtype, std::initializer_list<int64_t> shape) {
+  MH_Tensor t{};
+  t.data = data;
+  t.dtype = dtype;
+  t.ndim = static_cast<int32_t>(shape.size());
+  std::copy(shape.begin(), shape.end(), t.shape);
+  int64_t stride = 1;
+  for (int i = t.ndim - 1; i >= 0; --i) {
+    t.strides[i] = stride;
+    stride *= t.shape[i];
+  }
+  return t;
+}
+
+MH_Tensor view(void* data, int32_t dtype, std::initializer_list<int64_t> shape,
+               std::initializer_list<int64_t> strides) {
+  MH_Tensor t = view(data, dtype, shape);
+  std::copy(strides.begin(), strides.end(), t.strides);
+  return t;
+}
+
+Device::Device(const Instance& kernels)
+    : api_(kernels.api<MH_KernelsApi>()), instance_(kernels.get()) {
+  require(api_->struct_size >= MH_STRUCT_SIZE(MH_KernelsApi, sum_squares),
+          kernels.label() + " has an incomplete kernels table", MH_INTERNAL);
+  info_.struct_size = sizeof(info_);
+  check(api_->device_info(instance_, &info_), kernels.label() + ": device_info");
+}
+
+void* Device::alloc(MemCategory category, uint64_t bytes) {
+  void* ptr = nullptr;
+  check(api_->alloc(instance_, bytes, &ptr),
+        std::string("allocating ") + std::to_string(bytes) + " bytes of " + category_name(category));
+  memory_.on_alloc(category, bytes);
+  return ptr;
+}
+
+void Device::free(MemCategory category, void* ptr, uint64_t bytes) {
+  if (ptr == nullptr) return;
+  api_->free(instance_, ptr);
+  memory_.on_free(category, bytes);
+}
+
+void Device::to_device(void* dst, const void* src, uint64_t bytes) {
+  check(api_->copy(instance_, dst, src, bytes, MH_HOST_TO_DEVICE), "copy to device");
+}
+
+void Device::to_host(void* dst, const void* src, uint64_t bytes) {
+  check(api_->copy(instance_, dst, src, bytes, MH_DEVICE_TO_HOST), "copy to host");
+}
+
+void Device::synchronize() { check(api_->synchronize(instance_), "synchronize"); }
+
+Buffer::Buffer(Device& device, MemCategory category, int64_t elements, int32_t dtype)
+    : device_(&device), category_(category), elements_(elements), dtype_(dtype) {
+  data_ = device.alloc(category, bytes());
+}
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    release();
+    std::swap(device_, other.device_);
+    std::swap(category_, other.category_);
+    std::swap(data_, other.data_);
+    std::swap(elements_, other.elements_);
+    std::swap(dtype_, other.dtype_);
+  }
+  return *this;
+}
+
+void Buffer::release() {
+  if (data_ != nullptr) device_->free(category_, data_, bytes());
+  data_ = nullptr;
+  elements_ = 0;
+}
+
+}  // namespace mh

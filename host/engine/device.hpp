@@ -1,0 +1,83 @@
+// The engine's handle on one rank's kernels instance: tracked allocations
+// and thin, checked wrappers over the op table.
+#pragma once
+
+#include <megahost/abi.h>
+#include <megahost/error.hpp>
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "assembly.hpp"
+#include "engine/memory.hpp"
+
+namespace mh {
+
+size_t dtype_size(int32_t dtype);
+
+// A contiguous view of `data` with `shape`.
+MH_Tensor view(void* data, int32_t dtype, std::initializer_list<int64_t> shape);
+// A view with explicit element strides (innermost last).
+MH_Tensor view(void* data, int32_t dtype, std::initializer_list<int64_t> shape,
+               std::initializer_list<int64_t> strides);
+inline MH_Tensor none() { return MH_Tensor{}; }
+
+class Device {
+ public:
+  explicit Device(const Instance& kernels);
+
+  const MH_DeviceInfo& info() const { return info_; }
+  const MH_KernelsApi& api() const { return *api_; }
+  MH_Instance* instance() const { return instance_; }
+  MemoryTracker& memory() { return memory_; }
+
+  void* alloc(MemCategory category, uint64_t bytes);
+  void free(MemCategory category, void* ptr, uint64_t bytes);
+  void to_device(void* dst, const void* src, uint64_t bytes);
+  void to_host(void* dst, const void* src, uint64_t bytes);
+  void synchronize();
+
+  // Calls one op of the table with struct_size filled in; throws mh::Error
+  // naming the op when it fails.
+  template <class Args>
+  void run(MH_Error* (*const MH_KernelsApi::*op)(MH_Instance*, const Args*), Args args, const char* what) {
+    args.struct_size = sizeof(Args);
+    check((api_->*op)(instance_, &args), std::string("kernels op ") + what);
+  }
+
+ private:
+  const MH_KernelsApi* api_;
+  MH_Instance* instance_;
+  MH_DeviceInfo info_{};
+  MemoryTracker memory_;
+};
+
+// One tracked device allocation, freed when it goes out of scope.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Device& device, MemCategory category, int64_t elements, int32_t dtype = MH_F32);
+  Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+  Buffer& operator=(Buffer&& other) noexcept;
+  ~Buffer() { release(); }
+
+  void release();
+  void* data() const { return data_; }
+  float* f32() const { return static_cast<float*>(data_); }
+  int64_t numel() const { return elements_; }
+  int32_t dtype() const { return dtype_; }
+  uint64_t bytes() const { return uint64_t(elements_) * dtype_size(dtype_); }
+  explicit operator bool() const { return data_ != nullptr; }
+  MH_Tensor t(std::initializer_list<int64_t> shape) const { return view(data_, dtype_, shape); }
+
+ private:
+  Device* device_ = nullptr;
+  MemCategory category_ = MemCategory::kWorkspace;
+  void* data_ = nullptr;
+  int64_t elements_ = 0;
+  int32_t dtype_ = MH_F32;
+};
+
+}  // namespace mh

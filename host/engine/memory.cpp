@@ -1,0 +1,29 @@
+#include "engine/memory.hpp"
+
+#include <algorithm>
+
+namespace mh {
+
+const char* category_name(MemCategory c) {
+  static const char* const kNames[] = {"params", "grads", "optimizer", "activations", "workspace", "comm"};
+  return kNames[static_cast<size_t>(c)];
+}
+
+void MemoryTracker::on_alloc(MemCategory c, uint64_t bytes) {
+  current_[idx(c)] += bytes;
+  peak_[idx(c)] = std::max(peak_[idx(c)], current_[idx(c)]);
+  total_current_ += bytes;
+  total_peak_ = std::max(total_peak_, total_current_);
+}
+
+void MemoryTracker::on_free(MemCategory c, uint64_t bytes) {
+  current_[idx(c)] -= bytes;
+  total_current_ -= bytes;
+}
+
+void MemoryTracker::reset_peaks() {
+  peak_ = current_;
+  total_peak_ = total_current_;
+}
+
+}  // namespace mh

@@ -1,0 +1,27 @@
+// Activation memory as the paper models it (Korthikanti et al. 2022, Table 2)
+// generalised to our element sizes, beside what the tracker measured.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "engine/memory.hpp"
+#include "engine/model.hpp"
+
+namespace mh {
+
+struct ActivationFormula {
+  double per_layer;  // bytes one layer keeps for backward
+  double extra;      // embedding dropout mask, final layernorm, logits
+  double total(int64_t layers) const { return per_layer * double(layers) + extra; }
+};
+
+// Keeping everything, with activations of `element_bytes` and 1-byte masks:
+// sbh(4e+2)/t_sp + sbh(4e + 2e f/h)/t + a s^2 b (2e+1)/t, where t_sp is t
+// with sequence parallelism and 1 without (e = 2, f = 4h gives the paper's
+// sbh(10 + 24/t + 5as/(ht)) and, with SP, (sbh/t)(34 + 5as/h)).
+ActivationFormula activation_formula(const ModelDims& d, double element_bytes);
+
+// {"params": bytes, ..., "total": bytes} of the peaks.
+nlohmann::json memory_peaks(const MemoryTracker& m);
+
+}  // namespace mh

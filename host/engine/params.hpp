@@ -1,0 +1,83 @@
+// The parameters of one rank, computed in one place and carved out of one
+// allocation each for values and gradients (llm.c style). Parameters are
+// ordered by group so the optimizer and the tensor-parallel gradient
+// reduction each act on one contiguous range per group.
+#pragma once
+
+#include <megahost/abi.h>
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "engine/device.hpp"
+#include "engine/model.hpp"
+
+namespace mh {
+
+enum class ParamGroup {
+  kShardedDecay,       // tensor-parallel shards with weight decay: wte, QKV, proj, FC1, FC2
+  kShardedNoDecay,     // column-parallel biases
+  kReplicatedDecay,    // the position table
+  kReplicatedNoDecay,  // layernorms and row-parallel biases
+  kCount
+};
+constexpr size_t kParamGroups = static_cast<size_t>(ParamGroup::kCount);
+
+struct ParamInfo {
+  std::string name;                  // "layers.3.qkv_w"
+  int64_t rows, cols;                // local shape
+  int64_t global_rows, global_cols;  // shape on one rank
+  int32_t shard;                     // MH_ShardDim
+  ParamGroup group;
+  float init_std;                    // normal init; 0 means constant init_value
+  float init_value;
+  int64_t offset = 0;                // in elements, into values and grads
+  int64_t numel() const { return rows * cols; }
+};
+
+// Indices into ParamSet::infos of one layer's parameters.
+struct LayerParamIds {
+  int ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b;
+};
+
+struct GroupRange {
+  int64_t offset = 0, count = 0;
+};
+
+class ParamSet {
+ public:
+  ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& plan, uint64_t seed);
+
+  float* value(int id) const { return values_.f32() + infos_[id].offset; }
+  float* grad(int id) const { return grads_.f32() + infos_[id].offset; }
+  const ParamInfo& info(int id) const { return infos_[id]; }
+  const std::vector<ParamInfo>& infos() const { return infos_; }
+  const LayerParamIds& layer(int64_t l) const { return layers_[l]; }
+  int wte() const { return wte_; }
+  int wpe() const { return wpe_; }
+  int lnf_w() const { return lnf_w_; }
+  int lnf_b() const { return lnf_b_; }
+  GroupRange group(ParamGroup g) const { return groups_[static_cast<size_t>(g)]; }
+  Buffer& values() { return values_; }
+  Buffer& grads() { return grads_; }
+  int64_t numel() const { return values_.numel(); }
+
+  // The full (unsharded) value of a parameter's local element (r, c), as
+  // its global element gets on every layout.
+  void initial_values(int id, uint64_t seed, std::vector<float>& out) const;
+
+ private:
+  int add(std::string name, int64_t global_rows, int64_t global_cols, int32_t shard, ParamGroup group,
+          float init_std, float init_value);
+  void layout();
+
+  ModelDims dims_;
+  std::vector<ParamInfo> infos_;
+  std::vector<LayerParamIds> layers_;
+  int wte_ = 0, wpe_ = 0, lnf_w_ = 0, lnf_b_ = 0;
+  std::array<GroupRange, kParamGroups> groups_{};
+  Buffer values_, grads_;
+};
+
+}  // namespace mh

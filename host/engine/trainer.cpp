@@ -1,0 +1,273 @@
+#include "engine/trainer.hpp"
+
+#include <glog/logging.h>
+
+#include <chrono>
+#include <cmath>
+#include <iostream>
+
+#include "engine/collectives.hpp"
+#include "engine/memory_report.hpp"
+#include "engine/ops.hpp"
+#include "engine/optimizer.hpp"
+#include "engine/params.hpp"
+#include "engine/tensor_parallel.hpp"
+#include "engine/transformer.hpp"
+
+namespace mh {
+namespace {
+
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Model FLOPs of one optimizer step (GEMMs only, fwd + 2x bwd, attention
+// s^2 terms not halved for the causal mask, as [K22] Eq. 7 counts them).
+double model_flops(const ModelDims& d, int64_t global_batch) {
+  const double s = double(d.seq), h = double(d.hidden), f = double(d.ffn), B = double(global_batch);
+  const double layer = 2 * B * s * (4 * h * h + 2 * h * f) + 4 * B * s * s * h;
+  return 3 * (double(d.layers) * layer + 2 * B * s * h * double(d.vocab));
+}
+
+struct Groups {
+  Collectives world, tensor, data;
+};
+
+Groups make_groups(const RunSetup& s, int32_t local, int32_t rank) {
+  MH_Group* world = nullptr;
+  check(s.comm_api->world(s.comm, local, &world), "comm world group");
+  Groups g{Collectives(s.comm_api, world, "world", false), {}, {}};
+  // Megatron's rank order: tensor fastest, then data, then pipeline.
+  const int32_t tp_rank = rank % s.tp, dp_rank = (rank / s.tp) % s.dp, pp_rank = rank / (s.tp * s.dp);
+  g.tensor = g.world.split(pp_rank * s.dp + dp_rank, tp_rank, "tensor");
+  g.data = g.world.split(pp_rank * s.tp + tp_rank, dp_rank, "data");
+  return g;
+}
+
+KeepTable keep_table(const Slot& slot, int32_t ranks_in_process, int32_t rank, const ModelDims& d) {
+  Instance policy(slot, ranks_in_process, rank);
+  const auto* api = policy.api<MH_RecomputeApi>();
+  KeepTable keep(size_t(d.layers));
+  for (int64_t l = 0; l < d.layers; ++l) {
+    for (int a = 0; a < MH_ACT_COUNT; ++a) {
+      MH_RecomputeQuery q{sizeof(MH_RecomputeQuery), int32_t(l), 0, int32_t(d.layers), a, 0};
+      int32_t decision = MH_KEEP;
+      check(api->decide(policy.get(), &q, &decision), policy.label() + " decide");
+      keep[size_t(l)][size_t(a)] = decision == MH_KEEP;
+    }
+  }
+  return keep;
+}
+
+class RankTrainer {
+ public:
+  RankTrainer(const RunSetup& s, int32_t local)
+      : s_(s),
+        rank_(s.comm_info.first_rank + local),
+        kernels_(*s.assembly->slot(MH_KIND_KERNELS), s.comm_info.ranks_in_process, rank_),
+        dev_(kernels_),
+        groups_(make_groups(s, local, rank_)),
+        dims_(rank_dims()),
+        params_(dev_, dims_, s.tensor_plan, seed()),
+        tp_(dev_, groups_.tensor, s.tensor_plan, dims_),
+        model_(dev_, params_, tp_, dims_,
+               keep_table(*s.assembly->slot(MH_KIND_RECOMPUTE), s.comm_info.ranks_in_process, rank_, dims_)),
+        optimizer_(dev_, params_, adamw_config()) {}
+
+  void train();
+
+ private:
+  ModelDims rank_dims() const {
+    ModelDims d = s_.dims;
+    d.tp_rank = groups_.tensor.rank();
+    return d;
+  }
+  uint64_t seed() const { return uint64_t(s_.assembly->train.options().get_int("seed")); }
+  AdamWConfig adamw_config() const;
+  MicroBatch load(const data::GptSamples& samples, int64_t first_sample, uint64_t key);
+  double step(int64_t step);
+  double evaluate(int64_t step);
+  void reduce_gradients();
+  void report(int64_t step, double loss, double norm, double seconds);
+  void finish();
+  bool leader() const { return rank_ == 0; }
+
+  const RunSetup& s_;
+  int32_t rank_;
+  Instance kernels_;
+  Device dev_;
+  Groups groups_;
+  ModelDims dims_;
+  ParamSet params_;
+  TensorParallel tp_;
+  Transformer model_;
+  Optimizer optimizer_;
+};
+
+AdamWConfig RankTrainer::adamw_config() const {
+  Options t = s_.assembly->train.options();
+  int64_t decay = t.get_int("decay_steps");
+  return AdamWConfig{t.get_double("lr"),         t.get_double("min_lr"),      t.get_int("warmup_steps"),
+                     decay > 0 ? decay : s_.steps, t.get_double("weight_decay"), t.get_double("adam_beta1"),
+                     t.get_double("adam_beta2"),  t.get_double("adam_eps"),     t.get_double("clip_grad")};
+}
+
+MicroBatch RankTrainer::load(const data::GptSamples& samples, int64_t first_sample, uint64_t key) {
+  const int64_t S = dims_.seq, B = dims_.micro_batch, N = dims_.rows(), n = dims_.local_rows();
+  std::vector<int32_t> window(static_cast<size_t>(S + 1)), ids(static_cast<size_t>(N)),
+      targets(static_cast<size_t>(N)), positions(static_cast<size_t>(n));
+  for (int64_t b = 0; b < B; ++b) {
+    samples.get(first_sample + b, window.data());
+    for (int64_t t = 0; t < S; ++t) {
+      ids[size_t(t * B + b)] = window[size_t(t)];
+      targets[size_t(t * B + b)] = window[size_t(t + 1)];
+    }
+  }
+  for (int64_t r = 0; r < n; ++r) positions[size_t(r)] = int32_t((dims_.first_local_row() + r) / B);
+  MicroBatch mb;
+  mb.ids = Buffer(dev_, MemCategory::kWorkspace, N, MH_I32);
+  mb.targets = Buffer(dev_, MemCategory::kWorkspace, N, MH_I32);
+  mb.positions = Buffer(dev_, MemCategory::kWorkspace, n, MH_I32);
+  dev_.to_device(mb.ids.data(), ids.data(), ids.size() * 4);
+  dev_.to_device(mb.targets.data(), targets.data(), targets.size() * 4);
+  dev_.to_device(mb.positions.data(), positions.data(), positions.size() * 4);
+  mb.key = key;
+  return mb;
+}
+
+double RankTrainer::step(int64_t step) {
+  ops::fill(dev_, params_.grads().f32(), params_.numel(), 0);
+  const int64_t m = s_.microbatches, b = s_.micro_batch, dp_rank = groups_.data.rank();
+  const float scale = float(1.0 / double(s_.global_batch * dims_.seq));
+  double loss = 0;
+  for (int64_t k = 0; k < m; ++k) {
+    // Global micro-batch index: the same samples and dropout stream on every layout.
+    const int64_t g = dp_rank * m + k;
+    MicroBatch mb = load(*s_.train, (step - 1) * s_.global_batch + g * b, mix(seed() ^ mix(uint64_t(step) << 20 | uint64_t(g))));
+    loss += model_.forward(mb, true);
+    model_.backward(mb, scale);
+  }
+  reduce_gradients();
+  Buffer total(dev_, MemCategory::kWorkspace, 1);
+  float host_loss = float(loss);
+  dev_.to_device(total.data(), &host_loss, sizeof(float));
+  if (s_.dp > 1) groups_.data.all_reduce(total.f32(), 1);
+  dev_.to_host(&host_loss, total.data(), sizeof(float));
+  return double(host_loss) * double(scale);
+}
+
+void RankTrainer::reduce_gradients() {
+  if (s_.tensor_plan.reduce_norm_grads && s_.tp > 1) {
+    // Replicated parameters saw only this rank's sequence shard.
+    GroupRange a = params_.group(ParamGroup::kReplicatedDecay), z = params_.group(ParamGroup::kReplicatedNoDecay);
+    groups_.tensor.all_reduce(params_.grads().f32() + a.offset, a.count + z.count);
+  }
+  if (s_.dp > 1) groups_.data.all_reduce(params_.grads().f32(), params_.numel());
+}
+
+double RankTrainer::evaluate(int64_t step) {
+  const int64_t batches = s_.assembly->train.options().get_int("eval_batches"), b = s_.micro_batch;
+  double loss = 0;
+  for (int64_t k = 0; k < batches; ++k) {
+    const int64_t g = groups_.data.rank() * batches + k;
+    MicroBatch mb = load(*s_.valid, g * b, mix(seed() ^ uint64_t(step)));
+    loss += model_.forward(mb, false);
+  }
+  Buffer total(dev_, MemCategory::kWorkspace, 1);
+  float host = float(loss);
+  dev_.to_device(total.data(), &host, sizeof(float));
+  if (s_.dp > 1) groups_.data.all_reduce(total.f32(), 1);
+  dev_.to_host(&host, total.data(), sizeof(float));
+  return double(host) / double(batches * s_.dp * b * dims_.seq);
+}
+
+void RankTrainer::train() {
+  Options t = s_.assembly->train.options();
+  const int64_t eval_interval = t.get_int("eval_interval"), log_interval = t.get_int("log_interval");
+  Progress progress(s_.steps);
+  const double flops = model_flops(dims_, s_.global_batch);
+  const double peak = dev_.info().peak_flops * double(s_.comm_info.world_size);
+  for (int64_t st = 1; st <= s_.steps; ++st) {
+    auto start = std::chrono::steady_clock::now();
+    double loss = step(st);
+    double norm = optimizer_.grad_norm(groups_.tensor, groups_.tensor.rank() == 0);
+    optimizer_.step(st, norm);
+    dev_.synchronize();
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (leader() && !s_.dry_run) {
+      double tokens_per_s = double(s_.global_batch * dims_.seq) / seconds;
+      s_.metrics->write({{"step", st},
+                         {"loss", loss},
+                         {"lr", learning_rate(adamw_config(), st)},
+                         {"grad_norm", norm},
+                         {"step_s", seconds},
+                         {"tokens_per_s", tokens_per_s},
+                         {"tflops", flops / seconds / 1e12},
+                         {"mfu", peak > 0 ? flops / seconds / peak : 0.0}});
+      progress.update(st, loss, tokens_per_s, st % log_interval == 0 || st == s_.steps);
+    }
+    if (!s_.dry_run && eval_interval > 0 && (st % eval_interval == 0 || st == s_.steps)) {
+      double val = evaluate(st);
+      if (leader()) {
+        s_.metrics->write({{"step", st}, {"val_loss", val}});
+        LOG(INFO) << "step " << st << " validation loss " << val;
+      }
+    }
+  }
+  if (leader()) progress.finish();
+  finish();
+}
+
+void RankTrainer::finish() {
+  // Gather each rank's peaks (bytes split into 16-bit pieces, exact in f32).
+  std::vector<uint64_t> mine;
+  for (size_t c = 0; c < kMemCategories; ++c) mine.push_back(dev_.memory().peak(static_cast<MemCategory>(c)));
+  mine.push_back(dev_.memory().total_peak());
+  const int64_t per_rank = int64_t(mine.size()) * 4, world = s_.comm_info.world_size;
+  std::vector<float> packed;
+  for (uint64_t v : mine)
+    for (int k = 0; k < 4; ++k) packed.push_back(float((v >> (16 * k)) & 0xFFFF));
+  Buffer send(dev_, MemCategory::kWorkspace, per_rank), recv(dev_, MemCategory::kWorkspace, per_rank * world);
+  dev_.to_device(send.data(), packed.data(), packed.size() * 4);
+  groups_.world.all_gather(send.f32(), recv.f32(), per_rank);
+  std::vector<float> all(size_t(per_rank * world));
+  dev_.to_host(all.data(), recv.data(), all.size() * 4);
+  if (!leader()) return;
+  ActivationFormula formula = activation_formula(dims_, double(dtype_size(dev_.info().compute_dtype)));
+  nlohmann::json ranks = nlohmann::json::array();
+  for (int64_t r = 0; r < world; ++r) {
+    nlohmann::json j;
+    for (size_t c = 0; c <= kMemCategories; ++c) {
+      uint64_t v = 0;
+      for (int k = 0; k < 4; ++k) v |= uint64_t(all[size_t(r * per_rank + int64_t(c) * 4 + k)]) << (16 * k);
+      j[c < kMemCategories ? category_name(static_cast<MemCategory>(c)) : "total"] = v;
+    }
+    j["rank"] = r;
+    j["activations_formula"] = formula.total(dims_.layers);
+    ranks.push_back(j);
+  }
+  s_.metrics->write({{"final", true}, {"memory", ranks}, {"activations_formula_per_layer", formula.per_layer}});
+  if (s_.report_memory || s_.dry_run) {
+    std::cout << "memory per rank (MiB): measured peak | formula\n";
+    for (const auto& j : ranks) {
+      std::cout << "  rank " << j["rank"].get<int64_t>();
+      for (size_t c = 0; c < kMemCategories; ++c) {
+        const char* name = category_name(static_cast<MemCategory>(c));
+        std::cout << "  " << name << " " << double(j[name].get<uint64_t>()) / (1 << 20);
+      }
+      std::cout << "  | activations formula " << formula.total(dims_.layers) / (1 << 20) << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+void train_rank(const RunSetup& setup, int32_t local) {
+  RankTrainer trainer(setup, local);
+  trainer.train();
+}
+
+}  // namespace mh

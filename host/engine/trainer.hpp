@@ -1,0 +1,41 @@
+// One rank's training loop: builds its groups, parameters, model and
+// optimizer from the assembled components, then runs the steps, evaluation
+// and metrics.
+#pragma once
+
+#include <megahost/abi.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "assembly.hpp"
+#include "data/gpt_samples.hpp"
+#include "engine/model.hpp"
+#include "metrics.hpp"
+
+namespace mh {
+
+// What every rank of the run shares, built once on the main thread.
+struct RunSetup {
+  const Assembly* assembly = nullptr;
+  const MH_CommApi* comm_api = nullptr;
+  MH_Instance* comm = nullptr;
+  MH_CommInfo comm_info{};
+  MH_TensorPlan tensor_plan{};
+  int32_t tp = 1, pp = 1, dp = 1;
+  ModelDims dims{};  // global dims; each rank sets tp_rank
+  int64_t steps = 0, global_batch = 0, micro_batch = 0, microbatches = 0;
+  std::unique_ptr<data::IndexedDataset> dataset;
+  std::unique_ptr<data::GptSamples> train, valid;
+  bool dry_run = false, report_memory = false;
+  std::unique_ptr<MetricsWriter> metrics;
+};
+
+// Runs rank `local` of this process to the end; throws on failure.
+void train_rank(const RunSetup& setup, int32_t local);
+
+}  // namespace mh

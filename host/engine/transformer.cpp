@@ -1,0 +1,348 @@
+#include "engine/transformer.hpp"
+
+#include <cmath>
+
+#include "engine/ops.hpp"
+
+namespace mh {
+namespace {
+
+constexpr int kSiteEmbedding = 0, kSiteAttention = 1, kSiteMlp = 2, kSiteProbs = 3;
+constexpr auto kAct = MemCategory::kActivations;
+constexpr auto kWork = MemCategory::kWorkspace;
+
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+Transformer::Transformer(Device& device, ParamSet& params, TensorParallel& tp, const ModelDims& dims, KeepTable keep)
+    : dev_(device), params_(params), tp_(tp), d_(dims), keep_(std::move(keep)), acts_(size_t(dims.layers + 1)) {}
+
+MH_RngSpan Transformer::hidden_span(const MicroBatch& mb, int64_t layer, int site) const {
+  // The local rows are one contiguous block of the [s, b, h] tensor.
+  const uint64_t n = uint64_t(d_.local_rows() * d_.hidden);
+  return MH_RngSpan{mix(mb.key ^ mix(uint64_t(layer * 8 + site))), uint64_t(d_.first_local_row() * d_.hidden), n, n};
+}
+
+MH_RngSpan Transformer::attention_span(const MicroBatch& mb, int64_t layer) const {
+  // Local probabilities are [b, a/t, s, s] of the global [b, a, s, s].
+  const uint64_t per_head = uint64_t(d_.seq * d_.seq);
+  return MH_RngSpan{mix(mb.key ^ mix(uint64_t(layer * 8 + kSiteProbs))),
+                    uint64_t(d_.tp_rank * d_.local_heads()) * per_head, uint64_t(d_.local_heads()) * per_head,
+                    uint64_t(d_.heads) * per_head};
+}
+
+double Transformer::forward(const MicroBatch& mb, bool train) {
+  const float p = train ? d_.dropout : 0.f, attn_p = train ? d_.attention_dropout : 0.f;
+  embed(mb, p);
+  for (int64_t l = 0; l < d_.layers; ++l) {
+    layer_forward(l, mb, p, attn_p, true);
+    if (train) drop_unkept(l);
+    else acts_[size_t(l)].clear();
+  }
+  double loss = head_forward(mb);
+  if (!train) {
+    acts_[size_t(d_.layers)].clear();
+    emb_mask_.release();
+    lnf_.release();
+    logits_.release();
+    xent_.release();
+  }
+  return loss;
+}
+
+void Transformer::backward(const MicroBatch& mb, float loss_scale) {
+  Buffer dres(dev_, kWork, d_.local_rows() * d_.hidden);
+  head_backward(mb, loss_scale, dres.f32());
+  acts_[size_t(d_.layers)].clear();
+  for (int64_t l = d_.layers - 1; l >= 0; --l) {
+    recompute_for_backward(l, mb);
+    layer_backward(l, dres.f32());
+    acts_[size_t(l)].clear();
+  }
+  embed_bwd(mb, dres.f32());
+}
+
+void Transformer::drop_unkept(int64_t l) {
+  for (int a = 0; a < MH_ACT_COUNT; ++a)
+    if (!keep_[size_t(l)][size_t(a)]) acts_[size_t(l)].slot[size_t(a)].release();
+}
+
+void Transformer::recompute_for_backward(int64_t l, const MicroBatch& mb) {
+  if (acts_[size_t(l)].complete()) return;
+  if (!acts_[size_t(l)].has(MH_ACT_LAYER_INPUT)) {
+    if (l == 0) {
+      embed(mb, d_.dropout);
+    } else {
+      recompute_for_backward(l - 1, mb);
+      layer_forward(l - 1, mb, d_.dropout, d_.attention_dropout, true);
+    }
+  }
+  layer_forward(l, mb, d_.dropout, d_.attention_dropout, false);
+}
+
+// ---- embeddings -----------------------------------------------------------
+
+void Transformer::embed(const MicroBatch& mb, float p) {
+  const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden;
+  Buffer partial(dev_, kWork, N * h), scratch;
+  ops::embedding(dev_, P(params_.wte()), d_.local_vocab(), static_cast<int32_t*>(mb.ids.data()), partial.f32(), N,
+                 h, d_.vocab_start(), false);
+  float* e = tp_.exit_fwd(partial.f32(), scratch);
+  ops::embedding(dev_, P(params_.wpe()), d_.seq, static_cast<int32_t*>(mb.positions.data()), e, n, h, 0, true);
+  Buffer& x0 = acts_[0][MH_ACT_LAYER_INPUT];
+  x0 = Buffer(dev_, kAct, n * h);
+  emb_mask_ = Buffer(dev_, kAct, n * h, MH_U8);
+  ops::dropout(dev_, e, nullptr, x0.f32(), static_cast<uint8_t*>(emb_mask_.data()), n * h, p,
+               hidden_span(mb, -1, kSiteEmbedding));
+}
+
+void Transformer::embed_bwd(const MicroBatch& mb, const float* dres) {
+  const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden;
+  Buffer de(dev_, kWork, n * h), scratch;
+  ops::dropout_bwd(dev_, dres, static_cast<uint8_t*>(emb_mask_.data()), de.f32(), n * h, d_.dropout);
+  emb_mask_.release();
+  ops::embedding_bwd(dev_, G(params_.wpe()), d_.seq, static_cast<int32_t*>(mb.positions.data()), de.f32(), n, h, 0);
+  float* df = tp_.exit_bwd(de.f32(), scratch);
+  ops::embedding_bwd(dev_, G(params_.wte()), d_.local_vocab(), static_cast<int32_t*>(mb.ids.data()), df, N, h,
+                     d_.vocab_start());
+}
+
+// ---- one layer ------------------------------------------------------------
+
+void Transformer::layer_forward(int64_t l, const MicroBatch& mb, float p, float attn_p, bool need_output) {
+  LayerActivations& A = acts_[size_t(l)];
+  const LayerParamIds& w = params_.layer(l);
+  const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden, hl = d_.local_hidden(), f = d_.local_ffn();
+  const float* x = A[MH_ACT_LAYER_INPUT].f32();
+  auto make = [&](MH_Activation a, int64_t elems) {
+    if (A.has(a)) return false;
+    A[a] = Buffer(dev_, kAct, elems);
+    return true;
+  };
+  if (make(MH_ACT_LN1, n * h + 2 * n))
+    ops::layernorm(dev_, x, P(w.ln1_w), P(w.ln1_b), A[MH_ACT_LN1].f32(), A[MH_ACT_LN1].f32() + n * h, n, h,
+                   d_.layernorm_eps);
+  if (!A.has(MH_ACT_QKV)) {
+    Buffer gathered;
+    float* in = tp_.enter_fwd(A[MH_ACT_LN1].f32(), gathered);
+    make(MH_ACT_QKV, N * 3 * hl);
+    ops::linear(dev_, in, P(w.qkv_w), A[MH_ACT_QKV].f32(), N, h, 3 * hl);
+    ops::bias_add(dev_, A[MH_ACT_QKV].f32(), P(w.qkv_b), N, 3 * hl);
+  }
+  attention_core(l, mb, attn_p);
+  if (!A.has(MH_ACT_RESIDUAL1) || !A.has(MH_ACT_ATTN_DROP_MASK)) {
+    make(MH_ACT_RESIDUAL1, n * h);
+    residual_branch(l, mb, kSiteAttention, A[MH_ACT_CONTEXT].f32(), hl, w.proj_w, w.proj_b, x,
+                    MH_ACT_ATTN_DROP_MASK, A[MH_ACT_RESIDUAL1].f32(), p);
+  }
+  const float* mid = A[MH_ACT_RESIDUAL1].f32();
+  if (make(MH_ACT_LN2, n * h + 2 * n))
+    ops::layernorm(dev_, mid, P(w.ln2_w), P(w.ln2_b), A[MH_ACT_LN2].f32(), A[MH_ACT_LN2].f32() + n * h, n, h,
+                   d_.layernorm_eps);
+  if (!A.has(MH_ACT_FC1)) {
+    Buffer gathered;
+    float* in = tp_.enter_fwd(A[MH_ACT_LN2].f32(), gathered);
+    make(MH_ACT_FC1, N * f);
+    ops::linear(dev_, in, P(w.fc1_w), A[MH_ACT_FC1].f32(), N, h, f);
+    ops::bias_add(dev_, A[MH_ACT_FC1].f32(), P(w.fc1_b), N, f);
+  }
+  if (make(MH_ACT_GELU, N * f)) ops::gelu(dev_, A[MH_ACT_FC1].f32(), A[MH_ACT_GELU].f32(), N * f);
+  Buffer& next = acts_[size_t(l + 1)][MH_ACT_LAYER_INPUT];
+  const bool write_next = need_output && !next;
+  if (!write_next && A.has(MH_ACT_MLP_DROP_MASK)) return;
+  // Without need_output the branch only regenerates its dropout mask.
+  Buffer out(dev_, write_next ? kAct : kWork, n * h);
+  residual_branch(l, mb, kSiteMlp, A[MH_ACT_GELU].f32(), f, w.fc2_w, w.fc2_b, mid, MH_ACT_MLP_DROP_MASK, out.f32(), p);
+  if (write_next) next = std::move(out);
+}
+
+// out [n, h] = residual + dropout(exit(branch_in @ W^T) + bias), W [h, width].
+void Transformer::residual_branch(int64_t l, const MicroBatch& mb, int site, const float* branch_in,
+                                  int64_t branch_width, int w, int b, const float* residual, MH_Activation mask,
+                                  float* out, float p) {
+  const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden;
+  LayerActivations& A = acts_[size_t(l)];
+  Buffer partial(dev_, kWork, N * h), scratch;
+  ops::linear(dev_, branch_in, P(w), partial.f32(), N, branch_width, h);
+  float* y = tp_.exit_fwd(partial.f32(), scratch);
+  ops::bias_add(dev_, y, P(b), n, h);
+  A[mask] = Buffer(dev_, kAct, n * h, MH_U8);
+  ops::dropout(dev_, y, residual, out, static_cast<uint8_t*>(A[mask].data()), n * h, p, hidden_span(mb, l, site));
+}
+
+// Q, K, V of head j of sample b sit at qkv[(s * B + b) * a_t + j][0|1|2][:]: a
+// [B * a_t, s, d] view with batch stride 3d and row stride B * a_t * 3d.
+static MH_Tensor qkv_view(float* qkv, int which, const ModelDims& d) {
+  const int64_t D = d.head_dim(), G = d.micro_batch * d.local_heads();
+  return view(qkv + which * D, MH_F32, {G, d.seq, D}, {3 * D, G * 3 * D, 1});
+}
+static MH_Tensor ctx_view(float* ctx, const ModelDims& d) {
+  const int64_t D = d.head_dim(), G = d.micro_batch * d.local_heads();
+  return view(ctx, MH_F32, {G, d.seq, D}, {D, G * D, 1});
+}
+
+void Transformer::attention_core(int64_t l, const MicroBatch& mb, float attn_p) {
+  LayerActivations& A = acts_[size_t(l)];
+  const int64_t G = d_.micro_batch * d_.local_heads(), S = d_.seq, n = G * S * S;
+  float* qkv = A[MH_ACT_QKV].f32();
+  if (!A.has(MH_ACT_ATTN_SCORES)) {
+    A[MH_ACT_ATTN_SCORES] = Buffer(dev_, kAct, n);
+    MH_Tensor scores = A[MH_ACT_ATTN_SCORES].t({G, S, S});
+    ops::gemm(dev_, qkv_view(qkv, 0, d_), qkv_view(qkv, 1, d_), scores, false, true, 0);
+    MH_SoftmaxArgs s{};
+    s.x = scores;
+    s.out = scores;
+    s.scale = 1.0f / std::sqrt(float(d_.head_dim()));
+    dev_.run(&MH_KernelsApi::softmax, s, "softmax");
+  }
+  if (!A.has(MH_ACT_ATTN_PROBS) || !A.has(MH_ACT_ATTN_MASK)) {
+    A[MH_ACT_ATTN_PROBS] = Buffer(dev_, kAct, n);
+    A[MH_ACT_ATTN_MASK] = Buffer(dev_, kAct, n, MH_U8);
+    ops::dropout(dev_, A[MH_ACT_ATTN_SCORES].f32(), nullptr, A[MH_ACT_ATTN_PROBS].f32(),
+                 static_cast<uint8_t*>(A[MH_ACT_ATTN_MASK].data()), n, attn_p, attention_span(mb, l));
+  }
+  if (!A.has(MH_ACT_CONTEXT)) {
+    A[MH_ACT_CONTEXT] = Buffer(dev_, kAct, d_.rows() * d_.local_hidden());
+    ops::gemm(dev_, A[MH_ACT_ATTN_PROBS].t({G, S, S}), qkv_view(qkv, 2, d_), ctx_view(A[MH_ACT_CONTEXT].f32(), d_),
+              false, false, 0);
+  }
+}
+
+void Transformer::attention_bwd(int64_t l, const float* dctx, float* dqkv) {
+  LayerActivations& A = acts_[size_t(l)];
+  const int64_t G = d_.micro_batch * d_.local_heads(), S = d_.seq;
+  float* qkv = A[MH_ACT_QKV].f32();
+  MH_Tensor dctx_t = ctx_view(const_cast<float*>(dctx), d_);
+  Buffer dprobs(dev_, kWork, G * S * S);
+  MH_Tensor dp = dprobs.t({G, S, S});
+  ops::gemm(dev_, dctx_t, qkv_view(qkv, 2, d_), dp, false, true, 0);                       // dP = dC V^T
+  ops::gemm(dev_, A[MH_ACT_ATTN_PROBS].t({G, S, S}), dctx_t, qkv_view(dqkv, 2, d_), true, false, 0);  // dV = P^T dC
+  ops::dropout_bwd(dev_, dprobs.f32(), static_cast<uint8_t*>(A[MH_ACT_ATTN_MASK].data()), dprobs.f32(), G * S * S,
+                   d_.attention_dropout);
+  MH_SoftmaxArgs s{};
+  s.out = A[MH_ACT_ATTN_SCORES].t({G, S, S});
+  s.dout = dp;
+  s.dx = dp;
+  s.scale = 1.0f / std::sqrt(float(d_.head_dim()));
+  dev_.run(&MH_KernelsApi::softmax_bwd, s, "softmax_bwd");
+  ops::gemm(dev_, dp, qkv_view(qkv, 1, d_), qkv_view(dqkv, 0, d_), false, false, 0);  // dQ = dS K
+  ops::gemm(dev_, dp, qkv_view(qkv, 0, d_), qkv_view(dqkv, 1, d_), true, false, 0);   // dK = dS^T Q
+}
+
+void Transformer::layer_backward(int64_t l, float* dres) {
+  LayerActivations& A = acts_[size_t(l)];
+  const LayerParamIds& w = params_.layer(l);
+  const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden, hl = d_.local_hidden(), f = d_.local_ffn();
+
+  // MLP: x_out = mid + dropout(exit(gelu(fc1(ln2(mid))) W2^T) + b2)
+  Buffer dloc(dev_, kWork, n * h), s1, s2, s3;
+  ops::dropout_bwd(dev_, dres, static_cast<uint8_t*>(A[MH_ACT_MLP_DROP_MASK].data()), dloc.f32(), n * h, d_.dropout);
+  ops::bias_bwd(dev_, dloc.f32(), G(w.fc2_b), n, h);
+  float* dy = tp_.exit_bwd(dloc.f32(), s1);
+  Buffer dh(dev_, kWork, N * f);
+  ops::linear_dx(dev_, dy, P(w.fc2_w), dh.f32(), N, f, h);
+  ops::linear_dw(dev_, dy, A[MH_ACT_GELU].f32(), G(w.fc2_w), N, f, h);
+  ops::gelu_bwd(dev_, A[MH_ACT_FC1].f32(), dh.f32(), dh.f32(), N * f);
+  ops::bias_bwd(dev_, dh.f32(), G(w.fc1_b), N, f);
+  float* ln2_in = tp_.enter_fwd(A[MH_ACT_LN2].f32(), s2);
+  ops::linear_dw(dev_, dh.f32(), ln2_in, G(w.fc1_w), N, h, f);
+  s2.release();
+  Buffer dfull(dev_, kWork, N * h);
+  ops::linear_dx(dev_, dh.f32(), P(w.fc1_w), dfull.f32(), N, h, f);
+  dh.release();
+  float* dln = tp_.enter_bwd(dfull.f32(), s3);
+  float* ln2 = A[MH_ACT_LN2].f32();
+  ops::layernorm_bwd(dev_, dln, A[MH_ACT_RESIDUAL1].f32(), P(w.ln2_w), ln2 + n * h, dres, G(w.ln2_w), G(w.ln2_b), n,
+                     h);
+
+  // Attention: mid = x + dropout(exit(attn(ln1(x)) Wp^T) + bp)
+  ops::dropout_bwd(dev_, dres, static_cast<uint8_t*>(A[MH_ACT_ATTN_DROP_MASK].data()), dloc.f32(), n * h,
+                   d_.dropout);
+  ops::bias_bwd(dev_, dloc.f32(), G(w.proj_b), n, h);
+  dy = tp_.exit_bwd(dloc.f32(), s1);
+  Buffer dctx(dev_, kWork, N * hl);
+  ops::linear_dx(dev_, dy, P(w.proj_w), dctx.f32(), N, hl, h);
+  ops::linear_dw(dev_, dy, A[MH_ACT_CONTEXT].f32(), G(w.proj_w), N, hl, h);
+  s1.release();
+  Buffer dqkv(dev_, kWork, N * 3 * hl);
+  attention_bwd(l, dctx.f32(), dqkv.f32());
+  dctx.release();
+  ops::bias_bwd(dev_, dqkv.f32(), G(w.qkv_b), N, 3 * hl);
+  float* ln1_in = tp_.enter_fwd(A[MH_ACT_LN1].f32(), s2);
+  ops::linear_dw(dev_, dqkv.f32(), ln1_in, G(w.qkv_w), N, h, 3 * hl);
+  s2.release();
+  ops::linear_dx(dev_, dqkv.f32(), P(w.qkv_w), dfull.f32(), N, h, 3 * hl);
+  dln = tp_.enter_bwd(dfull.f32(), s3);
+  float* ln1 = A[MH_ACT_LN1].f32();
+  ops::layernorm_bwd(dev_, dln, A[MH_ACT_LAYER_INPUT].f32(), P(w.ln1_w), ln1 + n * h, dres, G(w.ln1_w), G(w.ln1_b),
+                     n, h);
+}
+
+// ---- output head and loss -------------------------------------------------
+
+double Transformer::head_forward(const MicroBatch& mb) {
+  const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden, V = d_.local_vocab();
+  lnf_ = Buffer(dev_, kAct, n * h + 2 * n);
+  ops::layernorm(dev_, acts_[size_t(d_.layers)][MH_ACT_LAYER_INPUT].f32(), P(params_.lnf_w()), P(params_.lnf_b()),
+                 lnf_.f32(), lnf_.f32() + n * h, n, h, d_.layernorm_eps);
+  Buffer gathered;
+  float* in = tp_.enter_fwd(lnf_.f32(), gathered);
+  logits_ = Buffer(dev_, kAct, N * V);
+  ops::linear(dev_, in, P(params_.wte()), logits_.f32(), N, h, V);
+  gathered.release();
+  // [row_max | sum_exp | target_logit], each [N]; shards combine in between.
+  xent_ = Buffer(dev_, kAct, 3 * N);
+  MH_XentArgs x{};
+  x.logits = logits_.t({N, V});
+  x.targets = mb.targets.t({N});
+  x.row_max = view(xent_.f32(), MH_F32, {N});
+  x.sum_exp = view(xent_.f32() + N, MH_F32, {N});
+  x.target_logit = view(xent_.f32() + 2 * N, MH_F32, {N});
+  x.id_start = d_.vocab_start();
+  x.step = MH_XENT_MAX;
+  dev_.run(&MH_KernelsApi::xent, x, "xent max");
+  if (d_.tp > 1) tp_.group().all_reduce(xent_.f32(), N, MH_REDUCE_MAX);
+  x.step = MH_XENT_STATS;
+  dev_.run(&MH_KernelsApi::xent, x, "xent stats");
+  if (d_.tp > 1) tp_.group().all_reduce(xent_.f32() + N, 2 * N);
+  std::vector<float> stats(size_t(3 * N));
+  dev_.to_host(stats.data(), xent_.data(), stats.size() * sizeof(float));
+  double loss = 0;
+  for (int64_t r = 0; r < N; ++r)
+    loss += std::log(double(stats[size_t(N + r)])) + stats[size_t(r)] - stats[size_t(2 * N + r)];
+  return loss;
+}
+
+void Transformer::head_backward(const MicroBatch& mb, float loss_scale, float* dres) {
+  const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden, V = d_.local_vocab();
+  MH_XentArgs x{};
+  x.step = MH_XENT_BWD;
+  x.logits = logits_.t({N, V});
+  x.row_max = view(xent_.f32(), MH_F32, {N});
+  x.sum_exp = view(xent_.f32() + N, MH_F32, {N});
+  x.target_logit = view(xent_.f32() + 2 * N, MH_F32, {N});
+  x.id_start = d_.vocab_start();
+  x.scale = loss_scale;
+  x.targets = mb.targets.t({N});
+  dev_.run(&MH_KernelsApi::xent, x, "xent backward");
+  Buffer dfull(dev_, kWork, N * h), s1, s2;
+  ops::linear_dx(dev_, logits_.f32(), P(params_.wte()), dfull.f32(), N, h, V);
+  float* in = tp_.enter_fwd(lnf_.f32(), s1);
+  ops::linear_dw(dev_, logits_.f32(), in, G(params_.wte()), N, h, V);
+  s1.release();
+  logits_.release();
+  xent_.release();
+  float* dln = tp_.enter_bwd(dfull.f32(), s2);
+  ops::fill(dev_, dres, n * h, 0);
+  ops::layernorm_bwd(dev_, dln, acts_[size_t(d_.layers)][MH_ACT_LAYER_INPUT].f32(), P(params_.lnf_w()),
+                     lnf_.f32() + n * h, dres, G(params_.lnf_w()), G(params_.lnf_b()), n, h);
+  lnf_.release();
+}
+
+}  // namespace mh

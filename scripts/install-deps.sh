@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what building and testing megahost needs, only where missing:
+# Debian packages for the C++ stack, PyPI packages for the interoperability tests.
+set -euo pipefail
+
+debian_packages=(
+  g++ cmake ninja-build pkg-config
+  libboost-dev libtomlplusplus-dev libgflags-dev libgoogle-glog-dev libgtest-dev
+  libopenblas-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libpcre2-dev
+  python3 python3-pip
+)
+python_packages=(numpy tokenizers)
+
+missing=()
+for p in "${debian_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "installing Debian packages: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    -o DPkg::Lock::Timeout=300 "${missing[@]}"
+fi
+
+python=$(command -v python3)
+if ! "$python" -c "import numpy, tokenizers" 2>/dev/null; then
+  echo "installing Python packages: ${python_packages[*]}"
+  "$python" -m pip install --quiet --disable-pip-version-check "${python_packages[@]}" ||
+    "$python" -m pip install --quiet --disable-pip-version-check --break-system-packages "${python_packages[@]}"
+fi
