@@ -103,8 +103,8 @@ void dropout(Device& d, const float* x, const float* residual, float* out, uint8
 
 void dropout_bwd(Device& d, const float* dout, const uint8_t* mask, float* dx, int64_t n, float p) {
   MH_DropoutArgs a{};
-  a.x = flat(dout, n);
-  a.out = flat(dx, n);
+  a.out = flat(dout, n);
+  a.x = flat(dx, n);
   a.mask = flat(mask, n, MH_U8);
   a.p = p;
   d.run(&MH_KernelsApi::dropout_bwd, a, "dropout_bwd");

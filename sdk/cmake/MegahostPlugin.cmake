@@ -19,5 +19,7 @@ function(megahost_add_plugin name)
   if(DEFINED MEGAHOST_PLUGIN_DIR)
     set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${MEGAHOST_PLUGIN_DIR}")
     install(TARGETS ${name} LIBRARY DESTINATION ${MEGAHOST_INSTALL_PLUGIN_DIR})
+    # In-tree tests load every plugin, so they depend on all of them.
+    set_property(GLOBAL APPEND PROPERTY MEGAHOST_PLUGIN_TARGETS ${name})
   endif()
 endfunction()

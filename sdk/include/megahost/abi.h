@@ -293,8 +293,8 @@ typedef struct MH_ElementwiseArgs {
   float alpha;
 } MH_ElementwiseArgs;
 
-/* out[n, c] = x[n, c] + bias[c]            (forward, in place allowed)
- * dbias[c] += sum_n dout[n, c]             (backward, x unused) */
+/* Forward:  out[n, c] = x[n, c] + bias[c]   (in place allowed)
+ * Backward: bias[c] += sum_n out[n, c], i.e. dbias from dout (x unused) */
 typedef struct MH_BiasArgs {
   size_t struct_size;
   MH_Tensor x, bias, out;
@@ -319,8 +319,9 @@ typedef struct MH_RngSpan {
   uint64_t row_stride;
 } MH_RngSpan;
 
-/* Forward: mask = (uniform > p); out = x * mask / (1 - p) + residual.
- * Backward: dx = dout * mask / (1 - p) (residual, rng unused).
+/* Forward: mask = (uniform >= p); out = x * mask / (1 - p) + residual.
+ * Backward mirrors forward, each field holding the gradient of its forward
+ * tensor: x <- out * mask / (1 - p), i.e. dx from dout (residual, rng unused).
  * mask is MH_U8 with numel(x) elements; residual may have data == NULL. */
 typedef struct MH_DropoutArgs {
   size_t struct_size;

@@ -1,0 +1,44 @@
+// GPT training samples over one split of an indexed dataset, as Megatron's
+// GPTDataset builds them: the split's documents are concatenated in file order
+// into one token stream (each document already ends in EOD, appended by
+// megahost_prepare), and sample w is the window of seq_len + 1 tokens starting
+// at token w * seq_len, so consecutive windows share one token: the last
+// target of one is the first input of the next. An epoch visits every window
+// once, in an order shuffled from the seed, with a new order every epoch.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "data/indexed_dataset.hpp"
+#include "data/split.hpp"
+
+namespace mh::data {
+
+class GptSamples {
+ public:
+  // Keeps a reference to dataset, which must outlive it. Throws mh::Error
+  // when the split has fewer than seq_len + 1 tokens.
+  GptSamples(const IndexedDataset& dataset, Split split, std::string_view split_weights,
+             int64_t seq_len, uint64_t seed);
+
+  // Samples per epoch.
+  int64_t size() const { return windows_; }
+  // Writes the seq_len + 1 tokens of sample `index` to out; index >= size()
+  // continues into later epochs. Holds no state: safe to call from many
+  // threads at once.
+  void get(int64_t index, int32_t* out) const;
+
+ private:
+  void read_stream(int64_t position, int64_t count, int32_t* out) const;
+
+  const IndexedDataset& dataset_;
+  int64_t seq_len_;
+  uint64_t key_;
+  int64_t first_sequence_;
+  std::vector<int64_t> starts_;  // stream position of each sequence of the split, then the end
+  int64_t windows_;
+};
+
+}  // namespace mh::data

@@ -1,0 +1,84 @@
+// Megatron's indexed dataset (MMapIndexedDataset): token ids in prefix.bin,
+// their layout in prefix.idx. The .idx file, all little-endian:
+//   9 bytes  magic "MMIDIDX\0\0"
+//   u64      version, 1
+//   u8       token dtype code (Megatron's numbering: 4 = int32, 8 = uint16)
+//   u64      S, the number of sequences
+//   u64      D, the number of document index entries (documents + 1)
+//   i32[S]   sequence lengths, in tokens
+//   i64[S]   sequence start offsets in .bin, in bytes
+//   i64[D]   document index: document d is the sequences [doc[d], doc[d + 1])
+// megahost writes one sequence per document, as Megatron's preprocessing does
+// without sentence splitting, and reads datasets with any number.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/mapped_file.hpp"
+
+namespace mh::data {
+
+enum class TokenDType : uint8_t { kInt32 = 4, kUint16 = 8 };
+
+// uint16 while every id fits, with Megatron's margin (vocab < 65500), else int32.
+TokenDType dtype_for_vocab(int64_t vocab_size);
+std::string_view dtype_name(TokenDType dtype);
+
+class IndexedDataset {
+ public:
+  // Opens prefix.idx and prefix.bin and checks that they agree; throws
+  // mh::Error naming the file, the defect and the fix otherwise.
+  explicit IndexedDataset(const std::string& prefix);
+
+  const std::string& prefix() const { return prefix_; }
+  TokenDType dtype() const { return index_.dtype; }
+  int64_t sequence_count() const { return static_cast<int64_t>(index_.lengths.size()); }
+  int64_t document_count() const { return static_cast<int64_t>(index_.documents.size()) - 1; }
+  // The first sequence of document d; d == document_count() gives the end.
+  int64_t document_begin(int64_t document) const { return index_.documents.at(document); }
+  int32_t sequence_length(int64_t sequence) const { return index_.lengths.at(sequence); }
+  // Copies tokens [offset, offset + count) of a sequence into out.
+  void read(int64_t sequence, int64_t offset, int64_t count, int32_t* out) const;
+
+ private:
+  struct Index {
+    TokenDType dtype;
+    std::vector<int32_t> lengths;
+    std::vector<int64_t> pointers;
+    std::vector<int64_t> documents;
+  };
+  static Index read_index(const std::string& idx_path);
+  void check_against_bin() const;
+
+  std::string prefix_;
+  Index index_;  // copied out of .idx, whose arrays are not aligned
+  MappedFile bin_;
+};
+
+// Writes a dataset one document (one sequence) at a time; prefix.idx appears
+// only at finish(), so an interrupted run leaves no readable half dataset.
+class IndexedDatasetWriter {
+ public:
+  IndexedDatasetWriter(const std::string& prefix, TokenDType dtype);
+
+  // Throws mh::Error when a token does not fit the dtype.
+  void add_document(std::span<const int32_t> tokens);
+  void finish();
+
+  int64_t document_count() const { return static_cast<int64_t>(lengths_.size()); }
+  int64_t token_count() const { return tokens_; }
+
+ private:
+  std::string prefix_;
+  TokenDType dtype_;
+  std::ofstream bin_;
+  std::vector<int32_t> lengths_;
+  int64_t tokens_ = 0;
+};
+
+}  // namespace mh::data

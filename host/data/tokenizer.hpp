@@ -1,0 +1,33 @@
+// The tokenizer interface the data layer and the engine share: text to token
+// ids and back, plus the two numbers a model needs from it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mh::data {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // Throws mh::Error for an id outside [0, vocab_size()).
+  virtual std::string decode(std::span<const int32_t> ids) const = 0;
+  // Ids are 0 .. vocab_size() - 1; the model may pad its embedding beyond it.
+  virtual int32_t vocab_size() const = 0;
+  // End of document: appended after every document so that the concatenated
+  // token stream still shows where one text ends and the next begins.
+  virtual int32_t eod_id() const = 0;
+};
+
+// name is "byte" or "gpt2"; the GPT-2 tokenizer needs vocab_file (vocab.json)
+// and merges_file (merges.txt), the byte tokenizer takes neither.
+std::unique_ptr<Tokenizer> make_tokenizer(std::string_view name, const std::string& vocab_file,
+                                          const std::string& merges_file);
+
+}  // namespace mh::data

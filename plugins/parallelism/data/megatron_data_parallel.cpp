@@ -1,0 +1,56 @@
+#include "megatron_data_parallel.hpp"
+
+#include <cmath>
+#include <string>
+
+namespace mh::data {
+
+namespace {
+constexpr double kBytesPerMiB = 1024.0 * 1024.0;
+}  // namespace
+
+std::vector<int32_t> assign_buckets(std::span<const uint64_t> param_bytes, uint64_t bucket_bytes) {
+  std::vector<int32_t> bucket_of;
+  bucket_of.reserve(param_bytes.size());
+  int32_t bucket = 0;
+  uint64_t filled = 0;
+  for (uint64_t bytes : param_bytes) {
+    bucket_of.push_back(bucket);
+    filled += bytes;
+    if (filled >= bucket_bytes) {
+      ++bucket;
+      filled = 0;
+    }
+  }
+  return bucket_of;
+}
+
+MegatronDataParallel::MegatronDataParallel(const CreateContext& ctx)
+    : distributed_optimizer_(ctx.options.get_bool("distributed_optimizer")),
+      overlap_(ctx.options.get_bool("overlap_grad_reduce")),
+      bucket_bytes_(
+          static_cast<uint64_t>(std::llround(ctx.options.get_double("bucket_mb") * kBytesPerMiB))) {
+}
+
+void MegatronDataParallel::plan(int32_t data_parallel, std::span<const uint64_t> param_bytes,
+                                MH_DataPlan& out) {
+  require(data_parallel >= 1,
+          "the data-parallel size must be at least 1 (got " + std::to_string(data_parallel) + ")");
+  require(param_bytes.empty() || param_bytes.data() != nullptr, "param_bytes is NULL");
+  bucket_of_ = assign_buckets(param_bytes, bucket_bytes_);
+  out.size = data_parallel;
+  out.distributed_optimizer = distributed_optimizer_ ? 1 : 0;
+  out.overlap = overlap_ ? 1 : 0;
+  out.bucket_of = bucket_of_.data();
+  out.num_buckets = bucket_of_.empty() ? 0 : bucket_of_.back() + 1;
+}
+
+MH_ComponentDesc megatron_component() {
+  return component<MegatronDataParallel>(
+      "megatron", "1.0.0",
+      "Megatron data parallelism: gradient buckets in backward order, overlapped reduction, "
+      "optional distributed optimizer",
+      kOptions);
+}
+
+}  // namespace mh::data

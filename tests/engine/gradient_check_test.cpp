@@ -1,0 +1,119 @@
+// The whole model's hand-written backward against central finite
+// differences of its forward, for a sample of every parameter tensor.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "../support/engine_env.hpp"
+#include "engine/collectives.hpp"
+#include "engine/device.hpp"
+#include "engine/ops.hpp"
+#include "engine/params.hpp"
+#include "engine/tensor_parallel.hpp"
+#include "engine/transformer.hpp"
+
+namespace mh {
+namespace {
+
+ModelDims tiny_dims() {
+  ModelDims d{};
+  d.layers = 2;
+  d.hidden = 16;
+  d.heads = 2;
+  d.ffn = 64;
+  d.seq = 8;
+  d.vocab = 32;
+  d.micro_batch = 2;
+  d.dropout = 0;
+  d.attention_dropout = 0;
+  d.init_std = 0.2f;
+  return d;
+}
+
+struct Model {
+  explicit Model(const test::EngineEnv& env, const ModelDims& d)
+      : kernels(env.slot(MH_KIND_KERNELS), 1, 0),
+        comm(env.slot(MH_KIND_COMM), 0, -1),
+        dev(kernels),
+        world(make_world()),
+        plan(single_rank_plan()),
+        params(dev, d, plan, 7),
+        tp(dev, world, plan, d),
+        model(dev, params, tp, d, KeepTable(size_t(d.layers), keep_all())) {}
+
+  Collectives make_world() {
+    MH_Group* g = nullptr;
+    check(comm.api<MH_CommApi>()->world(comm.get(), 0, &g));
+    return Collectives(comm.api<MH_CommApi>(), g, "world", false);
+  }
+  static MH_TensorPlan single_rank_plan() {
+    MH_TensorPlan p{};
+    p.size = 1;
+    for (auto& s : p.shard) s = MH_SHARD_NONE;
+    return p;
+  }
+  static std::array<bool, MH_ACT_COUNT> keep_all() {
+    std::array<bool, MH_ACT_COUNT> k{};
+    k.fill(true);
+    return k;
+  }
+
+  Instance kernels, comm;
+  Device dev;
+  Collectives world;
+  MH_TensorPlan plan;
+  ParamSet params;
+  TensorParallel tp;
+  Transformer model;
+};
+
+MicroBatch batch(Device& dev, const ModelDims& d) {
+  std::mt19937 gen(3);
+  std::vector<int32_t> ids(size_t(d.rows())), targets(size_t(d.rows())), pos(size_t(d.rows()));
+  for (int64_t r = 0; r < d.rows(); ++r) {
+    ids[size_t(r)] = int32_t(gen() % d.vocab);
+    targets[size_t(r)] = int32_t(gen() % d.vocab);
+    pos[size_t(r)] = int32_t(r / d.micro_batch);
+  }
+  MicroBatch mb;
+  mb.ids = Buffer(dev, MemCategory::kWorkspace, d.rows(), MH_I32);
+  mb.targets = Buffer(dev, MemCategory::kWorkspace, d.rows(), MH_I32);
+  mb.positions = Buffer(dev, MemCategory::kWorkspace, d.rows(), MH_I32);
+  dev.to_device(mb.ids.data(), ids.data(), ids.size() * 4);
+  dev.to_device(mb.targets.data(), targets.data(), targets.size() * 4);
+  dev.to_device(mb.positions.data(), pos.data(), pos.size() * 4);
+  return mb;
+}
+
+TEST(GradientCheck, WholeModelBackwardMatchesFiniteDifferences) {
+  test::EngineEnv env("[model]\nlayers = 2\n");
+  ModelDims d = tiny_dims();
+  Model m(env, d);
+  MicroBatch mb = batch(m.dev, d);
+  const double scale = 1.0 / double(d.rows());
+  ops::fill(m.dev, m.params.grads().f32(), m.params.numel(), 0);
+  m.model.forward(mb, true);
+  m.model.backward(mb, float(scale));
+  std::vector<float> grads(size_t(m.params.numel())), values(grads.size());
+  m.dev.to_host(grads.data(), m.params.grads().data(), grads.size() * 4);
+  m.dev.to_host(values.data(), m.params.values().data(), values.size() * 4);
+
+  std::mt19937 gen(11);
+  const float eps = 1e-2f;
+  for (const ParamInfo& p : m.params.infos()) {
+    for (int sample = 0; sample < 4; ++sample) {
+      const size_t i = size_t(p.offset) + size_t(gen() % uint64_t(p.numel()));
+      auto loss_at = [&](float v) {
+        m.dev.to_device(m.params.values().f32() + i, &v, 4);
+        return m.model.forward(mb, false) * scale;
+      };
+      const double numeric = (loss_at(values[i] + eps) - loss_at(values[i] - eps)) / (2 * eps);
+      loss_at(values[i]);
+      EXPECT_NEAR(grads[i], numeric, 2e-3 + 0.03 * std::fabs(numeric)) << p.name << " element " << i - size_t(p.offset);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mh

@@ -1,0 +1,96 @@
+// Specification of the "megatron" data-parallel plan: gradient buckets of
+// consecutive parameters in backward order, and the options it passes on.
+#include "component_harness.hpp"
+#include "plugin_module.hpp"
+#include "megatron_data_parallel.hpp"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace {
+
+using mh::testing::describe;
+using mh::testing::Instance;
+using mh::testing::Overrides;
+
+constexpr uint64_t kMiB = 1024 * 1024;
+
+struct Planned {
+  std::string status;
+  MH_DataPlan plan;
+  std::vector<int32_t> bucket_of;
+};
+
+Planned plan_with(const Overrides& options, const std::vector<uint64_t>& param_bytes,
+                  int32_t data_parallel = 4) {
+  Instance<MH_DataParallelApi> dp(mh::data::megatron_component(), "parallel.data", options);
+  Planned out{};
+  out.plan.struct_size = sizeof(MH_DataPlan);
+  out.status = describe(
+      dp.api().plan(dp.self(), data_parallel, param_bytes.data(), param_bytes.size(), &out.plan));
+  if (out.plan.bucket_of != nullptr)
+    out.bucket_of.assign(out.plan.bucket_of, out.plan.bucket_of + param_bytes.size());
+  return out;
+}
+
+TEST(DataParallelPlan, DefaultBucketsHoldFortyMiBOfGradients) {
+  Planned p = plan_with({}, std::vector<uint64_t>(9, 10 * kMiB));
+  ASSERT_EQ(p.status, "OK");
+  EXPECT_EQ(p.bucket_of, (std::vector<int32_t>{0, 0, 0, 0, 1, 1, 1, 1, 2}));
+  EXPECT_EQ(p.plan.num_buckets, 3);
+}
+
+TEST(DataParallelPlan, DefaultOverlapsReductionWithoutDistributedOptimizer) {
+  Planned p = plan_with({}, {kMiB});
+  EXPECT_EQ(p.plan.size, 4);
+  EXPECT_EQ(p.plan.overlap, 1);
+  EXPECT_EQ(p.plan.distributed_optimizer, 0);
+}
+
+TEST(DataParallelPlan, PassesTheOptimizerAndOverlapChoicesOn) {
+  Planned p = plan_with({{"distributed_optimizer", true}, {"overlap_grad_reduce", false}}, {kMiB});
+  EXPECT_EQ(p.plan.overlap, 0);
+  EXPECT_EQ(p.plan.distributed_optimizer, 1);
+}
+
+TEST(DataParallelPlan, ABucketClosesAtTheFirstParameterThatFillsIt) {
+  Planned p = plan_with({{"bucket_mb", 1.0}}, {600000, 600000, 100, kMiB - 100, 1, kMiB - 2, 1, 5});
+  EXPECT_EQ(p.bucket_of, (std::vector<int32_t>{0, 0, 1, 1, 2, 2, 2, 3}));
+  EXPECT_EQ(p.plan.num_buckets, 4);
+}
+
+TEST(DataParallelPlan, AParameterLargerThanABucketClosesTheBucketItJoins) {
+  Planned p = plan_with({{"bucket_mb", 1.0}}, {5 * kMiB, 10, 5 * kMiB, 5 * kMiB});
+  EXPECT_EQ(p.bucket_of, (std::vector<int32_t>{0, 1, 1, 2}));
+}
+
+TEST(DataParallelPlan, BucketSizeZeroGivesEachParameterItsOwnBucket) {
+  Planned p = plan_with({{"bucket_mb", 0.0}}, {1, 2, 3});
+  EXPECT_EQ(p.bucket_of, (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(p.plan.num_buckets, 3);
+}
+
+TEST(DataParallelPlan, FractionalBucketSizesAreInMiB) {
+  Planned p = plan_with({{"bucket_mb", 0.5}}, {kMiB / 2 - 1, 1, kMiB / 2 - 1, 1});
+  EXPECT_EQ(p.bucket_of, (std::vector<int32_t>{0, 0, 1, 1}));
+}
+
+TEST(DataParallelPlan, NoParametersMeansNoBuckets) {
+  Planned p = plan_with({}, {});
+  ASSERT_EQ(p.status, "OK");
+  EXPECT_EQ(p.plan.num_buckets, 0);
+}
+
+TEST(DataParallelPlan, RefusesADataParallelSizeBelowOne) {
+  EXPECT_EQ(plan_with({}, {kMiB}, 0).status,
+            "INVALID_ARGUMENT: the data-parallel size must be at least 1 (got 0)");
+}
+
+TEST(ParallelDataModule, DeclaresTheMegatronDataParallelComponent) {
+  EXPECT_EQ(mh::testing::describe_module(MH_TEST_PLUGIN),
+            "parallel_data 1.0.0 (ABI 1.0): data_parallel megatron "
+            "[distributed_optimizer, overlap_grad_reduce, bucket_mb]");
+}
+
+}  // namespace

@@ -1,0 +1,132 @@
+// Specification of the recompute policies "none", "full" and "selective",
+// exercised through their descriptors and MH_RecomputeApi. A layer's
+// decisions are written as one letter per MH_Activation in enum order,
+// K(eep) or R(ecompute):
+//   LAYER_INPUT LN1 QKV ATTN_SCORES ATTN_MASK ATTN_PROBS CONTEXT
+//   ATTN_DROP_MASK RESIDUAL1 LN2 FC1 GELU MLP_DROP_MASK
+#include "component_harness.hpp"
+#include "plugin_module.hpp"
+#include "recompute_policies.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace {
+
+using mh::testing::describe;
+using mh::testing::Instance;
+using mh::testing::Overrides;
+
+constexpr const char* kKeepAll = "KKKKKKKKKKKKK";
+constexpr const char* kInputOnly = "KRRRRRRRRRRRR";
+
+class Policy {
+ public:
+  Policy(const MH_ComponentDesc& desc, const Overrides& options = {})
+      : instance_(desc, "recompute", options) {}
+
+  std::string status(const MH_RecomputeQuery& q) const {
+    int32_t decision = -1;
+    return describe(instance_.api().decide(instance_.self(), &q, &decision));
+  }
+
+  // The decisions for every activation of `layer` in a stage (or chunk)
+  // holding layers [first, first + count).
+  std::string layer(int32_t layer, int32_t first, int32_t count) const {
+    std::string out;
+    for (int32_t a = 0; a < MH_ACT_COUNT; ++a) {
+      int32_t decision = -1;
+      MH_RecomputeQuery q = query(layer, first, count, a);
+      mh::check(instance_.api().decide(instance_.self(), &q, &decision), "decide");
+      out += decision == MH_KEEP ? 'K' : 'R';
+    }
+    return out;
+  }
+
+  // layer() for every layer of the stage.
+  std::vector<std::string> stage(int32_t first, int32_t count) const {
+    std::vector<std::string> out;
+    for (int32_t l = first; l < first + count; ++l) out.push_back(layer(l, first, count));
+    return out;
+  }
+
+  static MH_RecomputeQuery query(int32_t layer, int32_t first, int32_t count, int32_t activation) {
+    return MH_RecomputeQuery{
+        MH_STRUCT_SIZE(MH_RecomputeQuery, bytes), layer, first, count, activation, 1 << 20};
+  }
+
+ private:
+  Instance<MH_RecomputeApi> instance_;
+};
+
+using Layers = std::vector<std::string>;
+
+Policy full(const std::string& method, int64_t num_layers) {
+  return Policy(mh::recompute::full_component(), {{"method", method}, {"num_layers", num_layers}});
+}
+
+TEST(RecomputeNone, KeepsEveryActivationOfEveryLayer) {
+  Policy none(mh::recompute::none_component());
+  EXPECT_EQ(none.stage(4, 3), (Layers{kKeepAll, kKeepAll, kKeepAll}));
+}
+
+TEST(RecomputeSelective, RecomputesOnlyTheAttentionScoresSoftmaxDropoutMaskAndOutput) {
+  Policy selective(mh::recompute::selective_component());
+  EXPECT_EQ(selective.layer(0, 0, 1), "KKKRRRKKKKKKK");
+}
+
+TEST(RecomputeSelective, TreatsEveryLayerAlike) {
+  Policy selective(mh::recompute::selective_component());
+  EXPECT_EQ(selective.stage(6, 3), (Layers(3, "KKKRRRKKKKKKK")));
+}
+
+TEST(RecomputeFull, DefaultKeepsOnlyEachLayersInput) {
+  Policy defaults(mh::recompute::full_component());
+  EXPECT_EQ(defaults.stage(0, 3), (Layers{kInputOnly, kInputOnly, kInputOnly}));
+}
+
+TEST(RecomputeFull, UniformKeepsOnlyTheInputOfEachGroupOfNumLayers) {
+  EXPECT_EQ(full("uniform", 3).stage(0, 8),
+            (Layers{kInputOnly, "RRRRRRRRRRRRR", "RRRRRRRRRRRRR",  // group 0-2
+                    kInputOnly, "RRRRRRRRRRRRR", "RRRRRRRRRRRRR",  // group 3-5
+                    kInputOnly, "RRRRRRRRRRRRR"}));                // shorter last group
+}
+
+TEST(RecomputeFull, UniformGroupsCountFromTheStagesFirstLayer) {
+  EXPECT_EQ(full("uniform", 2).stage(5, 4),
+            (Layers{kInputOnly, "RRRRRRRRRRRRR", kInputOnly, "RRRRRRRRRRRRR"}));
+}
+
+TEST(RecomputeFull, UniformWithMoreLayersThanTheStageCheckpointsOnlyItsInput) {
+  EXPECT_EQ(full("uniform", 8).stage(4, 2), (Layers{kInputOnly, "RRRRRRRRRRRRR"}));
+}
+
+TEST(RecomputeFull, BlockRecomputesTheFirstNumLayersOfTheStageAndKeepsTheRest) {
+  EXPECT_EQ(full("block", 2).stage(8, 4), (Layers{kInputOnly, kInputOnly, kKeepAll, kKeepAll}));
+}
+
+TEST(RecomputeFull, BlockWithMoreLayersThanTheStageRecomputesEveryLayer) {
+  EXPECT_EQ(full("block", 5).stage(0, 3), (Layers{kInputOnly, kInputOnly, kInputOnly}));
+}
+
+TEST(RecomputeQuery, RefusesALayerOutsideItsStage) {
+  Policy none(mh::recompute::none_component());
+  EXPECT_EQ(none.status(Policy::query(7, 8, 4, MH_ACT_QKV)),
+            "INVALID_ARGUMENT: layer 7 is outside its stage's layers [8, 12)");
+}
+
+TEST(RecomputeQuery, RefusesAnUnknownActivation) {
+  Policy selective(mh::recompute::selective_component());
+  EXPECT_EQ(selective.status(Policy::query(0, 0, 1, MH_ACT_COUNT)),
+            "INVALID_ARGUMENT: unknown activation 13");
+}
+
+TEST(RecomputeModule, DeclaresTheNoneFullAndSelectiveComponents) {
+  EXPECT_EQ(mh::testing::describe_module(MH_TEST_PLUGIN),
+            "recompute 1.0.0 (ABI 1.0): recompute none []; recompute full [method, num_layers]; "
+            "recompute selective []");
+}
+
+}  // namespace

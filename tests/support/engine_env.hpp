@@ -1,0 +1,52 @@
+// Builds what the engine needs in-process for a test: the plugins of the
+// build tree, a config from TOML text, the assembled pipeline.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "assembly.hpp"
+#include "config.hpp"
+#include "plugin_loader.hpp"
+#include "registry.hpp"
+
+namespace mh::test {
+
+class EngineEnv {
+ public:
+  explicit EngineEnv(const std::string& toml, const std::vector<std::string>& overrides = {}) {
+    plugins_ = load_plugins({MEGAHOST_TEST_PLUGIN_DIR}, diag_);
+    registry_ = std::make_unique<Registry>(plugins_, diag_);
+    path_ = std::filesystem::temp_directory_path() /
+            ("megahost_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++) + ".toml");
+    std::ofstream(path_) << toml;
+    config_ = Config::load(path_.string(), overrides, diag_);
+    if (config_) assembly_ = assemble(*config_, *registry_, diag_);
+    EXPECT_FALSE(diag_.has_errors()) << diag_.report();
+  }
+  ~EngineEnv() { std::filesystem::remove(path_); }
+
+  const Assembly& assembly() const { return *assembly_; }
+  const Config& config() const { return *config_; }
+  const Slot& slot(int32_t kind) const { return *assembly_->slot(kind); }
+
+ private:
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+  Diagnostics diag_;
+  std::vector<LoadedPlugin> plugins_;
+  std::unique_ptr<Registry> registry_;
+  std::filesystem::path path_;
+  std::optional<Config> config_;
+  std::optional<Assembly> assembly_;
+};
+
+}  // namespace mh::test
