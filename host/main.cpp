@@ -19,6 +19,7 @@ DEFINE_string(plugin_path, "", "colon-separated plugin folders searched before M
 DEFINE_bool(dry_run, false, "assemble and plan the run against the dry kernels (memory only, nothing computed)");
 DEFINE_string(metrics_out, "", "JSON-lines metrics file (overrides output.metrics)");
 DEFINE_bool(list_plugins, false, "list every component of every plugin on the plugin path and exit");
+DEFINE_string(grads_out, "", "write the full gradients of the last step to this file (layout-equivalence checks)");
 DEFINE_bool(report_memory, false, "print each rank's measured memory peaks beside the paper's formulas");
 
 namespace {
@@ -56,7 +57,7 @@ int main(int argc, char** argv) {
   if (!assembly) return fail(diag);
   std::cerr << diag.report();
 
-  mh::RunFlags flags{FLAGS_dry_run, FLAGS_metrics_out, FLAGS_report_memory};
+  mh::RunFlags flags{FLAGS_dry_run, FLAGS_metrics_out, FLAGS_report_memory, FLAGS_grads_out};
   try {
     return mh::run(*assembly, *config, flags);
   } catch (const std::exception& e) {

@@ -48,32 +48,6 @@ std::string version_text(uint32_t major, uint32_t minor) {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
-// Checks what the host will read of the descriptor; returns "" when sound.
-std::string descriptor_problem(const MH_PluginDesc* d) {
-  if (d == nullptr) return "its entry point returned no descriptor";
-  if (d->struct_size < MH_STRUCT_SIZE(MH_PluginDesc, num_components))
-    return "its descriptor is too small (struct_size " + std::to_string(d->struct_size) + ")";
-  if (d->abi_major != MH_ABI_MAJOR)
-    return "it was built for plugin ABI " + version_text(d->abi_major, d->abi_minor) +
-           ", this host speaks " + version_text(MH_ABI_MAJOR, MH_ABI_MINOR) +
-           "; majors must match: rebuild it against this host's SDK";
-  if (d->name == nullptr || d->version == nullptr) return "its descriptor has no name or version";
-  if (d->num_components > 0 && d->components == nullptr) return "its component list is NULL";
-  for (size_t i = 0; i < d->num_components; ++i) {
-    const MH_ComponentDesc& c = d->components[i];
-    std::string which = "component #" + std::to_string(i);
-    if (c.struct_size < MH_STRUCT_SIZE(MH_ComponentDesc, api)) return which + " has a descriptor that is too small";
-    if (c.kind < 0 || c.kind >= MH_KIND_COUNT) return which + " has unknown kind " + std::to_string(c.kind);
-    if (c.name == nullptr || c.name[0] == '\0') return which + " has no name";
-    if (c.create == nullptr || c.destroy == nullptr || c.api == nullptr)
-      return which + " ('" + c.name + "') lacks create, destroy or its function table";
-    if (c.num_options > 0 && c.options == nullptr) return which + " ('" + c.name + "') has a NULL option list";
-    for (size_t o = 0; o < c.num_options; ++o)
-      if (c.options[o].name == nullptr) return which + " ('" + c.name + "') has an unnamed option";
-  }
-  return "";
-}
-
 bool load_one(const fs::path& file, LoadedPlugin& out, Diagnostics& diag) {
   namespace dll = boost::dll;
   std::string where = file.string();
@@ -107,6 +81,31 @@ bool load_one(const fs::path& file, LoadedPlugin& out, Diagnostics& diag) {
 }
 
 }  // namespace
+
+std::string descriptor_problem(const MH_PluginDesc* d) {
+  if (d == nullptr) return "its entry point returned no descriptor";
+  if (d->struct_size < MH_STRUCT_SIZE(MH_PluginDesc, num_components))
+    return "its descriptor is too small (struct_size " + std::to_string(d->struct_size) + ")";
+  if (d->abi_major != MH_ABI_MAJOR)
+    return "it was built for plugin ABI " + version_text(d->abi_major, d->abi_minor) +
+           ", this host speaks " + version_text(MH_ABI_MAJOR, MH_ABI_MINOR) +
+           "; majors must match: rebuild it against this host's SDK";
+  if (d->name == nullptr || d->version == nullptr) return "its descriptor has no name or version";
+  if (d->num_components > 0 && d->components == nullptr) return "its component list is NULL";
+  for (size_t i = 0; i < d->num_components; ++i) {
+    const MH_ComponentDesc& c = d->components[i];
+    std::string which = "component #" + std::to_string(i);
+    if (c.struct_size < MH_STRUCT_SIZE(MH_ComponentDesc, api)) return which + " has a descriptor that is too small";
+    if (c.kind < 0 || c.kind >= MH_KIND_COUNT) return which + " has unknown kind " + std::to_string(c.kind);
+    if (c.name == nullptr || c.name[0] == '\0') return which + " has no name";
+    if (c.create == nullptr || c.destroy == nullptr || c.api == nullptr)
+      return which + " ('" + c.name + "') lacks create, destroy or its function table";
+    if (c.num_options > 0 && c.options == nullptr) return which + " ('" + c.name + "') has a NULL option list";
+    for (size_t o = 0; o < c.num_options; ++o)
+      if (c.options[o].name == nullptr) return which + " ('" + c.name + "') has an unnamed option";
+  }
+  return "";
+}
 
 const MH_HostApi* host_api() {
   static const MH_HostApi api{MH_STRUCT_SIZE(MH_HostApi, log), MH_ABI_MAJOR, MH_ABI_MINOR, &log_from_plugin};

@@ -29,6 +29,10 @@ std::vector<std::filesystem::path> plugin_search_path(const std::string& flag_va
 std::vector<LoadedPlugin> load_plugins(const std::vector<std::filesystem::path>& dirs,
                                        Diagnostics& diag);
 
+// Checks everything the host will read of the descriptor an entry point
+// returned; "" when it is sound, else what is wrong, for "refused: ...".
+std::string descriptor_problem(const MH_PluginDesc* desc);
+
 // The host services every plugin receives.
 const MH_HostApi* host_api();
 

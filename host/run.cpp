@@ -115,6 +115,7 @@ int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
   s.assembly = &assembly;
   s.dry_run = flags.dry_run;
   s.report_memory = flags.report_memory;
+  s.grads_out = flags.grads_out;
   Options train = assembly.train.options();
   s.steps = flags.dry_run ? 1 : train.get_int("steps");
   s.global_batch = train.get_int("global_batch");

@@ -12,6 +12,7 @@ struct RunFlags {
   bool dry_run = false;
   std::string metrics_out;
   bool report_memory = false;
+  std::string grads_out;
 };
 
 // Returns the process exit status; throws mh::Error on failure.

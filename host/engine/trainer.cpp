@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "engine/collectives.hpp"
+#include "engine/gradient_dump.hpp"
 #include "engine/memory_report.hpp"
 #include "engine/ops.hpp"
 #include "engine/optimizer.hpp"
@@ -193,6 +194,8 @@ void RankTrainer::train() {
   for (int64_t st = 1; st <= s_.steps; ++st) {
     auto start = std::chrono::steady_clock::now();
     double loss = step(st);
+    if (st == s_.steps && !s_.grads_out.empty())
+      dump_gradients(dev_, params_, groups_.tensor, s_.grads_out, leader());
     double norm = optimizer_.grad_norm(groups_.tensor, groups_.tensor.rank() == 0);
     optimizer_.step(st, norm);
     dev_.synchronize();

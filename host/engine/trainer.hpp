@@ -32,6 +32,7 @@ struct RunSetup {
   std::unique_ptr<data::IndexedDataset> dataset;
   std::unique_ptr<data::GptSamples> train, valid;
   bool dry_run = false, report_memory = false;
+  std::string grads_out;  // full gradients of the last step, for equivalence tests
   std::unique_ptr<MetricsWriter> metrics;
 };
 

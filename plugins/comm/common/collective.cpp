@@ -1,0 +1,156 @@
+#include "collective.hpp"
+
+#include <megahost/error.hpp>
+
+#include <string>
+
+namespace mh::comm {
+
+namespace {
+
+size_t element_size(int32_t dtype) {
+  switch (dtype) {
+    case MH_F32: case MH_I32: return 4;
+    case MH_BF16: case MH_F16: return 2;
+    case MH_U8: return 1;
+    case MH_I64: return 8;
+    default: throw Error(MH_INVALID_ARGUMENT, "unknown dtype " + std::to_string(dtype));
+  }
+}
+
+// Elements of `t`, which must be a contiguous row-major view.
+int64_t numel(const MH_Tensor& t, const char* buffer) {
+  const std::string what = std::string(buffer) + " buffer";
+  require(t.ndim >= 0 && t.ndim <= MH_MAX_DIMS,
+          what + " has ndim " + std::to_string(t.ndim) + "; it must be 0.." + std::to_string(MH_MAX_DIMS));
+  int64_t n = 1;
+  for (int32_t d = t.ndim - 1; d >= 0; --d) {
+    require(t.shape[d] >= 0, what + " has negative extent " + std::to_string(t.shape[d]) +
+                                 " in dimension " + std::to_string(d));
+    require(t.shape[d] <= 1 || t.strides[d] == n,
+            what + " is not contiguous: dimension " + std::to_string(d) + " has stride " +
+                std::to_string(t.strides[d]) + ", expected " + std::to_string(n));
+    n *= t.shape[d];
+  }
+  require(n == 0 || t.data != nullptr, what + " has " + std::to_string(n) + " elements but data is NULL");
+  element_size(t.dtype);  // throws for an unknown dtype
+  return n;
+}
+
+// The buffers a call uses; `scaled` holds one block of n per rank of the
+// group, any other used buffer holds n elements.
+enum class Buffer { kNone, kSend, kRecv };
+
+struct Shape {
+  bool send;
+  bool recv;
+  Buffer scaled = Buffer::kNone;
+};
+
+Shape shape_of(Collective kind, int32_t rank, int32_t peer) {
+  switch (kind) {
+    case Collective::kAllReduce: return {true, true};
+    case Collective::kAllGather: return {true, true, Buffer::kRecv};
+    case Collective::kReduceScatter: return {true, true, Buffer::kSend};
+    case Collective::kBroadcast: return {rank == peer, true};
+    case Collective::kSend: return {true, false};
+    case Collective::kRecv: return {false, true};
+    default: throw Error(MH_INTERNAL, std::string(name(kind)) + " takes no MH_CollectiveArgs");
+  }
+}
+
+void check_header(Collective kind, const MH_CollectiveArgs& args) {
+  require(args.struct_size >= MH_STRUCT_SIZE(MH_CollectiveArgs, peer),
+          "MH_CollectiveArgs.struct_size is " + std::to_string(args.struct_size) + ", too small for ABI " +
+              std::to_string(MH_ABI_MAJOR) + "." + std::to_string(MH_ABI_MINOR));
+  const bool has_stream = args.struct_size >= MH_STRUCT_SIZE(MH_CollectiveArgs, stream);
+  require(!has_stream || args.stream == nullptr,
+          "stream is set, but this communicator moves host memory only; device buffers need the "
+          "nccl communicator",
+          MH_UNIMPLEMENTED);
+  require(!reduces(kind) || args.op == MH_REDUCE_SUM || args.op == MH_REDUCE_MAX,
+          "op " + std::to_string(args.op) + " is not a reduction; use MH_REDUCE_SUM or MH_REDUCE_MAX");
+}
+
+void check_peer(Collective kind, int32_t peer, int32_t size) {
+  const char* role = kind == Collective::kBroadcast ? "root " : "peer ";
+  require(peer >= 0 && peer < size,
+          role + std::to_string(peer) + " is not a rank of this group of " + std::to_string(size));
+}
+
+// n, from the buffer that holds it once; the other buffer must fit it.
+int64_t per_rank_count(int64_t send_n, int64_t recv_n, Shape shape, int32_t size) {
+  if (shape.scaled != Buffer::kNone) {
+    const bool gather = shape.scaled == Buffer::kRecv;
+    const int64_t n = gather ? send_n : recv_n, scaled = gather ? recv_n : send_n;
+    const char* one = gather ? "send" : "recv";
+    const char* many = gather ? "recv" : "send";
+    require(scaled == n * size, std::string(many) + " has " + std::to_string(scaled) +
+                                    " elements; it must have group size x " + one + " = " + std::to_string(size) +
+                                    " x " + std::to_string(n) + " = " + std::to_string(n * size));
+    return n;
+  }
+  if (!shape.send || !shape.recv) return shape.send ? send_n : recv_n;
+  require(recv_n == send_n, "recv has " + std::to_string(recv_n) + " elements but send has " +
+                                std::to_string(send_n) + "; they must be equal");
+  return send_n;
+}
+
+}  // namespace
+
+const char* name(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce: return "all_reduce";
+    case Collective::kAllGather: return "all_gather";
+    case Collective::kReduceScatter: return "reduce_scatter";
+    case Collective::kBroadcast: return "broadcast";
+    case Collective::kSend: return "send";
+    case Collective::kRecv: return "recv";
+    case Collective::kBarrier: return "barrier";
+    case Collective::kSplit: return "split";
+  }
+  return "?";
+}
+
+bool reduces(Collective c) { return c == Collective::kAllReduce || c == Collective::kReduceScatter; }
+
+const char* dtype_name(int32_t dtype) {
+  switch (dtype) {
+    case MH_F32: return "f32";
+    case MH_BF16: return "bf16";
+    case MH_F16: return "f16";
+    case MH_I32: return "i32";
+    case MH_U8: return "u8";
+    case MH_I64: return "i64";
+    default: return "unknown";
+  }
+}
+
+bool reducible(int32_t dtype) { return dtype == MH_F32 || dtype == MH_I32 || dtype == MH_I64; }
+
+Call validate(Collective kind, const MH_CollectiveArgs& args, int32_t rank, int32_t size) {
+  check_header(kind, args);
+  const bool rooted = kind == Collective::kBroadcast || kind == Collective::kSend || kind == Collective::kRecv;
+  if (rooted) check_peer(kind, args.peer, size);
+  const Shape shape = shape_of(kind, rank, args.peer);
+  const int64_t send_n = shape.send ? numel(args.send, "send") : 0;
+  const int64_t recv_n = shape.recv ? numel(args.recv, "recv") : 0;
+  const int32_t dtype = shape.send ? args.send.dtype : args.recv.dtype;
+  if (shape.send && shape.recv)
+    require(args.send.dtype == args.recv.dtype, std::string("send is ") + dtype_name(args.send.dtype) +
+                                                    " but recv is " + dtype_name(args.recv.dtype));
+  require(!reduces(kind) || reducible(dtype),
+          std::string("reductions support f32, i32 and i64, not ") + dtype_name(dtype), MH_UNIMPLEMENTED);
+  Call call;
+  call.kind = kind;
+  call.send = shape.send ? args.send.data : nullptr;
+  call.recv = shape.recv ? args.recv.data : nullptr;
+  call.count = per_rank_count(send_n, recv_n, shape, size);
+  call.dtype = dtype;
+  call.element_size = element_size(dtype);
+  call.op = reduces(kind) ? args.op : MH_REDUCE_SUM;
+  call.peer = rooted ? args.peer : 0;
+  return call;
+}
+
+}  // namespace mh::comm

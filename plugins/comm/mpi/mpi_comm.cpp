@@ -1,0 +1,255 @@
+#include "mpi_comm.hpp"
+
+#include "mpi_calls.hpp"
+#include "split.hpp"
+
+#include <megahost/error.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace mh::comm::mpi {
+
+namespace {
+
+constexpr MH_OptionSpec kOptions[] = {kTimeoutOption};
+constexpr int kTag = 0;
+
+int world_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+int world_size() {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+// A duplicate of MPI_COMM_WORLD, so our traffic never matches anybody
+// else's; non-blocking so that a rank that never creates its instance gives
+// a timeout instead of a hang.
+std::unique_ptr<MpiComm::Group> duplicate_world(Clock::duration timeout) {
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Comm_idup(MPI_COMM_WORLD, &comm, &request), "MPI_Comm_idup");
+  MPI_Status status;
+  require(complete_by(request, Clock::now() + timeout, status),
+          "mpi communicator: " + timed_out(timeout) + " waiting for every rank to create it",
+          MH_DEADLINE_EXCEEDED);
+  return std::make_unique<MpiComm::Group>(comm, GroupId::world(world_size()), timeout);
+}
+
+}  // namespace
+
+Runtime::Runtime() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized != 0) return;
+  int provided = 0;
+  // abort() may come from any thread.
+  check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+  owns_ = true;
+}
+
+Runtime::~Runtime() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owns_ && finalized == 0) MPI_Finalize();
+}
+
+MpiComm::Group::Group(MPI_Comm comm, GroupId id, Clock::duration timeout)
+    : comm_(comm), id_(std::move(id)), timeout_(timeout) {
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(comm_, &rank_);
+}
+
+MpiComm::Group::~Group() {
+  flush_sends();
+  MPI_Comm_free(&comm_);
+}
+
+MpiComm::Group* MpiComm::Group::split(int32_t color, int32_t key) {
+  enter(Collective::kSplit);
+  // Gathering every rank's choice first gives split a deadline (MPI_Comm_split
+  // has none) and lets all ranks refuse a bad color together.
+  const SplitEntry mine{color, key};
+  std::vector<SplitEntry> entries(size());
+  run(Collective::kSplit, -1, [&](MPI_Request* r) {
+    check(MPI_Iallgather(&mine, 2, MPI_INT32_T, entries.data(), 2, MPI_INT32_T, comm_, r), "MPI_Iallgather");
+  });
+  MPI_Comm child = MPI_COMM_NULL;
+  with_context(id_, Collective::kSplit, [&] {
+    check_colors(entries, id_);
+    check(MPI_Comm_split(comm_, color, key, &child), "MPI_Comm_split");
+  });
+  return new Group(child, id_.child(color, split_members(entries, color)), timeout_);
+}
+
+void MpiComm::Group::all_reduce(const MH_CollectiveArgs& args) {
+  const Call c = enter(Collective::kAllReduce, args);
+  const void* send = c.send == c.recv ? MPI_IN_PLACE : c.send;
+  run(c.kind, -1, [&](MPI_Request* r) {
+    check(MPI_Iallreduce(send, c.recv, count(c), datatype(c), reduce_op(c), comm_, r), "MPI_Iallreduce");
+  });
+}
+
+void MpiComm::Group::all_gather(const MH_CollectiveArgs& args) {
+  const Call c = enter(Collective::kAllGather, args);
+  const void* own_block = static_cast<const std::byte*>(c.recv) + rank_ * c.bytes();
+  const void* send = c.send == own_block ? MPI_IN_PLACE : c.send;
+  run(c.kind, -1, [&](MPI_Request* r) {
+    check(MPI_Iallgather(send, count(c), datatype(c), c.recv, count(c), datatype(c), comm_, r), "MPI_Iallgather");
+  });
+}
+
+void MpiComm::Group::reduce_scatter(const MH_CollectiveArgs& args) {
+  const Call c = enter(Collective::kReduceScatter, args);
+  run(c.kind, -1, [&](MPI_Request* r) {
+    check(MPI_Ireduce_scatter_block(c.send, c.recv, count(c), datatype(c), reduce_op(c), comm_, r),
+          "MPI_Ireduce_scatter_block");
+  });
+}
+
+void MpiComm::Group::broadcast(const MH_CollectiveArgs& args) {
+  const Call c = enter(Collective::kBroadcast, args);
+  // MPI broadcasts one buffer; the root's is recv, filled from send first.
+  if (rank_ == c.peer && c.recv != c.send && c.bytes() != 0) std::memcpy(c.recv, c.send, c.bytes());
+  run(c.kind, -1, [&](MPI_Request* r) {
+    check(MPI_Ibcast(c.recv, count(c), datatype(c), c.peer, comm_, r), "MPI_Ibcast");
+  });
+}
+
+void MpiComm::Group::send(const MH_CollectiveArgs& args) {
+  const Call c = enter(Collective::kSend, args);
+  with_context(id_, c.kind, [&] {
+    PendingSend& s = sends_.emplace_back(
+        PendingSend{c.peer, Clock::now(), std::make_unique_for_overwrite<std::byte[]>(c.bytes())});
+    if (c.bytes() != 0) std::memcpy(s.data.get(), c.send, c.bytes());
+    check(MPI_Isend(s.data.get(), count(c), datatype(c), c.peer, kTag, comm_, &s.request), "MPI_Isend");
+  });
+}
+
+void MpiComm::Group::recv(const MH_CollectiveArgs& args) {
+  const Call c = enter(Collective::kRecv, args);
+  MPI_Status status = run(c.kind, c.peer, [&](MPI_Request* r) {
+    check(MPI_Irecv(c.recv, count(c), datatype(c), c.peer, kTag, comm_, r), "MPI_Irecv");
+  });
+  int received = 0;
+  MPI_Get_count(&status, datatype(c), &received);
+  require(received == c.count, id_.context(c.kind) + ": " + id_.globals({&c.peer, 1}) + " sent " +
+                                   std::to_string(received) + " elements but this recv expects " +
+                                   std::to_string(c.count));
+}
+
+void MpiComm::Group::barrier() {
+  enter(Collective::kBarrier);
+  run(Collective::kBarrier, -1, [&](MPI_Request* r) { check(MPI_Ibarrier(comm_, r), "MPI_Ibarrier"); });
+}
+
+void MpiComm::Group::enter(Collective what) {
+  if (!broken_.empty())
+    throw Error(MH_DEADLINE_EXCEEDED, id_.context(what) + ": the group is unusable after a timeout (" + broken_ + ")");
+  reap_sends();
+}
+
+Call MpiComm::Group::enter(Collective what, const MH_CollectiveArgs& args) {
+  enter(what);
+  return with_context(id_, what, [&] { return validate(what, args, rank_, size()); });
+}
+
+template <class Start>
+MPI_Status MpiComm::Group::run(Collective what, int32_t peer, Start start) {
+  const Clock::time_point deadline = Clock::now() + timeout_;
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Status status;
+  const bool done = with_context(id_, what, [&] {
+    start(&request);
+    return complete_by(request, deadline, status);
+  });
+  if (!done) time_out(what, peer, request);
+  return status;
+}
+
+void MpiComm::Group::time_out(Collective what, int32_t peer, MPI_Request& request) {
+  if (what == Collective::kRecv) {
+    // Gives the buffer back. Collectives cannot be cancelled: should the
+    // missing ranks ever arrive, MPI may still write their recv buffers.
+    MPI_Cancel(&request);
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+  }
+  const std::string missing = what == Collective::kRecv ? id_.globals({&peer, 1}) + " had not sent"
+                                                        : "MPI does not tell which ranks had not arrived";
+  broken_ = id_.context(what) + ": " + timed_out(timeout_) + "; " + missing;
+  throw Error(MH_DEADLINE_EXCEEDED, broken_);
+}
+
+// Frees the copies of sends their receivers took; one still pending after
+// the timeout means its receiver never came.
+void MpiComm::Group::reap_sends() {
+  for (auto it = sends_.begin(); it != sends_.end();) {
+    int done = 0;
+    with_context(id_, Collective::kSend, [&] { check(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE), "MPI_Test"); });
+    if (done != 0) {
+      it = sends_.erase(it);
+      continue;
+    }
+    if (Clock::now() - it->posted >= timeout_) {
+      broken_ = id_.context(Collective::kSend) + ": " + timed_out(timeout_) + "; " +
+                id_.globals({&it->peer, 1}) + " had not received the message";
+      throw Error(MH_DEADLINE_EXCEEDED, broken_);
+    }
+    ++it;
+  }
+}
+
+// A send never received keeps its copy: MPI may still read it.
+void MpiComm::Group::flush_sends() noexcept {
+  const Clock::time_point deadline = Clock::now() + timeout_;
+  for (PendingSend& s : sends_) {
+    MPI_Status status;
+    bool done = false;
+    try {
+      done = complete_by(s.request, deadline, status);
+    } catch (const Error&) {
+      done = true;  // MPI failed the send; it holds the buffer no longer
+    }
+    if (done) continue;
+    std::fprintf(stderr, "megahost comm mpi: %s: a send to %s was never received; its buffer is leaked\n",
+                 id_.context(Collective::kSend).c_str(), id_.globals({&s.peer, 1}).c_str());
+    s.data.release();
+  }
+}
+
+std::span<const MH_OptionSpec> MpiComm::options() { return kOptions; }
+
+MpiComm::MpiComm(const CreateContext& ctx)
+    : world_(duplicate_world(to_duration(ctx.options.get_double("timeout_s")))) {}
+
+void MpiComm::info(MH_CommInfo& out) const {
+  out.world_size = world_size();
+  out.ranks_in_process = 1;
+  out.first_rank = world_rank();
+}
+
+MpiComm::Group* MpiComm::world(int32_t local) {
+  require(local == 0, "world: local rank " + std::to_string(local) +
+                          " does not exist; the mpi communicator hosts one rank per process (local 0)");
+  return world_.get();
+}
+
+void MpiComm::abort(int32_t rank, const char* reason) noexcept {
+  std::fprintf(stderr, "megahost comm mpi: rank %d failed: %s; stopping every rank with MPI_Abort\n", rank,
+               reason != nullptr ? reason : "no reason given");
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+MH_ComponentDesc mpi_component() {
+  return component<MpiComm>("mpi", "0.1.0", "one process per rank under mpirun; non-blocking MPI with timeouts",
+                            MpiComm::options());
+}
+
+}  // namespace mh::comm::mpi

@@ -1,0 +1,103 @@
+// The "mpi" communicator: one process per rank under mpirun. Every
+// collective is a non-blocking MPI call completed by polling against the
+// deadline, so a peer that never arrives gives DEADLINE_EXCEEDED naming the
+// collective instead of a hang. abort() ends every rank through MPI_Abort.
+// docs/comm.md describes timeouts and failures.
+#pragma once
+
+#include "collective.hpp"
+#include "group_id.hpp"
+#include "timeout.hpp"
+
+#include <megahost/plugin.hpp>
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace mh::comm::mpi {
+
+// MPI_Init_thread when nobody initialised MPI yet, and then MPI_Finalize at
+// the end.
+class Runtime {
+ public:
+  Runtime();
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+ private:
+  bool owns_ = false;
+};
+
+class MpiComm {
+ public:
+  static constexpr MH_Kind kind = MH_KIND_COMM;
+
+  // A communicator of its own (errors returned, not fatal). Split groups
+  // must be destroyed before the instance.
+  class Group {
+   public:
+    Group(MPI_Comm comm, GroupId id, Clock::duration timeout);  // owns comm
+    ~Group();
+    Group(const Group&) = delete;
+    Group& operator=(const Group&) = delete;
+
+    Group* split(int32_t color, int32_t key);
+    int32_t rank() const { return rank_; }
+    int32_t size() const { return id_.size(); }
+    void all_reduce(const MH_CollectiveArgs& args);
+    void all_gather(const MH_CollectiveArgs& args);
+    void reduce_scatter(const MH_CollectiveArgs& args);
+    void broadcast(const MH_CollectiveArgs& args);
+    // Copies the message and returns at once, like the threads communicator,
+    // so that two stages sending to each other cannot deadlock.
+    void send(const MH_CollectiveArgs& args);
+    void recv(const MH_CollectiveArgs& args);
+    void barrier();
+
+   private:
+    struct PendingSend {
+      int32_t peer;
+      Clock::time_point posted;
+      std::unique_ptr<std::byte[]> data;
+      MPI_Request request = MPI_REQUEST_NULL;
+    };
+
+    void enter(Collective what);
+    Call enter(Collective what, const MH_CollectiveArgs& args);
+    template <class Start>
+    MPI_Status run(Collective what, int32_t peer, Start start);
+    [[noreturn]] void time_out(Collective what, int32_t peer, MPI_Request& request);
+    void reap_sends();
+    void flush_sends() noexcept;
+
+    MPI_Comm comm_;
+    GroupId id_;
+    int32_t rank_ = 0;
+    Clock::duration timeout_;
+    std::string broken_;  // why the group is unusable: the first timeout
+    std::deque<PendingSend> sends_;
+  };
+
+  static std::span<const MH_OptionSpec> options();
+
+  explicit MpiComm(const CreateContext& ctx);
+
+  void info(MH_CommInfo& out) const;
+  Group* world(int32_t local);
+  void abort(int32_t rank, const char* reason) noexcept;
+
+ private:
+  Runtime runtime_;  // first in, last out: the world group needs MPI
+  std::unique_ptr<Group> world_;
+};
+
+// The "mpi" component of kind MH_KIND_COMM.
+MH_ComponentDesc mpi_component();
+
+}  // namespace mh::comm::mpi

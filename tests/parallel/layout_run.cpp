@@ -1,0 +1,86 @@
+#include "layout_run.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace mh::test {
+namespace fs = std::filesystem;
+namespace {
+
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The values of `key` in the metrics records that have it, in order.
+std::vector<double> read_series(const fs::path& metrics, const char* key) {
+  std::vector<double> values;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains(key)) values.push_back(j[key].get<double>());
+  }
+  return values;
+}
+
+std::map<std::string, std::vector<float>> read_grads(const fs::path& dump) {
+  std::map<std::string, std::vector<float>> grads;
+  std::ifstream in(dump, std::ios::binary);
+  uint32_t len = 0;
+  while (in.read(reinterpret_cast<char*>(&len), sizeof len)) {
+    std::string name(len, '\0');
+    uint64_t n = 0;
+    in.read(name.data(), len);
+    in.read(reinterpret_cast<char*>(&n), sizeof n);
+    std::vector<float> v(n);
+    in.read(reinterpret_cast<char*>(v.data()), std::streamsize(n * sizeof(float)));
+    grads[name] = std::move(v);
+  }
+  return grads;
+}
+
+}  // namespace
+
+LayoutResult run_layout(const std::string& overrides, bool mpi, int ranks) {
+  static int counter = 0;
+  fs::path dir = fs::temp_directory_path() / ("megahost_layout_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
+  fs::create_directories(dir);
+  std::string cmd = "env OPENBLAS_NUM_THREADS=1 ";
+  if (mpi)
+    cmd += "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " +
+           std::string(MEGAHOST_TEST_MPIEXEC) + " -n " + std::to_string(ranks) + " --oversubscribe ";
+  cmd += std::string(MEGAHOST_TEST_BINARY) + " --config " + MEGAHOST_TEST_CONFIG + " --metrics_out " +
+         (dir / "metrics.jsonl").string() + " --grads_out " + (dir / "grads.bin").string() + " " + overrides +
+         " > " + (dir / "log.txt").string() + " 2>&1";
+  LayoutResult r;
+  int status = std::system(cmd.c_str());
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.log = read_file(dir / "log.txt");
+  r.losses = read_series(dir / "metrics.jsonl", "loss");
+  r.val_losses = read_series(dir / "metrics.jsonl", "val_loss");
+  r.grads = read_grads(dir / "grads.bin");
+  fs::remove_all(dir);
+  return r;
+}
+
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    diff = std::max(diff, std::fabs(double(a[i]) - double(b[i])));
+    scale = std::max(scale, std::fabs(double(b[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+}  // namespace mh::test

@@ -1,0 +1,26 @@
+// Runs the real megahost binary on a small model under a given layout
+// (threads or mpiexec) and reads back what the equivalence tests compare:
+// the per-step losses from the metrics and the full gradients of the last step.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mh::test {
+
+struct LayoutResult {
+  int exit_code = -1;
+  std::string log;
+  std::vector<double> losses, val_losses;
+  std::map<std::string, std::vector<float>> grads;
+};
+
+// `ranks` > 0 with mpi = true launches that many processes under mpiexec.
+LayoutResult run_layout(const std::string& overrides, bool mpi = false, int ranks = 0);
+
+// Largest |a - b| over the tensor, relative to the largest |b|.
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b);
+
+}  // namespace mh::test
