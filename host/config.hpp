@@ -28,6 +28,8 @@ class Config {
                                     Diagnostics& diag);
 
   const toml::table& root() const { return root_; }
+  // Replaces a top-level section, e.g. the kernels for a dry run.
+  void replace_section(const std::string& name, toml::table section) { root_.insert_or_assign(name, std::move(section)); }
   const std::string& file() const { return file_; }
   // "file:line:col" of a node, or "command line" for an override.
   std::string where(const toml::node& node) const;

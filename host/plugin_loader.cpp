@@ -48,6 +48,47 @@ std::string version_text(uint32_t major, uint32_t minor) {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
+// Each kind's function table up to the last function the host calls; a
+// shorter table is refused rather than called past its end.
+size_t table_size_needed(int32_t kind) {
+  switch (kind) {
+    case MH_KIND_KERNELS: return MH_STRUCT_SIZE(MH_KernelsApi, sum_squares);
+    case MH_KIND_COMM: return MH_STRUCT_SIZE(MH_CommApi, abort);
+    case MH_KIND_TENSOR_PARALLEL: return MH_STRUCT_SIZE(MH_TensorParallelApi, plan);
+    case MH_KIND_PIPELINE_PARALLEL: return MH_STRUCT_SIZE(MH_PipelineParallelApi, schedule);
+    case MH_KIND_DATA_PARALLEL: return MH_STRUCT_SIZE(MH_DataParallelApi, plan);
+    case MH_KIND_RECOMPUTE: return MH_STRUCT_SIZE(MH_RecomputeApi, decide);
+    default: return MH_STRUCT_SIZE(MH_TunerApi, report);
+  }
+}
+
+// An option spec needs every field up to `choices`; `doc` may lie past its
+// struct_size (the registry then reads it as NULL).
+std::string option_problem(const MH_OptionSpec& o) {
+  if (o.struct_size < MH_STRUCT_SIZE(MH_OptionSpec, choices))
+    return "is too small (struct_size " + std::to_string(o.struct_size) + ")";
+  if (o.name == nullptr) return "has no name";
+  return "";
+}
+
+// What is wrong with one component, as the rest of "component #i ...".
+std::string component_problem(const MH_ComponentDesc& c) {
+  if (c.struct_size < MH_STRUCT_SIZE(MH_ComponentDesc, api)) return " has a descriptor that is too small";
+  if (c.kind < 0 || c.kind >= MH_KIND_COUNT) return " has unknown kind " + std::to_string(c.kind);
+  if (c.name == nullptr || c.name[0] == '\0') return " has no name";
+  std::string which = " ('" + std::string(c.name) + "')";
+  if (c.create == nullptr || c.destroy == nullptr || c.api == nullptr)
+    return which + " lacks create, destroy or its function table";
+  if (size_t table = *static_cast<const size_t*>(c.api); table < table_size_needed(c.kind))
+    return which + " has a function table of " + std::to_string(table) + " bytes; its kind needs " +
+           std::to_string(table_size_needed(c.kind));
+  if (c.num_options > 0 && c.options == nullptr) return which + " has a NULL option list";
+  for (size_t o = 0; o < c.num_options; ++o)
+    if (std::string problem = option_problem(c.options[o]); !problem.empty())
+      return which + ": option #" + std::to_string(o) + " " + problem;
+  return "";
+}
+
 bool load_one(const fs::path& file, LoadedPlugin& out, Diagnostics& diag) {
   namespace dll = boost::dll;
   std::string where = file.string();
@@ -92,18 +133,9 @@ std::string descriptor_problem(const MH_PluginDesc* d) {
            "; majors must match: rebuild it against this host's SDK";
   if (d->name == nullptr || d->version == nullptr) return "its descriptor has no name or version";
   if (d->num_components > 0 && d->components == nullptr) return "its component list is NULL";
-  for (size_t i = 0; i < d->num_components; ++i) {
-    const MH_ComponentDesc& c = d->components[i];
-    std::string which = "component #" + std::to_string(i);
-    if (c.struct_size < MH_STRUCT_SIZE(MH_ComponentDesc, api)) return which + " has a descriptor that is too small";
-    if (c.kind < 0 || c.kind >= MH_KIND_COUNT) return which + " has unknown kind " + std::to_string(c.kind);
-    if (c.name == nullptr || c.name[0] == '\0') return which + " has no name";
-    if (c.create == nullptr || c.destroy == nullptr || c.api == nullptr)
-      return which + " ('" + c.name + "') lacks create, destroy or its function table";
-    if (c.num_options > 0 && c.options == nullptr) return which + " ('" + c.name + "') has a NULL option list";
-    for (size_t o = 0; o < c.num_options; ++o)
-      if (c.options[o].name == nullptr) return which + " ('" + c.name + "') has an unnamed option";
-  }
+  for (size_t i = 0; i < d->num_components; ++i)
+    if (std::string problem = component_problem(d->components[i]); !problem.empty())
+      return "component #" + std::to_string(i) + problem;
   return "";
 }
 

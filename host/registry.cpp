@@ -1,6 +1,21 @@
 #include "registry.hpp"
 
+#include <algorithm>
+#include <cstring>
+
 namespace mh {
+namespace {
+
+// A copy of a plugin's struct in this host's layout: the bytes its
+// struct_size covers, zero (NULL) for fields its minor did not have.
+template <class T>
+T in_host_layout(const T* theirs) {
+  T ours{};
+  std::memcpy(&ours, theirs, std::min(theirs->struct_size, sizeof(T)));
+  return ours;
+}
+
+}  // namespace
 
 const char* kind_name(int32_t kind) {
   switch (kind) {
@@ -16,16 +31,20 @@ const char* kind_name(int32_t kind) {
 }
 
 Registry::Registry(const std::vector<LoadedPlugin>& plugins, Diagnostics& diag) {
-  for (const auto& plugin : plugins) {
-    for (size_t i = 0; i < plugin.desc->num_components; ++i) {
-      const MH_ComponentDesc& c = plugin.desc->components[i];
-      auto [it, inserted] = components_.try_emplace({c.kind, c.name}, Component{&c, &plugin});
-      if (!inserted)
-        diag.warning(plugin.file.string(),
-                     std::string(kind_name(c.kind)) + " component '" + c.name + "' is also provided by " +
-                         it->second.plugin->file.string() + ", which comes first on the plugin path and is used");
-    }
-  }
+  for (const auto& plugin : plugins)
+    for (size_t i = 0; i < plugin.desc->num_components; ++i) add(plugin.desc->components[i], plugin, diag);
+}
+
+void Registry::add(const MH_ComponentDesc& theirs, const LoadedPlugin& plugin, Diagnostics& diag) {
+  MH_ComponentDesc& c = descs_.emplace_back(in_host_layout(&theirs));
+  std::vector<MH_OptionSpec>& specs = options_.emplace_back();
+  for (size_t o = 0; o < c.num_options; ++o) specs.push_back(in_host_layout(&c.options[o]));
+  c.options = specs.data();
+  auto [it, inserted] = components_.try_emplace({c.kind, c.name}, Component{&c, &plugin});
+  if (!inserted)
+    diag.warning(plugin.file.string(),
+                 std::string(kind_name(c.kind)) + " component '" + c.name + "' is also provided by " +
+                     it->second.plugin->file.string() + ", which comes first on the plugin path and is used");
 }
 
 const Component* Registry::find(int32_t kind, const std::string& name) const {

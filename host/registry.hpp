@@ -3,6 +3,7 @@
 
 #include <megahost/abi.h>
 
+#include <deque>
 #include <map>
 #include <string>
 #include <vector>
@@ -25,12 +26,21 @@ class Registry {
   // When two claim the same kind and name, the first on the plugin path
   // wins and a warning names both files.
   Registry(const std::vector<LoadedPlugin>& plugins, Diagnostics& diag);
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
 
   const Component* find(int32_t kind, const std::string& name) const;
   std::vector<std::string> names(int32_t kind) const;
   std::vector<Component> all() const;
 
  private:
+  void add(const MH_ComponentDesc& theirs, const LoadedPlugin& plugin, Diagnostics& diag);
+
+  // Each component and its option specs read into this host's struct
+  // layout, so nothing past a plugin's struct_size is ever read (deque:
+  // Component::desc points into it).
+  std::deque<MH_ComponentDesc> descs_;
+  std::deque<std::vector<MH_OptionSpec>> options_;
   std::map<std::pair<int32_t, std::string>, Component> components_;
 };
 

@@ -18,6 +18,7 @@ Collectives& Collectives::operator=(Collectives&& other) noexcept {
   std::swap(group_, other.group_);
   std::swap(name_, other.name_);
   std::swap(owned_, other.owned_);
+  std::swap(dry_, other.dry_);
   return *this;
 }
 
@@ -27,6 +28,7 @@ Collectives::~Collectives() {
 
 void Collectives::call(MH_Error* (*const MH_CommApi::*fn)(MH_Group*, const MH_CollectiveArgs*), const float* send,
                        int64_t send_n, float* recv, int64_t recv_n, int32_t op, int32_t peer, const char* what) {
+  if (dry_) return;
   MH_CollectiveArgs args{};
   args.struct_size = sizeof(args);
   args.send = view(const_cast<float*>(send), MH_F32, {send_n});
@@ -60,12 +62,20 @@ void Collectives::recv(float* data, int64_t n, int32_t peer) {
   call(&MH_CommApi::recv, nullptr, 0, data, n, MH_REDUCE_SUM, peer, "recv");
 }
 
+void Collectives::all_gather_host(const float* send, float* recv, int64_t n) {
+  const bool dry = std::exchange(dry_, false);
+  all_gather(send, recv, n);
+  dry_ = dry;
+}
+
 void Collectives::barrier() { check(api_->barrier(group_), "barrier on the " + name_ + " group"); }
 
 Collectives Collectives::split(int32_t color, int32_t key, std::string name) {
   MH_Group* out = nullptr;
   check(api_->split(group_, color, key, &out), "splitting the " + name_ + " group");
-  return Collectives(api_, out, std::move(name), true);
+  Collectives group(api_, out, std::move(name), true);
+  group.set_dry(dry_);
+  return group;
 }
 
 }  // namespace mh

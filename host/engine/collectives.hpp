@@ -12,6 +12,9 @@ class Collectives {
  public:
   Collectives() = default;
   Collectives(const MH_CommApi* api, MH_Group* group, std::string name, bool owned);
+  // In a dry run buffers are fake addresses: data calls become no-ops while
+  // groups are still built for real. Groups split from this one inherit it.
+  void set_dry(bool dry) { dry_ = dry; }
   Collectives(Collectives&& other) noexcept;
   Collectives& operator=(Collectives&& other) noexcept;
   ~Collectives();
@@ -28,6 +31,9 @@ class Collectives {
   void send(const float* data, int64_t n, int32_t peer);
   void recv(float* data, int64_t n, int32_t peer);
   void barrier();
+  // An all-gather of host memory for the run's bookkeeping (memory peaks),
+  // done even in a dry run; valid on communicators that reach host memory.
+  void all_gather_host(const float* send, float* recv, int64_t n_per_rank);
   // Splits this group like MPI_Comm_split.
   Collectives split(int32_t color, int32_t key, std::string name);
 
@@ -39,6 +45,7 @@ class Collectives {
   MH_Group* group_ = nullptr;
   std::string name_;
   bool owned_ = false;
+  bool dry_ = false;
 };
 
 }  // namespace mh

@@ -55,6 +55,7 @@ ParamSet::ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& p
 
   values_ = Buffer(device, MemCategory::kParams, numel_total(infos_));
   grads_ = Buffer(device, MemCategory::kGrads, values_.numel());
+  if (device.info().dry) return;
   std::vector<float> host;
   for (size_t id = 0; id < infos_.size(); ++id) {
     initial_values(int(id), seed, host);

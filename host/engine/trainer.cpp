@@ -41,6 +41,7 @@ Groups make_groups(const RunSetup& s, int32_t local, int32_t rank) {
   MH_Group* world = nullptr;
   check(s.comm_api->world(s.comm, local, &world), "comm world group");
   Groups g{Collectives(s.comm_api, world, "world", false), {}, {}};
+  g.world.set_dry(s.dry_run);
   // Megatron's rank order: tensor fastest, then data, then pipeline.
   const int32_t tp_rank = rank % s.tp, dp_rank = (rank / s.tp) % s.dp, pp_rank = rank / (s.tp * s.dp);
   g.tensor = g.world.split(pp_rank * s.dp + dp_rank, tp_rank, "tensor");
@@ -233,11 +234,8 @@ void RankTrainer::finish() {
   std::vector<float> packed;
   for (uint64_t v : mine)
     for (int k = 0; k < 4; ++k) packed.push_back(float((v >> (16 * k)) & 0xFFFF));
-  Buffer send(dev_, MemCategory::kWorkspace, per_rank), recv(dev_, MemCategory::kWorkspace, per_rank * world);
-  dev_.to_device(send.data(), packed.data(), packed.size() * 4);
-  groups_.world.all_gather(send.f32(), recv.f32(), per_rank);
   std::vector<float> all(size_t(per_rank * world));
-  dev_.to_host(all.data(), recv.data(), all.size() * 4);
+  groups_.world.all_gather_host(packed.data(), all.data(), per_rank);
   if (!leader()) return;
   ActivationFormula formula = activation_formula(dims_, double(dtype_size(dev_.info().compute_dtype)));
   nlohmann::json ranks = nlohmann::json::array();

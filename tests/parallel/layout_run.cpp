@@ -34,6 +34,21 @@ std::vector<double> read_series(const fs::path& metrics, const char* key) {
   return values;
 }
 
+MemoryRecord read_memory(const fs::path& metrics) {
+  MemoryRecord m;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (!j.contains("final")) continue;
+    m.formula_per_layer = j["activations_formula_per_layer"].get<double>();
+    for (const auto& rank : j["memory"]) {
+      m.activations.push_back(rank["activations"].get<double>());
+      m.formula_total = rank["activations_formula"].get<double>();
+    }
+  }
+  return m;
+}
+
 std::map<std::string, std::vector<float>> read_grads(const fs::path& dump) {
   std::map<std::string, std::vector<float>> grads;
   std::ifstream in(dump, std::ios::binary);
@@ -70,6 +85,7 @@ LayoutResult run_layout(const std::string& overrides, bool mpi, int ranks) {
   r.losses = read_series(dir / "metrics.jsonl", "loss");
   r.val_losses = read_series(dir / "metrics.jsonl", "val_loss");
   r.grads = read_grads(dir / "grads.bin");
+  r.memory = read_memory(dir / "metrics.jsonl");
   fs::remove_all(dir);
   return r;
 }

@@ -10,11 +10,19 @@
 
 namespace mh::test {
 
+// The final metrics record's memory: each rank's measured activation peak
+// and the formula's values, in bytes.
+struct MemoryRecord {
+  std::vector<double> activations;
+  double formula_per_layer = 0, formula_total = 0;
+};
+
 struct LayoutResult {
   int exit_code = -1;
   std::string log;
   std::vector<double> losses, val_losses;
   std::map<std::string, std::vector<float>> grads;
+  MemoryRecord memory;
 };
 
 // `ranks` > 0 with mpi = true launches that many processes under mpiexec.
