@@ -1,19 +1,41 @@
 #include "engine/memory_report.hpp"
 
+#include <algorithm>
+
 namespace mh {
 
-ActivationFormula activation_formula(const ModelDims& d, double e) {
-  const double s = double(d.seq), b = double(d.micro_batch), h = double(d.hidden), a = double(d.heads);
+double activation_bytes(const ModelDims& d, double e, MH_Activation a) {
+  const double s = double(d.seq), b = double(d.micro_batch), h = double(d.hidden), heads = double(d.heads);
   const double t = double(d.tp), f = double(d.ffn), t_sp = d.sp ? t : 1.0;
-  const double sbh = s * b * h;
+  const double sbh = s * b * h, as2b = heads * s * s * b;
+  switch (a) {
+    case MH_ACT_LAYER_INPUT:
+    case MH_ACT_LN1:
+    case MH_ACT_RESIDUAL1:
+    case MH_ACT_LN2: return e * sbh / t_sp;
+    case MH_ACT_ATTN_DROP_MASK:
+    case MH_ACT_MLP_DROP_MASK: return sbh / t_sp;
+    case MH_ACT_QKV: return 3 * e * sbh / t;
+    case MH_ACT_CONTEXT: return e * sbh / t;
+    case MH_ACT_ATTN_SCORES:
+    case MH_ACT_ATTN_PROBS: return e * as2b / t;
+    case MH_ACT_ATTN_MASK: return as2b / t;
+    case MH_ACT_FC1:
+    case MH_ACT_GELU: return e * s * b * f / t;
+    default: return 0;
+  }
+}
+
+ActivationFormula activation_formula(const ModelDims& d, double e, const KeepTable& keep) {
+  const double t = double(d.tp), t_sp = d.sp ? t : 1.0;
+  const double sbh = double(d.seq) * double(d.micro_batch) * double(d.hidden);
   ActivationFormula out{};
-  // Replicated without SP: two layernorm inputs and outputs, two dropout masks.
-  out.per_layer = sbh * (4 * e + 2) / t_sp;
-  // Split across t: Q, K, V, the context, the two MLP activations; the
-  // softmax output, its mask and the dropout output.
-  out.per_layer += sbh * (4 * e + 2 * e * f / h) / t + a * s * s * b * (2 * e + 1) / t;
+  for (const auto& layer : keep)
+    for (int a = 0; a < MH_ACT_COUNT; ++a)
+      if (layer[size_t(a)]) out.per_layer += activation_bytes(d, e, static_cast<MH_Activation>(a));
+  out.per_layer /= double(std::max<size_t>(1, keep.size()));
   // Embedding dropout mask, final layernorm input and output, fp32 logits.
-  out.extra = sbh * (1 + 2 * e) / t_sp + s * b * double(d.vocab) * 4 / t;
+  out.extra = sbh * (1 + 2 * e) / t_sp + double(d.seq) * double(d.micro_batch) * double(d.vocab) * 4 / t;
   return out;
 }
 

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/activations.hpp"
 #include "engine/memory.hpp"
 #include "engine/model.hpp"
 
@@ -15,11 +16,18 @@ struct ActivationFormula {
   double total(int64_t layers) const { return per_layer * double(layers) + extra; }
 };
 
-// Keeping everything, with activations of `element_bytes` and 1-byte masks:
+// The bytes the paper counts for one activation of one layer, with
+// activations of e bytes and 1-byte masks. Summed over every activation:
 // sbh(4e+2)/t_sp + sbh(4e + 2e f/h)/t + a s^2 b (2e+1)/t, where t_sp is t
 // with sequence parallelism and 1 without (e = 2, f = 4h gives the paper's
 // sbh(10 + 24/t + 5as/(ht)) and, with SP, (sbh/t)(34 + 5as/h)).
-ActivationFormula activation_formula(const ModelDims& d, double element_bytes);
+double activation_bytes(const ModelDims& d, double element_bytes, MH_Activation a);
+
+// Per layer: the average over layers of what the policy keeps, so full
+// recompute gives e*sbh/t_sp per checkpointed layer and selective drops the
+// a s^2 b terms. The transient of recomputing in backward is not modelled,
+// as in the paper.
+ActivationFormula activation_formula(const ModelDims& d, double element_bytes, const KeepTable& keep);
 
 // {"params": bytes, ..., "total": bytes} of the peaks.
 nlohmann::json memory_peaks(const MemoryTracker& m);

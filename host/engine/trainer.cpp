@@ -75,8 +75,8 @@ class RankTrainer {
         dims_(rank_dims()),
         params_(dev_, dims_, s.tensor_plan, seed()),
         tp_(dev_, groups_.tensor, s.tensor_plan, dims_),
-        model_(dev_, params_, tp_, dims_,
-               keep_table(*s.assembly->slot(MH_KIND_RECOMPUTE), s.comm_info.ranks_in_process, rank_, dims_)),
+        keep_(keep_table(*s.assembly->slot(MH_KIND_RECOMPUTE), s.comm_info.ranks_in_process, rank_, dims_)),
+        model_(dev_, params_, tp_, dims_, keep_),
         optimizer_(dev_, params_, adamw_config()) {}
 
   void train();
@@ -105,6 +105,7 @@ class RankTrainer {
   ModelDims dims_;
   ParamSet params_;
   TensorParallel tp_;
+  KeepTable keep_;
   Transformer model_;
   Optimizer optimizer_;
 };
@@ -237,7 +238,7 @@ void RankTrainer::finish() {
   std::vector<float> all(size_t(per_rank * world));
   groups_.world.all_gather_host(packed.data(), all.data(), per_rank);
   if (!leader()) return;
-  ActivationFormula formula = activation_formula(dims_, double(dtype_size(dev_.info().compute_dtype)));
+  ActivationFormula formula = activation_formula(dims_, double(dtype_size(dev_.info().compute_dtype)), keep_);
   nlohmann::json ranks = nlohmann::json::array();
   for (int64_t r = 0; r < world; ++r) {
     nlohmann::json j;
