@@ -49,22 +49,39 @@ ModelDims global_dims(const Assembly& a, const Config& config) {
   return d;
 }
 
-void plan_layout(RunSetup& s, const Instance& tensor) {
-  const int32_t world = s.comm_info.world_size;
-  MH_ModelShape shape = model_shape(s, world);
+void plan_tensor(RunSetup& s, const Instance& tensor) {
+  MH_ModelShape shape = model_shape(s, s.comm_info.world_size);
   s.tensor_plan.struct_size = sizeof(MH_TensorPlan);
   check(tensor.api<MH_TensorParallelApi>()->plan(tensor.get(), &shape, &s.tensor_plan), tensor.label());
   s.tp = s.tensor_plan.size;
   s.dims.tp = s.tp;
   s.dims.sp = s.tensor_plan.sequence_parallel != 0;
+}
+
+// The pipeline plan depends on the data-parallel size, which depends on the
+// pipeline size: plan once for p, then again with d = world / (t p).
+void plan_pipeline(RunSetup& s, const Instance& pipeline) {
+  const auto* api = pipeline.api<MH_PipelineParallelApi>();
+  const int32_t world = s.comm_info.world_size;
+  MH_ModelShape shape = model_shape(s, world);
+  MH_PipelinePlan plan{};
+  plan.struct_size = sizeof(plan);
+  check(api->plan(pipeline.get(), &shape, 1, &plan), pipeline.label());
+  s.pp = plan.size;
   require(world % (s.tp * s.pp) == 0, "comm world size " + std::to_string(world) +
                                           " is not a multiple of parallel.tensor.size (" + std::to_string(s.tp) +
                                           ") x parallel.pipeline.size (" + std::to_string(s.pp) + ")");
   s.dp = world / (s.tp * s.pp);
-  require(s.global_batch % (s.micro_batch * s.dp) == 0,
-          "train.global_batch = " + std::to_string(s.global_batch) + " is not a multiple of train.micro_batch (" +
-              std::to_string(s.micro_batch) + ") x data-parallel size (" + std::to_string(s.dp) + ")");
-  s.microbatches = s.global_batch / (s.micro_batch * s.dp);
+  check(api->plan(pipeline.get(), &shape, s.dp, &plan), pipeline.label());
+  s.microbatches = plan.microbatches;
+  s.virtual_stages = plan.virtual_stages;
+  s.stage_layers.assign(plan.layers, plan.layers + plan.num_layers);
+  for (int32_t stage = 0; stage < s.pp; ++stage) {
+    const MH_PipeAction* actions = nullptr;
+    size_t count = 0;
+    check(api->schedule(pipeline.get(), stage, &actions, &count), pipeline.label() + " schedule");
+    s.schedules.emplace_back(actions, actions + count);
+  }
 }
 
 void open_data(RunSetup& s, const Assembly& a, const Config& config) {
@@ -129,13 +146,16 @@ int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
   s.comm_info.struct_size = sizeof(MH_CommInfo);
   check(s.comm_api->info(s.comm, &s.comm_info), comm.label());
   Instance tensor(*assembly.slot(MH_KIND_TENSOR_PARALLEL), s.comm_info.ranks_in_process, -1);
-  plan_layout(s, tensor);
+  plan_tensor(s, tensor);
+  Instance pipeline(*assembly.slot(MH_KIND_PIPELINE_PARALLEL), s.comm_info.ranks_in_process, -1);
+  plan_pipeline(s, pipeline);
   open_data(s, assembly, config);
   std::string metrics = flags.metrics_out.empty() ? assembly.output.options().get_string("metrics") : flags.metrics_out;
   s.metrics = std::make_unique<MetricsWriter>(s.comm_info.first_rank == 0 ? metrics : "");
   LOG(INFO) << "training " << s.dims.layers << " layers, hidden " << s.dims.hidden << ", vocab " << s.dims.vocab
-            << " on " << s.comm_info.world_size << " rank(s): TP " << s.tp << (s.dims.sp ? " with SP" : "") << ", DP "
-            << s.dp << ", " << s.microbatches << " micro-batch(es) of " << s.micro_batch << " per step";
+            << " on " << s.comm_info.world_size << " rank(s): TP " << s.tp << (s.dims.sp ? " with SP" : "") << ", PP " << s.pp
+            << (s.virtual_stages > 1 ? " x " + std::to_string(s.virtual_stages) + " chunks" : "") << ", DP " << s.dp
+            << ", " << s.microbatches << " micro-batch(es) of " << s.micro_batch << " per step";
   run_ranks(s);
   return 0;
 }

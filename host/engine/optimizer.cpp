@@ -22,20 +22,17 @@ Optimizer::Optimizer(Device& device, ParamSet& params, const AdamWConfig& config
   ops::fill(device, v_.f32(), v_.numel(), 0);
 }
 
-double Optimizer::grad_norm(Collectives& tensor_group, bool first_in_tensor_group) {
+double Optimizer::grad_norm(const std::vector<GroupRange>& ranges, std::initializer_list<Collectives*> groups) {
   Buffer sum(device_, MemCategory::kWorkspace, 1);
   ops::fill(device_, sum.f32(), 1, 0);
-  for (size_t g = 0; g < kParamGroups; ++g) {
-    auto group = static_cast<ParamGroup>(g);
-    bool replicated = group == ParamGroup::kReplicatedDecay || group == ParamGroup::kReplicatedNoDecay;
-    GroupRange r = params_.group(group);
-    if (r.count == 0 || (replicated && !first_in_tensor_group)) continue;
+  for (const GroupRange& r : ranges) {
     MH_SumSquaresArgs a{};
     a.x = view(params_.grads().f32() + r.offset, MH_F32, {r.count});
     a.out = sum.t({1});
     device_.run(&MH_KernelsApi::sum_squares, a, "sum_squares");
   }
-  if (tensor_group.size() > 1) tensor_group.all_reduce(sum.f32(), 1);
+  for (Collectives* g : groups)
+    if (g->size() > 1) g->all_reduce(sum.f32(), 1);
   float host = 0;
   device_.to_host(&host, sum.data(), sizeof(float));
   return std::sqrt(double(host));

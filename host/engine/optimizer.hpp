@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <vector>
 
 #include "engine/collectives.hpp"
 #include "engine/device.hpp"
@@ -23,9 +25,9 @@ class Optimizer {
  public:
   Optimizer(Device& device, ParamSet& params, const AdamWConfig& config);
 
-  // Global gradient L2 norm: shards summed over the tensor group, replicated
-  // parameters counted once.
-  double grad_norm(Collectives& tensor_group, bool first_in_tensor_group);
+  // Global gradient L2 norm: the squares of `ranges` of this rank's
+  // gradients, summed over `groups` (each rank counts what it alone holds).
+  double grad_norm(const std::vector<GroupRange>& ranges, std::initializer_list<Collectives*> groups);
   // Clips to clip_grad given the norm, then applies AdamW for `step`.
   void step(int64_t step, double norm);
 

@@ -21,36 +21,39 @@ int64_t numel_total(const std::vector<ParamInfo>& infos) {
 
 }  // namespace
 
-ParamSet::ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& plan, uint64_t seed) : dims_(dims) {
+ParamSet::ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& plan, uint64_t seed,
+                   const OwnedParts& owned)
+    : dims_(dims), layers_(size_t(dims.layers)) {
   const int64_t h = dims.hidden, f = dims.ffn;
   const float std = dims.init_std;
   // Output projections of the residual branches start smaller so the
   // residual stream's variance does not grow with depth (GPT-2, Megatron).
   const float out_std = std / std::sqrt(2.0f * float(dims.layers));
   auto sharded = [&](MH_Weight w) { return plan.shard[w]; };
-  wte_ = add("wte", dims.vocab, h, sharded(MH_W_EMBEDDING), ParamGroup::kShardedDecay, std, 0);
-  wpe_ = add("wpe", dims.seq, h, MH_SHARD_NONE, ParamGroup::kReplicatedDecay, std, 0);
-  for (int64_t l = 0; l < dims.layers; ++l) {
+  auto bias_shard = [&](MH_Weight w) { return sharded(w) == MH_SHARD_ROWS ? MH_SHARD_COLS : MH_SHARD_NONE; };
+  if (owned.embedding || owned.head)
+    wte_ = add("wte", dims.vocab, h, sharded(MH_W_EMBEDDING), ParamGroup::kShardedDecay, std, 0);
+  if (owned.embedding) wpe_ = add("wpe", dims.seq, h, MH_SHARD_NONE, ParamGroup::kReplicatedDecay, std, 0);
+  for (int64_t l : owned.layers) {
     std::string p = "layers." + std::to_string(l) + ".";
-    LayerParamIds ids{};
+    LayerParamIds& ids = layers_[size_t(l)];
     ids.ln1_w = add(p + "ln1_w", 1, h, MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 1);
     ids.ln1_b = add(p + "ln1_b", 1, h, MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 0);
     ids.qkv_w = add(p + "qkv_w", 3 * h, h, sharded(MH_W_QKV), ParamGroup::kShardedDecay, std, 0);
-    ids.qkv_b = add(p + "qkv_b", 1, 3 * h, sharded(MH_W_QKV) == MH_SHARD_ROWS ? MH_SHARD_COLS : MH_SHARD_NONE,
-                    ParamGroup::kShardedNoDecay, 0, 0);
+    ids.qkv_b = add(p + "qkv_b", 1, 3 * h, bias_shard(MH_W_QKV), ParamGroup::kShardedNoDecay, 0, 0);
     ids.proj_w = add(p + "proj_w", h, h, sharded(MH_W_PROJ), ParamGroup::kShardedDecay, out_std, 0);
     ids.proj_b = add(p + "proj_b", 1, h, MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 0);
     ids.ln2_w = add(p + "ln2_w", 1, h, MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 1);
     ids.ln2_b = add(p + "ln2_b", 1, h, MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 0);
     ids.fc1_w = add(p + "fc1_w", f, h, sharded(MH_W_FC1), ParamGroup::kShardedDecay, std, 0);
-    ids.fc1_b = add(p + "fc1_b", 1, f, sharded(MH_W_FC1) == MH_SHARD_ROWS ? MH_SHARD_COLS : MH_SHARD_NONE,
-                    ParamGroup::kShardedNoDecay, 0, 0);
+    ids.fc1_b = add(p + "fc1_b", 1, f, bias_shard(MH_W_FC1), ParamGroup::kShardedNoDecay, 0, 0);
     ids.fc2_w = add(p + "fc2_w", h, f, sharded(MH_W_FC2), ParamGroup::kShardedDecay, out_std, 0);
     ids.fc2_b = add(p + "fc2_b", 1, h, MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 0);
-    layers_.push_back(ids);
   }
-  lnf_w_ = add("lnf_w", 1, h, MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 1);
-  lnf_b_ = add("lnf_b", 1, h, MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 0);
+  if (owned.head) {
+    lnf_w_ = add("lnf_w", 1, h, MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 1);
+    lnf_b_ = add("lnf_b", 1, h, MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 0);
+  }
   layout();
 
   values_ = Buffer(device, MemCategory::kParams, numel_total(infos_));

@@ -45,15 +45,24 @@ struct GroupRange {
   int64_t offset = 0, count = 0;
 };
 
+// The layers and ends of the model one rank holds (its pipeline stage).
+struct OwnedParts {
+  std::vector<int64_t> layers;  // global indices, ascending
+  bool embedding = true;        // token and position tables (first stage)
+  bool head = true;             // final layernorm and the tied output (last stage)
+};
+
 class ParamSet {
  public:
-  ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& plan, uint64_t seed);
+  ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& plan, uint64_t seed, const OwnedParts& owned);
 
   float* value(int id) const { return values_.f32() + infos_[id].offset; }
   float* grad(int id) const { return grads_.f32() + infos_[id].offset; }
   const ParamInfo& info(int id) const { return infos_[id]; }
   const std::vector<ParamInfo>& infos() const { return infos_; }
-  const LayerParamIds& layer(int64_t l) const { return layers_[l]; }
+  // Global layer l, which this rank must own.
+  const LayerParamIds& layer(int64_t l) const { return layers_.at(size_t(l)); }
+  // -1 where the rank does not hold the parameter.
   int wte() const { return wte_; }
   int wpe() const { return wpe_; }
   int lnf_w() const { return lnf_w_; }
@@ -74,8 +83,8 @@ class ParamSet {
 
   ModelDims dims_;
   std::vector<ParamInfo> infos_;
-  std::vector<LayerParamIds> layers_;
-  int wte_ = 0, wpe_ = 0, lnf_w_ = 0, lnf_b_ = 0;
+  std::vector<LayerParamIds> layers_;  // indexed by global layer; only owned ones are filled
+  int wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1;
   std::array<GroupRange, kParamGroups> groups_{};
   Buffer values_, grads_;
 };

@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -12,6 +13,7 @@
 #include "engine/ops.hpp"
 #include "engine/optimizer.hpp"
 #include "engine/params.hpp"
+#include "engine/pipeline_schedule.hpp"
 #include "engine/tensor_parallel.hpp"
 #include "engine/transformer.hpp"
 
@@ -34,33 +36,72 @@ double model_flops(const ModelDims& d, int64_t global_batch) {
 }
 
 struct Groups {
-  Collectives world, tensor, data;
+  Collectives world, tensor, data, pipeline, embedding;
 };
+
+// Megatron's rank order: tensor fastest, then data, then pipeline.
+struct Coordinates {
+  int32_t tp, dp, pp;
+};
+Coordinates coordinates(const RunSetup& s, int32_t rank) {
+  return {rank % s.tp, (rank / s.tp) % s.dp, rank / (s.tp * s.dp)};
+}
 
 Groups make_groups(const RunSetup& s, int32_t local, int32_t rank) {
   MH_Group* world = nullptr;
   check(s.comm_api->world(s.comm, local, &world), "comm world group");
-  Groups g{Collectives(s.comm_api, world, "world", false), {}, {}};
+  Groups g{Collectives(s.comm_api, world, "world", false), {}, {}, {}, {}};
   g.world.set_dry(s.dry_run);
-  // Megatron's rank order: tensor fastest, then data, then pipeline.
-  const int32_t tp_rank = rank % s.tp, dp_rank = (rank / s.tp) % s.dp, pp_rank = rank / (s.tp * s.dp);
-  g.tensor = g.world.split(pp_rank * s.dp + dp_rank, tp_rank, "tensor");
-  g.data = g.world.split(pp_rank * s.tp + tp_rank, dp_rank, "data");
+  const Coordinates c = coordinates(s, rank);
+  g.tensor = g.world.split(c.pp * s.dp + c.dp, c.tp, "tensor");
+  g.data = g.world.split(c.pp * s.tp + c.tp, c.dp, "data");
+  g.pipeline = g.world.split(c.dp * s.tp + c.tp, c.pp, "pipeline");
+  // The first and last stage both hold the tied embedding; every other
+  // rank gets a group of its own.
+  const bool end = c.pp == 0 || c.pp == s.pp - 1;
+  g.embedding = g.world.split(end ? c.dp * s.tp + c.tp : s.comm_info.world_size + rank, c.pp, "embedding");
   return g;
 }
 
-KeepTable keep_table(const Slot& slot, int32_t ranks_in_process, int32_t rank, const ModelDims& d) {
-  Instance policy(slot, ranks_in_process, rank);
+// This stage's model chunks, in chunk order.
+std::vector<ChunkSpec> stage_chunks(const RunSetup& s, int32_t stage) {
+  std::vector<ChunkSpec> chunks(size_t(s.virtual_stages));
+  const size_t total = s.stage_layers.size();
+  for (size_t k = 0; k < total; ++k) {
+    const MH_StageLayers& e = s.stage_layers[k];
+    if (e.stage != stage) continue;
+    chunks[size_t(e.chunk)] = ChunkSpec{e.first, e.count, k == 0, k + 1 == total};
+  }
+  return chunks;
+}
+
+OwnedParts owned_parts(const std::vector<ChunkSpec>& chunks) {
+  OwnedParts owned{{}, false, false};
+  for (const ChunkSpec& c : chunks) {
+    for (int64_t l = c.first_layer; l < c.first_layer + c.layers; ++l) owned.layers.push_back(l);
+    owned.embedding |= c.first;
+    owned.head |= c.last;
+  }
+  std::sort(owned.layers.begin(), owned.layers.end());
+  return owned;
+}
+
+// The recompute policy's decision for every activation of a chunk's layers.
+// A chunk's received input is always kept: only the previous stage could
+// recompute it.
+KeepTable keep_table(const Instance& policy, const ChunkSpec& chunk) {
   const auto* api = policy.api<MH_RecomputeApi>();
-  KeepTable keep(size_t(d.layers));
-  for (int64_t l = 0; l < d.layers; ++l) {
+  KeepTable keep(size_t(chunk.layers));
+  for (int64_t l = 0; l < chunk.layers; ++l) {
     for (int a = 0; a < MH_ACT_COUNT; ++a) {
-      MH_RecomputeQuery q{sizeof(MH_RecomputeQuery), int32_t(l), 0, int32_t(d.layers), a, 0};
+      MH_RecomputeQuery q{sizeof(MH_RecomputeQuery), int32_t(chunk.first_layer + l), int32_t(chunk.first_layer),
+                          int32_t(chunk.layers), a, 0};
       int32_t decision = MH_KEEP;
       check(api->decide(policy.get(), &q, &decision), policy.label() + " decide");
       keep[size_t(l)][size_t(a)] = decision == MH_KEEP;
     }
   }
+  if (!chunk.first && !keep.empty()) keep[0][MH_ACT_LAYER_INPUT] = true;
   return keep;
 }
 
@@ -69,22 +110,29 @@ class RankTrainer {
   RankTrainer(const RunSetup& s, int32_t local)
       : s_(s),
         rank_(s.comm_info.first_rank + local),
+        coords_(coordinates(s, rank_)),
         kernels_(*s.assembly->slot(MH_KIND_KERNELS), s.comm_info.ranks_in_process, rank_),
         dev_(kernels_),
         groups_(make_groups(s, local, rank_)),
         dims_(rank_dims()),
-        params_(dev_, dims_, s.tensor_plan, seed()),
+        chunk_specs_(stage_chunks(s, coords_.pp)),
+        params_(dev_, dims_, s.tensor_plan, seed(), owned_parts(chunk_specs_)),
         tp_(dev_, groups_.tensor, s.tensor_plan, dims_),
-        keep_(keep_table(*s.assembly->slot(MH_KIND_RECOMPUTE), s.comm_info.ranks_in_process, rank_, dims_)),
-        model_(dev_, params_, tp_, dims_, keep_),
-        optimizer_(dev_, params_, adamw_config()) {}
+        optimizer_(dev_, params_, adamw_config()) {
+    Instance policy(*s.assembly->slot(MH_KIND_RECOMPUTE), s.comm_info.ranks_in_process, rank_);
+    for (const ChunkSpec& c : chunk_specs_) {
+      KeepTable keep = keep_table(policy, c);
+      keep_.insert(keep_.end(), keep.begin(), keep.end());
+      chunks_.push_back(std::make_unique<Transformer>(dev_, params_, tp_, dims_, c, std::move(keep)));
+    }
+  }
 
   void train();
 
  private:
   ModelDims rank_dims() const {
     ModelDims d = s_.dims;
-    d.tp_rank = groups_.tensor.rank();
+    d.tp_rank = coords_.tp;
     return d;
   }
   uint64_t seed() const { return uint64_t(s_.assembly->train.options().get_int("seed")); }
@@ -93,21 +141,24 @@ class RankTrainer {
   double step(int64_t step);
   double evaluate(int64_t step);
   void reduce_gradients();
-  void report(int64_t step, double loss, double norm, double seconds);
+  double sum_over_model(double local);
+  std::vector<GroupRange> norm_ranges() const;
   void finish();
   bool leader() const { return rank_ == 0; }
 
   const RunSetup& s_;
   int32_t rank_;
+  Coordinates coords_;
   Instance kernels_;
   Device dev_;
   Groups groups_;
   ModelDims dims_;
+  std::vector<ChunkSpec> chunk_specs_;
   ParamSet params_;
   TensorParallel tp_;
-  KeepTable keep_;
-  Transformer model_;
   Optimizer optimizer_;
+  KeepTable keep_;  // every layer of the rank, for the memory formula
+  std::vector<std::unique_ptr<Transformer>> chunks_;
 };
 
 AdamWConfig RankTrainer::adamw_config() const {
@@ -141,25 +192,29 @@ MicroBatch RankTrainer::load(const data::GptSamples& samples, int64_t first_samp
   return mb;
 }
 
+// A scalar summed over the pipeline stages and data-parallel replicas.
+double RankTrainer::sum_over_model(double local) {
+  Buffer total(dev_, MemCategory::kWorkspace, 1);
+  float value = float(local);
+  dev_.to_device(total.data(), &value, sizeof(float));
+  if (s_.pp > 1) groups_.pipeline.all_reduce(total.f32(), 1);
+  if (s_.dp > 1) groups_.data.all_reduce(total.f32(), 1);
+  dev_.to_host(&value, total.data(), sizeof(float));
+  return double(value);
+}
+
 double RankTrainer::step(int64_t step) {
   ops::fill(dev_, params_.grads().f32(), params_.numel(), 0);
-  const int64_t m = s_.microbatches, b = s_.micro_batch, dp_rank = groups_.data.rank();
+  const int64_t m = s_.microbatches, b = s_.micro_batch, dp_rank = coords_.dp;
   const float scale = float(1.0 / double(s_.global_batch * dims_.seq));
-  double loss = 0;
-  for (int64_t k = 0; k < m; ++k) {
-    // Global micro-batch index: the same samples and dropout stream on every layout.
+  // Global micro-batch index: the same samples and dropout stream on every layout.
+  PipelineStage stage(dev_, groups_.pipeline, chunks_, dims_, [&](int64_t k) {
     const int64_t g = dp_rank * m + k;
-    MicroBatch mb = load(*s_.train, (step - 1) * s_.global_batch + g * b, mix(seed() ^ mix(uint64_t(step) << 20 | uint64_t(g))));
-    loss += model_.forward(mb, true);
-    model_.backward(mb, scale);
-  }
+    return load(*s_.train, (step - 1) * s_.global_batch + g * b, mix(seed() ^ mix(uint64_t(step) << 20 | uint64_t(g))));
+  });
+  double loss = stage.run(s_.schedules[size_t(coords_.pp)], scale);
   reduce_gradients();
-  Buffer total(dev_, MemCategory::kWorkspace, 1);
-  float host_loss = float(loss);
-  dev_.to_device(total.data(), &host_loss, sizeof(float));
-  if (s_.dp > 1) groups_.data.all_reduce(total.f32(), 1);
-  dev_.to_host(&host_loss, total.data(), sizeof(float));
-  return double(host_loss) * double(scale);
+  return sum_over_model(loss) * double(scale);
 }
 
 void RankTrainer::reduce_gradients() {
@@ -168,23 +223,39 @@ void RankTrainer::reduce_gradients() {
     GroupRange a = params_.group(ParamGroup::kReplicatedDecay), z = params_.group(ParamGroup::kReplicatedNoDecay);
     groups_.tensor.all_reduce(params_.grads().f32() + a.offset, a.count + z.count);
   }
+  if (s_.pp > 1 && params_.wte() >= 0)  // the tied embedding's two uses, on the first and last stage
+    groups_.embedding.all_reduce(params_.grad(params_.wte()), params_.info(params_.wte()).numel());
   if (s_.dp > 1) groups_.data.all_reduce(params_.grads().f32(), params_.numel());
+}
+
+// What this rank adds to the global gradient norm: tensor shards always,
+// replicated parameters on the tensor group's first rank, the tied
+// embedding on the first stage only.
+std::vector<GroupRange> RankTrainer::norm_ranges() const {
+  std::vector<GroupRange> ranges;
+  for (size_t g = 0; g < kParamGroups; ++g) {
+    auto group = static_cast<ParamGroup>(g);
+    bool replicated = group == ParamGroup::kReplicatedDecay || group == ParamGroup::kReplicatedNoDecay;
+    GroupRange r = params_.group(group);
+    if (replicated && coords_.tp != 0) continue;
+    if (group == ParamGroup::kShardedDecay && s_.pp > 1 && coords_.pp != 0 && params_.wte() >= 0) {
+      const int64_t skip = params_.info(params_.wte()).numel();  // wte comes first in its group
+      r = GroupRange{r.offset + skip, r.count - skip};
+    }
+    if (r.count > 0) ranges.push_back(r);
+  }
+  return ranges;
 }
 
 double RankTrainer::evaluate(int64_t step) {
   const int64_t batches = s_.assembly->train.options().get_int("eval_batches"), b = s_.micro_batch;
+  PipelineStage stage(dev_, groups_.pipeline, chunks_, dims_, {});
   double loss = 0;
   for (int64_t k = 0; k < batches; ++k) {
-    const int64_t g = groups_.data.rank() * batches + k;
-    MicroBatch mb = load(*s_.valid, g * b, mix(seed() ^ uint64_t(step)));
-    loss += model_.forward(mb, false);
+    const int64_t g = coords_.dp * batches + k;
+    loss += stage.evaluate(load(*s_.valid, g * b, mix(seed() ^ uint64_t(step))));
   }
-  Buffer total(dev_, MemCategory::kWorkspace, 1);
-  float host = float(loss);
-  dev_.to_device(total.data(), &host, sizeof(float));
-  if (s_.dp > 1) groups_.data.all_reduce(total.f32(), 1);
-  dev_.to_host(&host, total.data(), sizeof(float));
-  return double(host) / double(batches * s_.dp * b * dims_.seq);
+  return sum_over_model(loss) / double(batches * s_.dp * b * dims_.seq);
 }
 
 void RankTrainer::train() {
@@ -197,8 +268,9 @@ void RankTrainer::train() {
     auto start = std::chrono::steady_clock::now();
     double loss = step(st);
     if (st == s_.steps && !s_.grads_out.empty())
-      dump_gradients(dev_, params_, groups_.tensor, s_.grads_out, leader());
-    double norm = optimizer_.grad_norm(groups_.tensor, groups_.tensor.rank() == 0);
+      dump_gradients(dev_, params_, groups_.tensor, s_.grads_out + (s_.pp > 1 ? ".stage" + std::to_string(coords_.pp) : ""),
+                     coords_.tp == 0 && coords_.dp == 0);
+    double norm = optimizer_.grad_norm(norm_ranges(), {&groups_.tensor, &groups_.pipeline});
     optimizer_.step(st, norm);
     dev_.synchronize();
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +27,9 @@ struct RunSetup {
   MH_Instance* comm = nullptr;
   MH_CommInfo comm_info{};
   MH_TensorPlan tensor_plan{};
+  int32_t virtual_stages = 1;
+  std::vector<MH_StageLayers> stage_layers;            // p * v model chunks, in model order
+  std::vector<std::vector<MH_PipeAction>> schedules;   // per stage
   int32_t tp = 1, pp = 1, dp = 1;
   ModelDims dims{};  // global dims; each rank sets tp_rank
   int64_t steps = 0, global_batch = 0, micro_batch = 0, microbatches = 0;

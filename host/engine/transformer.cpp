@@ -20,8 +20,9 @@ uint64_t mix(uint64_t x) {
 
 }  // namespace
 
-Transformer::Transformer(Device& device, ParamSet& params, TensorParallel& tp, const ModelDims& dims, KeepTable keep)
-    : dev_(device), params_(params), tp_(tp), d_(dims), keep_(std::move(keep)), acts_(size_t(dims.layers + 1)) {}
+Transformer::Transformer(Device& device, ParamSet& params, TensorParallel& tp, const ModelDims& dims, ChunkSpec chunk,
+                         KeepTable keep)
+    : dev_(device), params_(params), tp_(tp), d_(dims), chunk_(chunk), keep_(std::move(keep)) {}
 
 MH_RngSpan Transformer::hidden_span(const MicroBatch& mb, int64_t layer, int site) const {
   // The local rows are one contiguous block of the [s, b, h] tensor.
@@ -37,76 +38,83 @@ MH_RngSpan Transformer::attention_span(const MicroBatch& mb, int64_t layer) cons
                     uint64_t(d_.heads) * per_head};
 }
 
-double Transformer::forward(const MicroBatch& mb, bool train) {
+double Transformer::forward(ForwardState& st, const MicroBatch& mb, Buffer input, bool train) {
   const float p = train ? d_.dropout : 0.f, attn_p = train ? d_.attention_dropout : 0.f;
-  embed(mb, p);
-  for (int64_t l = 0; l < d_.layers; ++l) {
-    layer_forward(l, mb, p, attn_p, true);
-    if (train) drop_unkept(l);
-    else acts_[size_t(l)].clear();
+  st.acts.resize(size_t(chunk_.layers + 1));
+  if (chunk_.first) embed(st, mb, p);
+  else st.acts[0][MH_ACT_LAYER_INPUT] = std::move(input);
+  for (int64_t l = 0; l < chunk_.layers; ++l) {
+    layer_forward(st, l, mb, p, attn_p, true);
+    if (train) drop_unkept(st, l);
+    else st.acts[size_t(l)].clear();
   }
-  double loss = head_forward(mb);
-  if (!train) {
-    acts_[size_t(d_.layers)].clear();
-    emb_mask_.release();
-    lnf_.release();
-    logits_.release();
-    xent_.release();
-  }
+  if (!chunk_.last) return 0;
+  double loss = head_forward(st, mb);
+  if (!train) st = ForwardState{};
   return loss;
 }
 
-void Transformer::backward(const MicroBatch& mb, float loss_scale) {
-  Buffer dres(dev_, kWork, d_.local_rows() * d_.hidden);
-  head_backward(mb, loss_scale, dres.f32());
-  acts_[size_t(d_.layers)].clear();
-  for (int64_t l = d_.layers - 1; l >= 0; --l) {
-    recompute_for_backward(l, mb);
-    layer_backward(l, dres.f32());
-    acts_[size_t(l)].clear();
+Buffer Transformer::backward(ForwardState& st, const MicroBatch& mb, Buffer dout, float loss_scale) {
+  Buffer dres;
+  if (chunk_.last) {
+    dres = Buffer(dev_, kWork, d_.local_rows() * d_.hidden);
+    head_backward(st, mb, loss_scale, dres.f32());
+  } else {
+    dres = std::move(dout);
   }
-  embed_bwd(mb, dres.f32());
+  st.acts[size_t(chunk_.layers)].clear();
+  for (int64_t l = chunk_.layers - 1; l >= 0; --l) {
+    recompute_for_backward(st, l, mb);
+    layer_backward(st, l, dres.f32());
+    st.acts[size_t(l)].clear();
+  }
+  if (!chunk_.first) return dres;
+  embed_bwd(st, mb, dres.f32());
+  return Buffer();
 }
 
-void Transformer::drop_unkept(int64_t l) {
+void Transformer::drop_unkept(ForwardState& st, int64_t l) {
   for (int a = 0; a < MH_ACT_COUNT; ++a)
-    if (!keep_[size_t(l)][size_t(a)]) acts_[size_t(l)].slot[size_t(a)].release();
+    if (!keep_[size_t(l)][size_t(a)]) st.acts[size_t(l)].slot[size_t(a)].release();
 }
 
-void Transformer::recompute_for_backward(int64_t l, const MicroBatch& mb) {
-  if (acts_[size_t(l)].complete()) return;
-  if (!acts_[size_t(l)].has(MH_ACT_LAYER_INPUT)) {
+void Transformer::recompute_for_backward(ForwardState& st, int64_t l, const MicroBatch& mb) {
+  if (st.acts[size_t(l)].complete()) return;
+  if (!st.acts[size_t(l)].has(MH_ACT_LAYER_INPUT)) {
+    // A chunk's received input is always kept (the policy cannot drop what
+    // only the previous stage could recompute), so l == 0 here means the
+    // first chunk, whose input is the embedding.
     if (l == 0) {
-      embed(mb, d_.dropout);
+      embed(st, mb, d_.dropout);
     } else {
-      recompute_for_backward(l - 1, mb);
-      layer_forward(l - 1, mb, d_.dropout, d_.attention_dropout, true);
+      recompute_for_backward(st, l - 1, mb);
+      layer_forward(st, l - 1, mb, d_.dropout, d_.attention_dropout, true);
     }
   }
-  layer_forward(l, mb, d_.dropout, d_.attention_dropout, false);
+  layer_forward(st, l, mb, d_.dropout, d_.attention_dropout, false);
 }
 
 // ---- embeddings -----------------------------------------------------------
 
-void Transformer::embed(const MicroBatch& mb, float p) {
+void Transformer::embed(ForwardState& st, const MicroBatch& mb, float p) {
   const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden;
   Buffer partial(dev_, kWork, N * h), scratch;
   ops::embedding(dev_, P(params_.wte()), d_.local_vocab(), static_cast<int32_t*>(mb.ids.data()), partial.f32(), N,
                  h, d_.vocab_start(), false);
   float* e = tp_.exit_fwd(partial.f32(), scratch);
   ops::embedding(dev_, P(params_.wpe()), d_.seq, static_cast<int32_t*>(mb.positions.data()), e, n, h, 0, true);
-  Buffer& x0 = acts_[0][MH_ACT_LAYER_INPUT];
+  Buffer& x0 = st.acts[0][MH_ACT_LAYER_INPUT];
   x0 = Buffer(dev_, kAct, n * h);
-  emb_mask_ = Buffer(dev_, kAct, n * h, MH_U8);
-  ops::dropout(dev_, e, nullptr, x0.f32(), static_cast<uint8_t*>(emb_mask_.data()), n * h, p,
+  st.emb_mask = Buffer(dev_, kAct, n * h, MH_U8);
+  ops::dropout(dev_, e, nullptr, x0.f32(), static_cast<uint8_t*>(st.emb_mask.data()), n * h, p,
                hidden_span(mb, -1, kSiteEmbedding));
 }
 
-void Transformer::embed_bwd(const MicroBatch& mb, const float* dres) {
+void Transformer::embed_bwd(ForwardState& st, const MicroBatch& mb, const float* dres) {
   const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden;
   Buffer de(dev_, kWork, n * h), scratch;
-  ops::dropout_bwd(dev_, dres, static_cast<uint8_t*>(emb_mask_.data()), de.f32(), n * h, d_.dropout);
-  emb_mask_.release();
+  ops::dropout_bwd(dev_, dres, static_cast<uint8_t*>(st.emb_mask.data()), de.f32(), n * h, d_.dropout);
+  st.emb_mask.release();
   ops::embedding_bwd(dev_, G(params_.wpe()), d_.seq, static_cast<int32_t*>(mb.positions.data()), de.f32(), n, h, 0);
   float* df = tp_.exit_bwd(de.f32(), scratch);
   ops::embedding_bwd(dev_, G(params_.wte()), d_.local_vocab(), static_cast<int32_t*>(mb.ids.data()), df, N, h,
@@ -115,9 +123,10 @@ void Transformer::embed_bwd(const MicroBatch& mb, const float* dres) {
 
 // ---- one layer ------------------------------------------------------------
 
-void Transformer::layer_forward(int64_t l, const MicroBatch& mb, float p, float attn_p, bool need_output) {
-  LayerActivations& A = acts_[size_t(l)];
-  const LayerParamIds& w = params_.layer(l);
+void Transformer::layer_forward(ForwardState& st, int64_t l, const MicroBatch& mb, float p, float attn_p,
+                                bool need_output) {
+  LayerActivations& A = st.acts[size_t(l)];
+  const LayerParamIds& w = params_.layer(global(l));
   const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden, hl = d_.local_hidden(), f = d_.local_ffn();
   const float* x = A[MH_ACT_LAYER_INPUT].f32();
   auto make = [&](MH_Activation a, int64_t elems) {
@@ -135,10 +144,10 @@ void Transformer::layer_forward(int64_t l, const MicroBatch& mb, float p, float 
     ops::linear(dev_, in, P(w.qkv_w), A[MH_ACT_QKV].f32(), N, h, 3 * hl);
     ops::bias_add(dev_, A[MH_ACT_QKV].f32(), P(w.qkv_b), N, 3 * hl);
   }
-  attention_core(l, mb, attn_p);
+  attention_core(st, l, mb, attn_p);
   if (!A.has(MH_ACT_RESIDUAL1) || !A.has(MH_ACT_ATTN_DROP_MASK)) {
     make(MH_ACT_RESIDUAL1, n * h);
-    residual_branch(l, mb, kSiteAttention, A[MH_ACT_CONTEXT].f32(), hl, w.proj_w, w.proj_b, x,
+    residual_branch(st, l, mb, kSiteAttention, A[MH_ACT_CONTEXT].f32(), hl, w.proj_w, w.proj_b, x,
                     MH_ACT_ATTN_DROP_MASK, A[MH_ACT_RESIDUAL1].f32(), p);
   }
   const float* mid = A[MH_ACT_RESIDUAL1].f32();
@@ -153,27 +162,27 @@ void Transformer::layer_forward(int64_t l, const MicroBatch& mb, float p, float 
     ops::bias_add(dev_, A[MH_ACT_FC1].f32(), P(w.fc1_b), N, f);
   }
   if (make(MH_ACT_GELU, N * f)) ops::gelu(dev_, A[MH_ACT_FC1].f32(), A[MH_ACT_GELU].f32(), N * f);
-  Buffer& next = acts_[size_t(l + 1)][MH_ACT_LAYER_INPUT];
+  Buffer& next = st.acts[size_t(l + 1)][MH_ACT_LAYER_INPUT];
   const bool write_next = need_output && !next;
   if (!write_next && A.has(MH_ACT_MLP_DROP_MASK)) return;
   // Without need_output the branch only regenerates its dropout mask.
   Buffer out(dev_, write_next ? kAct : kWork, n * h);
-  residual_branch(l, mb, kSiteMlp, A[MH_ACT_GELU].f32(), f, w.fc2_w, w.fc2_b, mid, MH_ACT_MLP_DROP_MASK, out.f32(), p);
+  residual_branch(st, l, mb, kSiteMlp, A[MH_ACT_GELU].f32(), f, w.fc2_w, w.fc2_b, mid, MH_ACT_MLP_DROP_MASK, out.f32(), p);
   if (write_next) next = std::move(out);
 }
 
 // out [n, h] = residual + dropout(exit(branch_in @ W^T) + bias), W [h, width].
-void Transformer::residual_branch(int64_t l, const MicroBatch& mb, int site, const float* branch_in,
+void Transformer::residual_branch(ForwardState& st, int64_t l, const MicroBatch& mb, int site, const float* branch_in,
                                   int64_t branch_width, int w, int b, const float* residual, MH_Activation mask,
                                   float* out, float p) {
   const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden;
-  LayerActivations& A = acts_[size_t(l)];
+  LayerActivations& A = st.acts[size_t(l)];
   Buffer partial(dev_, kWork, N * h), scratch;
   ops::linear(dev_, branch_in, P(w), partial.f32(), N, branch_width, h);
   float* y = tp_.exit_fwd(partial.f32(), scratch);
   ops::bias_add(dev_, y, P(b), n, h);
   A[mask] = Buffer(dev_, kAct, n * h, MH_U8);
-  ops::dropout(dev_, y, residual, out, static_cast<uint8_t*>(A[mask].data()), n * h, p, hidden_span(mb, l, site));
+  ops::dropout(dev_, y, residual, out, static_cast<uint8_t*>(A[mask].data()), n * h, p, hidden_span(mb, global(l), site));
 }
 
 // Q, K, V of head j of sample b sit at qkv[(s * B + b) * a_t + j][0|1|2][:]: a
@@ -187,8 +196,8 @@ static MH_Tensor ctx_view(float* ctx, const ModelDims& d) {
   return view(ctx, MH_F32, {G, d.seq, D}, {D, G * D, 1});
 }
 
-void Transformer::attention_core(int64_t l, const MicroBatch& mb, float attn_p) {
-  LayerActivations& A = acts_[size_t(l)];
+void Transformer::attention_core(ForwardState& st, int64_t l, const MicroBatch& mb, float attn_p) {
+  LayerActivations& A = st.acts[size_t(l)];
   const int64_t G = d_.micro_batch * d_.local_heads(), S = d_.seq, n = G * S * S;
   float* qkv = A[MH_ACT_QKV].f32();
   if (!A.has(MH_ACT_ATTN_SCORES)) {
@@ -205,7 +214,7 @@ void Transformer::attention_core(int64_t l, const MicroBatch& mb, float attn_p) 
     A[MH_ACT_ATTN_PROBS] = Buffer(dev_, kAct, n);
     A[MH_ACT_ATTN_MASK] = Buffer(dev_, kAct, n, MH_U8);
     ops::dropout(dev_, A[MH_ACT_ATTN_SCORES].f32(), nullptr, A[MH_ACT_ATTN_PROBS].f32(),
-                 static_cast<uint8_t*>(A[MH_ACT_ATTN_MASK].data()), n, attn_p, attention_span(mb, l));
+                 static_cast<uint8_t*>(A[MH_ACT_ATTN_MASK].data()), n, attn_p, attention_span(mb, global(l)));
   }
   if (!A.has(MH_ACT_CONTEXT)) {
     A[MH_ACT_CONTEXT] = Buffer(dev_, kAct, d_.rows() * d_.local_hidden());
@@ -214,8 +223,8 @@ void Transformer::attention_core(int64_t l, const MicroBatch& mb, float attn_p) 
   }
 }
 
-void Transformer::attention_bwd(int64_t l, const float* dctx, float* dqkv) {
-  LayerActivations& A = acts_[size_t(l)];
+void Transformer::attention_bwd(ForwardState& st, int64_t l, const float* dctx, float* dqkv) {
+  LayerActivations& A = st.acts[size_t(l)];
   const int64_t G = d_.micro_batch * d_.local_heads(), S = d_.seq;
   float* qkv = A[MH_ACT_QKV].f32();
   MH_Tensor dctx_t = ctx_view(const_cast<float*>(dctx), d_);
@@ -235,9 +244,9 @@ void Transformer::attention_bwd(int64_t l, const float* dctx, float* dqkv) {
   ops::gemm(dev_, dp, qkv_view(qkv, 0, d_), qkv_view(dqkv, 1, d_), true, false, 0);   // dK = dS^T Q
 }
 
-void Transformer::layer_backward(int64_t l, float* dres) {
-  LayerActivations& A = acts_[size_t(l)];
-  const LayerParamIds& w = params_.layer(l);
+void Transformer::layer_backward(ForwardState& st, int64_t l, float* dres) {
+  LayerActivations& A = st.acts[size_t(l)];
+  const LayerParamIds& w = params_.layer(global(l));
   const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden, hl = d_.local_hidden(), f = d_.local_ffn();
 
   // MLP: x_out = mid + dropout(exit(gelu(fc1(ln2(mid))) W2^T) + b2)
@@ -271,7 +280,7 @@ void Transformer::layer_backward(int64_t l, float* dres) {
   ops::linear_dw(dev_, dy, A[MH_ACT_CONTEXT].f32(), G(w.proj_w), N, hl, h);
   s1.release();
   Buffer dqkv(dev_, kWork, N * 3 * hl);
-  attention_bwd(l, dctx.f32(), dqkv.f32());
+  attention_bwd(st, l, dctx.f32(), dqkv.f32());
   dctx.release();
   ops::bias_bwd(dev_, dqkv.f32(), G(w.qkv_b), N, 3 * hl);
   float* ln1_in = tp_.enter_fwd(A[MH_ACT_LN1].f32(), s2);
@@ -286,63 +295,63 @@ void Transformer::layer_backward(int64_t l, float* dres) {
 
 // ---- output head and loss -------------------------------------------------
 
-double Transformer::head_forward(const MicroBatch& mb) {
+double Transformer::head_forward(ForwardState& st, const MicroBatch& mb) {
   const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden, V = d_.local_vocab();
-  lnf_ = Buffer(dev_, kAct, n * h + 2 * n);
-  ops::layernorm(dev_, acts_[size_t(d_.layers)][MH_ACT_LAYER_INPUT].f32(), P(params_.lnf_w()), P(params_.lnf_b()),
-                 lnf_.f32(), lnf_.f32() + n * h, n, h, d_.layernorm_eps);
+  st.lnf = Buffer(dev_, kAct, n * h + 2 * n);
+  ops::layernorm(dev_, st.acts[size_t(chunk_.layers)][MH_ACT_LAYER_INPUT].f32(), P(params_.lnf_w()), P(params_.lnf_b()),
+                 st.lnf.f32(), st.lnf.f32() + n * h, n, h, d_.layernorm_eps);
   Buffer gathered;
-  float* in = tp_.enter_fwd(lnf_.f32(), gathered);
-  logits_ = Buffer(dev_, kAct, N * V);
-  ops::linear(dev_, in, P(params_.wte()), logits_.f32(), N, h, V);
+  float* in = tp_.enter_fwd(st.lnf.f32(), gathered);
+  st.logits = Buffer(dev_, kAct, N * V);
+  ops::linear(dev_, in, P(params_.wte()), st.logits.f32(), N, h, V);
   gathered.release();
   // [row_max | sum_exp | target_logit], each [N]; shards combine in between.
-  xent_ = Buffer(dev_, kAct, 3 * N);
+  st.xent = Buffer(dev_, kAct, 3 * N);
   MH_XentArgs x{};
-  x.logits = logits_.t({N, V});
+  x.logits = st.logits.t({N, V});
   x.targets = mb.targets.t({N});
-  x.row_max = view(xent_.f32(), MH_F32, {N});
-  x.sum_exp = view(xent_.f32() + N, MH_F32, {N});
-  x.target_logit = view(xent_.f32() + 2 * N, MH_F32, {N});
+  x.row_max = view(st.xent.f32(), MH_F32, {N});
+  x.sum_exp = view(st.xent.f32() + N, MH_F32, {N});
+  x.target_logit = view(st.xent.f32() + 2 * N, MH_F32, {N});
   x.id_start = d_.vocab_start();
   x.step = MH_XENT_MAX;
   dev_.run(&MH_KernelsApi::xent, x, "xent max");
-  if (d_.tp > 1) tp_.group().all_reduce(xent_.f32(), N, MH_REDUCE_MAX);
+  if (d_.tp > 1) tp_.group().all_reduce(st.xent.f32(), N, MH_REDUCE_MAX);
   x.step = MH_XENT_STATS;
   dev_.run(&MH_KernelsApi::xent, x, "xent stats");
-  if (d_.tp > 1) tp_.group().all_reduce(xent_.f32() + N, 2 * N);
+  if (d_.tp > 1) tp_.group().all_reduce(st.xent.f32() + N, 2 * N);
   std::vector<float> stats(size_t(3 * N));
-  dev_.to_host(stats.data(), xent_.data(), stats.size() * sizeof(float));
+  dev_.to_host(stats.data(), st.xent.data(), stats.size() * sizeof(float));
   double loss = 0;
   for (int64_t r = 0; r < N; ++r)
     loss += std::log(double(stats[size_t(N + r)])) + stats[size_t(r)] - stats[size_t(2 * N + r)];
   return loss;
 }
 
-void Transformer::head_backward(const MicroBatch& mb, float loss_scale, float* dres) {
+void Transformer::head_backward(ForwardState& st, const MicroBatch& mb, float loss_scale, float* dres) {
   const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden, V = d_.local_vocab();
   MH_XentArgs x{};
   x.step = MH_XENT_BWD;
-  x.logits = logits_.t({N, V});
-  x.row_max = view(xent_.f32(), MH_F32, {N});
-  x.sum_exp = view(xent_.f32() + N, MH_F32, {N});
-  x.target_logit = view(xent_.f32() + 2 * N, MH_F32, {N});
+  x.logits = st.logits.t({N, V});
+  x.row_max = view(st.xent.f32(), MH_F32, {N});
+  x.sum_exp = view(st.xent.f32() + N, MH_F32, {N});
+  x.target_logit = view(st.xent.f32() + 2 * N, MH_F32, {N});
   x.id_start = d_.vocab_start();
   x.scale = loss_scale;
   x.targets = mb.targets.t({N});
   dev_.run(&MH_KernelsApi::xent, x, "xent backward");
   Buffer dfull(dev_, kWork, N * h), s1, s2;
-  ops::linear_dx(dev_, logits_.f32(), P(params_.wte()), dfull.f32(), N, h, V);
-  float* in = tp_.enter_fwd(lnf_.f32(), s1);
-  ops::linear_dw(dev_, logits_.f32(), in, G(params_.wte()), N, h, V);
+  ops::linear_dx(dev_, st.logits.f32(), P(params_.wte()), dfull.f32(), N, h, V);
+  float* in = tp_.enter_fwd(st.lnf.f32(), s1);
+  ops::linear_dw(dev_, st.logits.f32(), in, G(params_.wte()), N, h, V);
   s1.release();
-  logits_.release();
-  xent_.release();
+  st.logits.release();
+  st.xent.release();
   float* dln = tp_.enter_bwd(dfull.f32(), s2);
   ops::fill(dev_, dres, n * h, 0);
-  ops::layernorm_bwd(dev_, dln, acts_[size_t(d_.layers)][MH_ACT_LAYER_INPUT].f32(), P(params_.lnf_w()),
-                     lnf_.f32() + n * h, dres, G(params_.lnf_w()), G(params_.lnf_b()), n, h);
-  lnf_.release();
+  ops::layernorm_bwd(dev_, dln, st.acts[size_t(chunk_.layers)][MH_ACT_LAYER_INPUT].f32(), P(params_.lnf_w()),
+                     st.lnf.f32() + n * h, dres, G(params_.lnf_w()), G(params_.lnf_b()), n, h);
+  st.lnf.release();
 }
 
 }  // namespace mh

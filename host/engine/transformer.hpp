@@ -21,6 +21,21 @@
 
 namespace mh {
 
+// What a model chunk's forward of one micro-batch keeps for its backward.
+// acts[l] belongs to the chunk's l-th layer; acts[layers] holds the chunk's
+// output (the next chunk's input, or the final layernorm's input).
+struct ForwardState {
+  std::vector<LayerActivations> acts;
+  Buffer emb_mask, lnf, logits, xent;
+};
+
+// Layers [first_layer, first_layer + layers) of the model; the first chunk
+// embeds the tokens, the last one holds the final layernorm, output and loss.
+struct ChunkSpec {
+  int64_t first_layer = 0, layers = 0;
+  bool first = true, last = true;
+};
+
 struct MicroBatch {
   Buffer ids;        // I32 [rows]: input tokens in [s, b] order
   Buffer targets;    // I32 [rows]: next tokens, same order
@@ -30,30 +45,42 @@ struct MicroBatch {
 
 class Transformer {
  public:
-  Transformer(Device& device, ParamSet& params, TensorParallel& tp, const ModelDims& dims, KeepTable keep);
+  // keep: the recompute policy's decisions for the chunk's layers, in order.
+  Transformer(Device& device, ParamSet& params, TensorParallel& tp, const ModelDims& dims, ChunkSpec chunk,
+              KeepTable keep);
 
-  // Forward; returns the summed loss over the micro-batch's tokens. With
-  // train = false dropout is off and nothing is kept.
-  double forward(const MicroBatch& mb, bool train);
-  // Backward of the micro-batch last forwarded with train = true; gradients
-  // accumulate, each token's loss weighted by loss_scale.
-  void backward(const MicroBatch& mb, float loss_scale);
+  const ChunkSpec& chunk() const { return chunk_; }
+  // Forward of one micro-batch through the chunk. `input` is the received
+  // activation [local_rows, h] (ignored by the first chunk). Returns the
+  // summed loss over the micro-batch's tokens on the last chunk, else 0;
+  // the output to send is output(st). With train = false dropout is off and
+  // only the output is kept.
+  double forward(ForwardState& st, const MicroBatch& mb, Buffer input, bool train);
+  Buffer& output(ForwardState& st) const { return st.acts[size_t(chunk_.layers)][MH_ACT_LAYER_INPUT]; }
+  // Backward of a micro-batch forwarded with train = true: `dout` is the
+  // received gradient of the output (ignored by the last chunk). Gradients
+  // accumulate, each token's loss weighted by loss_scale. Returns the
+  // gradient of the chunk's input (empty for the first chunk); st is spent.
+  Buffer backward(ForwardState& st, const MicroBatch& mb, Buffer dout, float loss_scale);
 
  private:
-  void embed(const MicroBatch& mb, float p);
-  void embed_bwd(const MicroBatch& mb, const float* dres);
-  void layer_forward(int64_t l, const MicroBatch& mb, float p, float attn_p, bool need_output);
-  void layer_backward(int64_t l, float* dres);
-  void attention_core(int64_t l, const MicroBatch& mb, float attn_p);
-  void attention_bwd(int64_t l, const float* dctx, float* dqkv);
-  void residual_branch(int64_t l, const MicroBatch& mb, int site, const float* branch_in, int64_t branch_width,
-                       int w, int b, const float* residual, MH_Activation mask, float* out, float p);
-  double head_forward(const MicroBatch& mb);
-  void head_backward(const MicroBatch& mb, float loss_scale, float* dres);
+  void embed(ForwardState& st, const MicroBatch& mb, float p);
+  void embed_bwd(ForwardState& st, const MicroBatch& mb, const float* dres);
+  void layer_forward(ForwardState& st, int64_t l, const MicroBatch& mb, float p, float attn_p, bool need_output);
+  void layer_backward(ForwardState& st, int64_t l, float* dres);
+  void attention_core(ForwardState& st, int64_t l, const MicroBatch& mb, float attn_p);
+  void attention_bwd(ForwardState& st, int64_t l, const float* dctx, float* dqkv);
+  void residual_branch(ForwardState& st, int64_t l, const MicroBatch& mb, int site, const float* branch_in,
+                       int64_t branch_width, int w, int b, const float* residual, MH_Activation mask, float* out,
+                       float p);
+  double head_forward(ForwardState& st, const MicroBatch& mb);
+  void head_backward(ForwardState& st, const MicroBatch& mb, float loss_scale, float* dres);
   // Makes sure every activation layer l's backward reads is present.
-  void recompute_for_backward(int64_t l, const MicroBatch& mb);
-  void drop_unkept(int64_t l);
+  void recompute_for_backward(ForwardState& st, int64_t l, const MicroBatch& mb);
+  void drop_unkept(ForwardState& st, int64_t l);
 
+  // Global layer index of the chunk's layer l (parameters, dropout streams).
+  int64_t global(int64_t l) const { return chunk_.first_layer + l; }
   MH_RngSpan hidden_span(const MicroBatch& mb, int64_t layer, int site) const;
   MH_RngSpan attention_span(const MicroBatch& mb, int64_t layer) const;
   float* P(int id) const { return params_.value(id); }
@@ -63,9 +90,8 @@ class Transformer {
   ParamSet& params_;
   TensorParallel& tp_;
   ModelDims d_;
+  ChunkSpec chunk_;
   KeepTable keep_;
-  std::vector<LayerActivations> acts_;  // layers + 1
-  Buffer emb_mask_, lnf_, logits_, xent_;
 };
 
 }  // namespace mh

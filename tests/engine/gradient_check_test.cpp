@@ -38,9 +38,9 @@ struct Model {
         dev(kernels),
         world(make_world()),
         plan(single_rank_plan()),
-        params(dev, d, plan, 7),
+        params(dev, d, plan, 7, OwnedParts{{0, 1}, true, true}),
         tp(dev, world, plan, d),
-        model(dev, params, tp, d, KeepTable(size_t(d.layers), keep_all())) {}
+        model(dev, params, tp, d, ChunkSpec{0, d.layers, true, true}, KeepTable(size_t(d.layers), keep_all())) {}
 
   Collectives make_world() {
     MH_Group* g = nullptr;
@@ -93,8 +93,9 @@ TEST(GradientCheck, WholeModelBackwardMatchesFiniteDifferences) {
   MicroBatch mb = batch(m.dev, d);
   const double scale = 1.0 / double(d.rows());
   ops::fill(m.dev, m.params.grads().f32(), m.params.numel(), 0);
-  m.model.forward(mb, true);
-  m.model.backward(mb, float(scale));
+  ForwardState st;
+  m.model.forward(st, mb, Buffer(), true);
+  m.model.backward(st, mb, Buffer(), float(scale));
   std::vector<float> grads(size_t(m.params.numel())), values(grads.size());
   m.dev.to_host(grads.data(), m.params.grads().data(), grads.size() * 4);
   m.dev.to_host(values.data(), m.params.values().data(), values.size() * 4);
@@ -106,7 +107,8 @@ TEST(GradientCheck, WholeModelBackwardMatchesFiniteDifferences) {
       const size_t i = size_t(p.offset) + size_t(gen() % uint64_t(p.numel()));
       auto loss_at = [&](float v) {
         m.dev.to_device(m.params.values().f32() + i, &v, 4);
-        return m.model.forward(mb, false) * scale;
+        ForwardState eval;
+        return m.model.forward(eval, mb, Buffer(), false) * scale;
       };
       const double numeric = (loss_at(values[i] + eps) - loss_at(values[i] - eps)) / (2 * eps);
       loss_at(values[i]);

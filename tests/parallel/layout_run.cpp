@@ -84,7 +84,9 @@ LayoutResult run_layout(const std::string& overrides, bool mpi, int ranks) {
   r.log = read_file(dir / "log.txt");
   r.losses = read_series(dir / "metrics.jsonl", "loss");
   r.val_losses = read_series(dir / "metrics.jsonl", "val_loss");
-  r.grads = read_grads(dir / "grads.bin");
+  // Pipeline stages each write their own parameters' gradients.
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.path().filename().string().rfind("grads.bin", 0) == 0) r.grads.merge(read_grads(entry.path()));
   r.memory = read_memory(dir / "metrics.jsonl");
   fs::remove_all(dir);
   return r;

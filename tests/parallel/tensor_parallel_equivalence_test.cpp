@@ -49,6 +49,20 @@ const Layout kLayouts[] = {
     {"tp4_sp", "comm.world_size=4 parallel.tensor.size=4 parallel.tensor.sequence_parallel=true", false, 0},
     {"dp2", "comm.world_size=2", false, 0},
     {"tp2_sp_dp2", "comm.world_size=4 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true", false, 0},
+    {"pp2_1f1b", "comm.world_size=2 parallel.pipeline.size=2", false, 0},
+    {"pp4_1f1b", "comm.world_size=4 parallel.pipeline.size=4", false, 0},
+    {"pp2_gpipe", "comm.world_size=2 parallel.pipeline.size=2 parallel.pipeline.schedule=gpipe", false, 0},
+    {"pp2_interleaved", "comm.world_size=2 parallel.pipeline.size=2 parallel.pipeline.schedule=interleaved "
+                        "parallel.pipeline.virtual_stages=2", false, 0},
+    {"pp2_uneven", "comm.world_size=2 parallel.pipeline.size=2 parallel.pipeline.layers_per_stage=1,3", false, 0},
+    {"tp2_pp2", "comm.world_size=4 parallel.tensor.size=2 parallel.pipeline.size=2", false, 0},
+    {"dp4", "comm.world_size=4", false, 0},
+    {"pp2_dp2_interleaved", "comm.world_size=4 parallel.pipeline.size=2 parallel.pipeline.schedule=interleaved "
+                            "parallel.pipeline.virtual_stages=2", false, 0},
+    {"tp2_sp_pp2_dp2", "comm.world_size=8 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true "
+                       "parallel.pipeline.size=2", false, 0},
+    {"mpi4_pp2_tp2_sp", "comm.plugin=mpi parallel.tensor.size=2 parallel.tensor.sequence_parallel=true "
+                        "parallel.pipeline.size=2", true, 4},
     {"mpi2_tp2_sp", "comm.plugin=mpi parallel.tensor.size=2 parallel.tensor.sequence_parallel=true", true, 2},
     {"mpi4_tp4", "comm.plugin=mpi parallel.tensor.size=4", true, 4},
     {"mpi4_tp2_sp_dp2", "comm.plugin=mpi parallel.tensor.size=2 parallel.tensor.sequence_parallel=true", true, 4},
