@@ -39,6 +39,30 @@ ActivationFormula activation_formula(const ModelDims& d, double e, const KeepTab
   return out;
 }
 
+double scheduled_activation_bytes(const ModelDims& d, double e, const std::vector<ChunkSpec>& chunks,
+                                  const KeepTable& keep, std::span<const MH_PipeAction> schedule) {
+  const double t = double(d.tp), t_sp = d.sp ? t : 1.0;
+  const double sbh = double(d.seq) * double(d.micro_batch) * double(d.hidden);
+  std::vector<double> chunk_bytes;
+  size_t layer = 0;
+  for (const ChunkSpec& c : chunks) {
+    double bytes = 0;
+    for (int64_t l = 0; l < c.layers; ++l, ++layer)
+      for (int a = 0; a < MH_ACT_COUNT; ++a)
+        if (keep[layer][size_t(a)]) bytes += activation_bytes(d, e, static_cast<MH_Activation>(a));
+    if (c.first) bytes += sbh / t_sp;
+    if (c.last) bytes += 2 * e * sbh / t_sp + double(d.seq) * double(d.micro_batch) * double(d.vocab) * 4 / t;
+    chunk_bytes.push_back(bytes);
+  }
+  double now = 0, peak = 0;
+  for (const MH_PipeAction& a : schedule) {
+    if (a.type == MH_PIPE_FORWARD) now += chunk_bytes[size_t(a.chunk)];
+    if (a.type == MH_PIPE_BACKWARD) now -= chunk_bytes[size_t(a.chunk)];
+    peak = std::max(peak, now);
+  }
+  return peak;
+}
+
 nlohmann::json memory_peaks(const MemoryTracker& m) {
   nlohmann::json j;
   for (size_t c = 0; c < kMemCategories; ++c) {

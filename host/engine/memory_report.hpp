@@ -7,6 +7,10 @@
 #include "engine/activations.hpp"
 #include "engine/memory.hpp"
 #include "engine/model.hpp"
+#include "engine/transformer.hpp"
+
+#include <span>
+#include <vector>
 
 namespace mh {
 
@@ -28,6 +32,14 @@ double activation_bytes(const ModelDims& d, double element_bytes, MH_Activation 
 // a s^2 b terms. The transient of recomputing in backward is not modelled,
 // as in the paper.
 ActivationFormula activation_formula(const ModelDims& d, double element_bytes, const KeepTable& keep);
+
+// A rank's activation peak as the formula predicts it under its pipeline
+// schedule: each in-flight (micro-batch, chunk) holds what the policy keeps
+// of the chunk's layers, plus the embedding dropout mask on the first chunk
+// and the final layernorm and logits on the last; the peak over the
+// schedule's order is the answer (p in flight on the first 1F1B stage).
+double scheduled_activation_bytes(const ModelDims& d, double element_bytes, const std::vector<ChunkSpec>& chunks,
+                                  const KeepTable& keep, std::span<const MH_PipeAction> schedule);
 
 // {"params": bytes, ..., "total": bytes} of the peaks.
 nlohmann::json memory_peaks(const MemoryTracker& m);

@@ -2,6 +2,7 @@
 
 #include <megahost/error.hpp>
 
+#include <chrono>
 #include <string>
 
 namespace mh {
@@ -37,6 +38,8 @@ Buffer PipelineStage::take(std::map<Key, Buffer>& from, Key key) {
 double PipelineStage::run(std::span<const MH_PipeAction> actions, float loss_scale) {
   double loss = 0;
   for (const MH_PipeAction& a : actions) {
+    const auto start = std::chrono::steady_clock::now();
+    const bool compute = a.type == MH_PIPE_FORWARD || a.type == MH_PIPE_BACKWARD;
     const Key key{a.microbatch, a.chunk};
     Transformer& chunk = *chunks_.at(size_t(a.chunk));
     switch (a.type) {
@@ -76,6 +79,8 @@ double PipelineStage::run(std::span<const MH_PipeAction> actions, float loss_sca
       default:
         throw Error(MH_INTERNAL, "unknown pipeline action " + std::to_string(a.type));
     }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    (compute ? busy_ : idle_) += seconds;
   }
   return loss;
 }

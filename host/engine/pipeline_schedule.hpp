@@ -28,6 +28,10 @@ class PipelineStage {
 
   // Runs the actions; returns this stage's summed loss (0 but on the last stage).
   double run(std::span<const MH_PipeAction> actions, float loss_scale);
+  // Seconds of the last run spent computing (forward, backward) and
+  // waiting on the other stages (send, recv).
+  double busy_seconds() const { return busy_; }
+  double idle_seconds() const { return idle_; }
   // Forward only over the whole pipeline, model chunk by model chunk, for
   // evaluation; returns this stage's summed loss.
   double evaluate(const MicroBatch& mb);
@@ -49,6 +53,7 @@ class PipelineStage {
   std::map<int32_t, int32_t> chunks_done_;
   std::map<Key, ForwardState> states_;
   std::map<Key, Buffer> inputs_, grads_in_, grads_out_;
+  double busy_ = 0, idle_ = 0;
 };
 
 }  // namespace mh

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <iostream>
 
 #include "engine/collectives.hpp"
@@ -43,6 +44,17 @@ struct Groups {
 struct Coordinates {
   int32_t tp, dp, pp;
 };
+void print_memory(const nlohmann::json& ranks) {
+  std::printf("memory per rank, MiB (measured peaks; activations beside the paper's formula)\n");
+  std::printf("%5s %9s %9s %9s %9s %9s %9s %9s %11s\n", "rank", "params", "grads", "optimizer", "workspace", "comm",
+              "total", "activ.", "formula");
+  auto mib = [](const nlohmann::json& v) { return double(v.get<uint64_t>()) / double(1 << 20); };
+  for (const auto& j : ranks)
+    std::printf("%5lld %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11.2f\n", (long long)j["rank"].get<int64_t>(),
+                mib(j["params"]), mib(j["grads"]), mib(j["optimizer"]), mib(j["workspace"]), mib(j["comm"]),
+                mib(j["total"]), mib(j["activations"]), mib(j["activations_formula"]));
+}
+
 Coordinates coordinates(const RunSetup& s, int32_t rank) {
   return {rank % s.tp, (rank / s.tp) % s.dp, rank / (s.tp * s.dp)};
 }
@@ -142,6 +154,7 @@ class RankTrainer {
   double evaluate(int64_t step);
   void reduce_gradients();
   double sum_over_model(double local);
+  void record_stage_time(double busy, double idle);
   std::vector<GroupRange> norm_ranges() const;
   void finish();
   bool leader() const { return rank_ == 0; }
@@ -159,6 +172,7 @@ class RankTrainer {
   Optimizer optimizer_;
   KeepTable keep_;  // every layer of the rank, for the memory formula
   std::vector<std::unique_ptr<Transformer>> chunks_;
+  std::vector<float> stage_busy_, stage_idle_;  // per stage, last step (on the pipeline group)
 };
 
 AdamWConfig RankTrainer::adamw_config() const {
@@ -213,8 +227,22 @@ double RankTrainer::step(int64_t step) {
     return load(*s_.train, (step - 1) * s_.global_batch + g * b, mix(seed() ^ mix(uint64_t(step) << 20 | uint64_t(g))));
   });
   double loss = stage.run(s_.schedules[size_t(coords_.pp)], scale);
+  record_stage_time(stage.busy_seconds(), stage.idle_seconds());
   reduce_gradients();
   return sum_over_model(loss) * double(scale);
+}
+
+// Every stage's busy and idle seconds of the step, gathered on each stage.
+void RankTrainer::record_stage_time(double busy, double idle) {
+  const float mine[2] = {float(busy), float(idle)};
+  std::vector<float> all(size_t(2 * s_.pp));
+  groups_.pipeline.all_gather_host(mine, all.data(), 2);
+  stage_busy_.clear();
+  stage_idle_.clear();
+  for (int32_t st = 0; st < s_.pp; ++st) {
+    stage_busy_.push_back(all[size_t(2 * st)]);
+    stage_idle_.push_back(all[size_t(2 * st + 1)]);
+  }
 }
 
 void RankTrainer::reduce_gradients() {
@@ -283,7 +311,9 @@ void RankTrainer::train() {
                          {"step_s", seconds},
                          {"tokens_per_s", tokens_per_s},
                          {"tflops", flops / seconds / 1e12},
-                         {"mfu", peak > 0 ? flops / seconds / peak : 0.0}});
+                         {"mfu", peak > 0 ? flops / seconds / peak : 0.0},
+                         {"stage_busy_s", stage_busy_},
+                         {"stage_idle_s", stage_idle_}});
       progress.update(st, loss, tokens_per_s, st % log_interval == 0 || st == s_.steps);
     }
     if (!s_.dry_run && eval_interval > 0 && (st % eval_interval == 0 || st == s_.steps)) {
@@ -299,10 +329,14 @@ void RankTrainer::train() {
 }
 
 void RankTrainer::finish() {
-  // Gather each rank's peaks (bytes split into 16-bit pieces, exact in f32).
+  const double e = double(dtype_size(dev_.info().compute_dtype));
+  const ActivationFormula per_layer = activation_formula(dims_, e, keep_);
+  const double formula = scheduled_activation_bytes(dims_, e, chunk_specs_, keep_, s_.schedules[size_t(coords_.pp)]);
+  // Each rank's peaks and formula, gathered as 16-bit pieces (exact in f32).
   std::vector<uint64_t> mine;
   for (size_t c = 0; c < kMemCategories; ++c) mine.push_back(dev_.memory().peak(static_cast<MemCategory>(c)));
   mine.push_back(dev_.memory().total_peak());
+  mine.push_back(uint64_t(formula));
   const int64_t per_rank = int64_t(mine.size()) * 4, world = s_.comm_info.world_size;
   std::vector<float> packed;
   for (uint64_t v : mine)
@@ -310,31 +344,22 @@ void RankTrainer::finish() {
   std::vector<float> all(size_t(per_rank * world));
   groups_.world.all_gather_host(packed.data(), all.data(), per_rank);
   if (!leader()) return;
-  ActivationFormula formula = activation_formula(dims_, double(dtype_size(dev_.info().compute_dtype)), keep_);
+  auto field = [&](int64_t rank, size_t index) {
+    uint64_t v = 0;
+    for (int k = 0; k < 4; ++k) v |= uint64_t(all[size_t(rank * per_rank + int64_t(index) * 4 + k)]) << (16 * k);
+    return v;
+  };
   nlohmann::json ranks = nlohmann::json::array();
   for (int64_t r = 0; r < world; ++r) {
     nlohmann::json j;
-    for (size_t c = 0; c <= kMemCategories; ++c) {
-      uint64_t v = 0;
-      for (int k = 0; k < 4; ++k) v |= uint64_t(all[size_t(r * per_rank + int64_t(c) * 4 + k)]) << (16 * k);
-      j[c < kMemCategories ? category_name(static_cast<MemCategory>(c)) : "total"] = v;
-    }
+    for (size_t c = 0; c < kMemCategories; ++c) j[category_name(static_cast<MemCategory>(c))] = field(r, c);
+    j["total"] = field(r, kMemCategories);
+    j["activations_formula"] = field(r, kMemCategories + 1);
     j["rank"] = r;
-    j["activations_formula"] = formula.total(dims_.layers);
     ranks.push_back(j);
   }
-  s_.metrics->write({{"final", true}, {"memory", ranks}, {"activations_formula_per_layer", formula.per_layer}});
-  if (s_.report_memory || s_.dry_run) {
-    std::cout << "memory per rank (MiB): measured peak | formula\n";
-    for (const auto& j : ranks) {
-      std::cout << "  rank " << j["rank"].get<int64_t>();
-      for (size_t c = 0; c < kMemCategories; ++c) {
-        const char* name = category_name(static_cast<MemCategory>(c));
-        std::cout << "  " << name << " " << double(j[name].get<uint64_t>()) / (1 << 20);
-      }
-      std::cout << "  | activations formula " << formula.total(dims_.layers) / (1 << 20) << "\n";
-    }
-  }
+  s_.metrics->write({{"final", true}, {"memory", ranks}, {"activations_formula_per_layer", per_layer.per_layer}});
+  if (s_.report_memory || s_.dry_run) print_memory(ranks);
 }
 
 }  // namespace
