@@ -118,6 +118,8 @@ void gelu_bwd(Device& d, const float* x, const float* dy, float* dx, int64_t n) 
 
 void fill(Device& d, float* out, int64_t n, float value) { elementwise(d, MH_FILL, nullptr, nullptr, out, n, value); }
 
+void copy(Device& d, const float* x, float* out, int64_t n) { elementwise(d, MH_COPY, x, nullptr, out, n, 0); }
+
 void scale(Device& d, float* x, int64_t n, float alpha) { elementwise(d, MH_SCALE, x, nullptr, x, n, alpha); }
 
 void embedding(Device& d, const float* table, int64_t table_rows, const int32_t* ids, float* out, int64_t n,

@@ -36,6 +36,7 @@ void gelu(Device& d, const float* x, float* out, int64_t n);
 // dx [n] = dy * gelu'(x); dx may alias dy.
 void gelu_bwd(Device& d, const float* x, const float* dy, float* dx, int64_t n);
 void fill(Device& d, float* out, int64_t n, float value);
+void copy(Device& d, const float* x, float* out, int64_t n);
 void scale(Device& d, float* x, int64_t n, float alpha);
 // out [n, h] (+)= table[ids - id_start]; dtable[ids - id_start] += dout.
 void embedding(Device& d, const float* table, int64_t table_rows, const int32_t* ids, float* out, int64_t n,

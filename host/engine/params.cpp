@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "engine/ops.hpp"
+
 namespace mh {
 namespace {
 
@@ -22,7 +24,7 @@ int64_t numel_total(const std::vector<ParamInfo>& infos) {
 }  // namespace
 
 ParamSet::ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& plan, uint64_t seed,
-                   const OwnedParts& owned)
+                   const OwnedParts& owned, int64_t pad_to)
     : dims_(dims), layers_(size_t(dims.layers)) {
   const int64_t h = dims.hidden, f = dims.ffn;
   const float std = dims.init_std;
@@ -56,8 +58,10 @@ ParamSet::ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& p
   }
   layout();
 
-  values_ = Buffer(device, MemCategory::kParams, numel_total(infos_));
-  grads_ = Buffer(device, MemCategory::kGrads, values_.numel());
+  const int64_t n = (numel_total(infos_) + pad_to - 1) / pad_to * pad_to;
+  values_ = Buffer(device, MemCategory::kParams, n);
+  grads_ = Buffer(device, MemCategory::kGrads, n);
+  ops::fill(device, values_.f32(), n, 0);
   if (device.info().dry) return;
   std::vector<float> host;
   for (size_t id = 0; id < infos_.size(); ++id) {

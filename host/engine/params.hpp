@@ -54,7 +54,10 @@ struct OwnedParts {
 
 class ParamSet {
  public:
-  ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& plan, uint64_t seed, const OwnedParts& owned);
+  // The value and gradient buffers are padded to a multiple of `pad_to`
+  // elements so a distributed optimizer can split them evenly.
+  ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& plan, uint64_t seed, const OwnedParts& owned,
+           int64_t pad_to = 1);
 
   float* value(int id) const { return values_.f32() + infos_[id].offset; }
   float* grad(int id) const { return grads_.f32() + infos_[id].offset; }
@@ -70,7 +73,7 @@ class ParamSet {
   GroupRange group(ParamGroup g) const { return groups_[static_cast<size_t>(g)]; }
   Buffer& values() { return values_; }
   Buffer& grads() { return grads_; }
-  int64_t numel() const { return values_.numel(); }
+  int64_t numel() const { return values_.numel(); }  // including padding
 
   // The full (unsharded) value of a parameter's local element (r, c), as
   // its global element gets on every layout.

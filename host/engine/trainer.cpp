@@ -128,9 +128,9 @@ class RankTrainer {
         groups_(make_groups(s, local, rank_)),
         dims_(rank_dims()),
         chunk_specs_(stage_chunks(s, coords_.pp)),
-        params_(dev_, dims_, s.tensor_plan, seed(), owned_parts(chunk_specs_)),
+        params_(dev_, dims_, s.tensor_plan, seed(), owned_parts(chunk_specs_), s.dp),
         tp_(dev_, groups_.tensor, s.tensor_plan, dims_),
-        optimizer_(dev_, params_, adamw_config()) {
+        optimizer_(dev_, params_, adamw_config(), distributed_optimizer() ? &groups_.data : nullptr) {
     Instance policy(*s.assembly->slot(MH_KIND_RECOMPUTE), s.comm_info.ranks_in_process, rank_);
     for (const ChunkSpec& c : chunk_specs_) {
       KeepTable keep = keep_table(policy, c);
@@ -149,6 +149,7 @@ class RankTrainer {
   }
   uint64_t seed() const { return uint64_t(s_.assembly->train.options().get_int("seed")); }
   AdamWConfig adamw_config() const;
+  bool distributed_optimizer() const;
   MicroBatch load(const data::GptSamples& samples, int64_t first_sample, uint64_t key);
   double step(int64_t step);
   double evaluate(int64_t step);
@@ -181,6 +182,18 @@ AdamWConfig RankTrainer::adamw_config() const {
   return AdamWConfig{t.get_double("lr"),         t.get_double("min_lr"),      t.get_int("warmup_steps"),
                      decay > 0 ? decay : s_.steps, t.get_double("weight_decay"), t.get_double("adam_beta1"),
                      t.get_double("adam_beta2"),  t.get_double("adam_eps"),     t.get_double("clip_grad")};
+}
+
+// Asks the data-parallel plugin; parameters are listed as backward
+// finalises them (the reverse of their layout, near enough for buckets).
+bool RankTrainer::distributed_optimizer() const {
+  Instance data(*s_.assembly->slot(MH_KIND_DATA_PARALLEL), s_.comm_info.ranks_in_process, rank_);
+  std::vector<uint64_t> bytes;
+  for (auto it = params_.infos().rbegin(); it != params_.infos().rend(); ++it) bytes.push_back(uint64_t(it->numel()) * 4);
+  MH_DataPlan plan{};
+  plan.struct_size = sizeof(plan);
+  check(data.api<MH_DataParallelApi>()->plan(data.get(), s_.dp, bytes.data(), bytes.size(), &plan), data.label());
+  return plan.distributed_optimizer != 0 && s_.dp > 1;
 }
 
 MicroBatch RankTrainer::load(const data::GptSamples& samples, int64_t first_sample, uint64_t key) {
@@ -253,7 +266,8 @@ void RankTrainer::reduce_gradients() {
   }
   if (s_.pp > 1 && params_.wte() >= 0)  // the tied embedding's two uses, on the first and last stage
     groups_.embedding.all_reduce(params_.grad(params_.wte()), params_.info(params_.wte()).numel());
-  if (s_.dp > 1) groups_.data.all_reduce(params_.grads().f32(), params_.numel());
+  if (optimizer_.distributed()) optimizer_.reduce_scatter_gradients();
+  else if (s_.dp > 1) groups_.data.all_reduce(params_.grads().f32(), params_.numel());
 }
 
 // What this rank adds to the global gradient norm: tensor shards always,

@@ -43,6 +43,7 @@ MemoryRecord read_memory(const fs::path& metrics) {
     m.formula_per_layer = j["activations_formula_per_layer"].get<double>();
     for (const auto& rank : j["memory"]) {
       m.activations.push_back(rank["activations"].get<double>());
+      m.optimizer.push_back(rank["optimizer"].get<double>());
       m.formula_total = rank["activations_formula"].get<double>();
     }
   }

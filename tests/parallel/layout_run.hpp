@@ -13,7 +13,7 @@ namespace mh::test {
 // The final metrics record's memory: each rank's measured activation peak
 // and the formula's values, in bytes.
 struct MemoryRecord {
-  std::vector<double> activations;
+  std::vector<double> activations, optimizer;
   double formula_per_layer = 0, formula_total = 0;
 };
 

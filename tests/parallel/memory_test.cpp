@@ -62,5 +62,16 @@ TEST(ActivationMemory, SequenceParallelDividesTheReplicatedPartByT) {
   EXPECT_NEAR(sp.activations[0] / tp.activations[0], sp.formula_total / tp.formula_total, 0.03);
 }
 
+TEST(OptimizerMemory, DistributedOptimizerShardsAdamWStateOverDataParallelRanks) {
+  for (int dp : {2, 4}) {
+    const std::string layout = "--dry_run comm.world_size=" + std::to_string(dp);
+    LayoutResult full = run_layout(layout);
+    LayoutResult sharded = run_layout(layout + " parallel.data.distributed_optimizer=true");
+    ASSERT_EQ(sharded.exit_code, 0) << sharded.log;
+    ASSERT_FALSE(sharded.memory.optimizer.empty());
+    EXPECT_NEAR(sharded.memory.optimizer[0] / full.memory.optimizer[0], 1.0 / dp, 0.01) << "dp " << dp;
+  }
+}
+
 }  // namespace
 }  // namespace mh::test
