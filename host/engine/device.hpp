@@ -32,6 +32,10 @@ class Device {
   const MH_KernelsApi& api() const { return *api_; }
   MH_Instance* instance() const { return instance_; }
   MemoryTracker& memory() { return memory_; }
+  // FLOPs of the GEMMs issued so far (2 m n k per matrix product): the
+  // hardware FLOPs, recomputation included.
+  double gemm_flops() const { return gemm_flops_; }
+  void count_gemm_flops(double flops) { gemm_flops_ += flops; }
 
   void* alloc(MemCategory category, uint64_t bytes);
   void free(MemCategory category, void* ptr, uint64_t bytes);
@@ -52,6 +56,7 @@ class Device {
   MH_Instance* instance_;
   MH_DeviceInfo info_{};
   MemoryTracker memory_;
+  double gemm_flops_ = 0;
 };
 
 // One tracked device allocation, freed when it goes out of scope.

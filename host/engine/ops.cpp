@@ -31,6 +31,9 @@ void gemm(Device& d, MH_Tensor a, MH_Tensor b, MH_Tensor c, bool trans_a, bool t
   g.alpha = 1;
   g.beta = beta;
   d.run(&MH_KernelsApi::gemm, g, "gemm");
+  const double m = double(trans_a ? a.shape[2] : a.shape[1]), k = double(trans_a ? a.shape[1] : a.shape[2]);
+  const double n = double(trans_b ? b.shape[1] : b.shape[2]);
+  d.count_gemm_flops(2 * m * n * k * double(c.shape[0]));
 }
 
 void linear(Device& d, const float* x, const float* w, float* y, int64_t n, int64_t in, int64_t out, float beta) {

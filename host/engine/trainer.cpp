@@ -155,6 +155,7 @@ class RankTrainer {
   double evaluate(int64_t step);
   void reduce_gradients();
   double sum_over_model(double local);
+  double sum_over_world(double local);
   void record_stage_time(double busy, double idle);
   std::vector<GroupRange> norm_ranges() const;
   void finish();
@@ -246,6 +247,15 @@ double RankTrainer::step(int64_t step) {
 }
 
 // Every stage's busy and idle seconds of the step, gathered on each stage.
+double RankTrainer::sum_over_world(double local) {
+  const float mine = float(local);
+  std::vector<float> all(size_t(s_.comm_info.world_size));
+  groups_.world.all_gather_host(&mine, all.data(), 1);
+  double total = 0;
+  for (float v : all) total += double(v);
+  return total;
+}
+
 void RankTrainer::record_stage_time(double busy, double idle) {
   const float mine[2] = {float(busy), float(idle)};
   std::vector<float> all(size_t(2 * s_.pp));
@@ -308,7 +318,9 @@ void RankTrainer::train() {
   const double peak = dev_.info().peak_flops * double(s_.comm_info.world_size);
   for (int64_t st = 1; st <= s_.steps; ++st) {
     auto start = std::chrono::steady_clock::now();
+    const double flops_before = dev_.gemm_flops();
     double loss = step(st);
+    const double hw_flops = sum_over_world(dev_.gemm_flops() - flops_before);
     if (st == s_.steps && !s_.grads_out.empty())
       dump_gradients(dev_, params_, groups_.tensor, s_.grads_out + (s_.pp > 1 ? ".stage" + std::to_string(coords_.pp) : ""),
                      coords_.tp == 0 && coords_.dp == 0);
@@ -326,6 +338,8 @@ void RankTrainer::train() {
                          {"tokens_per_s", tokens_per_s},
                          {"tflops", flops / seconds / 1e12},
                          {"mfu", peak > 0 ? flops / seconds / peak : 0.0},
+                         {"hw_tflops", hw_flops / seconds / 1e12},
+                         {"hfu", peak > 0 ? hw_flops / seconds / peak : 0.0},
                          {"stage_busy_s", stage_busy_},
                          {"stage_idle_s", stage_idle_}});
       progress.update(st, loss, tokens_per_s, st % log_interval == 0 || st == s_.steps);

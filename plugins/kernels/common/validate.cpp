@@ -1,0 +1,376 @@
+#include "validate.hpp"
+
+#include <megahost/error.hpp>
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+namespace mh::kernels {
+namespace {
+
+using std::to_string;
+
+[[noreturn]] void fail(const char* op, const std::string& what, MH_ErrorCode code = MH_INVALID_ARGUMENT) {
+  throw Error(code, std::string(op) + ": " + what);
+}
+
+std::string list(const int64_t* values, int32_t n) {
+  std::string s = "[";
+  for (int32_t i = 0; i < n; ++i) s += (i > 0 ? ", " : "") + to_string(values[i]);
+  return s + "]";
+}
+
+std::string shape_of(const MH_Tensor& t) { return list(t.shape, std::clamp(t.ndim, 0, MH_MAX_DIMS)); }
+
+std::string rows_cols(Matrix m) { return to_string(m.rows) + " x " + to_string(m.cols); }
+
+bool is_float(int32_t dtype) { return dtype == MH_F32 || dtype == MH_BF16 || dtype == MH_F16; }
+
+int64_t numel(const MH_Tensor& t) {
+  int64_t n = 1;
+  for (int32_t i = 0; i < t.ndim; ++i) n *= t.shape[i];
+  return n;
+}
+
+// A caller that forgot struct_size, or one older than ABI 1.0, would hand us
+// fields we must not read.
+void check_struct(const char* op, size_t got, size_t want) {
+  if (got < want)
+    fail(op, "args.struct_size is " + to_string(got) + ", smaller than the " + to_string(want) +
+                 " bytes ABI 1.0 defines (fill it with MH_STRUCT_SIZE)");
+}
+
+// Which dtypes a tensor of the compute dtype may hold instead. Mixed
+// precision keeps master weights, gradients and statistics in f32, so every
+// float tensor may be f32 as well, except the inputs of a GEMM, which the
+// tensor cores read in the compute dtype.
+enum class Floats { kComputeOrF32, kComputeOnly };
+
+void check_dtype(const char* op, const std::string& name, const MH_Tensor& t, MH_DType want, MH_DType compute,
+                 Floats floats = Floats::kComputeOrF32) {
+  if (t.dtype == want) return;
+  const bool f32_too = want == compute && floats == Floats::kComputeOrF32;
+  if (f32_too && t.dtype == MH_F32) return;
+  if (want == compute && is_float(t.dtype))
+    fail(op, name + " is " + dtype_name(t.dtype) + ", but this kernels component " +
+                 (f32_too && compute != MH_F32 ? std::string("takes ") + dtype_name(compute) + " or f32 here"
+                                               : std::string("computes in ") + dtype_name(compute) + " only"),
+         MH_UNIMPLEMENTED);
+  fail(op, name + " must be " + dtype_name(want) + ", got " + dtype_name(t.dtype));
+}
+
+// An output that aliases an input is rewritten element by element in place,
+// which needs both views to hold the same dtype.
+void same_dtype_if_aliased(const char* op, const std::string& out_name, const MH_Tensor& out,
+                           const std::string& in_name, const MH_Tensor& in) {
+  if (out.data != nullptr && out.data == in.data && out.dtype != in.dtype)
+    fail(op, out_name + " aliases " + in_name + " but is " + dtype_name(out.dtype) + " where " + in_name + " is " +
+                 dtype_name(in.dtype));
+}
+
+void check_view(const char* op, const std::string& name, const MH_Tensor& t) {
+  if (t.ndim < 1 || t.ndim > MH_MAX_DIMS)
+    fail(op, name + " has ndim " + to_string(t.ndim) + ", expected 1 to " + to_string(MH_MAX_DIMS));
+  for (int32_t i = 0; i < t.ndim; ++i)
+    if (t.shape[i] < 0) fail(op, name + " has a negative size in its shape " + shape_of(t));
+  if (t.data == nullptr && numel(t) > 0) fail(op, name + " " + shape_of(t) + " has data == NULL");
+}
+
+// Row-major with no gaps; the stride of a size-1 dimension never matters.
+bool contiguous(const MH_Tensor& t) {
+  if (numel(t) == 0) return true;
+  int64_t expected = 1;
+  for (int32_t i = t.ndim - 1; i >= 0; --i) {
+    if (t.shape[i] != 1 && t.strides[i] != expected) return false;
+    expected *= t.shape[i];
+  }
+  return true;
+}
+
+Matrix matrix(const char* op, const std::string& name, const MH_Tensor& t, MH_DType dtype, MH_DType compute) {
+  check_view(op, name, t);
+  check_dtype(op, name, t, dtype, compute);
+  if (!contiguous(t))
+    fail(op, name + " " + shape_of(t) + " must be contiguous (row-major), got strides " +
+                 list(t.strides, t.ndim));
+  int64_t rows = 1;
+  for (int32_t i = 0; i + 1 < t.ndim; ++i) rows *= t.shape[i];
+  return {rows, t.shape[t.ndim - 1]};
+}
+
+int64_t elements(const char* op, const std::string& name, const MH_Tensor& t, MH_DType dtype, MH_DType compute) {
+  Matrix m = matrix(op, name, t, dtype, compute);
+  return m.rows * m.cols;
+}
+
+void vector(const char* op, const std::string& name, const MH_Tensor& t, int64_t n, MH_DType dtype,
+            MH_DType compute) {
+  if (int64_t got = elements(op, name, t, dtype, compute); got != n)
+    fail(op, name + " " + shape_of(t) + " has " + to_string(got) + " elements, expected " + to_string(n));
+}
+
+void same_matrix(const char* op, const std::string& name, const MH_Tensor& t, Matrix want,
+                 const std::string& like, MH_DType compute) {
+  Matrix got = matrix(op, name, t, compute, compute);
+  if (got.rows != want.rows || got.cols != want.cols)
+    fail(op, name + " " + shape_of(t) + " is " + rows_cols(got) + " as rows x cols, expected " +
+                 rows_cols(want) + " like " + like);
+}
+
+// One operand of a GEMM: [batch, rows, cols] with unit column stride; BLAS
+// takes rows, cols and the leading dimension as 32-bit ints.
+Matrix gemm_operand(const char* op, const std::string& name, const MH_Tensor& t, MH_DType compute, Floats floats) {
+  check_view(op, name, t);
+  check_dtype(op, name, t, compute, compute, floats);
+  if (t.ndim != 3) fail(op, name + " must be a 3-D view [batch, rows, cols], got " + shape_of(t));
+  if (t.strides[2] != 1) fail(op, name + " must have unit column stride, got strides[2] = " + to_string(t.strides[2]));
+  if (t.strides[1] < std::max<int64_t>(1, t.shape[2]))
+    fail(op, name + "'s leading dimension strides[1] = " + to_string(t.strides[1]) + " is smaller than its " +
+                 to_string(t.shape[2]) + " columns");
+  if (t.strides[0] < 0) fail(op, name + "'s batch stride strides[0] = " + to_string(t.strides[0]) + " is negative");
+  if (t.shape[1] > INT_MAX || t.shape[2] > INT_MAX || t.strides[1] > INT_MAX)
+    fail(op, name + " " + shape_of(t) + " with leading dimension " + to_string(t.strides[1]) +
+                 " exceeds BLAS's 32-bit sizes");
+  return {t.shape[1], t.shape[2]};
+}
+
+// The matrices of c are written concurrently, so they must not overlap:
+// stacked one after another, or side by side within each row (heads).
+bool disjoint(const MH_Tensor& c) {
+  const int64_t batch = c.shape[0], rows = c.shape[1], cols = c.shape[2];
+  const int64_t step = c.strides[0], ld = c.strides[1];
+  const bool stacked = (rows - 1) * ld + cols <= step;
+  const bool side_by_side = cols <= step && (batch - 1) * step + cols <= ld;
+  return stacked || side_by_side;
+}
+
+SoftmaxDims scores(const char* op, const std::string& name, const MH_Tensor& t, MH_DType compute) {
+  Matrix m = matrix(op, name, t, compute, compute);
+  if (t.ndim < 2 || t.shape[t.ndim - 2] != m.cols)
+    fail(op, name + " must be causal scores [..., S, S], got " + shape_of(t));
+  int64_t groups = 1;
+  for (int32_t i = 0; i + 2 < t.ndim; ++i) groups *= t.shape[i];
+  return {groups, m.cols};
+}
+
+void same_scores(const char* op, const std::string& name, const MH_Tensor& t, SoftmaxDims want,
+                 const std::string& like, MH_DType compute) {
+  SoftmaxDims got = scores(op, name, t, compute);
+  if (got.groups != want.groups || got.seq != want.seq)
+    fail(op, name + " " + shape_of(t) + " differs from " + like + ": " + to_string(got.groups) + " x [" +
+                 to_string(got.seq) + ", " + to_string(got.seq) + "] vs " + to_string(want.groups) + " x [" +
+                 to_string(want.seq) + ", " + to_string(want.seq) + "]");
+}
+
+void check_p(const char* op, float p) {
+  if (!(p >= 0.0f && p < 1.0f)) fail(op, "p must be in [0, 1), got " + to_string(p));
+}
+
+}  // namespace
+
+const char* dtype_name(int32_t dtype) {
+  switch (dtype) {
+    case MH_F32: return "f32";
+    case MH_BF16: return "bf16";
+    case MH_F16: return "f16";
+    case MH_I32: return "i32";
+    case MH_U8: return "u8";
+    case MH_I64: return "i64";
+    default: return "an unknown dtype";
+  }
+}
+
+GemmDims check_gemm(const MH_GemmArgs& args, MH_DType compute) {
+  const char* op = "gemm";
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_GemmArgs, beta));
+  const Matrix a = gemm_operand(op, "a", args.a, compute, Floats::kComputeOnly);
+  const Matrix b = gemm_operand(op, "b", args.b, compute, Floats::kComputeOnly);
+  const Matrix c = gemm_operand(op, "c", args.c, compute, Floats::kComputeOrF32);
+  const int64_t batch = args.c.shape[0];
+  if (args.a.shape[0] != batch || args.b.shape[0] != batch)
+    fail(op, "batch sizes differ: a " + shape_of(args.a) + ", b " + shape_of(args.b) + ", c " + shape_of(args.c) +
+                 " (broadcast with batch stride 0, not batch size 1)");
+  const int64_t m = args.trans_a ? a.cols : a.rows, k = args.trans_a ? a.rows : a.cols;
+  const int64_t kb = args.trans_b ? b.cols : b.rows, n = args.trans_b ? b.rows : b.cols;
+  if (k != kb)
+    fail(op, "op(a) is " + rows_cols({m, k}) + " but op(b) is " + rows_cols({kb, n}) +
+                 ": inner dimensions differ (trans_a = " + to_string(args.trans_a) +
+                 ", trans_b = " + to_string(args.trans_b) + ")");
+  if (c.rows != m || c.cols != n)
+    fail(op, "c is " + rows_cols(c) + " but op(a) @ op(b) is " + rows_cols({m, n}));
+  if (batch > 1 && m > 0 && n > 0 && !disjoint(args.c))
+    fail(op, "the " + to_string(batch) + " matrices of c overlap (batch stride " + to_string(args.c.strides[0]) +
+                 ", leading dimension " + to_string(args.c.strides[1]) + ", " + rows_cols(c) + ")");
+  return {batch, m, n, k};
+}
+
+Matrix check_layernorm(const MH_LayerNormArgs& args, MH_DType compute) {
+  const char* op = "layernorm";
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_LayerNormArgs, eps));
+  const Matrix x = matrix(op, "x", args.x, compute, compute);
+  vector(op, "weight", args.weight, x.cols, compute, compute);
+  vector(op, "bias", args.bias, x.cols, compute, compute);
+  same_matrix(op, "out", args.out, x, "x", compute);
+  vector(op, "mean", args.mean, x.rows, MH_F32, compute);
+  vector(op, "rstd", args.rstd, x.rows, MH_F32, compute);
+  same_dtype_if_aliased(op, "out", args.out, "x", args.x);
+  if (!(args.eps >= 0.0f)) fail(op, "eps must be >= 0, got " + to_string(args.eps));
+  return x;
+}
+
+Matrix check_layernorm_bwd(const MH_LayerNormBwdArgs& args, MH_DType compute) {
+  const char* op = "layernorm_bwd";
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_LayerNormBwdArgs, dbias));
+  const Matrix x = matrix(op, "x", args.x, compute, compute);
+  same_matrix(op, "dout", args.dout, x, "x", compute);
+  same_matrix(op, "dx", args.dx, x, "x", compute);
+  vector(op, "weight", args.weight, x.cols, compute, compute);
+  vector(op, "dweight", args.dweight, x.cols, compute, compute);
+  vector(op, "dbias", args.dbias, x.cols, compute, compute);
+  vector(op, "mean", args.mean, x.rows, MH_F32, compute);
+  vector(op, "rstd", args.rstd, x.rows, MH_F32, compute);
+  same_dtype_if_aliased(op, "dx", args.dx, "dout", args.dout);
+  return x;
+}
+
+int64_t check_elementwise(const MH_ElementwiseArgs& args, MH_DType compute) {
+  const char* op = "elementwise";
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_ElementwiseArgs, alpha));
+  if (args.op < MH_GELU || args.op > MH_AXPY)
+    fail(op, "op " + to_string(args.op) + " is not an MH_UnaryOp (0 to 6)");
+  const int64_t n = elements(op, "out", args.out, compute, compute);
+  if (args.op != MH_FILL) {
+    vector(op, "x", args.x, n, compute, compute);
+    same_dtype_if_aliased(op, "out", args.out, "x", args.x);
+  }
+  if (args.op == MH_GELU_BWD || args.op == MH_ADD || args.op == MH_AXPY) {
+    vector(op, "y", args.y, n, compute, compute);
+    same_dtype_if_aliased(op, "out", args.out, "y", args.y);
+  }
+  return n;
+}
+
+Matrix check_bias_add(const MH_BiasArgs& args, MH_DType compute) {
+  const char* op = "bias_add";
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_BiasArgs, out));
+  const Matrix x = matrix(op, "x", args.x, compute, compute);
+  vector(op, "bias", args.bias, x.cols, compute, compute);
+  same_matrix(op, "out", args.out, x, "x", compute);
+  same_dtype_if_aliased(op, "out", args.out, "x", args.x);
+  return x;
+}
+
+Matrix check_bias_bwd(const MH_BiasArgs& args, MH_DType compute) {
+  const char* op = "bias_bwd";
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_BiasArgs, out));
+  const Matrix dout = matrix(op, "out (dout)", args.out, compute, compute);
+  vector(op, "bias (dbias)", args.bias, dout.cols, compute, compute);
+  return dout;
+}
+
+SoftmaxDims check_softmax(const MH_SoftmaxArgs& args, MH_DType compute) {
+  const char* op = "softmax";
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_SoftmaxArgs, scale));
+  const SoftmaxDims x = scores(op, "x", args.x, compute);
+  same_scores(op, "out", args.out, x, "x", compute);
+  same_dtype_if_aliased(op, "out", args.out, "x", args.x);
+  return x;
+}
+
+SoftmaxDims check_softmax_bwd(const MH_SoftmaxArgs& args, MH_DType compute) {
+  const char* op = "softmax_bwd";
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_SoftmaxArgs, scale));
+  const SoftmaxDims out = scores(op, "out", args.out, compute);
+  same_scores(op, "dout", args.dout, out, "out", compute);
+  same_scores(op, "dx", args.dx, out, "out", compute);
+  same_dtype_if_aliased(op, "dx", args.dx, "dout", args.dout);
+  return out;
+}
+
+int64_t check_dropout(const MH_DropoutArgs& args, MH_DType compute) {
+  const char* op = "dropout";
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_DropoutArgs, rng));
+  const int64_t n = elements(op, "x", args.x, compute, compute);
+  vector(op, "out", args.out, n, compute, compute);
+  vector(op, "mask", args.mask, n, MH_U8, compute);
+  same_dtype_if_aliased(op, "out", args.out, "x", args.x);
+  if (args.residual.data != nullptr) {
+    vector(op, "residual", args.residual, n, compute, compute);
+    same_dtype_if_aliased(op, "out", args.out, "residual", args.residual);
+  }
+  check_p(op, args.p);
+  const MH_RngSpan& rng = args.rng;
+  if (rng.row_len == 0) fail(op, "rng.row_len must be > 0");
+  if (static_cast<uint64_t>(n) % rng.row_len != 0)
+    fail(op, "x has " + to_string(n) + " elements, not a whole number of rng rows of " + to_string(rng.row_len));
+  if (static_cast<uint64_t>(n) > rng.row_len && rng.row_stride < rng.row_len)
+    fail(op, "rng.row_stride " + to_string(rng.row_stride) + " is smaller than rng.row_len " +
+                 to_string(rng.row_len) + ": rows would share draws");
+  return n;
+}
+
+int64_t check_dropout_bwd(const MH_DropoutArgs& args, MH_DType compute) {
+  const char* op = "dropout_bwd";
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_DropoutArgs, rng));
+  const int64_t n = elements(op, "out (dout)", args.out, compute, compute);
+  vector(op, "x (dx)", args.x, n, compute, compute);
+  same_dtype_if_aliased(op, "x (dx)", args.x, "out (dout)", args.out);
+  vector(op, "mask", args.mask, n, MH_U8, compute);
+  check_p(op, args.p);
+  return n;
+}
+
+EmbeddingDims check_embedding(const MH_EmbeddingArgs& args, MH_DType compute, const char* op) {
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_EmbeddingArgs, accumulate));
+  const Matrix table = matrix(op, "table", args.table, compute, compute);
+  const int64_t tokens = elements(op, "ids", args.ids, MH_I32, compute);
+  same_matrix(op, "out", args.out, {tokens, table.cols}, "ids x table columns", compute);
+  return {tokens, table.rows, table.cols};
+}
+
+Matrix check_xent(const MH_XentArgs& args, MH_DType compute) {
+  const char* op = "xent";
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_XentArgs, scale));
+  if (args.step < MH_XENT_MAX || args.step > MH_XENT_BWD)
+    fail(op, "step " + to_string(args.step) + " is not an MH_XentStep (0 to 2)");
+  const Matrix logits = matrix(op, "logits", args.logits, compute, compute);
+  vector(op, "row_max", args.row_max, logits.rows, MH_F32, compute);
+  if (args.step != MH_XENT_MAX) {
+    vector(op, "targets", args.targets, logits.rows, MH_I32, compute);
+    vector(op, "sum_exp", args.sum_exp, logits.rows, MH_F32, compute);
+  }
+  if (args.step == MH_XENT_STATS) vector(op, "target_logit", args.target_logit, logits.rows, MH_F32, compute);
+  return logits;
+}
+
+int64_t check_adamw(const MH_AdamWArgs& args) {
+  const char* op = "adamw";
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_AdamWArgs, step));
+  const int64_t n = elements(op, "param", args.param, MH_F32, MH_F32);
+  vector(op, "grad", args.grad, n, MH_F32, MH_F32);
+  vector(op, "m", args.m, n, MH_F32, MH_F32);
+  vector(op, "v", args.v, n, MH_F32, MH_F32);
+  if (args.step < 1) fail(op, "step must be >= 1 (t counts from 1), got " + to_string(args.step));
+  if (!(args.beta1 >= 0.0f && args.beta1 < 1.0f)) fail(op, "beta1 must be in [0, 1), got " + to_string(args.beta1));
+  if (!(args.beta2 >= 0.0f && args.beta2 < 1.0f)) fail(op, "beta2 must be in [0, 1), got " + to_string(args.beta2));
+  return n;
+}
+
+int64_t check_sum_squares(const MH_SumSquaresArgs& args, MH_DType compute) {
+  const char* op = "sum_squares";
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_SumSquaresArgs, out));
+  const int64_t n = elements(op, "x", args.x, compute, compute);
+  vector(op, "out", args.out, 1, MH_F32, compute);
+  return n;
+}
+
+void check_copy(const void* dst, const void* src, uint64_t bytes, int32_t kind) {
+  const char* op = "copy";
+  if (kind < MH_HOST_TO_DEVICE || kind > MH_DEVICE_TO_DEVICE)
+    fail(op, "kind " + to_string(kind) + " is not an MH_CopyKind (0 to 2)");
+  if (bytes > 0 && (dst == nullptr || src == nullptr))
+    fail(op, "copying " + to_string(bytes) + " bytes with a NULL " + (dst == nullptr ? "dst" : "src"));
+}
+
+}  // namespace mh::kernels

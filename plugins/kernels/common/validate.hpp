@@ -1,0 +1,63 @@
+// Argument checks shared by every kernels component, so that the dry
+// component rejects exactly what a computing one would: a dry run that passes
+// is a real run that passes.
+//
+// Each check reads one op's arguments as abi.h documents them and returns the
+// sizes the op runs over. It throws mh::Error with MH_INVALID_ARGUMENT naming
+// the op, the tensor and the mismatch, or MH_UNIMPLEMENTED when a tensor holds
+// a floating dtype the component does not take. `compute` is the dtype the
+// component computes in; a float tensor holds it or, for mixed precision
+// (master weights, gradients, statistics), f32; only GEMM inputs a and b must
+// hold exactly `compute`. With compute f32 every float tensor is f32. An
+// output that aliases an input must share its dtype.
+#pragma once
+
+#include <megahost/abi.h>
+
+#include <cstdint>
+
+namespace mh::kernels {
+
+// A contiguous tensor read as [rows, cols] by its last dimension.
+struct Matrix {
+  int64_t rows, cols;
+};
+
+// c[batch] (M x N) = op(a[batch]) (M x K) @ op(b[batch]) (K x N)
+struct GemmDims {
+  int64_t batch, m, n, k;
+};
+
+// [groups, seq, seq] causal scores
+struct SoftmaxDims {
+  int64_t groups, seq;
+};
+
+// ids [tokens] select rows of table [rows, cols]; out is [tokens, cols]
+struct EmbeddingDims {
+  int64_t tokens, rows, cols;
+};
+
+GemmDims check_gemm(const MH_GemmArgs& args, MH_DType compute);
+Matrix check_layernorm(const MH_LayerNormArgs& args, MH_DType compute);
+Matrix check_layernorm_bwd(const MH_LayerNormBwdArgs& args, MH_DType compute);
+int64_t check_elementwise(const MH_ElementwiseArgs& args, MH_DType compute);
+Matrix check_bias_add(const MH_BiasArgs& args, MH_DType compute);
+// Backward reads dout from `out` and accumulates dbias into `bias`.
+Matrix check_bias_bwd(const MH_BiasArgs& args, MH_DType compute);
+SoftmaxDims check_softmax(const MH_SoftmaxArgs& args, MH_DType compute);
+SoftmaxDims check_softmax_bwd(const MH_SoftmaxArgs& args, MH_DType compute);
+int64_t check_dropout(const MH_DropoutArgs& args, MH_DType compute);
+// Backward reads dout from `out` and writes dx into `x`.
+int64_t check_dropout_bwd(const MH_DropoutArgs& args, MH_DType compute);
+// Forward and backward (dtable in `table`, dout in `out`) take the same views.
+EmbeddingDims check_embedding(const MH_EmbeddingArgs& args, MH_DType compute, const char* op);
+// logits as [N, V]; checks the tensors the step reads and writes.
+Matrix check_xent(const MH_XentArgs& args, MH_DType compute);
+int64_t check_adamw(const MH_AdamWArgs& args);
+int64_t check_sum_squares(const MH_SumSquaresArgs& args, MH_DType compute);
+void check_copy(const void* dst, const void* src, uint64_t bytes, int32_t kind);
+
+const char* dtype_name(int32_t dtype);
+
+}  // namespace mh::kernels

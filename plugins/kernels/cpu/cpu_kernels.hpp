@@ -1,0 +1,57 @@
+// The "cpu" kernels component: host memory stands in for device memory, GEMM
+// goes through OpenBLAS and the other ops are the loops in ops/, each rank's
+// work running on that rank's own OpenMP team. f32 only.
+#pragma once
+
+#include <megahost/plugin.hpp>
+
+#include "block_cache.hpp"
+
+#include <string>
+
+namespace mh::kernels {
+
+class CpuKernels {
+ public:
+  static constexpr MH_Kind kind = MH_KIND_KERNELS;
+  static constexpr MH_OptionSpec options[] = {
+      opt_int("threads", "0", 0, 1024,
+              "OpenMP threads per rank; 0 = this process's physical cores split between its ranks"),
+      opt_double("peak_gflops", "0", 0, 1e9,
+                 "peak GFLOP/s reported for MFU; 0 = measure a 1024^3 sgemm when created"),
+  };
+
+  explicit CpuKernels(const CreateContext& ctx);
+
+  void device_info(MH_DeviceInfo& out) const;
+  void* alloc(uint64_t bytes);
+  void free(void* ptr) noexcept;
+  void copy(void* dst, const void* src, uint64_t bytes, MH_CopyKind kind);
+  void synchronize() {}
+  void* stream() { return nullptr; }
+
+  void gemm(const MH_GemmArgs& args);
+  void layernorm(const MH_LayerNormArgs& args);
+  void layernorm_bwd(const MH_LayerNormBwdArgs& args);
+  void elementwise(const MH_ElementwiseArgs& args);
+  void bias_add(const MH_BiasArgs& args);
+  void bias_bwd(const MH_BiasArgs& args);
+  void softmax(const MH_SoftmaxArgs& args);
+  void softmax_bwd(const MH_SoftmaxArgs& args);
+  void dropout(const MH_DropoutArgs& args);
+  void dropout_bwd(const MH_DropoutArgs& args);
+  void embedding(const MH_EmbeddingArgs& args);
+  void embedding_bwd(const MH_EmbeddingArgs& args);
+  void xent(const MH_XentArgs& args);
+  void adamw(const MH_AdamWArgs& args);
+  void sum_squares(const MH_SumSquaresArgs& args);
+
+ private:
+  int threads_;
+  int ranks_in_process_;
+  double peak_flops_;
+  std::string name_;
+  cpu::BlockCache memory_;
+};
+
+}  // namespace mh::kernels

@@ -1,0 +1,62 @@
+// Strided batched GEMM through single-threaded BLAS calls: the team is ours
+// (OpenMP, sized per rank), never the BLAS library's, whose thread count is
+// process-global. docs/kernels-cpu.md has the measurements behind this.
+#include "ops/ops.hpp"
+
+#include <cblas.h>
+#include <omp.h>
+
+namespace mh::kernels::cpu {
+namespace {
+
+// Below this a product runs on one thread: about 50 us on one core, where
+// waking the team and splitting the packing would cost more than it saves.
+constexpr double kParallelFlops = 4e6;
+
+// c (M, N) = alpha * op(a) (M, K) @ op(b) (K, N) + beta * c, on the calling thread
+void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, const StridedMatrix& A, const float* b,
+           const StridedMatrix& B, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, A.trans ? CblasTrans : CblasNoTrans, B.trans ? CblasTrans : CblasNoTrans,
+              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, a, static_cast<int>(A.ld), b,
+              static_cast<int>(B.ld), beta, c, static_cast<int>(ldc));
+}
+
+// One product split between the team along the longer side of c: each thread
+// multiplies its block of rows of op(a) (or columns of op(b)) by all of the
+// other operand.
+void split_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, const StridedMatrix& A,
+                const float* b, const StridedMatrix& B, float beta, float* c, int64_t ldc, int threads) {
+  const bool by_rows = M >= N;
+  const int64_t extent = by_rows ? M : N;
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t lo = extent * t / nt, hi = extent * (t + 1) / nt;
+    if (hi > lo && by_rows)
+      sgemm(hi - lo, N, K, alpha, a + (A.trans ? lo : lo * A.ld), A, b, B, beta, c + lo * ldc, ldc);
+    else if (hi > lo)
+      sgemm(M, hi - lo, K, alpha, a, A, b + (B.trans ? lo * B.ld : lo), B, beta, c + lo, ldc);
+  }
+}
+
+}  // namespace
+
+void gemm(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha, StridedMatrix a, StridedMatrix b,
+          float beta, float* c, int64_t c_batch_stride, int64_t ldc, int threads) {
+  if (batch == 0 || M == 0 || N == 0) return;
+  const double flops = 2.0 * M * N * K;
+  if (batch >= threads || flops < kParallelFlops) {
+    // Many (or small) products: one whole product per thread.
+    const int nt = flops * batch < kParallelFlops ? 1 : threads;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t i = 0; i < batch; ++i)
+      sgemm(M, N, K, alpha, a.data + i * a.batch_stride, a, b.data + i * b.batch_stride, b, beta,
+            c + i * c_batch_stride, ldc);
+    return;
+  }
+  for (int64_t i = 0; i < batch; ++i)
+    split_gemm(M, N, K, alpha, a.data + i * a.batch_stride, a, b.data + i * b.batch_stride, b, beta,
+               c + i * c_batch_stride, ldc, threads);
+}
+
+}  // namespace mh::kernels::cpu

@@ -1,0 +1,90 @@
+// The CPU ops: plain functions over raw f32 arrays, one file per op family,
+// written as loops GCC vectorises. Every function takes `threads`, the
+// OpenMP team size of the calling rank. Letters as in abi.h: N rows (tokens),
+// C columns (channels), G groups of scores (batch x heads), S sequence,
+// V vocabulary (the local shard), R rows of an embedding table.
+#pragma once
+
+#include <megahost/abi.h>
+
+#include <cstdint>
+
+namespace mh::kernels::cpu {
+
+// Team size for a loop over `work` elements: small loops stay on the calling
+// thread, since waking a team costs more than they take.
+inline int team(int threads, int64_t work) { return work < (int64_t{1} << 15) ? 1 : threads; }
+
+// One operand of a strided batched GEMM: matrix i starts at data + i * batch_stride.
+struct StridedMatrix {
+  const float* data;
+  int64_t batch_stride;  // 0 broadcasts one matrix to the whole batch
+  int64_t ld;            // leading dimension, >= the stored matrix's columns
+  bool trans;            // the product uses the stored matrix transposed
+};
+
+// c[i] = alpha * op(a[i]) @ op(b[i]) + beta * c[i] for i < batch, where
+// op(a[i]) is (M, K), op(b[i]) (K, N) and c[i] (M, N) starts at
+// c + i * c_batch_stride with leading dimension ldc.
+void gemm(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha, StridedMatrix a, StridedMatrix b,
+          float beta, float* c, int64_t c_batch_stride, int64_t ldc, int threads);
+
+// out, x (N, C); weight, bias (C); mean, rstd (N)
+void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* weight,
+                       const float* bias, int64_t N, int64_t C, float eps, int threads);
+// dx (N, C) +=; dweight, dbias (C) +=; dout, x (N, C); weight (C); mean, rstd (N)
+void layernorm_backward(float* dx, float* dweight, float* dbias, const float* dout, const float* x,
+                        const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C,
+                        int threads);
+
+// Elementwise over n contiguous elements; out may alias an input.
+void gelu_forward(float* out, const float* x, int64_t n, int threads);
+// dx = dout * gelu'(x)
+void gelu_backward(float* dx, const float* x, const float* dout, int64_t n, int threads);
+// out = alpha * x
+void scale(float* out, const float* x, float alpha, int64_t n, int threads);
+// out = alpha * x + y
+void axpy(float* out, float alpha, const float* x, const float* y, int64_t n, int threads);
+// out = value
+void fill(float* out, float value, int64_t n, int threads);
+
+// out, x (N, C); bias (C); out may alias x
+void bias_forward(float* out, const float* x, const float* bias, int64_t N, int64_t C, int threads);
+// dbias (C) += column sums of dout (N, C)
+void bias_backward(float* dbias, const float* dout, int64_t N, int64_t C, int threads);
+
+// out, x (G, S, S): causal softmax of scale * x along the last dimension
+void softmax_forward(float* out, const float* x, float scale, int64_t G, int64_t S, int threads);
+// dx, out, dout (G, S, S)
+void softmax_backward(float* dx, const float* out, const float* dout, float scale, int64_t G, int64_t S,
+                      int threads);
+
+// out, x, residual (n; residual may be NULL), mask (n), drawn in rows of rng.row_len
+void dropout_forward(float* out, uint8_t* mask, const float* x, const float* residual, float p,
+                     const MH_RngSpan& rng, int64_t n, int threads);
+// dx, dout, mask (n)
+void dropout_backward(float* dx, const float* dout, const uint8_t* mask, float p, int64_t n, int threads);
+
+// out (N, C); ids (N); table (R, C) holds ids [id_start, id_start + R)
+void embedding_forward(float* out, const float* table, const int32_t* ids, int64_t id_start, bool accumulate,
+                       int64_t N, int64_t R, int64_t C, int threads);
+// dtable (R, C) +=; dout (N, C); ids (N)
+void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t id_start, int64_t N,
+                        int64_t R, int64_t C, int threads);
+
+// logits (N, V) hold ids [id_start, id_start + V); row_max, sum_exp, target_logit, targets (N)
+void xent_max(float* row_max, const float* logits, int64_t N, int64_t V, int threads);
+void xent_stats(float* sum_exp, float* target_logit, const float* logits, const float* row_max,
+                const int32_t* targets, int64_t id_start, int64_t N, int64_t V, int threads);
+// logits <- scale * (softmax - onehot(target)), in place
+void xent_backward(float* logits, const float* row_max, const float* sum_exp, const int32_t* targets,
+                   int64_t id_start, float scale, int64_t N, int64_t V, int threads);
+
+// param, m, v, grad (n); t counts steps from 1
+void adamw(float* param, float* m, float* v, const float* grad, float lr, float beta1, float beta2, float eps,
+           float weight_decay, int64_t t, int64_t n, int threads);
+
+// out[0] += sum of x^2; x (n)
+void sum_squares(float* out, const float* x, int64_t n, int threads);
+
+}  // namespace mh::kernels::cpu

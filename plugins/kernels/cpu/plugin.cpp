@@ -1,0 +1,7 @@
+// The kernels_cpu plugin: one component, kernels "cpu".
+#include "cpu_kernels.hpp"
+
+MH_PLUGIN("kernels_cpu", "0.1.0",
+          mh::component<mh::kernels::CpuKernels>("cpu", "0.1.0",
+                                                 "host memory, OpenBLAS GEMM and vectorised OpenMP ops, f32",
+                                                 mh::kernels::CpuKernels::options))

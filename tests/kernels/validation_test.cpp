@@ -1,0 +1,236 @@
+// Both components reject a bad call alike: same code, same message, because
+// the checks are one piece of code (plugins/kernels/common/validate.cpp).
+#include "dry_kernels.hpp"
+#include "example_args.hpp"
+
+#include <deque>
+
+namespace mh::kernels::test {
+namespace {
+
+using Dry = Instance<DryKernels>;
+
+struct BadCall {
+  const char* name;
+  MH_ErrorCode code;
+  const char* message;  // part of the expected message
+  std::function<MH_Error*(const MH_KernelsApi&, MH_Instance*, ExampleArgs&)> call;
+};
+
+std::ostream& operator<<(std::ostream& os, const BadCall& bad) { return os << bad.name; }
+
+const BadCall kBadCalls[] = {
+    {"gemm_inner_dimensions", MH_INVALID_ARGUMENT, "gemm: op(a) is 4 x 6 but op(b) is 5 x 5: inner dimensions differ",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.gemm.b.shape[1] = 5;
+       return api.gemm(self, &e.gemm);
+     }},
+    {"gemm_bf16", MH_UNIMPLEMENTED, "gemm: a is bf16, but this kernels component computes in f32 only",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.gemm.a.dtype = MH_BF16;
+       return api.gemm(self, &e.gemm);
+     }},
+    {"gemm_not_3d", MH_INVALID_ARGUMENT, "gemm: a must be a 3-D view [batch, rows, cols], got [4, 6]",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.gemm.a = view(e.gemm.a.data, MH_F32, {4, 6});
+       return api.gemm(self, &e.gemm);
+     }},
+    {"gemm_leading_dimension", MH_INVALID_ARGUMENT,
+     "gemm: b's leading dimension strides[1] = 4 is smaller than its 5 columns",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.gemm.b.strides[1] = 4;
+       return api.gemm(self, &e.gemm);
+     }},
+    {"gemm_batch_sizes", MH_INVALID_ARGUMENT, "gemm: batch sizes differ",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.gemm.a.shape[0] = 2;
+       return api.gemm(self, &e.gemm);
+     }},
+    {"gemm_c_shape", MH_INVALID_ARGUMENT, "gemm: c is 4 x 4 but op(a) @ op(b) is 4 x 5",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.gemm.c.shape[2] = 4;
+       return api.gemm(self, &e.gemm);
+     }},
+    {"gemm_overlapping_c", MH_INVALID_ARGUMENT, "gemm: the 2 matrices of c overlap",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.gemm.a.shape[0] = e.gemm.b.shape[0] = e.gemm.c.shape[0] = 2;
+       e.gemm.c.strides[0] = 5;
+       return api.gemm(self, &e.gemm);
+     }},
+    {"gemm_struct_size", MH_INVALID_ARGUMENT, "gemm: args.struct_size is 0",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.gemm.struct_size = 0;
+       return api.gemm(self, &e.gemm);
+     }},
+    {"layernorm_weight_length", MH_INVALID_ARGUMENT, "layernorm: weight [5] has 5 elements, expected 6",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.layernorm.weight.shape[0] = 5;
+       return api.layernorm(self, &e.layernorm);
+     }},
+    {"layernorm_mean_dtype", MH_INVALID_ARGUMENT, "layernorm: mean must be f32, got i32",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.layernorm.mean.dtype = MH_I32;
+       return api.layernorm(self, &e.layernorm);
+     }},
+    {"layernorm_strided_x", MH_INVALID_ARGUMENT,
+     "layernorm: x [4, 6] must be contiguous (row-major), got strides [12, 1]",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.layernorm.x.strides[0] = 12;
+       return api.layernorm(self, &e.layernorm);
+     }},
+    {"layernorm_bwd_dx_shape", MH_INVALID_ARGUMENT,
+     "layernorm_bwd: dx [4, 5] is 4 x 5 as rows x cols, expected 4 x 6 like x",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.layernorm_bwd.dx = view(e.layernorm_bwd.dx.data, MH_F32, {4, 5});
+       return api.layernorm_bwd(self, &e.layernorm_bwd);
+     }},
+    {"elementwise_op", MH_INVALID_ARGUMENT, "elementwise: op 99 is not an MH_UnaryOp (0 to 6)",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.elementwise.op = 99;
+       return api.elementwise(self, &e.elementwise);
+     }},
+    {"elementwise_y_size", MH_INVALID_ARGUMENT, "elementwise: y [4, 5] has 20 elements, expected 24",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.elementwise.y = view(e.elementwise.y.data, MH_F32, {4, 5});
+       return api.elementwise(self, &e.elementwise);
+     }},
+    {"elementwise_null_x", MH_INVALID_ARGUMENT, "elementwise: x [4, 6] has data == NULL",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.elementwise.x.data = nullptr;
+       return api.elementwise(self, &e.elementwise);
+     }},
+    {"bias_add_length", MH_INVALID_ARGUMENT, "bias_add: bias [7] has 7 elements, expected 6",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.bias.bias.shape[0] = 7;
+       return api.bias_add(self, &e.bias);
+     }},
+    {"bias_bwd_length", MH_INVALID_ARGUMENT, "bias_bwd: bias (dbias) [7] has 7 elements, expected 6",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.bias.bias.shape[0] = 7;
+       return api.bias_bwd(self, &e.bias);
+     }},
+    {"softmax_not_square", MH_INVALID_ARGUMENT, "softmax: x must be causal scores [..., S, S], got [3, 6]",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.softmax.x = view(e.softmax.x.data, MH_F32, {3, 6});
+       return api.softmax(self, &e.softmax);
+     }},
+    {"softmax_bwd_dx_groups", MH_INVALID_ARGUMENT,
+     "softmax_bwd: dx [1, 3, 3] differs from out: 1 x [3, 3] vs 2 x [3, 3]",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.softmax.dx = view(e.softmax.dx.data, MH_F32, {1, 3, 3});
+       return api.softmax_bwd(self, &e.softmax);
+     }},
+    {"dropout_p", MH_INVALID_ARGUMENT, "dropout: p must be in [0, 1), got 1",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.dropout.p = 1.0f;
+       return api.dropout(self, &e.dropout);
+     }},
+    {"dropout_mask_dtype", MH_INVALID_ARGUMENT, "dropout: mask must be u8, got f32",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.dropout.mask.dtype = MH_F32;
+       return api.dropout(self, &e.dropout);
+     }},
+    {"dropout_row_len", MH_INVALID_ARGUMENT, "dropout: x has 24 elements, not a whole number of rng rows of 5",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.dropout.rng.row_len = 5;
+       return api.dropout(self, &e.dropout);
+     }},
+    {"dropout_row_stride", MH_INVALID_ARGUMENT,
+     "dropout: rng.row_stride 3 is smaller than rng.row_len 6: rows would share draws",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.dropout.rng.row_stride = 3;
+       return api.dropout(self, &e.dropout);
+     }},
+    {"dropout_bwd_p", MH_INVALID_ARGUMENT, "dropout_bwd: p must be in [0, 1)",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.dropout.p = -0.1f;
+       return api.dropout_bwd(self, &e.dropout);
+     }},
+    {"embedding_ids_dtype", MH_INVALID_ARGUMENT, "embedding: ids must be i32, got f32",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.embedding.ids.dtype = MH_F32;
+       return api.embedding(self, &e.embedding);
+     }},
+    {"embedding_bwd_out_columns", MH_INVALID_ARGUMENT,
+     "embedding_bwd: out [4, 5] is 4 x 5 as rows x cols, expected 4 x 6 like ids x table columns",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.embedding.out = view(e.embedding.out.data, MH_F32, {4, 5});
+       return api.embedding_bwd(self, &e.embedding);
+     }},
+    {"xent_step", MH_INVALID_ARGUMENT, "xent: step 7 is not an MH_XentStep (0 to 2)",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.xent.step = 7;
+       return api.xent(self, &e.xent);
+     }},
+    {"xent_sum_exp_length", MH_INVALID_ARGUMENT, "xent: sum_exp [3] has 3 elements, expected 4",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.xent.step = MH_XENT_STATS;
+       e.xent.sum_exp.shape[0] = 3;
+       return api.xent(self, &e.xent);
+     }},
+    {"adamw_step", MH_INVALID_ARGUMENT, "adamw: step must be >= 1 (t counts from 1), got 0",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.adamw.step = 0;
+       return api.adamw(self, &e.adamw);
+     }},
+    {"adamw_grad_length", MH_INVALID_ARGUMENT, "adamw: grad [23] has 23 elements, expected 24",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.adamw.grad.shape[0] = 23;
+       return api.adamw(self, &e.adamw);
+     }},
+    {"sum_squares_out_length", MH_INVALID_ARGUMENT, "sum_squares: out [2] has 2 elements, expected 1",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.sum_squares.out.shape[0] = 2;
+       return api.sum_squares(self, &e.sum_squares);
+     }},
+    {"copy_kind", MH_INVALID_ARGUMENT, "copy: kind 5 is not an MH_CopyKind (0 to 2)",
+     [](auto& api, auto* self, ExampleArgs& e) { return api.copy(self, e.gemm.a.data, e.gemm.b.data, 4, 5); }},
+};
+
+void* fake_buffer(const Dry& dry) {
+  void* ptr = nullptr;
+  mh::check(dry.api().alloc(dry.self(), kExampleBufferBytes, &ptr));
+  return ptr;
+}
+
+// Host buffers that live as long as the test.
+class HostBuffers {
+ public:
+  void* operator()() { return buffers_.emplace_back(kExampleBufferBytes / sizeof(float)).data(); }
+
+ private:
+  std::deque<std::vector<float>> buffers_;
+};
+
+class Validation : public ::testing::TestWithParam<BadCall> {};
+
+TEST_P(Validation, CpuAndDryRejectTheCallAlike) {
+  const BadCall& bad = GetParam();
+  const Cpu cpu(1);
+  HostBuffers host;
+  ExampleArgs cpu_args([&] { return host(); });
+  const mh::ErrorPtr cpu_error(bad.call(cpu.api(), cpu.self(), cpu_args));
+  const Dry dry;
+  ExampleArgs dry_args([&] { return fake_buffer(dry); });
+  const mh::ErrorPtr dry_error(bad.call(dry.api(), dry.self(), dry_args));
+  ASSERT_NE(cpu_error, nullptr);
+  ASSERT_NE(dry_error, nullptr);
+  EXPECT_EQ(cpu_error->code, bad.code) << cpu_error->message;
+  EXPECT_NE(std::string(cpu_error->message).find(bad.message), std::string::npos) << cpu_error->message;
+  EXPECT_STREQ(cpu_error->message, dry_error->message);
+  EXPECT_EQ(cpu_error->code, dry_error->code);
+}
+
+INSTANTIATE_TEST_SUITE_P(BadCalls, Validation, ::testing::ValuesIn(kBadCalls),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// The bad calls above break one field of these; unbroken, every op accepts them.
+TEST(ExampleArgs, AreValidForEveryOp) {
+  HostBuffers host;
+  run_every_op(Cpu(1), ExampleArgs([&] { return host(); }));
+  const Dry dry;
+  run_every_op(dry, ExampleArgs([&] { return fake_buffer(dry); }));
+}
+
+}  // namespace
+}  // namespace mh::kernels::test
