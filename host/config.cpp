@@ -173,6 +173,21 @@ const MH_Options* OptionValues::view() const {
   return &raw_;
 }
 
+std::string default_problem(const MH_OptionSpec& spec) {
+  if (spec.default_value == nullptr) return "";
+  const std::string text = spec.default_value, quoted = "default '" + text + "' ";
+  toml::table holder;
+  try {
+    holder = toml::parse("v = " + text);
+  } catch (const toml::parse_error& e) {
+    return quoted + "is not a TOML value (" + std::string(e.description()) + ")";
+  }
+  if (holder.size() != 1) return quoted + "is more than one TOML value";
+  if (!has_type(*holder.get("v"), spec.type)) return quoted + "is not " + type_name(spec.type);
+  std::string problem = value_problem(spec, *holder.get("v"));
+  return problem.empty() ? "" : "default '" + text + "': " + problem;
+}
+
 const toml::table* find_table(const toml::table& root, const std::string& dotted) {
   const toml::table* table = &root;
   for (const auto& part : split_dotted(dotted)) {

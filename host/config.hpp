@@ -73,6 +73,11 @@ OptionValues validate_section(const Config& config, const toml::table* section, 
                               std::span<const MH_OptionSpec> specs, const std::vector<std::string>& extra_keys,
                               Diagnostics& diag);
 
+// What is wrong with a spec's default -- not one TOML value, or not of the
+// spec's type, range or choices -- as "default '...' ..."; "" when it is sound
+// or there is none. Every section without the key would take that default.
+std::string default_problem(const MH_OptionSpec& spec);
+
 // The table at a dotted path ("parallel.tensor"), or NULL.
 const toml::table* find_table(const toml::table& root, const std::string& dotted);
 

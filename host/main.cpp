@@ -13,6 +13,8 @@
 #include "plugin_loader.hpp"
 #include "registry.hpp"
 #include "run.hpp"
+#include "tuner/calibrate.hpp"
+#include "tuner/tune.hpp"
 
 DEFINE_string(config, "", "run TOML; empty runs the embedded default config");
 DEFINE_string(plugin_path, "", "colon-separated plugin folders searched before MEGAHOST_PLUGIN_PATH and the installed ones");
@@ -21,6 +23,8 @@ DEFINE_string(metrics_out, "", "JSON-lines metrics file (overrides output.metric
 DEFINE_bool(list_plugins, false, "list every component of every plugin on the plugin path and exit");
 DEFINE_string(grads_out, "", "write the full gradients of the last step to this file (layout-equivalence checks)");
 DEFINE_bool(report_memory, false, "print each rank's measured memory peaks beside the paper's formulas");
+DEFINE_bool(calibrate, false, "measure this machine's kernels and collectives and write its hardware profile for the tuner");
+DEFINE_string(calibrate_out, "configs/hardware/local_cpu.toml", "where --calibrate writes the hardware profile");
 
 namespace {
 
@@ -62,6 +66,8 @@ int main(int argc, char** argv) {
 
   mh::RunFlags flags{FLAGS_dry_run, FLAGS_metrics_out, FLAGS_report_memory, FLAGS_grads_out};
   try {
+    if (FLAGS_calibrate) return mh::calibrate(*config, registry, FLAGS_calibrate_out);
+    if (assembly->slot(MH_KIND_TUNER) != nullptr) return mh::tune(*assembly, *config, mh::TuneFlags{FLAGS_plugin_path});
     return mh::run(*assembly, *config, flags);
   } catch (const std::exception& e) {
     LOG(ERROR) << e.what();

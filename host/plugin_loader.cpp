@@ -1,5 +1,6 @@
 #include "plugin_loader.hpp"
 
+#include <dlfcn.h>
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -8,6 +9,8 @@
 #include <sstream>
 
 #include <megahost/error.hpp>
+
+#include "config.hpp"
 
 namespace mh {
 namespace fs = std::filesystem;
@@ -68,6 +71,7 @@ std::string option_problem(const MH_OptionSpec& o) {
   if (o.struct_size < MH_STRUCT_SIZE(MH_OptionSpec, choices))
     return "is too small (struct_size " + std::to_string(o.struct_size) + ")";
   if (o.name == nullptr) return "has no name";
+  if (std::string problem = default_problem(o); !problem.empty()) return "'" + std::string(o.name) + "': " + problem;
   return "";
 }
 
@@ -93,7 +97,12 @@ bool load_one(const fs::path& file, LoadedPlugin& out, Diagnostics& diag) {
   namespace dll = boost::dll;
   std::string where = file.string();
   try {
-    out.library.load(file.string(), dll::load_mode::rtld_now | dll::load_mode::rtld_local);
+    // RTLD_NODELETE: the library stays mapped to the end of the process (abi.h
+    // rule 5) even when its handle is released as main returns. Unmapping
+    // plugins at exit would also unmap their runtimes (libgomp) with state
+    // still in use, which LeakSanitizer reports as leaks.
+    const auto keep_loaded = static_cast<dll::load_mode::type>(RTLD_NODELETE);
+    out.library.load(file.string(), dll::load_mode::rtld_now | dll::load_mode::rtld_local | keep_loaded);
   } catch (const std::exception& e) {
     diag.error(where, std::string("cannot load plugin: ") + e.what());
     return false;

@@ -15,6 +15,15 @@ T in_host_layout(const T* theirs) {
   return ours;
 }
 
+// An option spec in this host's layout. `doc` is the one field that may lie
+// past its struct_size (the loader refuses shorter specs); a struct_size that
+// ends inside it leaves it NULL, not half a pointer.
+MH_OptionSpec option_in_host_layout(const MH_OptionSpec* theirs) {
+  MH_OptionSpec ours = in_host_layout(theirs);
+  if (theirs->struct_size < MH_STRUCT_SIZE(MH_OptionSpec, doc)) ours.doc = nullptr;
+  return ours;
+}
+
 }  // namespace
 
 const char* kind_name(int32_t kind) {
@@ -38,7 +47,7 @@ Registry::Registry(const std::vector<LoadedPlugin>& plugins, Diagnostics& diag) 
 void Registry::add(const MH_ComponentDesc& theirs, const LoadedPlugin& plugin, Diagnostics& diag) {
   MH_ComponentDesc& c = descs_.emplace_back(in_host_layout(&theirs));
   std::vector<MH_OptionSpec>& specs = options_.emplace_back();
-  for (size_t o = 0; o < c.num_options; ++o) specs.push_back(in_host_layout(&c.options[o]));
+  for (size_t o = 0; o < c.num_options; ++o) specs.push_back(option_in_host_layout(&c.options[o]));
   c.options = specs.data();
   auto [it, inserted] = components_.try_emplace({c.kind, c.name}, Component{&c, &plugin});
   if (!inserted)

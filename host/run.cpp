@@ -26,6 +26,8 @@ MH_ModelShape model_shape(const RunSetup& s, int32_t world) {
                        s.micro_batch,          s.global_batch, world};
 }
 
+}  // namespace
+
 ModelDims global_dims(const Assembly& a, const Config& config) {
   Options m = a.model.options(), data = a.data.options();
   ModelDims d{};
@@ -48,6 +50,8 @@ ModelDims global_dims(const Assembly& a, const Config& config) {
                                        std::to_string(d.heads) + "; pick heads that divide hidden");
   return d;
 }
+
+namespace {
 
 void plan_tensor(RunSetup& s, const Instance& tensor) {
   MH_ModelShape shape = model_shape(s, s.comm_info.world_size);

@@ -1,10 +1,12 @@
-// Runs an assembled pipeline: trains, or tunes when the config has [tuner].
+// Runs an assembled pipeline: trains (main hands a config with [tuner] to
+// tuner/tune.hpp instead).
 #pragma once
 
 #include <string>
 
 #include "assembly.hpp"
 #include "config.hpp"
+#include "engine/model.hpp"
 
 namespace mh {
 
@@ -14,6 +16,10 @@ struct RunFlags {
   bool report_memory = false;
   std::string grads_out;
 };
+
+// The model as the config describes it, the vocabulary padded as the
+// engine pads it.
+ModelDims global_dims(const Assembly& assembly, const Config& config);
 
 // Returns the process exit status; throws mh::Error on failure.
 int run(const Assembly& assembly, const Config& config, const RunFlags& flags);

@@ -51,6 +51,7 @@ const MH_OptionSpec kData[] = {
 
 const MH_OptionSpec kOutput[] = {
     opt("metrics", MH_VALUE_STRING, "\"\"", "JSON-lines metrics file; --metrics_out overrides"),
+    opt("dir", MH_VALUE_STRING, "\"tuner_out\"", "folder of the tuner's tables and tuned.toml, relative to the config"),
 };
 
 const HostSection kHostSections[] = {

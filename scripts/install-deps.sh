@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing megahost needs, only where missing:
-# Debian packages for the C++ stack, PyPI packages for the interoperability tests.
+# Debian packages for the C++ stack (clang, its runtimes and OpenMP for the
+# libFuzzer build), PyPI packages for the interoperability tests.
 set -euo pipefail
 
 debian_packages=(
@@ -8,6 +9,7 @@ debian_packages=(
   libboost-dev libtomlplusplus-dev libgflags-dev libgoogle-glog-dev libgtest-dev
   libopenblas-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libpcre2-dev
   python3 python3-pip
+  clang-14 libclang-rt-14-dev libomp-14-dev
 )
 python_packages=(numpy tokenizers)
 

@@ -47,7 +47,9 @@ class Reader {
   template <class T>
   std::vector<T> array(uint64_t count) {
     std::vector<T> values(count);
-    std::memcpy(values.data(), bytes_.data() + at_, count * sizeof(T));
+    // An empty vector's data() may be NULL, which memcpy must not get even
+    // for zero bytes (a dataset without sequences has such arrays).
+    if (count > 0) std::memcpy(values.data(), bytes_.data() + at_, count * sizeof(T));
     at_ += count * sizeof(T);
     return values;
   }

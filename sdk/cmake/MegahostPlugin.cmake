@@ -1,22 +1,28 @@
-# megahost_add_plugin(<name> SOURCES <files...> [LIBRARIES <targets...>])
+# megahost_add_plugin(<name> SOURCES <files...> [LIBRARIES <targets...>]
+#                     [OUTPUT_DIRECTORY <dir>])
 #
 # Builds a megahost plugin: a MODULE library named mh_<name>.so that links the
 # SDK, exports only the entry symbol, resolves all its own dependencies
 # (--no-undefined) and finds its shared libraries through its own RPATH, so
-# the host can load it with RTLD_LOCAL from any folder.
+# the host can load it with RTLD_LOCAL from any folder. Sources may be C or
+# C++. In megahost's own tree a plugin goes to the host's plugin folder and is
+# installed with it, unless OUTPUT_DIRECTORY puts it elsewhere (test fixtures).
 function(megahost_add_plugin name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;LIBRARIES" ${ARGN})
+  cmake_parse_arguments(ARG "" "OUTPUT_DIRECTORY" "SOURCES;LIBRARIES" ${ARGN})
   add_library(${name} MODULE ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE megahost::sdk ${ARG_LIBRARIES})
   set_target_properties(${name} PROPERTIES
     PREFIX ""
     OUTPUT_NAME "mh_${name}"
+    C_VISIBILITY_PRESET hidden
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON
     BUILD_RPATH "$ORIGIN;$ORIGIN/../lib"
     INSTALL_RPATH "$ORIGIN;$ORIGIN/..")
   target_link_options(${name} PRIVATE "LINKER:--no-undefined")
-  if(DEFINED MEGAHOST_PLUGIN_DIR)
+  if(ARG_OUTPUT_DIRECTORY)
+    set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${ARG_OUTPUT_DIRECTORY}")
+  elseif(DEFINED MEGAHOST_PLUGIN_DIR)
     set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${MEGAHOST_PLUGIN_DIR}")
     install(TARGETS ${name} LIBRARY DESTINATION ${MEGAHOST_INSTALL_PLUGIN_DIR})
     # In-tree tests load every plugin, so they depend on all of them.

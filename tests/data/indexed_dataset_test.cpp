@@ -99,6 +99,15 @@ TEST_F(IndexedDatasetTest, WriterRejectsTokensTheDtypeCannotHold) {
   EXPECT_THROW(writer.add_document(std::vector<int32_t>{-1}), Error);
 }
 
+// Found by fuzzing (tests/fuzz/regressions/indexed_dataset): the empty arrays
+// of such an index were read with memcpy from a NULL vector.
+TEST_F(IndexedDatasetTest, DatasetWithoutDocumentsOpensEmpty) {
+  IndexedDatasetWriter(prefix_, TokenDType::kUint16).finish();
+  IndexedDataset dataset(prefix_);
+  EXPECT_EQ(dataset.sequence_count(), 0);
+  EXPECT_EQ(dataset.document_count(), 0);
+}
+
 TEST_F(IndexedDatasetTest, MissingIndexFile) { expect_error(".idx", "No such file"); }
 
 TEST_F(IndexedDatasetTest, MissingBinFile) {

@@ -89,7 +89,7 @@ TEST(DataParallelPlan, RefusesADataParallelSizeBelowOne) {
 
 TEST(ParallelDataModule, DeclaresTheMegatronDataParallelComponent) {
   EXPECT_EQ(mh::testing::describe_module(MH_TEST_PLUGIN),
-            "parallel_data 1.0.0 (ABI 1.0): data_parallel megatron "
+            "parallel_data 1.0.0 " + mh::testing::kBuiltAbi + ": data_parallel megatron "
             "[distributed_optimizer, overlap_grad_reduce, bucket_mb]");
 }
 

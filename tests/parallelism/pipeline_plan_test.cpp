@@ -171,7 +171,7 @@ TEST(PipelinePlan, RefusesAStageOutsideThePipeline) {
 
 TEST(ParallelPipelineModule, DeclaresTheMegatronPipelineParallelComponent) {
   EXPECT_EQ(mh::testing::describe_module(MH_TEST_PLUGIN),
-            "parallel_pipeline 1.0.0 (ABI 1.0): pipeline_parallel megatron "
+            "parallel_pipeline 1.0.0 " + mh::testing::kBuiltAbi + ": pipeline_parallel megatron "
             "[size, schedule, virtual_stages, layers_per_stage]");
 }
 

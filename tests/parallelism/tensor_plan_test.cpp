@@ -162,7 +162,7 @@ TEST(TensorParallelPlan, ReportsEveryDimensionTheSizeDoesNotDivideAtOnce) {
 
 TEST(ParallelTensorModule, DeclaresTheMegatronTensorParallelComponent) {
   EXPECT_EQ(mh::testing::describe_module(MH_TEST_PLUGIN),
-            "parallel_tensor 1.0.0 (ABI 1.0): tensor_parallel megatron [size, sequence_parallel]");
+            "parallel_tensor 1.0.0 " + mh::testing::kBuiltAbi + ": tensor_parallel megatron [size, sequence_parallel]");
 }
 
 }  // namespace

@@ -125,7 +125,7 @@ TEST(RecomputeQuery, RefusesAnUnknownActivation) {
 
 TEST(RecomputeModule, DeclaresTheNoneFullAndSelectiveComponents) {
   EXPECT_EQ(mh::testing::describe_module(MH_TEST_PLUGIN),
-            "recompute 1.0.0 (ABI 1.0): recompute none []; recompute full [method, num_layers]; "
+            "recompute 1.0.0 " + mh::testing::kBuiltAbi + ": recompute none []; recompute full [method, num_layers]; "
             "recompute selective []");
 }
 

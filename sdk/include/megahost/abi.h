@@ -26,6 +26,11 @@
  *
  * Minor version history:
  *   1.0  first release.
+ *   1.1  tuner: MH_TunerApi gains needs, begin and results (the host loads a
+ *        hardware profile, MH_Hardware, for the tuner's cost model and reads
+ *        back ranked and rejected candidates, MH_TunerResult); MH_Candidate
+ *        gains workload, MH_Estimate gains capacity_bytes and failure. A 1.0
+ *        tuner still loads; tuning needs the 1.1 table.
  */
 #ifndef MEGAHOST_ABI_H
 #define MEGAHOST_ABI_H
@@ -38,7 +43,7 @@ extern "C" {
 #endif
 
 #define MH_ABI_MAJOR 1
-#define MH_ABI_MINOR 0
+#define MH_ABI_MINOR 1
 
 /* The one symbol a plugin exports for ABI major 1 (see MH_EntryFn). */
 #define MH_ENTRY_SYMBOL "mh_plugin_entry_v1"
@@ -635,28 +640,137 @@ typedef struct MH_RecomputeApi {
 
 /* ------------------------------------------------------------------------
  * Tuner (MH_KIND_TUNER): which configurations to try and which is best.
- * The host estimates (dry run, cost model) or measures each candidate the
- * tuner proposes and reports back.
+ * The tuner owns the strategy (the candidates, its cost model, the ranking);
+ * the host executes: it loads the hardware profile, dry-runs or measures
+ * each candidate with the real engine and writes the results. Since 1.1 a
+ * search runs in four steps:
+ *   1. needs:        the tuner names the target (hardware profile, nodes,
+ *                    devices per node) and how many of its best candidates
+ *                    the host should measure with the real engine;
+ *   2. begin:        the host hands over the model and the loaded profile;
+ *   3. next, report: for every candidate the host runs what its workload
+ *                    asks (a dry run of one training step: exact memory per
+ *                    rank) and reports the estimate;
+ *   4. results:      ranked and rejected candidates. The host measures the
+ *                    best measure_top_k that fit, reports each again with
+ *                    measured = 1, and reads results once more.
  * --------------------------------------------------------------------- */
+
+typedef enum MH_Workload {
+  MH_WORKLOAD_TRAIN = 0,         /* the host dry-runs a training step */
+  MH_WORKLOAD_INFERENCE = 1      /* the engine has no inference path: the tuner models it alone */
+} MH_Workload;
 
 typedef struct MH_Candidate {
   size_t struct_size;
   int32_t tensor, pipeline, virtual_stages, data;
   int32_t sequence_parallel;
-  int32_t micro_batch;
+  int32_t micro_batch;           /* inference: the batch */
   const char* recompute;         /* policy name, owned by the tuner */
   int32_t recompute_layers;
   int32_t reserved;
+  int32_t workload;              /* 1.1: MH_Workload */
 } MH_Candidate;
 
 typedef struct MH_Estimate {
   size_t struct_size;
-  uint64_t memory_bytes;         /* peak per rank */
-  double step_seconds;
+  uint64_t memory_bytes;         /* peak per rank (the largest over ranks) */
+  double step_seconds;           /* measured: the step time of a real run */
   double mfu;
   int32_t fits;                  /* memory fits the device */
   int32_t measured;              /* step_seconds comes from a real run */
+  uint64_t capacity_bytes;       /* 1.1: device memory one rank may use */
+  const char* failure;           /* 1.1: why the host has no estimate (the
+                                    engine's error), NULL when it has one;
+                                    borrowed for the call */
 } MH_Estimate;
+
+/* A hardware profile (configs/hardware/NAME.toml, docs/tuner.md), loaded by
+ * the host. Rates are per rank; `ranks` says how many ranks shared the
+ * device when a rate was measured (1 for a GPU; 1, 2, 4, ... for a CPU
+ * whose cores all ranks of a node share). Arrays live as long as the call
+ * to begin; the tuner copies what it keeps. */
+typedef struct MH_GemmRate {
+  int32_t ranks;
+  int32_t reserved;
+  int64_t batch, m, n, k;        /* batch products of (m x k) @ (k x n) */
+  double flops_per_s;            /* achieved, 2 * batch * m * n * k / time */
+} MH_GemmRate;
+
+/* A memory-bound op: n elements take n * bytes_per_element / bytes_per_s,
+ * the rate measured on calls of `elements` elements (0: any size). */
+typedef struct MH_VectorRate {
+  const char* op;                /* a kernels op: "softmax", "dropout", ... */
+  int32_t ranks;
+  int32_t reserved;
+  int64_t elements;
+  double bytes_per_element;
+  double bytes_per_s;
+} MH_VectorRate;
+
+typedef enum MH_LinkLevel {
+  MH_LINK_INTRA_NODE = 0,        /* NVLink, or memory inside one process */
+  MH_LINK_INTER_NODE = 1         /* InfiniBand between nodes */
+} MH_LinkLevel;
+
+/* A collective over `ranks` ranks moving S bytes (the gathered or reduced
+ * size; one message for send_recv) takes latency_s + S * f / bus_bytes_per_s
+ * with the ring factor f = 2(n-1)/n for all_reduce, (n-1)/n for all_gather
+ * and reduce_scatter, 1 for send_recv (nccl-tests' busbw convention). */
+typedef struct MH_CollectiveRate {
+  int32_t level;                 /* MH_LinkLevel */
+  int32_t ranks;                 /* group size measured at; 0: any */
+  const char* op;                /* "all_reduce", "all_gather", "reduce_scatter", "send_recv", "any" */
+  double latency_s;
+  double bus_bytes_per_s;
+} MH_CollectiveRate;
+
+typedef struct MH_Hardware {
+  size_t struct_size;
+  const char* name;              /* "dgx_a100_80gb" */
+  const char* device;            /* "NVIDIA A100-SXM4-80GB" */
+  int32_t dtype;                 /* MH_DType the engine computes in there */
+  int32_t devices_per_node;      /* GPUs of a node; ranks of the process on a CPU */
+  int32_t shared_device;         /* nonzero: the ranks of a node share one device */
+  int32_t reserved;
+  double peak_flops;             /* dense peak of one device in dtype, for MFU */
+  uint64_t memory_bytes;         /* of one device */
+  const MH_GemmRate* gemm;
+  size_t num_gemm;
+  const MH_VectorRate* vector;
+  size_t num_vector;
+  const MH_CollectiveRate* collectives;
+  size_t num_collectives;
+} MH_Hardware;
+
+/* What the tuner needs from the host before the search. */
+typedef struct MH_TunerNeeds {
+  size_t struct_size;
+  const char* hardware;          /* profile name or TOML file; owned by the tuner */
+  int32_t nodes;
+  int32_t devices_per_node;      /* 0: the profile's */
+  int32_t measure_top_k;         /* best fitting candidates to run for real; 0: none */
+  int32_t measure_steps;         /* optimizer steps of each such run */
+} MH_TunerNeeds;
+
+typedef enum MH_Verdict { MH_VERDICT_RANKED = 0, MH_VERDICT_REJECTED = 1 } MH_Verdict;
+
+/* One candidate's outcome. Strings and the candidate are owned by the tuner. */
+typedef struct MH_TunerResult {
+  size_t struct_size;
+  const MH_Candidate* candidate;
+  int32_t verdict;               /* MH_Verdict */
+  int32_t rank;                  /* 1 = best; 0 when rejected */
+  const char* reason;            /* why rejected, or how far behind the best */
+  double step_seconds;           /* predicted by the cost model */
+  double measured_seconds;       /* from a real run; 0 when not measured */
+  double tokens_per_s;           /* training, or generated tokens for inference */
+  double latency_seconds;        /* inference: one batch, prompt and output */
+  double mfu;                    /* model FLOPs utilization ([K22] Eq. 7) */
+  double days;                   /* to process the tuner's token goal */
+  uint64_t memory_bytes;         /* per rank */
+  int32_t memory_measured;       /* 1: from the engine's dry run; 0: modelled */
+} MH_TunerResult;
 
 typedef struct MH_TunerApi {
   size_t struct_size;
@@ -664,9 +778,17 @@ typedef struct MH_TunerApi {
    * candidate stays valid until the next call. */
   MH_Error* (*next)(MH_Instance* self, const MH_ModelShape* shape, MH_Candidate* out,
                     int32_t* done);
-  /* The host's estimate for the candidate last returned by next. */
+  /* The host's estimate for the candidate last returned by next. Since 1.1
+   * also for any candidate of results, with measured = 1, after the search. */
   MH_Error* (*report)(MH_Instance* self, const MH_Candidate* candidate,
                       const MH_Estimate* estimate);
+  /* 1.1: fills what the host must load and run for this search. */
+  MH_Error* (*needs)(MH_Instance* self, MH_TunerNeeds* out);
+  /* 1.1: called once before the first next. */
+  MH_Error* (*begin)(MH_Instance* self, const MH_ModelShape* shape, const MH_Hardware* hardware);
+  /* 1.1: every candidate, ranked ones first by rank, then the rejected;
+   * valid until the next report or results call. */
+  MH_Error* (*results)(MH_Instance* self, const MH_TunerResult** rows, size_t* count);
 } MH_TunerApi;
 
 #ifdef __cplusplus

@@ -204,22 +204,45 @@ const MH_RecomputeApi* recompute_api() {
 }
 
 // Tuner: bool next(const MH_ModelShape&, MH_Candidate&) (false when done),
-// report(const MH_Candidate&, const MH_Estimate&).
+// report(const MH_Candidate&, const MH_Estimate&); since ABI 1.1 also
+// needs(MH_TunerNeeds&), begin(const MH_ModelShape&, const MH_Hardware&) and
+// std::span<const MH_TunerResult> results(). A class without the 1.1 methods
+// gets a 1.0 table.
 template <class T>
 const MH_TunerApi* tuner_api() {
-  static const MH_TunerApi api{
-      MH_STRUCT_SIZE(MH_TunerApi, report),
-      [](MH_Instance* self, const MH_ModelShape* shape, MH_Candidate* out, int32_t* done) -> MH_Error* {
+  using Next = MH_Error* (*)(MH_Instance*, const MH_ModelShape*, MH_Candidate*, int32_t*);
+  using Report = MH_Error* (*)(MH_Instance*, const MH_Candidate*, const MH_Estimate*);
+  static constexpr bool v1_1 = requires(T& t) { t.results(); };
+  static const MH_TunerApi api = [] {
+    MH_TunerApi a{};
+    a.struct_size = v1_1 ? MH_STRUCT_SIZE(MH_TunerApi, results) : MH_STRUCT_SIZE(MH_TunerApi, report);
+    a.next = Next([](MH_Instance* self, const MH_ModelShape* shape, MH_Candidate* out, int32_t* done) -> MH_Error* {
+      return guard([&] {
+        bool more = false;
+        detail::fill_out(out, [&](MH_Candidate& c) { more = detail::as<T>(self)->next(*shape, c); });
+        *done = more ? 0 : 1;
+      });
+    });
+    a.report = Report([](MH_Instance* self, const MH_Candidate* c, const MH_Estimate* e) -> MH_Error* {
+      return guard([&] { detail::as<T>(self)->report(*c, *e); });
+    });
+    if constexpr (v1_1) {
+      a.needs = [](MH_Instance* self, MH_TunerNeeds* out) -> MH_Error* {
+        return guard([&] { detail::fill_out(out, [&](MH_TunerNeeds& n) { detail::as<T>(self)->needs(n); }); });
+      };
+      a.begin = [](MH_Instance* self, const MH_ModelShape* shape, const MH_Hardware* hw) -> MH_Error* {
+        return guard([&] { detail::as<T>(self)->begin(*shape, *hw); });
+      };
+      a.results = [](MH_Instance* self, const MH_TunerResult** rows, size_t* count) -> MH_Error* {
         return guard([&] {
-          bool more = false;
-          detail::fill_out(out, [&](MH_Candidate& c) { more = detail::as<T>(self)->next(*shape, c); });
-          *done = more ? 0 : 1;
+          std::span<const MH_TunerResult> r = detail::as<T>(self)->results();
+          *rows = r.data();
+          *count = r.size();
         });
-      },
-      [](MH_Instance* self, const MH_Candidate* c, const MH_Estimate* e) -> MH_Error* {
-        return guard([&] { detail::as<T>(self)->report(*c, *e); });
-      },
-  };
+      };
+    }
+    return a;
+  }();
   return &api;
 }
 

@@ -1,0 +1,516 @@
+#!/usr/bin/python3
+"""Megahost's CPU training step against PyTorch's, same model, same machine, same run.
+
+For each config ("tiny", "small" of shared/research/baselines.md) and each repetition:
+  1. a short OpenBLAS sgemm loop (square N, 2 threads): the machine's sgemm peak right now;
+  2. Megahost (its CLI, with overrides) and the PyTorch model, in alternating order,
+     each for `warmup + measured` optimizer steps in a fresh process.
+The step time of a run is the median of its measured steps (warm-up steps skipped). The
+table gives medians over repetitions, and the ratio torch/megahost as the median of the
+per-repetition ratios (the two runs of a repetition are adjacent in time, so they met
+similar machine load). GFLOP/s use the model-FLOP formula of baselines.md:
+FLOPs/step = tokens * (6 N + 12 L h T), N = parameters without the positional table.
+
+Run with a python that has torch (Debian's python3-torch: /usr/bin/python3):
+  /usr/bin/python3 bench/cpu_vs_torch.py [--configs tiny,small] [--reps 3] [--out /tmp/megahost-bench]
+or bench/cpu_vs_torch.sh, which also builds build-bench if needed.
+"""
+import argparse
+import ctypes
+import ctypes.util
+import datetime
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# baselines.md, section 2. vocab is already a multiple of 128, so Megahost's
+# padding leaves it unchanged and both models have the same parameters.
+CONFIGS = {
+    "tiny": dict(layers=4, hidden=256, heads=4, seq=128, batch=8, vocab=256, warmup=2, measured=5),
+    "small": dict(layers=12, hidden=768, heads=12, seq=256, batch=4, vocab=50304, warmup=1, measured=3),
+}
+
+# AdamW as in baselines.md (llm.c's main): lr 1e-4, betas 0.9/0.999, eps 1e-8, no weight
+# decay. Both clip the gradient norm at 1.0 (Megahost always computes the norm).
+LR, BETA1, BETA2, EPS, CLIP = 1e-4, 0.9, 0.999, 1e-8, 1.0
+
+
+def param_count(c, with_wpe=True):
+    h, L, V, T = c["hidden"], c["layers"], c["vocab"], c["seq"]
+    per_layer = 12 * h * h + 13 * h
+    n = V * h + L * per_layer + 2 * h
+    return n + (T * h if with_wpe else 0)
+
+
+def model_flops(c):
+    tokens = c["batch"] * c["seq"]
+    return tokens * (6 * param_count(c, with_wpe=False) + 12 * c["layers"] * c["hidden"] * c["seq"])
+
+
+# Scheduling priority of the measured processes (--priority): on a machine shared
+# with other work, a negative nice value lets them meet less of it. Both systems
+# and the sgemm loop always get the same value.
+PRIORITY = None
+
+
+def set_priority():
+    if PRIORITY is not None:
+        os.setpriority(os.PRIO_PROCESS, 0, PRIORITY)
+
+
+def proc_cpu_s(pid):
+    """User + system CPU seconds of all threads of a running process, or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def run_child(cmd, log_path, env=None, step_file=None):
+    """Runs cmd with stdout+stderr to log_path; returns (returncode, peak RSS in MiB, wall s,
+    CPU s per step). While it runs, `step_file` (JSON lines) is polled: when a line with
+    "step_s" appears, the child's CPU time (all threads) is read, so the difference between
+    consecutive steps is the CPU time of a step, to ~10 ms. Unlike wall time, that hardly
+    depends on how much of the machine other work takes (only through caches and spinning)."""
+    start = time.perf_counter()
+    step_cpu = []
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO,
+                                preexec_fn=set_priority)
+        seen = 0
+        try:
+            while True:
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid != 0:
+                    break
+                if step_file is not None and os.path.exists(step_file):
+                    with open(step_file, errors="replace") as f:
+                        steps = sum(1 for line in f if '"step_s"' in line)
+                    if steps > seen:
+                        cpu = proc_cpu_s(proc.pid)
+                        step_cpu += [cpu] * (steps - seen)  # several at once only if steps are < 20 ms
+                        seen = steps
+                time.sleep(0.02)
+        except KeyboardInterrupt:
+            proc.kill()
+            raise
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if step_file is not None and os.path.exists(step_file):
+            with open(step_file, errors="replace") as f:
+                steps = sum(1 for line in f if '"step_s"' in line)
+            if steps == seen + 1:  # the last step ended too close to the exit to be sampled:
+                step_cpu.append(usage.ru_utime + usage.ru_stime)  # its end mark is the exit (close enough)
+    cpu_per_step = [b - a for a, b in zip(step_cpu, step_cpu[1:]) if a is not None and b is not None]
+    return proc.returncode, usage.ru_maxrss / 1024.0, time.perf_counter() - start, cpu_per_step
+
+
+def tail(path, n=20):
+    with open(path, errors="replace") as f:
+        return "".join(f.readlines()[-n:])
+
+
+# ---------------------------------------------------------------- sgemm peak
+
+
+def find_openblas(megahost):
+    """The OpenBLAS that Megahost's cpu kernels link, else the system's."""
+    plugin = os.path.join(os.path.dirname(megahost), "plugins", "mh_kernels_cpu.so")
+    try:
+        out = subprocess.run(["ldd", plugin], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if "blas" in line and "=>" in line:
+                return line.split("=>")[1].split()[0]
+    except OSError:
+        pass
+    return ctypes.util.find_library("openblas") or "libopenblas.so.0"
+
+
+def sgemm_worker(args):
+    """Prints one JSON line: GFLOP/s of each of `calls` square sgemm calls (after one warm-up)."""
+    lib = ctypes.CDLL(args.openblas)
+    lib.openblas_set_num_threads(ctypes.c_int(args.threads))
+    n = args.sgemm_n
+    buf = ctypes.c_float * (n * n)
+    a, b, c = buf(), buf(), buf()
+    for i in range(0, n * n, 97):  # some non-zero values; timing does not depend on them
+        a[i] = 0.5
+        b[i] = 0.25
+    row_major, no_trans = 101, 111
+    lib.cblas_sgemm.argtypes = [ctypes.c_int] * 6 + [ctypes.c_float, ctypes.c_void_p, ctypes.c_int,
+                                                     ctypes.c_void_p, ctypes.c_int, ctypes.c_float,
+                                                     ctypes.c_void_p, ctypes.c_int]
+    rates, cpu_rates = [], []
+    for call in range(args.sgemm_calls + 1):
+        t0, c0 = time.perf_counter(), time.process_time()
+        lib.cblas_sgemm(row_major, no_trans, no_trans, n, n, n, 1.0, a, n, b, n, 0.0, c, n)
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        if call > 0:
+            rates.append(2.0 * n ** 3 / dt / 1e9)
+            cpu_rates.append(2.0 * n ** 3 / dc / 1e9)
+    # gflops: per wall second; gflops_per_cpu_s: per second of CPU time of all threads
+    print(json.dumps({"n": n, "threads": args.threads, "gflops": rates, "gflops_per_cpu_s": cpu_rates}))
+
+
+def measure_sgemm(args, raw_dir, tag):
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "sgemm", "--openblas", args.openblas,
+           "--threads", str(args.threads), "--sgemm_n", str(args.sgemm_n), "--sgemm_calls", str(args.sgemm_calls)]
+    log = os.path.join(raw_dir, f"sgemm-{tag}.log")
+    rc, _, _, _ = run_child(cmd, log, env=child_env(args))
+    if rc != 0:
+        raise SystemExit(f"sgemm helper failed (rc {rc}):\n{tail(log)}")
+    with open(log) as f:
+        return json.loads(f.read().strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------- PyTorch
+
+
+def torch_worker(args):
+    """Trains the PyTorch model for args.steps steps; one JSON line per step on stdout."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(1234)
+    c = CONFIGS[args.config]
+    L, h, H, T, B, V = c["layers"], c["hidden"], c["heads"], c["seq"], c["batch"], c["vocab"]
+    D = h // H
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(h), nn.LayerNorm(h)
+            self.qkv, self.proj = nn.Linear(h, 3 * h), nn.Linear(h, h)
+            self.fc1, self.fc2 = nn.Linear(h, 4 * h), nn.Linear(4 * h, h)
+
+        def forward(self, x, mask):
+            q, k, v = self.qkv(self.ln1(x)).split(h, dim=2)
+            q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
+            att = F.softmax(att.masked_fill(mask, float("-inf")), dim=-1)
+            y = (att @ v).transpose(1, 2).contiguous().view(B, T, h)
+            x = x + self.proj(y)
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(V, h), nn.Embedding(T, h)
+            self.blocks = nn.ModuleList(Block() for _ in range(L))
+            self.lnf = nn.LayerNorm(h)
+            for name, p in self.named_parameters():
+                if name.endswith("bias"):
+                    nn.init.zeros_(p)
+                elif p.dim() == 2:  # GPT-2's scaled init of the residual branches' outputs, as Megahost
+                    std = 0.02 / math.sqrt(2 * L) if name.endswith(("proj.weight", "fc2.weight")) else 0.02
+                    nn.init.normal_(p, 0.0, std)
+            self.register_buffer("mask", torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1))
+
+        def forward(self, ids, targets):
+            x = self.wte(ids) + self.wpe(torch.arange(T))
+            for blk in self.blocks:
+                x = blk(x, self.mask)
+            logits = self.lnf(x) @ self.wte.weight.t()  # tied lm_head
+            return F.cross_entropy(logits.view(-1, V), targets.reshape(-1))
+
+    model = GPT()
+    n_params = sum(p.numel() for p in model.parameters())
+    assert n_params == param_count(c), (n_params, param_count(c))
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(BETA1, BETA2), eps=EPS, weight_decay=0.0)
+    gen = torch.Generator().manual_seed(42)
+    print(json.dumps({"params": n_params, "torch": torch.__version__, "threads": torch.get_num_threads()}),
+          flush=True)
+    for step in range(1, args.steps + 1):
+        ids = torch.randint(0, V, (B, T + 1), generator=gen)
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = model(ids[:, :-1], ids[:, 1:])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
+        opt.step()
+        dt = time.perf_counter() - t0
+        print(json.dumps({"step": step, "loss": loss.item(), "step_s": dt}), flush=True)
+
+
+def run_torch(args, name, raw_dir, tag):
+    c = CONFIGS[name]
+    steps = c["warmup"] + c["measured"]
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "torch", "--config", name,
+           "--steps", str(steps), "--threads", str(args.threads)]
+    log = os.path.join(raw_dir, f"torch-{name}-{tag}.log")
+    rc, rss, wall, cpu = run_child(cmd, log, env=child_env(args), step_file=log)
+    if rc != 0:
+        raise SystemExit(f"torch run failed (rc {rc}), log {log}:\n{tail(log)}")
+    rows = [json.loads(l) for l in open(log) if l.startswith("{")]
+    steps_rows = [r for r in rows if "step" in r]
+    return dict(step_s=[r["step_s"] for r in steps_rows], loss=[r["loss"] for r in steps_rows], rss_mib=rss,
+                wall_s=wall, cpu_s_per_step=cpu, info=rows[0])
+
+
+# ---------------------------------------------------------------- Megahost
+
+
+def megahost_config(name, args, path):
+    """Writes the run's whole TOML (nothing taken from configs/default.toml, which
+    is a 3D-parallel demo): one rank, no parallelism, no recompute, no dropout."""
+    c = CONFIGS[name]
+    data = os.path.join(REPO, "data", "corpus_byte")
+    toml = f"""# written by bench/cpu_vs_torch.py: config "{name}" of shared/research/baselines.md
+[model]
+layers = {c["layers"]}
+hidden = {c["hidden"]}
+heads = {c["heads"]}
+seq_len = {c["seq"]}
+vocab = {c["vocab"]}          # a multiple of 128, so the padded vocabulary is exactly this
+dropout = 0.0
+attention_dropout = 0.0
+init_std = 0.02
+
+[train]
+steps = {c["warmup"] + c["measured"]}
+global_batch = {c["batch"]}
+micro_batch = {c["batch"]}
+lr = {LR}
+min_lr = {LR}
+warmup_steps = 0
+weight_decay = 0.0
+adam_beta1 = {BETA1}
+adam_beta2 = {BETA2}
+adam_eps = {EPS}
+clip_grad = {CLIP}
+eval_interval = 0
+log_interval = 1
+
+[data]
+path = "{data}"     # byte tokens (ids < 257): valid for either vocabulary
+tokenizer = "byte"
+
+[kernels]
+plugin = "cpu"
+threads = {args.threads}
+peak_gflops = 50   # MFU is computed by the benchmark against its own sgemm measurement
+
+[comm]
+plugin = "threads"
+world_size = 1
+
+[parallel.tensor]
+size = 1
+
+[parallel.pipeline]
+size = 1
+
+[recompute]
+plugin = "none"
+"""
+    with open(path, "w") as f:
+        f.write(toml)
+
+
+def run_megahost(args, name, raw_dir, tag):
+    config = os.path.join(raw_dir, f"megahost-{name}.toml")
+    if not os.path.exists(config):
+        megahost_config(name, args, config)
+    metrics = os.path.join(raw_dir, f"megahost-{name}-{tag}.jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    cmd = [args.megahost, "--config", config, "--metrics_out", metrics]
+    log = os.path.join(raw_dir, f"megahost-{name}-{tag}.log")
+    rc, rss, wall, cpu = run_child(cmd, log, env=child_env(args), step_file=metrics)
+    if rc != 0:
+        raise SystemExit(f"megahost failed (rc {rc}), log {log}:\n{' '.join(cmd)}\n{tail(log)}")
+    rows = [json.loads(l) for l in open(metrics) if l.strip()]
+    rows = [r for r in rows if "step_s" in r]
+    return dict(step_s=[r["step_s"] for r in rows], loss=[r["loss"] for r in rows], rss_mib=rss, wall_s=wall,
+                cpu_s_per_step=cpu, command=" ".join(cmd))
+
+
+def child_env(args):
+    env = dict(os.environ)
+    # Megahost sizes its own OpenMP team (kernels.threads) and sets OpenBLAS to 1
+    # thread; torch.set_num_threads does the same for PyTorch. These only stop a
+    # library from starting a larger pool of its own.
+    env["OMP_NUM_THREADS"] = str(args.threads)
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    # libgomp's idle threads spin before they sleep (OMP_WAIT_POLICY unset: up to
+    # GOMP_SPINCOUNT = 300k iterations). On a machine where other processes want
+    # the cores, that spinning takes their share; --omp_wait_policy passive makes
+    # both systems sleep at once instead. Default: whatever the caller's environment says.
+    if args.omp_wait_policy:
+        env["OMP_WAIT_POLICY"] = args.omp_wait_policy
+    return env
+
+
+# ---------------------------------------------------------------- driver
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--configs", default="tiny,small", help="comma-separated: tiny, small")
+    p.add_argument("--reps", type=int, default=3, help="repetitions of each (megahost, torch) pair")
+    p.add_argument("--out", default="/tmp/megahost-bench", help="output directory (JSON + raw logs)")
+    p.add_argument("--megahost", default=os.path.join(REPO, "build-bench", "bin", "megahost"))
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--warmup", type=int, default=None, help="warm-up steps per run (default per config)")
+    p.add_argument("--measured", type=int, default=None, help="measured steps per run (default per config)")
+    p.add_argument("--priority", type=int, default=None,
+                   help="nice value for the measured processes, e.g. -10 on a machine shared with builds "
+                        "(negative needs root); default: inherit")
+    p.add_argument("--omp_wait_policy", choices=["active", "passive"], default=None,
+                   help="OMP_WAIT_POLICY for both systems (default: the caller's environment)")
+    p.add_argument("--sgemm_n", type=int, default=2048)
+    p.add_argument("--sgemm_calls", type=int, default=5)
+    # internal: the child processes
+    p.add_argument("--worker", choices=["torch", "sgemm"])
+    p.add_argument("--config")
+    p.add_argument("--steps", type=int)
+    p.add_argument("--openblas")
+    args = p.parse_args()
+
+    if args.worker == "torch":
+        return torch_worker(args)
+    if args.worker == "sgemm":
+        return sgemm_worker(args)
+
+    global PRIORITY
+    PRIORITY = args.priority
+    names = [n for n in args.configs.split(",") if n]
+    for n in names:
+        if n not in CONFIGS:
+            raise SystemExit(f"unknown config {n!r}; known: {', '.join(CONFIGS)}")
+        if args.warmup is not None:
+            CONFIGS[n]["warmup"] = args.warmup
+        if args.measured is not None:
+            CONFIGS[n]["measured"] = args.measured
+        if CONFIGS[n]["warmup"] < 1 or CONFIGS[n]["measured"] < 1:
+            raise SystemExit("--warmup and --measured must be at least 1")
+    if not os.access(args.megahost, os.X_OK):
+        raise SystemExit(f"no megahost binary at {args.megahost}; build it (bench/cpu_vs_torch.sh does)")
+    try:
+        import torch  # noqa: F401  (only checks that the workers will find it)
+    except ImportError:
+        raise SystemExit(f"{sys.executable} has no torch: apt-get install -y python3-torch and run with /usr/bin/python3")
+    args.openblas = find_openblas(args.megahost)
+
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    os.makedirs(args.out, exist_ok=True)
+    raw_dir = os.path.join(args.out, f"cpu_vs_torch-{stamp}")
+    os.makedirs(raw_dir, exist_ok=True)
+    print(f"raw logs in {raw_dir}; OpenBLAS for the sgemm peak: {args.openblas}", flush=True)
+
+    results = {"machine": {"cpu": cpu_model(), "nproc": os.cpu_count(), "python": sys.version.split()[0],
+                           "platform": platform.platform()},
+               "threads": args.threads, "priority": args.priority,
+               "omp_wait_policy": args.omp_wait_policy or os.environ.get("OMP_WAIT_POLICY"),
+               "sgemm": {"n": args.sgemm_n, "calls": args.sgemm_calls}, "configs": {}}
+    for name in names:
+        c = CONFIGS[name]
+        reps = []
+        for r in range(args.reps):
+            tag = f"r{r}"
+            rep = {"load_before": os.getloadavg()}
+            rep["sgemm"] = measure_sgemm(args, raw_dir, f"{name}-{tag}")
+            order = ["megahost", "torch"] if r % 2 == 0 else ["torch", "megahost"]
+            for system in order:
+                run = (run_megahost if system == "megahost" else run_torch)(args, name, raw_dir, tag)
+                run["load_after"] = os.getloadavg()
+                run["median_step_s"] = med(run["step_s"][c["warmup"]:])
+                # cpu_s_per_step[i] is step i + 2 (the first step has no start mark)
+                run["median_cpu_s"] = med(run["cpu_s_per_step"][c["warmup"] - 1:])
+                rep[system] = run
+            rep["order"] = order
+            for key, label in (("median_step_s", "ratio"), ("median_cpu_s", "cpu_ratio")):
+                rep[label] = rep["torch"][key] / rep["megahost"][key]
+            reps.append(rep)
+            print(f"  {name} rep {r} ({' then '.join(order)}): step megahost {rep['megahost']['median_step_s']:.3f} s, "
+                  f"torch {rep['torch']['median_step_s']:.3f} s, ratio {rep['ratio']:.2f}; CPU-s/step "
+                  f"{rep['megahost']['median_cpu_s']:.3f} vs {rep['torch']['median_cpu_s']:.3f}, ratio "
+                  f"{rep['cpu_ratio']:.2f}; sgemm {med(rep['sgemm']['gflops']):.1f} GFLOP/s, "
+                  f"{med(rep['sgemm']['gflops_per_cpu_s']):.1f} per CPU-s; load {rep['load_before'][0]:.2f}",
+                  flush=True)
+        flops = model_flops(c)
+        peak = med([g for rep in reps for g in rep["sgemm"]["gflops"]])
+        peak_cpu = med([g for rep in reps for g in rep["sgemm"]["gflops_per_cpu_s"]])
+        summary = {"model_gflop_per_step": flops / 1e9, "params": param_count(c),
+                   "sgemm_gflops_median": peak,
+                   "sgemm_gflops_max": max(g for rep in reps for g in rep["sgemm"]["gflops"]),
+                   "sgemm_gflops_per_cpu_s_median": peak_cpu,
+                   "ratio_torch_over_megahost": med([rep["ratio"] for rep in reps]),
+                   "cpu_ratio_torch_over_megahost": med([rep["cpu_ratio"] for rep in reps]),
+                   "ratios": [rep["ratio"] for rep in reps], "cpu_ratios": [rep["cpu_ratio"] for rep in reps],
+                   "load_avg_1min": [rep["load_before"][0] for rep in reps]}
+        for system in ("megahost", "torch"):
+            step = med([rep[system]["median_step_s"] for rep in reps])
+            cpu = med([rep[system]["median_cpu_s"] for rep in reps])
+            summary[system] = {"step_s": step, "tokens_per_s": c["batch"] * c["seq"] / step,
+                               "gflops": flops / step / 1e9, "pct_of_sgemm": 100.0 * flops / step / 1e9 / peak,
+                               "cpu_s_per_step": cpu, "gflop_per_cpu_s": flops / cpu / 1e9,
+                               "pct_of_sgemm_per_cpu_s": 100.0 * flops / cpu / 1e9 / peak_cpu,
+                               "first_loss": reps[0][system]["loss"][0],
+                               "peak_rss_mib": max(rep[system]["rss_mib"] for rep in reps)}
+        results["configs"][name] = {"config": c, "summary": summary, "reps": reps}
+
+    print_table(results)
+    out_json = os.path.join(args.out, f"cpu_vs_torch-{stamp}.json")
+    with open(out_json, "w") as f:
+        json.dump(results, f, indent=1)
+    print(f"\nJSON: {out_json}")
+
+
+def print_table(results):
+    prio = "inherited" if results["priority"] is None else f"nice {results['priority']}"
+    print(f"\n{results['threads']} threads each, OMP_WAIT_POLICY {results['omp_wait_policy'] or 'unset'}, "
+          f"priority {prio}, {results['machine']['cpu']}. Medians over "
+          f"repetitions of each run's median step (warm-up skipped). ratio = torch / megahost (> 1: megahost faster), "
+          f"median of the interleaved pairs' ratios. % sgemm = model GFLOP/s against OpenBLAS sgemm "
+          f"(N={results['sgemm']['n']}, same threads) measured in this run: per wall second, and per CPU-second "
+          f"of all threads (less sensitive to other load).")
+    hdr = ("config", "system", "step s", "tok/s", "GFLOP/s", "% sgemm", "ratio", "CPU-s/step", "GFLOP/CPU-s",
+           "% sgemm/CPU-s", "CPU ratio", "loss@1", "RSS MiB")
+    print("| " + " | ".join(hdr) + " |")
+    print("|" + "---|" * len(hdr))
+    for name, r in results["configs"].items():
+        s = r["summary"]
+        for system in ("megahost", "torch"):
+            x = s[system]
+            ratio = f"{s['ratio_torch_over_megahost']:.2f}" if system == "megahost" else ""
+            cratio = f"{s['cpu_ratio_torch_over_megahost']:.2f}" if system == "megahost" else ""
+            print(f"| {name} | {system} | {x['step_s']:.3f} | {x['tokens_per_s']:.0f} | {x['gflops']:.1f} | "
+                  f"{x['pct_of_sgemm']:.0f}% | {ratio} | {x['cpu_s_per_step']:.3f} | {x['gflop_per_cpu_s']:.1f} | "
+                  f"{x['pct_of_sgemm_per_cpu_s']:.0f}% | {cratio} | {x['first_loss']:.3f} | {x['peak_rss_mib']:.0f} |")
+    for name, r in results["configs"].items():
+        s = r["summary"]
+        print(f"{name}: {s['model_gflop_per_step']:.2f} model GFLOP/step; sgemm median {s['sgemm_gflops_median']:.1f} "
+              f"GFLOP/s (max {s['sgemm_gflops_max']:.1f}), {s['sgemm_gflops_per_cpu_s_median']:.1f} GFLOP per CPU-s; "
+              f"per-pair ratios {', '.join(f'{x:.2f}' for x in s['ratios'])} (CPU: "
+              f"{', '.join(f'{x:.2f}' for x in s['cpu_ratios'])}); 1-min load before each pair "
+              f"{', '.join(f'{l:.1f}' for l in s['load_avg_1min'])}")
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+if __name__ == "__main__":
+    main()

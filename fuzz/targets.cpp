@@ -1,0 +1,14 @@
+#include "targets.hpp"
+
+namespace mh::fuzz {
+
+Target find_target(std::string_view name) {
+  if (name == "config") return &config;
+  if (name == "overrides") return &overrides;
+  if (name == "gpt2_tokenizer") return &gpt2_tokenizer;
+  if (name == "indexed_dataset") return &indexed_dataset;
+  if (name == "plugin_descriptor") return &plugin_descriptor;
+  return nullptr;
+}
+
+}  // namespace mh::fuzz

@@ -1,0 +1,40 @@
+// The fuzz targets: each feeds one input to the host code that reads it from
+// a user or a plugin, and fails (crashes) only on a host bug. A refusal with
+// mh::Error or a Diagnostics report is the expected answer to bad input;
+// anything else escaping (another exception type, a sanitizer report, a
+// hang) is a finding. libFuzzer drives them (fuzz_main.cpp, -DMEGAHOST_FUZZ=ON)
+// and fuzz_replay runs committed inputs through them in every build.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace mh::fuzz {
+
+using Input = std::span<const uint8_t>;
+
+// The bytes as a run's TOML file: Config::load, then assemble against
+// fixed_registry().
+void config(Input input);
+// One command-line override (`section.key=value`) per line, applied to the
+// embedded default config, then assemble.
+void overrides(Input input);
+// vocab.json NUL merges.txt NUL text: loads the GPT-2 tokenizer from the two
+// files, encodes the text and decodes every id of the vocabulary.
+void gpt2_tokenizer(Input input);
+// seq_len byte, u32 little-endian length of .idx, the .idx bytes, then the
+// .bin bytes: opens the indexed dataset, reads every sequence and the first
+// training samples.
+void indexed_dataset(Input input);
+// A plugin descriptor built field by field from the bytes (see
+// plugin_descriptor.cpp); the host validates it and, when it is accepted,
+// registers, lists and assembles its components as it would a loaded plugin.
+void plugin_descriptor(Input input);
+
+// The target called `name` ("config", ...), or nullptr.
+using Target = void (*)(Input);
+Target find_target(std::string_view name);
+
+}  // namespace mh::fuzz

@@ -1,0 +1,19 @@
+// megahost --calibrate: measures this machine through the configured
+// kernels and comm components -- GEMM rates over a grid of shapes, the rate
+// of every memory-bound op, collective latency and bandwidth -- each with
+// 1, 2 and 4 ranks sharing the machine at once, as a threads run shares it,
+// and writes the hardware profile the tuner's cost model reads
+// (configs/hardware/local_cpu.toml).
+#pragma once
+
+#include <string>
+
+#include "config.hpp"
+#include "registry.hpp"
+
+namespace mh {
+
+// Returns the exit status; throws mh::Error on failure.
+int calibrate(const Config& config, const Registry& registry, const std::string& out_file);
+
+}  // namespace mh

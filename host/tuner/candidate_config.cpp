@@ -1,0 +1,87 @@
+#include "tuner/candidate_config.hpp"
+
+#include <megahost/error.hpp>
+
+#include <algorithm>
+#include <fstream>
+
+namespace mh {
+namespace {
+
+toml::table& section(toml::table& root, const std::string& name) {
+  toml::node* node = root.get(name);
+  if (node == nullptr || !node->is_table()) node = &root.insert_or_assign(name, toml::table{}).first->second;
+  return *node->as_table();
+}
+
+std::string string_or(const toml::table& t, const char* key, const std::string& fallback) {
+  return t[key].value<std::string>().value_or(fallback);
+}
+
+// Paths of the data section are relative to the tuned config's folder; the
+// candidate's file lives elsewhere.
+void resolve_data_paths(const Config& config, const Assembly& assembly, toml::table& root) {
+  toml::table& data = section(root, "data");
+  Options values = assembly.data.options();
+  for (const char* key : {"path", "vocab_file", "merges_file"})
+    if (std::string v = values.get_string(key); !v.empty()) data.insert_or_assign(key, config.resolve(v).string());
+}
+
+void write_layout(toml::table& root, const MH_Candidate& c) {
+  toml::table& parallel = section(root, "parallel");
+  toml::table& tensor = section(parallel, "tensor");
+  tensor.insert_or_assign("size", c.tensor);
+  tensor.insert_or_assign("sequence_parallel", c.sequence_parallel != 0);
+  toml::table& pipeline = section(parallel, "pipeline");
+  pipeline.insert_or_assign("size", c.pipeline);
+  pipeline.insert_or_assign("virtual_stages", c.virtual_stages);
+  const std::string schedule = string_or(pipeline, "schedule", "1f1b");
+  if (c.virtual_stages > 1) pipeline.insert_or_assign("schedule", "interleaved");
+  else if (schedule == "interleaved") pipeline.insert_or_assign("schedule", "1f1b");
+  pipeline.erase("layers_per_stage");  // the tuner splits evenly
+  section(root, "train").insert_or_assign("micro_batch", c.micro_batch);
+  toml::table recompute{{"plugin", std::string(c.recompute)}};
+  if (std::string(c.recompute) == "full") {
+    recompute.insert("method", "uniform");
+    recompute.insert("num_layers", c.recompute_layers);
+  }
+  root.insert_or_assign("recompute", std::move(recompute));
+}
+
+// One replica's batch, stopped at 3p micro-batches unless every micro-batch
+// stays in flight (GPipe): 1F1B holds at most p and interleaving at most
+// (v - 1) p + 2 (p - 1) + 1 chunk-forwards, so the step's peaks are reached
+// by then.
+int64_t dry_run_batch(const Assembly& assembly, const toml::table& root, const MH_Candidate& c) {
+  const int64_t replica = assembly.train.options().get_int("global_batch") / c.data;
+  const int64_t m = replica / c.micro_batch;
+  const bool gpipe = root["parallel"]["pipeline"]["schedule"].value<std::string>() == "gpipe";
+  return c.micro_batch * (gpipe ? m : std::min<int64_t>(m, 3 * int64_t(c.pipeline)));
+}
+
+}  // namespace
+
+toml::table candidate_config(const Config& config, const Assembly& assembly, const MH_Candidate& c,
+                             CandidateRun run) {
+  toml::table root = config.root();
+  root.erase("tuner");
+  resolve_data_paths(config, assembly, root);
+  write_layout(root, c);
+  int32_t world = c.tensor * c.pipeline * c.data;
+  if (run == CandidateRun::kDry) {
+    world = c.tensor * c.pipeline;
+    section(root, "train").insert_or_assign("global_batch", dry_run_batch(assembly, root, c));
+  }
+  toml::table& comm = section(root, "comm");
+  if (string_or(comm, "plugin", "threads") == "threads") comm.insert_or_assign("world_size", world);
+  return root;
+}
+
+void write_toml(const toml::table& table, const std::filesystem::path& file, const std::string& comment) {
+  std::ofstream out(file);
+  require(bool(out), "cannot write " + file.string());
+  out << comment << table << "\n";
+  require(bool(out), "writing " + file.string() + " failed");
+}
+
+}  // namespace mh

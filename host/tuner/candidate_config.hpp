@@ -1,0 +1,33 @@
+// The run a tuner candidate describes, as a TOML table: the tuned config's
+// sections with the candidate's layout written over them and [tuner]
+// dropped, so `megahost --config` runs it unchanged.
+#pragma once
+
+#include <megahost/abi.h>
+
+#include <filesystem>
+#include <string>
+
+#include <toml++/toml.h>
+
+#include "assembly.hpp"
+#include "config.hpp"
+
+namespace mh {
+
+enum class CandidateRun {
+  kFull,  // every rank: t * p * d
+  kDry,   // one data-parallel replica, t * p ranks, on its 1/d of the batch
+          // (at most 3p micro-batches, when the schedule's peak is reached):
+          // every rank's memory is that of the full run, since a replica's
+          // memory does not depend on d unless the optimizer state is
+          // sharded over d (then the tuner dry-runs kFull)
+};
+
+toml::table candidate_config(const Config& config, const Assembly& assembly, const MH_Candidate& candidate,
+                             CandidateRun run);
+
+// Writes `table` to `file` with `comment` lines on top.
+void write_toml(const toml::table& table, const std::filesystem::path& file, const std::string& comment);
+
+}  // namespace mh

@@ -1,0 +1,36 @@
+// What a search leaves behind: the ranked and rejected tables for a person
+// (printed, and in report.txt) and as CSV with named columns (ranked.csv,
+// rejected.csv), and the winner as a config megahost runs unchanged
+// (tuned.toml).
+#pragma once
+
+#include <megahost/abi.h>
+
+#include <filesystem>
+#include <ostream>
+#include <span>
+#include <string>
+
+#include "assembly.hpp"
+#include "config.hpp"
+#include "tuner/hardware_profile.hpp"
+
+namespace mh {
+
+struct TunedRun {
+  const Config& config;
+  const Assembly& assembly;
+  const HardwareProfile& profile;
+  MH_ModelShape shape;
+  std::filesystem::path dir;
+};
+
+// "t=2 p=1 v=1 d=2 sp b=4 selective"
+std::string describe_candidate(const MH_Candidate& c);
+// Bytes as GiB with two decimals.
+std::string gib(uint64_t bytes);
+
+// Writes every output; false when no candidate fits (no tuned.toml then).
+bool write_results(std::span<const MH_TunerResult> rows, const TunedRun& run, std::ostream& human);
+
+}  // namespace mh

@@ -1,0 +1,163 @@
+#include "tuner/tune.hpp"
+
+#include <megahost/error.hpp>
+
+#include <glog/logging.h>
+
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <span>
+
+#include "run.hpp"
+#include "tuner/candidate_config.hpp"
+#include "tuner/hardware_profile.hpp"
+#include "tuner/probe.hpp"
+#include "tuner/results_output.hpp"
+
+namespace mh {
+namespace fs = std::filesystem;
+namespace {
+
+// The tuner instance and its ABI 1.1 table, every call checked.
+class TunerSession {
+ public:
+  explicit TunerSession(const Slot& slot) : instance_(slot, 1, -1), api_(instance_.api<MH_TunerApi>()) {
+    require(api_->struct_size >= MH_STRUCT_SIZE(MH_TunerApi, results) && api_->results != nullptr,
+            instance_.label() + " implements the tuner table of ABI 1.0 (next and report only); tuning needs "
+                                "needs, begin and results of ABI 1.1: rebuild it against this SDK");
+  }
+
+  MH_TunerNeeds needs() {
+    MH_TunerNeeds n{};
+    n.struct_size = sizeof(n);
+    check(api_->needs(instance_.get(), &n), instance_.label() + " needs");
+    return n;
+  }
+  void begin(const MH_ModelShape& shape, const MH_Hardware& hw) {
+    check(api_->begin(instance_.get(), &shape, &hw), instance_.label() + " begin");
+  }
+  std::optional<MH_Candidate> next(const MH_ModelShape& shape) {
+    MH_Candidate c{};
+    c.struct_size = sizeof(c);
+    int32_t done = 0;
+    check(api_->next(instance_.get(), &shape, &c, &done), instance_.label() + " next");
+    if (done) return std::nullopt;
+    return c;
+  }
+  void report(const MH_Candidate& c, const MH_Estimate& e) {
+    check(api_->report(instance_.get(), &c, &e), instance_.label() + " report");
+  }
+  std::span<const MH_TunerResult> results() {
+    const MH_TunerResult* rows = nullptr;
+    size_t count = 0;
+    check(api_->results(instance_.get(), &rows, &count), instance_.label() + " results");
+    return {rows, count};
+  }
+
+ private:
+  Instance instance_;
+  const MH_TunerApi* api_;
+};
+
+MH_ModelShape model_shape(const Assembly& assembly, const Config& config, int32_t devices) {
+  const ModelDims d = global_dims(assembly, config);
+  Options train = assembly.train.options();
+  return MH_ModelShape{sizeof(MH_ModelShape), d.layers, d.hidden, d.heads, d.ffn, d.seq, d.vocab,
+                       train.get_int("micro_batch"), train.get_int("global_batch"), devices};
+}
+
+// Whether the engine shards optimizer state over d replicas: then memory
+// depends on d and a dry run needs every replica.
+bool shards_over_data(const Assembly& assembly, int32_t d) {
+  if (d <= 1) return false;
+  Instance data(*assembly.slot(MH_KIND_DATA_PARALLEL), 1, -1);
+  const uint64_t one = 4;
+  MH_DataPlan plan{};
+  plan.struct_size = sizeof(plan);
+  check(data.api<MH_DataParallelApi>()->plan(data.get(), d, &one, 1, &plan), data.label());
+  return plan.distributed_optimizer != 0;
+}
+
+struct Search {
+  const Assembly& assembly;
+  const Config& config;
+  ProbeSettings probe;
+  uint64_t capacity;  // bytes one rank may use
+};
+
+// The memory of a training candidate from a dry run of the real engine, and
+// what a rank may use; inference candidates get the capacity only.
+void estimate(TunerSession& tuner, const Search& s, const MH_Candidate& c, int index) {
+  MH_Estimate e{};
+  e.struct_size = sizeof(e);
+  e.capacity_bytes = s.capacity;
+  DryRunMemory m;
+  if (c.workload == MH_WORKLOAD_TRAIN) {
+    const CandidateRun run = shards_over_data(s.assembly, c.data) ? CandidateRun::kFull : CandidateRun::kDry;
+    const std::string name = "candidate" + std::to_string(index);
+    const fs::path file = s.probe.work_dir / (name + ".toml");
+    write_toml(candidate_config(s.config, s.assembly, c, run), file, "");
+    m = dry_run_memory(s.probe, file, name);
+    LOG(INFO) << "dry run " << index << " " << describe_candidate(c) << ": "
+              << (m.error.empty() ? gib(m.peak_bytes) + " GiB on rank " + std::to_string(m.peak_rank) + " (" + m.breakdown + ")"
+                                  : m.error);
+    e.memory_bytes = m.peak_bytes;
+    e.fits = m.error.empty() && m.peak_bytes <= s.capacity;
+    e.failure = m.error.empty() ? nullptr : m.error.c_str();
+  }
+  tuner.report(c, e);
+}
+
+void measure_best(TunerSession& tuner, const Search& s, const MH_TunerNeeds& needs) {
+  std::vector<MH_Candidate> best;
+  for (const auto& r : tuner.results())
+    if (r.verdict == MH_VERDICT_RANKED && r.rank <= needs.measure_top_k) best.push_back(*r.candidate);
+  for (size_t i = 0; i < best.size(); ++i) {
+    const std::string name = "measured" + std::to_string(i);
+    const fs::path file = s.probe.work_dir / (name + ".toml");
+    write_toml(candidate_config(s.config, s.assembly, best[i], CandidateRun::kFull), file, "");
+    MeasuredRun run = measure_steps(s.probe, file, name, needs.measure_steps);
+    LOG(INFO) << "measured " << describe_candidate(best[i]) << ": "
+              << (run.error.empty() ? std::to_string(run.best_step_seconds) + " s per step" : run.error);
+    if (!run.error.empty()) continue;
+    MH_Estimate e{};
+    e.struct_size = sizeof(e);
+    e.measured = 1;
+    e.step_seconds = run.best_step_seconds;
+    tuner.report(best[i], e);
+  }
+}
+
+fs::path output_dir(const Assembly& assembly, const Config& config) {
+  const std::string dir = assembly.output.options().get_string("dir");
+  return config.resolve(dir.empty() ? "tuner_out" : dir);
+}
+
+}  // namespace
+
+int tune(const Assembly& assembly, const Config& config, const TuneFlags& flags) {
+  TunerSession tuner(*assembly.slot(MH_KIND_TUNER));
+  const MH_TunerNeeds needs = tuner.needs();
+  Diagnostics diag;
+  // A file is relative to the config, as data paths are; a name is looked up.
+  const std::string cluster = fs::path(needs.hardware).extension() == ".toml" ? config.resolve(needs.hardware).string()
+                                                                                 : std::string(needs.hardware);
+  std::optional<HardwareProfile> profile = load_hardware_profile(cluster, hardware_search_path(config), diag);
+  require(profile.has_value(), diag.report());
+  const int32_t per_node = needs.devices_per_node > 0 ? needs.devices_per_node : profile->devices_per_node;
+  const MH_ModelShape shape = model_shape(assembly, config, needs.nodes * per_node);
+  tuner.begin(shape, profile->view());
+
+  const fs::path out = output_dir(assembly, config);
+  fs::create_directories(out / "runs");
+  Search s{assembly, config, ProbeSettings{fs::read_symlink("/proc/self/exe"), flags.plugin_path, out / "runs"},
+           profile->shared_device ? profile->memory_bytes / uint64_t(per_node) : profile->memory_bytes};
+  int index = 0;
+  while (std::optional<MH_Candidate> c = tuner.next(shape)) estimate(tuner, s, *c, index++);
+  LOG(INFO) << "estimated " << index << " candidate(s) on " << profile->name;
+  if (needs.measure_top_k > 0) measure_best(tuner, s, needs);
+  return write_results(tuner.results(), TunedRun{config, assembly, *profile, shape, out}, std::cout) ? 0 : 1;
+}
+
+}  // namespace mh

@@ -1,0 +1,101 @@
+// The CUDA ops: each function enqueues its kernels on `stream` and returns
+// at once; a launch that fails throws mh::Error naming the op. Letters as in
+// abi.h: N rows (tokens), C columns (channels), G groups of scores
+// (batch x heads), S sequence, V vocabulary (the local shard), R rows of an
+// embedding table. Every float tensor is f32 or bf16 (Floats) and is read
+// and written as f32: arithmetic and accumulation are f32 throughout.
+//
+// Plain C++17 so that the .cu files (nvcc, see cmake/MegahostCuda.cmake) and
+// the C++20 component include it alike.
+#pragma once
+
+#include <megahost/abi.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace mh::kernels::gpu {
+
+// A float tensor on the device: f32 elements, or bf16 when `bf16` is set.
+struct Floats {
+  void* data;
+  bool bf16;
+};
+
+// Row blocks of the column sums (bias_backward, layernorm_backward): the
+// rows are split into at most this many chunks, summed in parallel into
+// partial sums, which a second kernel adds up in a fixed order.
+inline constexpr int64_t kColumnChunks = 64;
+// Bytes of device scratch a column sum of C columns needs.
+inline uint64_t column_scratch_bytes(int64_t C) { return uint64_t(2 * kColumnChunks * C) * sizeof(float); }
+
+// Blocks of sum_squares' first pass, each leaving one double partial sum.
+inline constexpr int64_t kSumBlocks = 1024;
+inline constexpr uint64_t kSumScratchBytes = kSumBlocks * sizeof(double);
+
+// out, x (N, C); weight, bias (C); mean, rstd (N) f32. out may alias x.
+void layernorm_forward(cudaStream_t stream, Floats out, float* mean, float* rstd, Floats x, Floats weight,
+                       Floats bias, int64_t N, int64_t C, float eps);
+// dx (N, C) +=; dweight, dbias (C) +=; dout, x (N, C); weight (C); mean, rstd
+// (N). dx may alias dout. scratch: column_scratch_bytes(C).
+void layernorm_backward(cudaStream_t stream, Floats dx, Floats dweight, Floats dbias, Floats dout, Floats x,
+                        Floats weight, const float* mean, const float* rstd, int64_t N, int64_t C, void* scratch);
+
+// out = op(x, y, alpha) over n elements (MH_UnaryOp); out may alias x or y.
+// MH_COPY between dtypes converts (rounding to nearest even into bf16).
+void elementwise(cudaStream_t stream, int32_t op, Floats out, Floats x, Floats y, float alpha, int64_t n);
+// c = beta * c over the [batch, rows, cols] view with batch stride `step` and
+// leading dimension `ld`; beta 0 writes zeros, NaN in c or not (as BLAS).
+void scale_matrices(cudaStream_t stream, Floats c, float beta, int64_t batch, int64_t rows, int64_t cols, int64_t step,
+                    int64_t ld);
+// out[i] = uniform draw of (seed, i) - 0.5: operands of the peak measurement.
+void fill_uniform(cudaStream_t stream, Floats out, int64_t n, uint64_t seed);
+
+// out, x (N, C); bias (C); out may alias x.
+void bias_forward(cudaStream_t stream, Floats out, Floats x, Floats bias, int64_t N, int64_t C);
+// dbias (C) += column sums of dout (N, C). scratch: column_scratch_bytes(C).
+void bias_backward(cudaStream_t stream, Floats dbias, Floats dout, int64_t N, int64_t C, void* scratch);
+
+// out, x (G, S, S): causal softmax of scale * x along the last dimension;
+// masked entries come out 0. out may alias x.
+void softmax_forward(cudaStream_t stream, Floats out, Floats x, float scale, int64_t G, int64_t S);
+// dx, out, dout (G, S, S); dx may alias dout.
+void softmax_backward(cudaStream_t stream, Floats dx, Floats out, Floats dout, float scale, int64_t G, int64_t S);
+
+// out, x, residual (n; residual.data may be NULL), mask u8 (n), drawn with
+// mh::rng exactly as the cpu kernels draw it.
+void dropout_forward(cudaStream_t stream, Floats out, uint8_t* mask, Floats x, Floats residual, float p,
+                     const MH_RngSpan& rng, int64_t n);
+// dx, dout, mask (n); dx may alias dout.
+void dropout_backward(cudaStream_t stream, Floats dx, Floats dout, const uint8_t* mask, float p, int64_t n);
+
+// out (N, C) (+)= table[ids - id_start]; table (R, C); ids (N).
+void embedding_forward(cudaStream_t stream, Floats out, Floats table, const int32_t* ids, int64_t id_start,
+                       bool accumulate, int64_t N, int64_t R, int64_t C);
+// dtable (R, C) += dout (N, C) rows by ids (N), with atomic adds.
+void embedding_backward(cudaStream_t stream, Floats dtable, Floats dout, const int32_t* ids, int64_t id_start,
+                        int64_t N, int64_t R, int64_t C);
+
+// logits (N, V) hold ids [id_start, id_start + V); row_max, sum_exp,
+// target_logit, targets (N).
+void xent_max(cudaStream_t stream, float* row_max, Floats logits, int64_t N, int64_t V);
+void xent_stats(cudaStream_t stream, float* sum_exp, float* target_logit, Floats logits, const float* row_max,
+                const int32_t* targets, int64_t id_start, int64_t N, int64_t V);
+// logits <- scale * (softmax - onehot(target)), in place
+void xent_backward(cudaStream_t stream, Floats logits, const float* row_max, const float* sum_exp,
+                   const int32_t* targets, int64_t id_start, float scale, int64_t N, int64_t V);
+
+// The scalars of one AdamW step; corrections are 1 - beta^t.
+struct AdamWStep {
+  float lr, beta1, beta2, eps, weight_decay, correction1, correction2;
+};
+// param, m, v, grad (n) f32.
+void adamw(cudaStream_t stream, float* param, float* m, float* v, const float* grad, const AdamWStep& step,
+           int64_t n);
+
+// out[0] (f32) += sum of x^2, accumulated in double in a fixed order.
+// scratch: kSumScratchBytes.
+void sum_squares(cudaStream_t stream, float* out, Floats x, int64_t n, void* scratch);
+
+}  // namespace mh::kernels::gpu

@@ -1,0 +1,21 @@
+#include "layout.hpp"
+
+#include <algorithm>
+
+namespace mh::tuner {
+
+Model Model::from(const MH_ModelShape& s) {
+  return Model{s.layers, s.hidden, s.heads, s.ffn_hidden, s.seq_len, s.vocab, s.global_batch};
+}
+
+Placement Placement::of(const Layout& l, int32_t devices_per_node, bool shared_device) {
+  auto level = [&](int64_t span) { return span <= devices_per_node ? MH_LINK_INTRA_NODE : MH_LINK_INTER_NODE; };
+  Placement out;
+  out.tp_level = level(l.t);
+  out.dp_level = level(int64_t(l.t) * l.d);
+  out.pp_level = level(int64_t(l.world()));
+  out.sharing = shared_device ? std::min(l.world(), devices_per_node) : 1;
+  return out;
+}
+
+}  // namespace mh::tuner

@@ -1,0 +1,46 @@
+// A candidate as the cost model reads it: the model it splits, how it
+// splits it, and where its groups sit on the cluster. Notation as in the
+// papers: t tensor, p pipeline stages, v model chunks per stage, d data
+// parallel, b micro-batch, m micro-batches per pipeline per step.
+#pragma once
+
+#include <megahost/abi.h>
+
+#include <cstdint>
+
+namespace mh::tuner {
+
+struct Model {
+  int64_t layers, hidden, heads, ffn, seq, vocab, global_batch;
+
+  static Model from(const MH_ModelShape& shape);
+};
+
+enum class Recompute { kNone, kSelective, kFull };
+
+struct Layout {
+  int32_t t = 1, p = 1, v = 1, d = 1, b = 1;
+  bool sp = false;
+  Recompute recompute = Recompute::kNone;
+  int32_t recompute_layers = 0;  // full recompute: layers per checkpointed group
+
+  int64_t microbatches(const Model& m) const { return m.global_batch / (int64_t(b) * d); }
+  int64_t layers_per_chunk(const Model& m) const { return m.layers / (int64_t(p) * v); }
+  int32_t world() const { return t * p * d; }
+};
+
+// Which link each group's collectives cross, and how many ranks share one
+// device (all ranks of a node on a CPU, one on a GPU). Megatron's rank
+// order: tensor fastest, then data, then pipeline.
+struct Placement {
+  int32_t tp_level = MH_LINK_INTRA_NODE, dp_level = MH_LINK_INTRA_NODE, pp_level = MH_LINK_INTRA_NODE;
+  int32_t sharing = 1;
+  // Pipeline messages of 1/t of an activation per rank, as Megatron's
+  // scatter/gather sends them ([N21] 4.1); megahost's engine sends each
+  // rank's local rows (1/t only with sequence parallelism).
+  bool scatter_gather = false;
+
+  static Placement of(const Layout& l, int32_t devices_per_node, bool shared_device);
+};
+
+}  // namespace mh::tuner

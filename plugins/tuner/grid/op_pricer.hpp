@@ -1,0 +1,65 @@
+// Prices the ops of megahost's engine (host/engine/transformer.cpp) one by
+// one on a machine: the building block of the training and inference cost
+// models. Dimensions as in host/engine/model.hpp: n rows (s * b), nl the
+// rows of the layernorm and dropout regions (n / t with SP), hl = h / t,
+// fl = f / t, V the local vocabulary, g = b * a / t attention groups, dh the
+// head size.
+#pragma once
+
+#include <cstdint>
+
+#include "layout.hpp"
+#include "machine.hpp"
+
+namespace mh::tuner {
+
+inline constexpr double kFp32 = 4;
+
+// Seconds by resource: GEMMs, memory-bound ops, collectives.
+struct Seconds {
+  double gemm = 0, vector = 0, comm = 0;
+
+  double total() const { return gemm + vector + comm; }
+  Seconds& operator+=(const Seconds& o);
+  Seconds operator*(double k) const;
+};
+
+class Pricer {
+ public:
+  // train = false prices inference: no dropout.
+  Pricer(const Machine& machine, const Model& model, const Layout& l, const Placement& w, bool train = true);
+
+  // What was priced since the last take.
+  Seconds take();
+
+  void gemm(int64_t batch, int64_t m, int64_t n, int64_t k);
+  void vec(const char* op, int64_t elements);
+  void tp(Coll op, double bytes);
+  double act(int64_t elements) const;
+
+  void attention_forward();
+  void layer_forward();
+  void layer_backward();
+  void embedding_forward_backward();
+  void head_forward_backward();
+
+  const int64_t s, h, V, n, nl, hl, fl, g, dh;
+
+ private:
+  void dropout(int64_t elements);
+  void enter_fwd();
+  void enter_bwd();
+  void exit_fwd();
+  void exit_bwd();
+  void residual_branch(int64_t width);
+  void residual_branch_backward();
+  void linear_backward(int64_t in, int64_t out, bool regather);
+
+  const Machine& mc_;
+  const Layout& l_;
+  const Placement& w_;
+  bool train_;
+  Seconds out_;
+};
+
+}  // namespace mh::tuner

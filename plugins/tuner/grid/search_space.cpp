@@ -1,0 +1,167 @@
+#include "search_space.hpp"
+
+#include <megahost/error.hpp>
+#include <megahost/options.hpp>
+
+#include <algorithm>
+#include <sstream>
+
+namespace mh::tuner {
+namespace {
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::vector<bool> bool_list(const std::string& text, const std::string& key) {
+  if (text == "auto") return {true, false};
+  std::vector<bool> out;
+  for (const auto& item : split(text)) {
+    require(item == "true" || item == "false",
+            key + ": '" + item + "' is not true or false; give \"true\", \"false\", \"true,false\" or \"auto\"");
+    out.push_back(item == "true");
+  }
+  return out;
+}
+
+std::vector<Recompute> recompute_list(const std::string& text, const std::string& key) {
+  if (text == "auto") return {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  std::vector<Recompute> out;
+  for (const auto& item : split(text)) {
+    if (item == "none") out.push_back(Recompute::kNone);
+    else if (item == "selective") out.push_back(Recompute::kSelective);
+    else if (item == "full") out.push_back(Recompute::kFull);
+    else throw Error(MH_INVALID_ARGUMENT, key + ": '" + item + "' is not a recompute policy; use none, selective, full");
+  }
+  return out;
+}
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+// What stops the layout from running, one reason per line.
+std::vector<std::string> problems(const Layout& l, const Model& m, int32_t devices) {
+  std::vector<std::string> out;
+  if (l.world() != devices)
+    out.push_back("t*p*d = " + str(l.t) + "*" + str(l.p) + "*" + str(l.d) + " = " + str(l.world()) + " is not the " +
+                  str(devices) + " devices of the cluster");
+  if (m.heads % l.t != 0) out.push_back("t = " + str(l.t) + " does not divide the " + str(m.heads) + " heads");
+  else if (m.ffn % l.t != 0 || m.vocab % l.t != 0)
+    out.push_back("t = " + str(l.t) + " does not divide ffn_hidden = " + str(m.ffn) + " or the padded vocabulary " + str(m.vocab));
+  if (l.sp && m.seq % l.t != 0)
+    out.push_back("sequence parallelism: t = " + str(l.t) + " does not divide seq_len = " + str(m.seq));
+  if (m.layers % (int64_t(l.p) * l.v) != 0)
+    out.push_back("p*v = " + str(int64_t(l.p) * l.v) + " does not divide the " + str(m.layers) + " layers");
+  if (l.v > 1 && l.p < 2) out.push_back("v = " + str(l.v) + " virtual stages need p >= 2");
+  if (m.global_batch % (int64_t(l.b) * l.d) != 0)
+    out.push_back("b*d = " + str(int64_t(l.b) * l.d) + " does not divide the global batch " + str(m.global_batch));
+  else if (l.v > 1 && l.microbatches(m) % l.p != 0)
+    out.push_back("interleaving needs the " + str(l.microbatches(m)) + " micro-batches to be a multiple of p = " + str(l.p));
+  return out;
+}
+
+// The divisors of n that also divide m.
+std::vector<int64_t> common_divisors(int64_t n, int64_t m) {
+  std::vector<int64_t> out = divisors(n);
+  std::erase_if(out, [&](int64_t k) { return m % k != 0; });
+  return out;
+}
+
+// Every (t, p, d) of the lists; "auto" takes the sizes that divide what
+// they split and the devices.
+template <class F>
+void for_each_split(const SearchLists& lists, const Model& m, int32_t devices, F&& f) {
+  for (int64_t t : int_list(lists.tensor, common_divisors(m.heads, devices), "tuner.tensor"))
+    for (int64_t p : int_list(lists.pipeline, common_divisors(m.layers, std::max<int64_t>(1, devices / t)), "tuner.pipeline"))
+      for (int64_t d : int_list(lists.data, {std::max<int64_t>(1, devices / (t * p))}, "tuner.data"))
+        f(int32_t(t), int32_t(p), int32_t(d));
+}
+
+}  // namespace
+
+SearchLists SearchLists::from(const Options& o) {
+  return SearchLists{o.get_string("tensor"),           o.get_string("pipeline"),   o.get_string("virtual_stages"),
+                     o.get_string("data"),             o.get_string("sequence_parallel"),
+                     o.get_string("micro_batch"),      o.get_string("recompute"), o.get_string("recompute_layers")};
+}
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t k = 1; k <= n; ++k)
+    if (n % k == 0) out.push_back(k);
+  return out;
+}
+
+std::vector<int64_t> int_list(const std::string& text, const std::vector<int64_t>& auto_values, const std::string& key) {
+  if (text == "auto") return auto_values;
+  std::vector<int64_t> out;
+  for (const auto& item : split(text)) {
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    require(used == item.size() && v >= 1,
+            key + ": '" + item + "' is not a positive whole number; give a comma list such as \"1,2,4\" or \"auto\"");
+    out.push_back(v);
+  }
+  require(!out.empty(), key + " is empty; give a comma list such as \"1,2,4\" or \"auto\"");
+  return out;
+}
+
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+    default: return "none";
+  }
+}
+
+std::vector<Proposal> training_proposals(const SearchLists& lists, const Model& m, int32_t devices) {
+  const std::vector<bool> sps = bool_list(lists.sequence_parallel, "tuner.sequence_parallel");
+  const std::vector<Recompute> policies = recompute_list(lists.recompute, "tuner.recompute");
+  std::vector<Proposal> out;
+  for_each_split(lists, m, devices, [&](int32_t t, int32_t p, int32_t d) {
+    const int64_t stage_layers = std::max<int64_t>(1, m.layers / p);
+    for (int64_t v : int_list(lists.virtual_stages, divisors(stage_layers), "tuner.virtual_stages"))
+      for (bool sp : sps) {
+        if (sp && t == 1) continue;  // sequence parallelism is off at t = 1, as in Megatron
+        for (int64_t b : int_list(lists.micro_batch, divisors(std::max<int64_t>(1, m.global_batch / d)), "tuner.micro_batch"))
+          for (Recompute r : policies) {
+            const std::vector<int64_t> groups =
+                r == Recompute::kFull ? int_list(lists.recompute_layers, divisors(std::max<int64_t>(1, stage_layers / v)),
+                                                 "tuner.recompute_layers")
+                                      : std::vector<int64_t>{0};
+            for (int64_t n : groups) {
+              Layout l{t, p, int32_t(v), d, int32_t(b), sp, r, int32_t(n)};
+              out.push_back(Proposal{l, problems(l, m, devices)});
+            }
+          }
+      }
+  });
+  return out;
+}
+
+std::vector<Proposal> inference_proposals(const SearchLists& lists, const std::string& batches, const Model& m,
+                                          int32_t devices) {
+  std::vector<Proposal> out;
+  for_each_split(lists, m, devices, [&](int32_t t, int32_t p, int32_t d) {
+    for (int64_t b : int_list(batches, {1}, "tuner.inference_batch")) {
+      Layout l{t, p, 1, d, int32_t(b), false, Recompute::kNone, 0};
+      Model one = m;
+      one.global_batch = int64_t(b) * d;  // one batch per replica
+      out.push_back(Proposal{l, problems(l, one, devices)});
+    }
+  });
+  return out;
+}
+
+}  // namespace mh::tuner

@@ -1,0 +1,45 @@
+// The [tuner] search space: each dimension a comma list or "auto", expanded
+// against the model and the cluster into every candidate layout, each with
+// the reasons it cannot run (a size that does not divide what it splits).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "layout.hpp"
+
+namespace mh {
+class Options;
+}
+
+namespace mh::tuner {
+
+struct SearchLists {
+  std::string tensor, pipeline, virtual_stages, data, sequence_parallel, micro_batch, recompute,
+      recompute_layers;
+
+  static SearchLists from(const Options& options);
+};
+
+struct Proposal {
+  Layout layout;
+  std::vector<std::string> problems;  // empty: the host can run it
+};
+
+// Every combination of the lists for `devices` ranks in all.
+std::vector<Proposal> training_proposals(const SearchLists& lists, const Model& model, int32_t devices);
+
+// (t, p, d) with the batch as the micro-batch, for inference.
+std::vector<Proposal> inference_proposals(const SearchLists& lists, const std::string& batches, const Model& model,
+                                          int32_t devices);
+
+// "1,2,4" -> {1, 2, 4}; "auto" -> auto_values; throws naming `key` on a bad
+// entry.
+std::vector<int64_t> int_list(const std::string& text, const std::vector<int64_t>& auto_values, const std::string& key);
+
+std::vector<int64_t> divisors(int64_t n);
+
+const char* recompute_name(Recompute r);
+
+}  // namespace mh::tuner

@@ -1,0 +1,100 @@
+#include "training_cost.hpp"
+
+#include <algorithm>
+
+#include "op_pricer.hpp"
+
+namespace mh::tuner {
+
+namespace {
+
+struct MicroBatchWork {
+  Seconds first, middle, last;  // one micro-batch through the first, a middle and the last stage
+};
+
+// One layer forward, backward and what the recompute policy runs again:
+// selective the attention core, full the whole layer (every layer's
+// activations but its checkpointed input are dropped, whatever the group).
+void price_layer(Pricer& pr, const Layout& l, StepCost& cost) {
+  pr.layer_forward();
+  cost.layer_forward = pr.take();
+  pr.layer_backward();
+  cost.layer_backward = pr.take();
+  if (l.recompute == Recompute::kSelective) pr.attention_forward();
+  if (l.recompute == Recompute::kFull) pr.layer_forward();
+  cost.layer_recompute = pr.take();
+}
+
+MicroBatchWork micro_batch_work(Pricer& pr, const Model& model, const Layout& l, const Machine& mc,
+                                const Placement& w, StepCost& cost) {
+  price_layer(pr, l, cost);
+  Seconds layers = cost.layer_forward;
+  layers += cost.layer_backward;
+  layers += cost.layer_recompute;
+  layers = layers * double(l.layers_per_chunk(model) * l.v);
+  // Activations forward and gradients backward across each chunk boundary.
+  const int64_t rows = w.scatter_gather ? pr.n / l.t : pr.nl;
+  if (l.p > 1) layers.comm += 2.0 * l.v * mc.collective_seconds(Coll::kSendRecv, pr.act(rows * pr.h), 2, w.pp_level);
+  pr.embedding_forward_backward();
+  const Seconds embedding = pr.take();
+  pr.head_forward_backward();
+  const Seconds head = pr.take();
+  MicroBatchWork out{layers, layers, layers};
+  out.first += embedding;
+  out.last += head;
+  if (l.p == 1) out.first += head;
+  return out;
+}
+
+// Gradient reductions, norm and AdamW once per step on the biggest stage.
+Seconds step_end(const Machine& mc, const Model& model, const Layout& l, const Placement& w) {
+  int64_t params = 0;
+  for (int32_t stage = 0; stage < l.p; ++stage) params = std::max(params, params_per_rank(model, l, stage));
+  const double p = double(params);
+  Seconds out;
+  out.vector += mc.vector_seconds("elementwise", p, w.sharing);  // zero the gradients
+  if (l.sp && l.t > 1) {
+    // Layernorm and row-parallel bias gradients saw one sequence shard each.
+    const double replicated = double(model.layers / l.p) * 6.0 * double(model.hidden);
+    out.comm += mc.collective_seconds(Coll::kAllReduce, replicated * kFp32, l.t, w.tp_level);
+  }
+  out.comm += mc.collective_seconds(Coll::kAllReduce, p * kFp32, l.d, w.dp_level);
+  out.vector += mc.vector_seconds("sum_squares", p, w.sharing);
+  out.vector += mc.vector_seconds("adamw", p, w.sharing);
+  return out;
+}
+
+}  // namespace
+
+StepCost training_step(const Machine& machine, const Model& model, const Layout& l, const Placement& w) {
+  StepCost cost;
+  Pricer pricer(machine, model, l, w);
+  MicroBatchWork work = micro_batch_work(pricer, model, l, machine, w, cost);
+  const Seconds* slowest = &work.first;
+  for (const Seconds* s : {&work.middle, &work.last})
+    if (s->total() > slowest->total()) slowest = s;
+  cost.stage = *slowest;
+  cost.bubble_slots = double(l.p - 1) / double(l.v);
+  cost.step_end = step_end(machine, model, l, w);
+  const double slots = double(l.microbatches(model)) + cost.bubble_slots;
+  cost.step_seconds = slots * cost.stage.total() + cost.step_end.total();
+  return cost;
+}
+
+double model_flops(const Model& m) {
+  const double B = double(m.global_batch), s = double(m.seq), h = double(m.hidden), f = double(m.ffn);
+  const double layer = 2 * B * s * (4 * h * h + 2 * h * f) + 4 * B * s * s * h;
+  return 3 * (double(m.layers) * layer + 2 * B * s * h * double(m.vocab));
+}
+
+int64_t params_per_rank(const Model& m, const Layout& l, int32_t stage) {
+  const int64_t h = m.hidden, f = m.ffn, t = l.t;
+  const int64_t layer = 4 * h + (3 * h * h + 3 * h) / t + h * h / t + h + (f * h + f) / t + h * f / t + h;
+  int64_t out = layer * (m.layers / l.p);
+  if (stage == 0 || stage == l.p - 1) out += m.vocab / t * h;  // the tied embedding
+  if (stage == 0) out += m.seq * h;
+  if (stage == l.p - 1) out += 2 * h;
+  return out;
+}
+
+}  // namespace mh::tuner

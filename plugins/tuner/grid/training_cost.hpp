@@ -1,0 +1,33 @@
+// The cost model of one training step: every op megahost's engine runs
+// (host/engine/transformer.cpp), priced on the target machine -- GEMMs at
+// the calibrated rate of their shape, memory-bound ops at their measured
+// bandwidth, collectives at latency + bytes / bandwidth of the link their
+// group spans -- summed per micro-batch, then laid out by the pipeline
+// schedule: (m + (p - 1) / v) micro-batch slots of the slowest stage, plus
+// the gradient reduction and the optimizer once per step.
+#pragma once
+
+#include "layout.hpp"
+#include "machine.hpp"
+#include "op_pricer.hpp"
+
+namespace mh::tuner {
+
+struct StepCost {
+  Seconds layer_forward, layer_backward, layer_recompute;  // one layer, one micro-batch
+  Seconds stage;                                           // one micro-batch on the slowest stage
+  Seconds step_end;                                        // gradient reduction and optimizer
+  double bubble_slots = 0;                                 // (p - 1) / v
+  double step_seconds = 0;
+};
+
+StepCost training_step(const Machine& machine, const Model& model, const Layout& layout, const Placement& where);
+
+// Model FLOPs of one step ([K22] Eq. 7, with the MLP width as configured):
+// 72 B L s h^2 (1 + s / 6h + V / 12hL) when ffn = 4h.
+double model_flops(const Model& model);
+
+// Parameters one rank of `stage` holds (the engine's ParamSet).
+int64_t params_per_rank(const Model& model, const Layout& layout, int32_t stage);
+
+}  // namespace mh::tuner

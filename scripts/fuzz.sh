@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (clang, ASan + UBSan) into build-fuzz/ and runs
+# each one for SECONDS (default 20) from its seed corpus, fuzz/corpus/<target>.
+#   scripts/fuzz.sh [SECONDS] [TARGET...]
+# New inputs go to build-fuzz/corpus/<target>, crashing ones to
+# build-fuzz/findings/<target>/. Exits non-zero when any target found one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-20}
+shift || true
+targets=("$@")
+((${#targets[@]})) || targets=(config overrides gpt2_tokenizer indexed_dataset plugin_descriptor)
+
+CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+  -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
+  -DMEGAHOST_SANITIZE=address,undefined -DMEGAHOST_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
+cmake --build build-fuzz -j2 --target megahost_fuzzers
+
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+failed=()
+for target in "${targets[@]}"; do
+  work=build-fuzz/corpus/$target findings=build-fuzz/findings/$target
+  mkdir -p "$work" "$findings"
+  dict=()
+  [[ $target == config || $target == overrides ]] && dict=(-dict=fuzz/config.dict)
+  log=build-fuzz/fuzz-$target.log
+  echo "fuzzing $target for ${seconds}s (log: $log)"
+  # -timeout: an input that takes over 10 s is a finding (a hang), as is
+  # using over 2 GiB.
+  if ! build-fuzz/bin/fuzz_"$target" "$work" fuzz/corpus/"$target" "${dict[@]}" -max_total_time="$seconds" \
+      -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$findings/" >"$log" 2>&1; then
+    failed+=("$target")
+    grep -E "ERROR|runtime error|Test unit written" "$log" | head -5 || true
+  fi
+  grep -E "^#[0-9]+[[:space:]]+DONE" "$log" | tail -1 || true
+  grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$log" || true
+done
+if ((${#failed[@]})); then
+  echo "fuzzing found crashes in: ${failed[*]} (inputs in build-fuzz/findings/)" >&2
+  exit 1
+fi

@@ -1,0 +1,92 @@
+// What the fixes of fuzzing findings promise (the crashing inputs are
+// replayed from regressions/plugin_descriptor): a plugin whose option default
+// is no valid value for the option is refused when it loads, naming the
+// option, instead of crashing every run that assembles the component; and an
+// option spec whose struct_size ends inside `doc` is read without it.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <megahost/options.hpp>
+
+#include "plugin_loader.hpp"
+#include "registry.hpp"
+
+namespace mh {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A plugin with one kernels component "k" whose one option is `option`.
+class OneOptionPlugin {
+ public:
+  explicit OneOptionPlugin(const MH_OptionSpec& option)
+      : option_(option),
+        component_{MH_STRUCT_SIZE(MH_ComponentDesc, api),
+                   MH_KIND_KERNELS,
+                   "k",
+                   "1.0",
+                   "a kernels component",
+                   &option_,
+                   1,
+                   [](const MH_CreateArgs*, MH_Instance**) -> MH_Error* { return nullptr; },
+                   [](MH_Instance*) {},
+                   &kTable},
+        desc_{MH_STRUCT_SIZE(MH_PluginDesc, num_components), MH_ABI_MAJOR, MH_ABI_MINOR, "p", "1.0", &component_, 1} {}
+  OneOptionPlugin(const OneOptionPlugin&) = delete;
+  OneOptionPlugin& operator=(const OneOptionPlugin&) = delete;
+
+  const MH_PluginDesc* desc() const { return &desc_; }
+
+ private:
+  static constexpr MH_KernelsApi kTable{sizeof(MH_KernelsApi)};
+  MH_OptionSpec option_;
+  MH_ComponentDesc component_;
+  MH_PluginDesc desc_;
+};
+
+std::string problem_with(const MH_OptionSpec& option) { return descriptor_problem(OneOptionPlugin(option).desc()); }
+
+TEST(PluginDescriptor, SoundOptionDefaultsAreAccepted) {
+  EXPECT_EQ(problem_with(opt_int("threads", "0", 0, 8, "threads")), "");
+  EXPECT_EQ(problem_with(opt_double("eps", "1", 0, 1, "an integer is a number")), "");
+  EXPECT_EQ(problem_with(opt_choice("dtype", "\"f32\"", "f32|bf16", "dtype")), "");
+  EXPECT_EQ(problem_with(opt("size", MH_VALUE_INT, nullptr, "required: no default")), "");
+}
+
+TEST(PluginDescriptor, OptionDefaultThatIsNoTomlValueIsRefused) {
+  EXPECT_THAT(problem_with(opt("eps", MH_VALUE_DOUBLE, "", "eps")),
+              HasSubstr("component #0 ('k'): option #0 'eps': default '' is not a TOML value"));
+}
+
+TEST(PluginDescriptor, OptionDefaultOfAnotherTypeIsRefused) {
+  EXPECT_THAT(problem_with(opt("name", MH_VALUE_STRING, "4", "name")), HasSubstr("default '4' is not a string"));
+  EXPECT_THAT(problem_with(opt_int("n", "1.5", 0, 8, "n")), HasSubstr("default '1.5' is not an integer"));
+}
+
+TEST(PluginDescriptor, OptionDefaultOutsideItsRangeOrChoicesIsRefused) {
+  EXPECT_THAT(problem_with(opt_int("n", "9", 0, 8, "n")), HasSubstr("default '9': must be <= 8, got 9"));
+  EXPECT_THAT(problem_with(opt_choice("dtype", "\"f64\"", "f32|bf16", "dtype")),
+              HasSubstr("default '\"f64\"': 'f64' is not one of f32|bf16"));
+}
+
+TEST(PluginDescriptor, OptionDefaultOfSeveralValuesIsRefused) {
+  EXPECT_THAT(problem_with(opt_int("n", "1\nm = 2", 0, 8, "n")), HasSubstr("is more than one TOML value"));
+}
+
+TEST(PluginDescriptor, OptionStructSizeEndingInsideDocIsReadWithoutDoc) {
+  MH_OptionSpec option = opt_int("n", "1", 0, 8, "the doc");
+  option.struct_size = MH_STRUCT_SIZE(MH_OptionSpec, doc) - 3;
+  OneOptionPlugin plugin(option);
+  ASSERT_EQ(descriptor_problem(plugin.desc()), "");
+  std::vector<LoadedPlugin> loaded(1);
+  loaded[0].desc = plugin.desc();
+  Diagnostics diag;
+  Registry registry(loaded, diag);
+  const Component* k = registry.find(MH_KIND_KERNELS, "k");
+  ASSERT_NE(k, nullptr);
+  EXPECT_STREQ(k->desc->options[0].name, "n");
+  EXPECT_EQ(k->desc->options[0].doc, nullptr);
+}
+
+}  // namespace
+}  // namespace mh

@@ -1,0 +1,119 @@
+// What a user sees when the run's input is wrong: every problem, located
+// (file:line:col or "command line") with a fix where one is plausible, then
+// the count, exit status 2 and nothing run.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "data/temp_dir.hpp"
+#include "megahost_process.hpp"
+
+namespace mh::host::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class BadInput : public ::testing::Test {
+ protected:
+  // megahost on `toml` (written to run.toml) with command-line `overrides`.
+  Outcome run(const std::string& toml, const std::vector<std::string>& overrides = {}) {
+    config_ = dir_.write("run.toml", toml);
+    std::vector<std::string> args{"--config", config_};
+    args.insert(args.end(), overrides.begin(), overrides.end());
+    return run_megahost(args);
+  }
+  // "<config>:line:col: ", the prefix of a located problem.
+  std::string at(int line, int column) const {
+    return config_ + ":" + std::to_string(line) + ":" + std::to_string(column) + ": ";
+  }
+  static void expect_refused(const Outcome& o, int problems) {
+    EXPECT_EQ(o.status, 2);
+    EXPECT_THAT(o.err, HasSubstr(std::to_string(problems) + " problem(s); nothing was run\n"));
+    EXPECT_THAT(o.out, Not(HasSubstr("assembled")));
+  }
+
+  mh::data::testing::TempDir dir_;
+  std::string config_;
+};
+
+TEST_F(BadInput, MalformedTomlIsReportedWithFileLineAndColumn) {
+  Outcome o = run("[model]\nlayers = 4\nhidden = = 64\n");
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr(at(3, 10) + "malformed TOML"));
+}
+
+TEST_F(BadInput, UnknownSectionSuggestsTheClosestKnownOne) {
+  Outcome o = run("[modle]\nlayers = 4\n");
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr(at(1, 1) + "unknown section 'modle'; did you mean 'model'?"));
+}
+
+TEST_F(BadInput, UnknownKeySuggestsTheClosestKnownOne) {
+  Outcome o = run("[model]\nhiden = 64\n");
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr(at(2, 9) + "unknown key 'model.hiden'; did you mean 'hidden'?"));
+}
+
+TEST_F(BadInput, ValueOfTheWrongTypeNamesTheTypeExpected) {
+  Outcome o = run("[model]\nlayers = \"four\"\n");
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr(at(2, 10) + "'model.layers' must be an integer"));
+}
+
+TEST_F(BadInput, ValueOutOfRangeNamesTheBoundAndTheValue) {
+  Outcome o = run("[model]\ndropout = 2\n");
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr(at(2, 11) + "'model.dropout' must be <= 0.99, got 2"));
+}
+
+TEST_F(BadInput, ValueOutsideTheChoicesListsThemAndSuggestsOne) {
+  Outcome o = run("[data]\ntokenizer = \"bytes\"\n");
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr(at(2, 13) + "'data.tokenizer' 'bytes' is not one of byte|gpt2; did you mean 'byte'?"));
+}
+
+TEST_F(BadInput, UnknownKeyInACommandLineOverrideIsLocatedOnTheCommandLine) {
+  Outcome o = run("[model]\nlayers = 2\n", {"model.hiden=64"});
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr("error: command line: unknown key 'model.hiden'; did you mean 'hidden'?"));
+}
+
+TEST_F(BadInput, MissingPluginListsTheAvailableOnesOfItsKind) {
+  Outcome o = run("[recompute]\nplugin = \"selectiv\"\n");
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr(at(2, 10) + "no recompute plugin named 'selectiv'; available: full, none, selective; "
+                                            "did you mean 'selective'?"));
+}
+
+TEST_F(BadInput, EveryProblemIsReportedInOneRun) {
+  Outcome o = run("[modle]\n"
+                  "layers = 4\n"
+                  "[model]\n"
+                  "layers = \"four\"\n"
+                  "dropout = 2\n"
+                  "[recompute]\n"
+                  "plugin = \"selectiv\"\n",
+                  {"train.stpes=2"});
+  expect_refused(o, 5);
+  EXPECT_THAT(o.err, HasSubstr("unknown section 'modle'"));
+  EXPECT_THAT(o.err, HasSubstr("'model.layers' must be an integer"));
+  EXPECT_THAT(o.err, HasSubstr("'model.dropout' must be <= 0.99"));
+  EXPECT_THAT(o.err, HasSubstr("no recompute plugin named 'selectiv'"));
+  EXPECT_THAT(o.err, HasSubstr("unknown key 'train.stpes'; did you mean 'steps'?"));
+}
+
+// The embedded default run with a tiny model, dry: assembled on the dry
+// kernels and planned, nothing trained.
+TEST(ValidInput, DryRunAssemblesThePipelineAndPlansOneStep) {
+  std::vector<std::string> args{"--dry_run"};
+  for (const auto& o : tiny_run()) args.push_back(o);
+  Outcome o = run_megahost(args);
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_THAT(o.out, HasSubstr("assembled from <embedded default config>:\n"));
+  EXPECT_THAT(o.out, HasSubstr("  [kernels] dry "));
+  EXPECT_THAT(o.out, HasSubstr("  [recompute] "));
+  EXPECT_THAT(o.err, Not(HasSubstr("error:")));
+}
+
+}  // namespace
+}  // namespace mh::host::testing

@@ -1,0 +1,76 @@
+// The config a candidate runs with: the tuned config with the candidate's
+// layout written over it and [tuner] dropped; a dry run's is one
+// data-parallel replica on its share of the batch.
+#include "tuner/candidate_config.hpp"
+
+#include <gtest/gtest.h>
+
+#include "support/engine_env.hpp"
+
+namespace mh {
+namespace {
+
+using test::EngineEnv;
+
+const char* kTuned = R"(
+[model]
+layers = 8
+[train]
+global_batch = 64
+[data]
+path = "../data/corpus_byte"
+[parallel.pipeline]
+schedule = "gpipe"
+layers_per_stage = "4,4"
+[tuner]
+plugin = "grid"
+cluster = "dgx_h100"
+)";
+
+MH_Candidate candidate(int32_t t, int32_t p, int32_t v, int32_t d, int32_t b, const char* recompute) {
+  MH_Candidate c{};
+  c.struct_size = sizeof(c);
+  c.tensor = t, c.pipeline = p, c.virtual_stages = v, c.data = d, c.sequence_parallel = t > 1, c.micro_batch = b;
+  c.recompute = recompute;
+  c.recompute_layers = 2;
+  return c;
+}
+
+TEST(CandidateConfig, WritesTheLayoutOverTheTunedConfigAndDropsTheTuner) {
+  EngineEnv env(kTuned);
+  const toml::table t = candidate_config(env.config(), env.assembly(), candidate(2, 2, 2, 2, 2, "full"), CandidateRun::kFull);
+  EXPECT_FALSE(t.contains("tuner"));
+  EXPECT_EQ(t["parallel"]["tensor"]["size"].value<int64_t>(), 2);
+  EXPECT_EQ(t["parallel"]["tensor"]["sequence_parallel"].value<bool>(), true);
+  EXPECT_EQ(t["parallel"]["pipeline"]["size"].value<int64_t>(), 2);
+  EXPECT_EQ(t["parallel"]["pipeline"]["virtual_stages"].value<int64_t>(), 2);
+  EXPECT_EQ(t["parallel"]["pipeline"]["schedule"].value<std::string>(), "interleaved");
+  EXPECT_FALSE(t["parallel"]["pipeline"]["layers_per_stage"]);
+  EXPECT_EQ(t["train"]["micro_batch"].value<int64_t>(), 2);
+  EXPECT_EQ(t["train"]["global_batch"].value<int64_t>(), 64);
+  EXPECT_EQ(t["recompute"]["plugin"].value<std::string>(), "full");
+  EXPECT_EQ(t["recompute"]["method"].value<std::string>(), "uniform");
+  EXPECT_EQ(t["recompute"]["num_layers"].value<int64_t>(), 2);
+  EXPECT_EQ(t["comm"]["world_size"].value<int64_t>(), 8);
+  EXPECT_EQ(t["data"]["path"].value<std::string>(), env.config().resolve("../data/corpus_byte").string());
+}
+
+TEST(CandidateConfig, ADryRunIsOneReplicaOnItsShareOfTheBatchStoppedAtThreePMicroBatches) {
+  EngineEnv env(kTuned);
+  // 64 sequences over d = 2 replicas of micro-batches of 1: m = 32, cut to 3p = 6.
+  const toml::table t = candidate_config(env.config(), env.assembly(), candidate(2, 2, 2, 2, 1, "selective"), CandidateRun::kDry);
+  EXPECT_EQ(t["comm"]["world_size"].value<int64_t>(), 4);
+  EXPECT_EQ(t["train"]["global_batch"].value<int64_t>(), 6);
+  EXPECT_EQ(t["recompute"]["plugin"].value<std::string>(), "selective");
+  EXPECT_FALSE(t["recompute"]["num_layers"]);
+}
+
+TEST(CandidateConfig, ADryRunOfGPipeKeepsEveryMicroBatchSinceAllAreInFlight) {
+  EngineEnv env(kTuned);
+  const toml::table t = candidate_config(env.config(), env.assembly(), candidate(1, 2, 1, 2, 1, "none"), CandidateRun::kDry);
+  EXPECT_EQ(t["parallel"]["pipeline"]["schedule"].value<std::string>(), "gpipe");
+  EXPECT_EQ(t["train"]["global_batch"].value<int64_t>(), 32);
+}
+
+}  // namespace
+}  // namespace mh

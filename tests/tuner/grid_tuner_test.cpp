@@ -1,0 +1,197 @@
+// The "grid" tuner component through its descriptor and MH_TunerApi, as the
+// host drives it: needs, begin, next/report for every candidate, results,
+// measured reports, results again.
+#include "grid_tuner.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "component_harness.hpp"
+#include "plugin_module.hpp"
+#include "test_machine.hpp"
+#include "training_cost.hpp"
+
+namespace mh::tuner {
+namespace {
+
+using mh::testing::Instance;
+using mh::testing::Overrides;
+using testing::TestMachine;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+const MH_ComponentDesc& grid() {
+  static const MH_ComponentDesc desc = mh::component<GridTuner>(
+      "grid", "0.1.0", "test", std::span<const MH_OptionSpec>(GridTuner::kOptions, GridTuner::kNumOptions));
+  return desc;
+}
+
+// 8 layers, h = 1024, 16 heads, s = 1024, V = 32768, B = 8, on 8 devices.
+MH_ModelShape shape() { return MH_ModelShape{sizeof(MH_ModelShape), 8, 1024, 16, 4096, 1024, 32768, 1, 8, 8}; }
+
+class Search {
+ public:
+  explicit Search(const Overrides& options) : tuner_(grid(), "tuner", options) {}
+
+  const MH_TunerApi& api() const { return tuner_.api(); }
+  MH_Instance* self() const { return tuner_.self(); }
+
+  MH_TunerNeeds needs() const {
+    MH_TunerNeeds n{};
+    n.struct_size = sizeof(n);
+    mh::check(api().needs(self(), &n), "needs");
+    return n;
+  }
+  // Runs the search, answering each candidate with memory(candidate).
+  template <class Memory>
+  std::vector<MH_Candidate> run(Memory memory) {
+    TestMachine t;
+    MH_ModelShape s = shape();
+    mh::check(api().begin(self(), &s, &t.view()), "begin");
+    std::vector<MH_Candidate> seen;
+    for (;;) {
+      MH_Candidate c{};
+      c.struct_size = sizeof(c);
+      int32_t done = 0;
+      mh::check(api().next(self(), &s, &c, &done), "next");
+      if (done) return seen;
+      seen.push_back(c);
+      MH_Estimate e{};
+      e.struct_size = sizeof(e);
+      e.capacity_bytes = uint64_t(16) << 30;
+      e.memory_bytes = memory(c);
+      e.fits = e.memory_bytes <= e.capacity_bytes;
+      mh::check(api().report(self(), &c, &e), "report");
+    }
+  }
+  std::span<const MH_TunerResult> results() const {
+    const MH_TunerResult* rows = nullptr;
+    size_t count = 0;
+    mh::check(api().results(self(), &rows, &count), "results");
+    return {rows, count};
+  }
+
+ private:
+  Instance<MH_TunerApi> tuner_;
+};
+
+uint64_t fits(const MH_Candidate&) { return uint64_t(1) << 30; }
+
+TEST(GridTuner, ItsTableIsAbi11) {
+  EXPECT_EQ(static_cast<const MH_TunerApi*>(grid().api)->struct_size, MH_STRUCT_SIZE(MH_TunerApi, results));
+  EXPECT_THAT(mh::testing::describe_module(MH_TEST_PLUGIN), StartsWith("tuner_grid 0.1.0 (ABI 1.1): tuner grid [goal"));
+}
+
+TEST(GridTuner, NeedsTheProfileTheNodesAndTheMeasuringBudget) {
+  Search s({{"cluster", std::string("dgx_h100")}, {"nodes", int64_t{4}}, {"top_k", int64_t{3}}});
+  const MH_TunerNeeds n = s.needs();
+  EXPECT_STREQ(n.hardware, "dgx_h100");
+  EXPECT_EQ(n.nodes, 4);
+  EXPECT_EQ(n.devices_per_node, 0);
+  EXPECT_EQ(n.measure_top_k, 3);
+}
+
+TEST(GridTuner, ProposesOnlyRunnableCandidatesForTheHostToDryRun) {
+  Search s({{"tensor", std::string("1,3,8")}, {"pipeline", std::string("1")}, {"micro_batch", std::string("1")}});
+  for (const MH_Candidate& c : s.run(fits)) {
+    EXPECT_EQ(c.workload, MH_WORKLOAD_TRAIN);
+    EXPECT_NE(c.tensor, 3);
+  }
+  bool named = false;
+  for (const auto& r : s.results())
+    named |= r.candidate->tensor == 3 && std::string(r.reason).find("t = 3 does not divide the 16 heads") != std::string::npos;
+  EXPECT_TRUE(named);
+}
+
+TEST(GridTuner, RejectsWhatDoesNotFitByHowMuchAndRanksTheRestFastestFirst) {
+  Search s({{"tensor", std::string("1,8")}, {"pipeline", std::string("1")}, {"micro_batch", std::string("1")},
+            {"recompute", std::string("full")}});
+  s.run([](const MH_Candidate& c) { return c.tensor == 1 ? uint64_t(20) << 30 : uint64_t(1) << 30; });
+  const auto rows = s.results();
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows[0].verdict, MH_VERDICT_RANKED);
+  EXPECT_EQ(rows[0].rank, 1);
+  EXPECT_STREQ(rows[0].reason, "best");
+  for (size_t i = 1; i < rows.size() && rows[i].verdict == MH_VERDICT_RANKED; ++i) {
+    EXPECT_GE(rows[i].step_seconds, rows[i - 1].step_seconds);
+    EXPECT_THAT(rows[i].reason, StartsWith("slower than the best by"));
+  }
+  bool oom = false;
+  for (const auto& r : rows)
+    if (r.candidate->tensor == 1) {
+      EXPECT_EQ(r.verdict, MH_VERDICT_REJECTED);
+      EXPECT_STREQ(r.reason, "OOM by 4.00 GiB: needs 20.00 GiB per rank, 16.00 GiB available");
+      oom = true;
+    }
+  EXPECT_TRUE(oom);
+}
+
+TEST(GridTuner, MeasuredCandidatesRankFirstByTheirMeasuredTime) {
+  Search s({{"tensor", std::string("2,4,8")}, {"pipeline", std::string("1")}, {"micro_batch", std::string("1")},
+            {"recompute", std::string("selective")}, {"sequence_parallel", std::string("true")}});
+  s.run(fits);
+  std::vector<MH_Candidate> ranked;
+  for (const auto& r : s.results()) ranked.push_back(*r.candidate);
+  ASSERT_EQ(ranked.size(), 3u);
+  // Measure the second and the third; the third turns out fastest.
+  for (int i : {1, 2}) {
+    MH_Estimate e{};
+    e.struct_size = sizeof(e);
+    e.measured = 1;
+    e.step_seconds = i == 2 ? 1.0 : 2.0;
+    mh::check(s.api().report(s.self(), &ranked[size_t(i)], &e), "report measured");
+  }
+  const auto rows = s.results();
+  EXPECT_EQ(rows[0].candidate->tensor, ranked[2].tensor);
+  EXPECT_EQ(rows[0].measured_seconds, 1.0);
+  EXPECT_EQ(rows[1].candidate->tensor, ranked[1].tensor);
+  EXPECT_STREQ(rows[1].reason, "slower than the best by 100.0% (measured)");
+  EXPECT_EQ(rows[2].measured_seconds, 0.0);
+}
+
+TEST(GridTuner, ADryRunThatFailedRejectsTheCandidateWithTheEnginesWords) {
+  Search s({{"tensor", std::string("8")}, {"pipeline", std::string("1")}, {"micro_batch", std::string("1")},
+            {"recompute", std::string("none")}, {"sequence_parallel", std::string("false")}});
+  TestMachine t;
+  MH_ModelShape sh = shape();
+  mh::check(s.api().begin(s.self(), &sh, &t.view()), "begin");
+  MH_Candidate c{};
+  c.struct_size = sizeof(c);
+  int32_t done = 0;
+  mh::check(s.api().next(s.self(), &sh, &c, &done), "next");
+  MH_Estimate e{};
+  e.struct_size = sizeof(e);
+  e.failure = "rank 3: allocating 12 bytes of activations: out of fake addresses";
+  mh::check(s.api().report(s.self(), &c, &e), "report");
+  EXPECT_STREQ(s.results()[0].reason, "dry run failed: rank 3: allocating 12 bytes of activations: out of fake addresses");
+}
+
+TEST(GridTuner, MfuAndDaysFollowFromTheStepTime) {
+  Search s({{"tensor", std::string("8")}, {"pipeline", std::string("1")}, {"micro_batch", std::string("1")},
+            {"recompute", std::string("none")}, {"sequence_parallel", std::string("false")}, {"tokens", 1e12}});
+  s.run(fits);
+  const MH_TunerResult& r = s.results()[0];
+  const double tokens_per_s = 8.0 * 1024 / r.step_seconds;
+  EXPECT_DOUBLE_EQ(r.tokens_per_s, tokens_per_s);
+  EXPECT_DOUBLE_EQ(r.days, 1e12 / tokens_per_s / 86400);
+  EXPECT_DOUBLE_EQ(r.mfu, model_flops(Model::from(shape())) / (r.step_seconds * 8 * 1e12));
+}
+
+TEST(GridTuner, InferenceNeedsNoDryRunAndModelsItsMemory) {
+  Search s({{"goal", std::string("inference_latency")}, {"tensor", std::string("1,8")}, {"pipeline", std::string("1")},
+            {"inference_batch", std::string("1")}});
+  EXPECT_EQ(s.needs().measure_top_k, 0);
+  for (const MH_Candidate& c : s.run([](const MH_Candidate&) { return uint64_t{0}; }))
+    EXPECT_EQ(c.workload, MH_WORKLOAD_INFERENCE);
+  const auto rows = s.results();
+  ASSERT_EQ(rows[0].verdict, MH_VERDICT_RANKED);
+  EXPECT_EQ(rows[0].candidate->tensor, 8);  // eight devices of bandwidth beat one
+  EXPECT_EQ(rows[0].memory_measured, 0);
+  EXPECT_GT(rows[0].memory_bytes, 0u);
+  EXPECT_GT(rows[0].latency_seconds, 0.0);
+}
+
+}  // namespace
+}  // namespace mh::tuner

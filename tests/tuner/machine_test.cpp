@@ -1,0 +1,130 @@
+// The cost model's view of a hardware profile: GEMM rates looked up by
+// shape, memory-bound ops at their bandwidth, collectives at latency plus
+// bytes over bus bandwidth with nccl-tests' ring factors.
+#include "machine.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "test_machine.hpp"
+
+namespace mh::tuner {
+namespace {
+
+using testing::TestMachine;
+using ::testing::HasSubstr;
+
+TEST(RingFactor, IsNcclTestsBusBandwidthConvention) {
+  EXPECT_DOUBLE_EQ(ring_factor(Coll::kAllReduce, 8), 2.0 * 7 / 8);
+  EXPECT_DOUBLE_EQ(ring_factor(Coll::kAllGather, 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(ring_factor(Coll::kReduceScatter, 4), 3.0 / 4);
+  EXPECT_DOUBLE_EQ(ring_factor(Coll::kSendRecv, 2), 1.0);
+}
+
+TEST(GemmRate, IsTheMeasuredRateAtAMeasuredShape) {
+  TestMachine t;
+  t.gemm = {{1, 0, 1, 256, 256, 256, 1e11}, {1, 0, 1, 1024, 1024, 1024, 4e11}};
+  Machine m(t.view());
+  EXPECT_NEAR(m.gemm_seconds(1, 1024, 1024, 1024, 1), 2.0 * std::pow(1024.0, 3) / 4e11, 1e-12);
+}
+
+TEST(GemmRate, BetweenMeasuredShapesLiesBetweenTheirRates) {
+  TestMachine t;
+  t.gemm = {{1, 0, 1, 256, 256, 256, 1e11}, {1, 0, 1, 1024, 1024, 1024, 4e11}};
+  Machine m(t.view());
+  const double rate = 2.0 * std::pow(512.0, 3) / m.gemm_seconds(1, 512, 512, 512, 1);
+  EXPECT_GT(rate, 1e11);
+  EXPECT_LT(rate, 4e11);
+  EXPECT_NEAR(rate, 2e11, 1e9);  // halfway in log space, equally far from both
+}
+
+TEST(GemmRate, ShapesTooThinForTheRateAreBoundByStreamingTheOperands) {
+  TestMachine t;
+  t.gemm = {{1, 0, 1, 1024, 1024, 1024, 1e15}};  // compute is free: only the bytes count
+  Machine m(t.view());
+  // One row times a 4096 x 4096 bf16 matrix: 2 * (4096 + 4096^2 + 4096) bytes at 1e11 B/s.
+  EXPECT_NEAR(m.gemm_seconds(1, 1, 4096, 4096, 1), 2.0 * (4096.0 + 4096.0 * 4096 + 4096) / 1e11, 1e-9);
+}
+
+TEST(SharedDevice, RanksBeyondTheMostMeasuredShareItByTimeSlicing) {
+  TestMachine t;
+  t.shared = true;
+  t.gemm = {{1, 0, 1, 1024, 1024, 1024, 4e11}, {2, 0, 1, 1024, 1024, 1024, 2.5e11}};
+  Machine m(t.view());
+  const double two = m.gemm_seconds(1, 1024, 1024, 1024, 2);
+  EXPECT_NEAR(two, 2.0 * std::pow(1024.0, 3) / 2.5e11, 1e-12);
+  EXPECT_NEAR(m.gemm_seconds(1, 1024, 1024, 1024, 8), 4 * two, 1e-12);
+  EXPECT_NEAR(m.gemm_seconds(1, 1024, 1024, 1024, 1), 2.0 * std::pow(1024.0, 3) / 4e11, 1e-12);
+}
+
+TEST(VectorOps, TakeElementsTimesBytesPerElementOverBandwidth) {
+  TestMachine t;
+  Machine m(t.view());
+  EXPECT_DOUBLE_EQ(m.vector_seconds("softmax", 1e9, 1), 1e9 / 1e11);
+}
+
+TEST(VectorOps, BetweenMeasuredCallSizesTheRateIsInterpolatedAndOutsideTheNearestHolds) {
+  TestMachine t;
+  t.view();
+  t.vector = {{"softmax", 1, 0, 1000, 1.0, 1e9}, {"softmax", 1, 0, 100000, 1.0, 1e11}};
+  t.hw.vector = t.vector.data();
+  t.hw.num_vector = t.vector.size();
+  Machine m(t.hw);
+  EXPECT_DOUBLE_EQ(m.vector_seconds("softmax", 10, 1), 10 / 1e9);
+  EXPECT_NEAR(m.vector_seconds("softmax", 10000, 1), 10000 / 1e10, 1e-15);
+  EXPECT_DOUBLE_EQ(m.vector_seconds("softmax", 1e7, 1), 1e7 / 1e11);
+}
+
+TEST(VectorOps, AnOpTheProfileLacksIsAnErrorNamingIt) {
+  TestMachine t;
+  t.view();
+  t.vector.erase(t.vector.begin() + 6);  // no "softmax"
+  t.hw.num_vector = t.vector.size();
+  Machine m(t.hw);
+  try {
+    m.vector_seconds("softmax", 1, 1);
+    FAIL() << "priced an op the profile does not rate";
+  } catch (const std::exception& e) {
+    EXPECT_THAT(e.what(), HasSubstr("hardware profile 'test' has no [[vector]] rate for op 'softmax'"));
+  }
+}
+
+TEST(Collectives, AreLatencyPlusRingBytesOverBusBandwidth) {
+  TestMachine t;
+  Machine m(t.view());
+  EXPECT_DOUBLE_EQ(m.collective_seconds(Coll::kAllReduce, 1e9, 8, MH_LINK_INTRA_NODE), 1e-5 + 1e9 * 1.75 / 1e10);
+  EXPECT_DOUBLE_EQ(m.collective_seconds(Coll::kAllGather, 1e9, 8, MH_LINK_INTER_NODE), 1e-5 + 1e9 * 0.875 / 1e9);
+  EXPECT_EQ(m.collective_seconds(Coll::kAllReduce, 1e9, 1, MH_LINK_INTRA_NODE), 0.0);
+}
+
+TEST(Collectives, TheExactOpAndTheNearestGroupSizeWin) {
+  TestMachine t;
+  t.view();
+  t.collectives = {{MH_LINK_INTRA_NODE, 0, "any", 0, 1e9},
+                   {MH_LINK_INTRA_NODE, 2, "all_reduce", 0, 2e9},
+                   {MH_LINK_INTRA_NODE, 8, "all_reduce", 0, 8e9}};
+  t.hw.collectives = t.collectives.data();
+  t.hw.num_collectives = t.collectives.size();
+  Machine m(t.hw);
+  EXPECT_DOUBLE_EQ(m.collective_seconds(Coll::kAllReduce, 1e9, 4, MH_LINK_INTRA_NODE), 1e9 * 1.5 / 2e9);
+  EXPECT_DOUBLE_EQ(m.collective_seconds(Coll::kAllReduce, 1e9, 16, MH_LINK_INTRA_NODE), 1e9 * 2 * 15.0 / 16 / 8e9);
+  EXPECT_DOUBLE_EQ(m.collective_seconds(Coll::kAllGather, 1e9, 4, MH_LINK_INTRA_NODE), 1e9 * 0.75 / 1e9);
+}
+
+TEST(Collectives, AProfileOfOneNodeCannotPriceTrafficBetweenNodes) {
+  TestMachine t;
+  t.view();
+  t.hw.num_collectives = 1;  // intra only
+  Machine m(t.hw);
+  try {
+    m.collective_seconds(Coll::kAllReduce, 1, 16, MH_LINK_INTER_NODE);
+    FAIL() << "priced traffic between nodes";
+  } catch (const std::exception& e) {
+    EXPECT_THAT(e.what(), HasSubstr("no [[collective]] rate for all_reduce between nodes"));
+  }
+}
+
+}  // namespace
+}  // namespace mh::tuner

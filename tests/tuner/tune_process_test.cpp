@@ -1,0 +1,142 @@
+// megahost tuning as a user runs it: a config with [tuner] ranks its
+// candidates, measures the best, writes the tables and a winner that runs
+// unchanged; and the dry runs it relies on are exact.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "data/temp_dir.hpp"
+#include "host/megahost_process.hpp"
+
+namespace mh {
+namespace {
+
+using data::testing::TempDir;
+using host::testing::fixture;
+using host::testing::Outcome;
+using host::testing::run_megahost;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+const std::string kTiny = std::string(MEGAHOST_TEST_TUNER_DIR) + "/tiny_tune.toml";
+
+std::string read(const std::string& file) {
+  std::ifstream in(file);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Lines of a CSV file after its header.
+std::vector<std::string> rows(const std::string& file) {
+  std::vector<std::string> out;
+  std::istringstream in(read(file));
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) out.push_back(line);
+  return out;
+}
+
+std::vector<std::string> fields(const std::string& row) {
+  std::vector<std::string> out;
+  std::istringstream in(row);
+  for (std::string field; std::getline(in, field, ',');) out.push_back(field);
+  return out;
+}
+
+TEST(Tune, RanksMeasuresTheBestAndWritesAWinnerThatRunsUnchanged) {
+  TempDir dir;
+  const Outcome o = run_megahost({"--config", kTiny, "output.dir=" + dir.file("out")});
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_THAT(o.out, AllOf(HasSubstr("ranked (step s: cost model"), HasSubstr("rejected ("), HasSubstr("best: ")));
+  const std::vector<std::string> ranked = rows(dir.file("out/ranked.csv"));
+  ASSERT_FALSE(ranked.empty());
+  // The best of the cost model was measured (top_k = 1) and now ranks first.
+  EXPECT_THAT(ranked[0], HasSubstr(",dry_run,\"best\""));
+  const std::vector<std::string> best = fields(ranked[0]);
+  ASSERT_GT(best.size(), 10u);
+  EXPECT_NE(best[10], "0.000000") << "step_s_measured of " << ranked[0];
+  EXPECT_FALSE(rows(dir.file("out/rejected.csv")).empty());
+  EXPECT_THAT(read(dir.file("out/report.txt")), HasSubstr("tuned " + kTiny));
+  const Outcome run = run_megahost({"--config", dir.file("out/tuned.toml"), "train.steps=1"});
+  EXPECT_EQ(run.status, 0) << run.err;
+}
+
+TEST(Tune, WhenNothingFitsItSaysSoExitsOneAndWritesNoWinner) {
+  TempDir dir;
+  std::string profile = read(std::string(MEGAHOST_TEST_TUNER_DIR) + "/test_cpu.toml");
+  profile.replace(profile.find("memory_gib = 8"), 14, "memory_gib = 0.0001");
+  const std::string small = dir.write("small_cpu.toml", profile);
+  const Outcome o = run_megahost({"--config", kTiny, "output.dir=" + dir.file("out"), "tuner.cluster=" + small});
+  EXPECT_EQ(o.status, 1);
+  EXPECT_THAT(o.out, AllOf(HasSubstr("OOM by"), HasSubstr("no candidate fits; nothing to run")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out/tuned.toml")));
+}
+
+TEST(Tune, AnUnknownProfileFailsNamingIt) {
+  TempDir dir;
+  const Outcome o = run_megahost({"--config", kTiny, "output.dir=" + dir.file("out"), "tuner.cluster=dgx_q900"});
+  EXPECT_EQ(o.status, 1);
+  EXPECT_THAT(o.err, HasSubstr("no hardware profile 'dgx_q900'"));
+}
+
+TEST(Tune, ATunerOfAbi10LoadsButIsRefusedForTuningWithTheReason) {
+  TempDir dir;
+  const Outcome listing = run_megahost({"--plugin_path", fixture("older_tuner"), "--list_plugins"});
+  EXPECT_EQ(listing.status, 0) << listing.err;
+  EXPECT_FALSE(host::testing::listed(listing.out, "tuner", "older").empty());
+  const Outcome o = run_megahost({"--plugin_path", fixture("older_tuner"), "--config",
+                                  dir.write("run.toml", "[tuner]\nplugin = \"older\"\n")});
+  EXPECT_EQ(o.status, 1);
+  EXPECT_THAT(o.err, HasSubstr("tuner 'older' implements the tuner table of ABI 1.0 (next and report only)"));
+}
+
+// Every rank's peaks per category, from a dry run of the tiny model (four
+// layers) with `overrides`.
+std::vector<nlohmann::json> dry_run_peaks(TempDir& dir, const std::vector<std::string>& overrides) {
+  const std::string model = read(kTiny).substr(0, read(kTiny).find("[tuner]"));
+  std::vector<std::string> args{"--config", dir.write("run.toml", model), "--dry_run", "--metrics_out",
+                                dir.file("m.jsonl"), "model.layers=4",
+                                std::string("data.path=") + MEGAHOST_TEST_DATA};
+  args.insert(args.end(), overrides.begin(), overrides.end());
+  std::filesystem::remove(dir.file("m.jsonl"));
+  const Outcome o = run_megahost(args);
+  EXPECT_EQ(o.status, 0) << o.err;
+  std::ifstream in(dir.file("m.jsonl"));
+  std::vector<nlohmann::json> ranks;
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("final"))
+      for (auto& r : j["memory"]) ranks.push_back(r);
+  }
+  return ranks;
+}
+
+// The tuner's dry runs stop at 3p micro-batches (candidate_config.hpp):
+// by then every schedule holds the most it ever holds.
+TEST(DryRuns, StoppedAtThreePMicroBatchesTheyHaveTheFullStepsPeaks) {
+  TempDir dir;
+  for (const std::vector<std::string>& layout :
+       {std::vector<std::string>{"comm.world_size=2", "parallel.pipeline.size=2"},
+        {"comm.world_size=2", "parallel.pipeline.size=2", "parallel.pipeline.schedule=interleaved",
+         "parallel.pipeline.virtual_stages=2"},
+        {"comm.world_size=4", "parallel.pipeline.size=4", "recompute.plugin=full"}}) {
+    const int p = layout[1].back() - '0';
+    std::vector<std::string> full = layout, capped = layout;
+    full.push_back("train.global_batch=24");
+    capped.push_back("train.global_batch=" + std::to_string(3 * p));
+    const auto a = dry_run_peaks(dir, full), b = dry_run_peaks(dir, capped);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t r = 0; r < a.size(); ++r)
+      for (const char* c : {"params", "grads", "optimizer", "activations", "workspace", "comm", "total"})
+        EXPECT_EQ(a[r][c], b[r][c]) << c << " of rank " << r << " with " << layout.back();
+  }
+}
+
+}  // namespace
+}  // namespace mh
