@@ -1,7 +1,10 @@
-// A fresh folder per test, removed afterwards.
+// A fresh folder per test, removed afterwards. Its name carries the process
+// id: two test runs at once (two build folders, ctest -j) must never share
+// or delete each other's files.
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -14,7 +17,8 @@ class TempDir {
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     path_ = std::filesystem::path(::testing::TempDir()) /
-            (std::string("megahost_data_") + info->test_suite_name() + "_" + info->name());
+            (std::string("megahost_data_") + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" +
+             info->name());
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }
