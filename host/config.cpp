@@ -166,12 +166,16 @@ void OptionValues::add(const MH_OptionSpec& spec, const toml::node& node) {
     default: v.value.s = keep(*node.value<std::string>()); break;
   }
   values_.push_back(v);
+  raw_.values = values_.data();
+  raw_.count = values_.size();
 }
 
-const MH_Options* OptionValues::view() const {
-  raw_ = MH_Options{MH_STRUCT_SIZE(MH_Options, section), values_.data(), values_.size(), section_.c_str()};
-  return &raw_;
+void OptionValues::set_section(std::string section) {
+  section_ = std::move(section);
+  raw_.section = keep(section_);
 }
+
+const MH_Options* OptionValues::view() const { return &raw_; }
 
 std::string default_problem(const MH_OptionSpec& spec) {
   if (spec.default_value == nullptr) return "";

@@ -54,7 +54,7 @@ class OptionValues {
   const MH_Options* view() const;
   Options options() const { return Options(view()); }
   const std::string& section() const { return section_; }
-  void set_section(std::string section) { section_ = std::move(section); }
+  void set_section(std::string section);
 
  private:
   const char* keep(std::string text);
@@ -62,7 +62,10 @@ class OptionValues {
   std::string section_;
   std::vector<MH_NamedValue> values_;
   std::deque<std::string> strings_;  // deque: element addresses survive growth and moves
-  mutable MH_Options raw_{};
+  // Kept current by every change, so that view() writes nothing: rank threads
+  // read one assembly's options at once. It points only into values_'s and
+  // strings_'s heap storage, which a move hands over unchanged.
+  MH_Options raw_{MH_STRUCT_SIZE(MH_Options, section), nullptr, 0, ""};
 };
 
 // Validates `section` (may be NULL: every option takes its default) against
