@@ -17,6 +17,7 @@ Collectives& Collectives::operator=(Collectives&& other) noexcept {
   std::swap(name_, other.name_);
   std::swap(owned_, other.owned_);
   std::swap(dry_, other.dry_);
+  std::swap(stream_, other.stream_);
   return *this;
 }
 
@@ -33,6 +34,7 @@ void Collectives::call(MH_Error* (*const MH_CommApi::*fn)(MH_Group*, const MH_Co
   args.recv = recv.t({recv_n});
   args.op = op;
   args.peer = peer;
+  args.stream = stream_;
   check((api_->*fn)(group_, &args), std::string(what) + " on the " + name_ + " group");
 }
 
@@ -60,10 +62,14 @@ void Collectives::recv(TypedPtr data, int64_t n, int32_t peer) {
   call(&MH_CommApi::recv, {}, 0, data, n, MH_REDUCE_SUM, peer, "recv");
 }
 
+// Without the stream: host buffers are not the device's work, and the
+// communicators that move host memory refuse any call that names a stream.
 void Collectives::all_gather_host(const float* send, float* recv, int64_t n) {
   const bool dry = std::exchange(dry_, false);
+  void* stream = std::exchange(stream_, nullptr);
   all_gather(send, recv, n);
   dry_ = dry;
+  stream_ = stream;
 }
 
 void Collectives::barrier() { check(api_->barrier(group_), "barrier on the " + name_ + " group"); }
@@ -73,6 +79,7 @@ Collectives Collectives::split(int32_t color, int32_t key, std::string name) {
   check(api_->split(group_, color, key, &out), "splitting the " + name_ + " group");
   Collectives group(api_, out, std::move(name), true);
   group.set_dry(dry_);
+  group.set_stream(stream_);
   return group;
 }
 

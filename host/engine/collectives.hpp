@@ -17,6 +17,9 @@ class Collectives {
   // In a dry run buffers are fake addresses: data calls become no-ops while
   // groups are still built for real. Groups split from this one inherit it.
   void set_dry(bool dry) { dry_ = dry; }
+  // The kernels' stream, which a device communicator orders its work after
+  // (MH_CollectiveArgs.stream); NULL on the CPU. Split groups inherit it.
+  void set_stream(void* stream) { stream_ = stream; }
   Collectives(Collectives&& other) noexcept;
   Collectives& operator=(Collectives&& other) noexcept;
   ~Collectives();
@@ -49,6 +52,7 @@ class Collectives {
   std::string name_;
   bool owned_ = false;
   bool dry_ = false;
+  void* stream_ = nullptr;
 };
 
 }  // namespace mh

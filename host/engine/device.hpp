@@ -33,7 +33,7 @@ struct TypedPtr {
 
   TypedPtr() = default;
   TypedPtr(void* p, int32_t type) : data(p), dtype(type) {}
-  TypedPtr(const float* p) : data(const_cast<float*>(p)) {}  // NOLINT: implicit on purpose
+  TypedPtr(const float* p) : data(const_cast<float*>(p)) {}
   // The address `elements` elements further on.
   TypedPtr operator+(int64_t elements) const {
     return {static_cast<char*>(data) + elements * int64_t(dtype_size(dtype)), dtype};

@@ -88,6 +88,17 @@ TEST(ActivationMemory, DryRunPredictsARealBf16RunExactly) {
   EXPECT_LT(predicted.memory.activations[0], 0.6 * fp32.activations[0]);
 }
 
+// Without a dtype key the dry run takes the real component's default:
+// bf16 for the cuda kernels (built where nvcc is; a dry run needs no GPU).
+TEST(ActivationMemory, DryRunOfTheCudaKernelsModelsTheirDefaultBf16) {
+  if (run_layout("--list_plugins").log.find("mh_kernels_cuda.so") == std::string::npos)
+    GTEST_SKIP() << "the cuda kernels are not built here";
+  LayoutResult cuda = run_layout("--dry_run comm.world_size=1 kernels.plugin=cuda");
+  ASSERT_EQ(cuda.exit_code, 0) << cuda.log;
+  const MemoryRecord bf16 = dry("comm.world_size=1 kernels.dtype=bf16", 4);
+  EXPECT_EQ(cuda.memory.activations, bf16.activations);
+}
+
 TEST(OptimizerMemory, DistributedOptimizerShardsAdamWStateOverDataParallelRanks) {
   for (int dp : {2, 4}) {
     const std::string layout = "--dry_run comm.world_size=" + std::to_string(dp);
