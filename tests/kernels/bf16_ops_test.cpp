@@ -264,5 +264,22 @@ TEST(Bf16, BiasAddAndItsF32Gradient) {
   EXPECT_LT(relative_error(dbias[1], dbias[0]), kF32Tolerance);
 }
 
+// The engine keeps logits in f32, but the kernels take bf16 ones too.
+TEST(Bf16, CrossEntropyOnBf16LogitsKeepsF32Statistics) {
+  const int64_t rows = 8, vocab = 300;
+  Twin logits(random_floats(rows * vocab, 22, -5, 5));
+  std::vector<int32_t> targets = {0, 5, 299, 17, 17, 100, 250, 3};
+  std::vector<float> stats[2] = {std::vector<float>(3 * rows), std::vector<float>(3 * rows)};
+  for (int32_t step = MH_XENT_MAX; step <= MH_XENT_BWD; ++step)
+    run_both(&MH_KernelsApi::xent, [&](bool bf) {
+      float* v = stats[bf].data();
+      return MH_XentArgs{MH_STRUCT_SIZE(MH_XentArgs, scale), step, logits.view(bf, {rows, vocab}),
+                         view(targets, {rows}), view(v, MH_F32, {rows}), view(v + rows, MH_F32, {rows}),
+                         view(v + 2 * rows, MH_F32, {rows}), 0, 1.0f};
+    });
+  EXPECT_LT(relative_error(stats[1], stats[0]), kF32Tolerance);
+  EXPECT_LT(relative_error(logits.bf16_values(), logits.f32), kBf16Tolerance);
+}
+
 }  // namespace
 }  // namespace mh::kernels::test

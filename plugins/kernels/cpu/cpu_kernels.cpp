@@ -195,16 +195,15 @@ void CpuKernels::embedding_bwd(const MH_EmbeddingArgs& args) {
 void CpuKernels::xent(const MH_XentArgs& args) {
   const Matrix logits = check_xent(args, compute_);
   cpu::F32Staging s(threads_);
-  float* l = s.out(args.logits);
   switch (args.step) {
-    case MH_XENT_MAX: cpu::xent_max(f32(args.row_max), l, logits.rows, logits.cols, threads_); break;
+    case MH_XENT_MAX: cpu::xent_max(f32(args.row_max), s.in(args.logits), logits.rows, logits.cols, threads_); break;
     case MH_XENT_STATS:
-      cpu::xent_stats(f32(args.sum_exp), f32(args.target_logit), l, f32(args.row_max), i32(args.targets),
-                      args.id_start, logits.rows, logits.cols, threads_);
+      cpu::xent_stats(f32(args.sum_exp), f32(args.target_logit), s.in(args.logits), f32(args.row_max),
+                      i32(args.targets), args.id_start, logits.rows, logits.cols, threads_);
       break;
     case MH_XENT_BWD:
-      cpu::xent_backward(l, f32(args.row_max), f32(args.sum_exp), i32(args.targets), args.id_start, args.scale,
-                         logits.rows, logits.cols, threads_);
+      cpu::xent_backward(s.out(args.logits), f32(args.row_max), f32(args.sum_exp), i32(args.targets), args.id_start,
+                         args.scale, logits.rows, logits.cols, threads_);
       break;
   }
   s.write_back();
