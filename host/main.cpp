@@ -9,6 +9,7 @@
 
 #include "assembly.hpp"
 #include "config.hpp"
+#include "dry_run.hpp"
 #include "plugin_list.hpp"
 #include "plugin_loader.hpp"
 #include "registry.hpp"
@@ -59,7 +60,7 @@ int main(int argc, char** argv) {
   if (!config) return fail(diag);
   // A dry run is the same run against kernels that allocate and compute
   // nothing, so its memory accounting is exact and free.
-  if (FLAGS_dry_run) config->replace_section("kernels", toml::table{{"plugin", "dry"}});
+  if (FLAGS_dry_run) config->replace_section("kernels", mh::dry_kernels_section(*config, registry));
   std::optional<mh::Assembly> assembly = mh::assemble(*config, registry, diag);
   if (!assembly) return fail(diag);
   std::cerr << diag.report();

@@ -28,6 +28,22 @@ struct LayerActivations {
   }
 };
 
+// A layernorm's output [n, h] in `dtype` followed by its mean and rstd
+// [2, n] in f32, as one buffer: keeping, dropping or recomputing the output
+// does the same to its statistics. The statistics are f32 in every
+// precision (the kernels read and write them in f32); the output is padded
+// so that they start 4-byte aligned.
+inline int64_t layernorm_stats_offset(int64_t n, int64_t h, int32_t dtype) {
+  const int64_t e = int64_t(dtype_size(dtype));
+  return (n * h * e + 3) / 4 * 4 / e;
+}
+inline Buffer layernorm_buffer(Device& device, MemCategory category, int64_t n, int64_t h, int32_t dtype) {
+  return Buffer(device, category, layernorm_stats_offset(n, h, dtype) + 2 * n * 4 / int64_t(dtype_size(dtype)), dtype);
+}
+inline float* layernorm_stats(const Buffer& out, int64_t n, int64_t h) {
+  return static_cast<float*>((out.ptr() + layernorm_stats_offset(n, h, out.dtype())).data);
+}
+
 // keep[l][a]: the recompute policy's decision for layer l, activation a.
 using KeepTable = std::vector<std::array<bool, MH_ACT_COUNT>>;
 

@@ -4,8 +4,6 @@
 
 #include <utility>
 
-#include "engine/device.hpp"
-
 namespace mh {
 
 Collectives::Collectives(const MH_CommApi* api, MH_Group* group, std::string name, bool owned)
@@ -19,6 +17,7 @@ Collectives& Collectives::operator=(Collectives&& other) noexcept {
   std::swap(name_, other.name_);
   std::swap(owned_, other.owned_);
   std::swap(dry_, other.dry_);
+  std::swap(stream_, other.stream_);
   return *this;
 }
 
@@ -26,46 +25,51 @@ Collectives::~Collectives() {
   if (owned_ && group_ != nullptr) api_->group_destroy(group_);
 }
 
-void Collectives::call(MH_Error* (*const MH_CommApi::*fn)(MH_Group*, const MH_CollectiveArgs*), const float* send,
-                       int64_t send_n, float* recv, int64_t recv_n, int32_t op, int32_t peer, const char* what) {
+void Collectives::call(MH_Error* (*const MH_CommApi::*fn)(MH_Group*, const MH_CollectiveArgs*), TypedPtr send,
+                       int64_t send_n, TypedPtr recv, int64_t recv_n, int32_t op, int32_t peer, const char* what) {
   if (dry_) return;
   MH_CollectiveArgs args{};
   args.struct_size = sizeof(args);
-  args.send = view(const_cast<float*>(send), MH_F32, {send_n});
-  args.recv = view(recv, MH_F32, {recv_n});
+  args.send = send.t({send_n});
+  args.recv = recv.t({recv_n});
   args.op = op;
   args.peer = peer;
+  args.stream = stream_;
   check((api_->*fn)(group_, &args), std::string(what) + " on the " + name_ + " group");
 }
 
-void Collectives::all_reduce(float* data, int64_t n, MH_ReduceOp op) {
+void Collectives::all_reduce(TypedPtr data, int64_t n, MH_ReduceOp op) {
   call(&MH_CommApi::all_reduce, data, n, data, n, op, 0, "all-reduce");
 }
 
-void Collectives::all_gather(const float* send, float* recv, int64_t n) {
+void Collectives::all_gather(TypedPtr send, TypedPtr recv, int64_t n) {
   call(&MH_CommApi::all_gather, send, n, recv, n * size(), MH_REDUCE_SUM, 0, "all-gather");
 }
 
-void Collectives::reduce_scatter(const float* send, float* recv, int64_t n) {
+void Collectives::reduce_scatter(TypedPtr send, TypedPtr recv, int64_t n) {
   call(&MH_CommApi::reduce_scatter, send, n * size(), recv, n, MH_REDUCE_SUM, 0, "reduce-scatter");
 }
 
-void Collectives::broadcast(float* data, int64_t n, int32_t root) {
+void Collectives::broadcast(TypedPtr data, int64_t n, int32_t root) {
   call(&MH_CommApi::broadcast, data, n, data, n, MH_REDUCE_SUM, root, "broadcast");
 }
 
-void Collectives::send(const float* data, int64_t n, int32_t peer) {
-  call(&MH_CommApi::send, data, n, nullptr, 0, MH_REDUCE_SUM, peer, "send");
+void Collectives::send(TypedPtr data, int64_t n, int32_t peer) {
+  call(&MH_CommApi::send, data, n, {}, 0, MH_REDUCE_SUM, peer, "send");
 }
 
-void Collectives::recv(float* data, int64_t n, int32_t peer) {
-  call(&MH_CommApi::recv, nullptr, 0, data, n, MH_REDUCE_SUM, peer, "recv");
+void Collectives::recv(TypedPtr data, int64_t n, int32_t peer) {
+  call(&MH_CommApi::recv, {}, 0, data, n, MH_REDUCE_SUM, peer, "recv");
 }
 
+// Without the stream: host buffers are not the device's work, and the
+// communicators that move host memory refuse any call that names a stream.
 void Collectives::all_gather_host(const float* send, float* recv, int64_t n) {
   const bool dry = std::exchange(dry_, false);
+  void* stream = std::exchange(stream_, nullptr);
   all_gather(send, recv, n);
   dry_ = dry;
+  stream_ = stream;
 }
 
 void Collectives::barrier() { check(api_->barrier(group_), "barrier on the " + name_ + " group"); }
@@ -75,6 +79,7 @@ Collectives Collectives::split(int32_t color, int32_t key, std::string name) {
   check(api_->split(group_, color, key, &out), "splitting the " + name_ + " group");
   Collectives group(api_, out, std::move(name), true);
   group.set_dry(dry_);
+  group.set_stream(stream_);
   return group;
 }
 

@@ -24,6 +24,23 @@ MH_Tensor view(void* data, int32_t dtype, std::initializer_list<int64_t> shape,
                std::initializer_list<int64_t> strides);
 inline MH_Tensor none() { return MH_Tensor{}; }
 
+// Where a tensor starts in device memory and what it holds: activations are
+// in the kernels' compute dtype, parameters and gradients always f32, so a
+// float* converts to an f32 one.
+struct TypedPtr {
+  void* data = nullptr;
+  int32_t dtype = MH_F32;
+
+  TypedPtr() = default;
+  TypedPtr(void* p, int32_t type) : data(p), dtype(type) {}
+  TypedPtr(const float* p) : data(const_cast<float*>(p)) {}
+  // The address `elements` elements further on.
+  TypedPtr operator+(int64_t elements) const {
+    return {static_cast<char*>(data) + elements * int64_t(dtype_size(dtype)), dtype};
+  }
+  MH_Tensor t(std::initializer_list<int64_t> shape) const { return view(data, dtype, shape); }
+};
+
 class Device {
  public:
   explicit Device(const Instance& kernels);
@@ -73,6 +90,7 @@ class Buffer {
   float* f32() const { return static_cast<float*>(data_); }
   int64_t numel() const { return elements_; }
   int32_t dtype() const { return dtype_; }
+  TypedPtr ptr() const { return {data_, dtype_}; }
   uint64_t bytes() const { return uint64_t(elements_) * dtype_size(dtype_); }
   explicit operator bool() const { return data_ != nullptr; }
   MH_Tensor t(std::initializer_list<int64_t> shape) const { return view(data_, dtype_, shape); }

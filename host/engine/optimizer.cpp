@@ -87,10 +87,12 @@ void Optimizer::step(int64_t step, double norm) {
     a.step = step;
     device_.run(&MH_KernelsApi::adamw, a, "adamw");
   }
-  if (!distributed()) return;
-  // Staged: a collective's send and receive buffers must not overlap.
-  ops::copy(device_, params_.values().f32() + mine.offset, staging_.f32(), mine.count);
-  data_->all_gather(staging_.f32(), params_.values().f32(), mine.count);
+  if (distributed()) {
+    // Staged: a collective's send and receive buffers must not overlap.
+    ops::copy(device_, params_.values().f32() + mine.offset, staging_.f32(), mine.count);
+    data_->all_gather(staging_.f32(), params_.values().f32(), mine.count);
+  }
+  params_.refresh_gemm_weights();
 }
 
 }  // namespace mh

@@ -35,7 +35,8 @@ class Optimizer {
   // Global gradient L2 norm: the squares of `ranges` of this rank's
   // gradients, summed over `groups` (each rank counts what it alone holds).
   double grad_norm(const std::vector<GroupRange>& ranges, std::initializer_list<Collectives*> groups);
-  // Clips to clip_grad given the norm, then applies AdamW for `step`.
+  // Clips to clip_grad given the norm, then applies AdamW for `step` to the
+  // f32 master weights (and refreshes the GEMMs' copy of them).
   void step(int64_t step, double norm);
 
  private:

@@ -25,7 +25,7 @@ int64_t numel_total(const std::vector<ParamInfo>& infos) {
 
 ParamSet::ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& plan, uint64_t seed,
                    const OwnedParts& owned, int64_t pad_to)
-    : dims_(dims), layers_(size_t(dims.layers)) {
+    : dims_(dims), layers_(size_t(dims.layers)), device_(device) {
   const int64_t h = dims.hidden, f = dims.ffn;
   const float std = dims.init_std;
   // Output projections of the residual branches start smaller so the
@@ -62,12 +62,28 @@ ParamSet::ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& p
   values_ = Buffer(device, MemCategory::kParams, n);
   grads_ = Buffer(device, MemCategory::kGrads, n);
   ops::fill(device, values_.f32(), n, 0);
-  if (device.info().dry) return;
+  if (const int32_t compute = device.info().compute_dtype; compute != MH_F32)
+    gemm_copy_ = Buffer(device, MemCategory::kParams, n, compute);
+  upload_initial_values(seed);
+  refresh_gemm_weights();
+}
+
+void ParamSet::upload_initial_values(uint64_t seed) {
+  if (device_.info().dry) return;
   std::vector<float> host;
   for (size_t id = 0; id < infos_.size(); ++id) {
     initial_values(int(id), seed, host);
-    device.to_device(value(int(id)), host.data(), host.size() * sizeof(float));
+    device_.to_device(value(int(id)), host.data(), host.size() * sizeof(float));
   }
+}
+
+TypedPtr ParamSet::gemm_weight(int id) const {
+  if (!gemm_copy_) return value(id);
+  return gemm_copy_.ptr() + infos_[id].offset;
+}
+
+void ParamSet::refresh_gemm_weights() {
+  if (gemm_copy_) ops::copy(device_, values_.ptr(), gemm_copy_.ptr(), values_.numel());
 }
 
 int ParamSet::add(std::string name, int64_t global_rows, int64_t global_cols, int32_t shard, ParamGroup group,

@@ -2,6 +2,12 @@
 // allocation each for values and gradients (llm.c style). Parameters are
 // ordered by group so the optimizer and the tensor-parallel gradient
 // reduction each act on one contiguous range per group.
+//
+// Values are the f32 master weights in every precision. Under mixed
+// precision (a kernels component computing in bf16) GEMMs read a copy of
+// them in the compute dtype, rounded after every change: the tensor cores
+// take bf16 operands, while AdamW's small updates would vanish if applied to
+// bf16 weights (Micikevicius et al. 2018).
 #pragma once
 
 #include <megahost/abi.h>
@@ -60,6 +66,12 @@ class ParamSet {
            int64_t pad_to = 1);
 
   float* value(int id) const { return values_.f32() + infos_[id].offset; }
+  // The weight a GEMM reads: the value itself in f32, else its copy in the
+  // compute dtype.
+  TypedPtr gemm_weight(int id) const;
+  // Rounds the values into the GEMMs' copy; call after every change to the
+  // values. Nothing to do in f32.
+  void refresh_gemm_weights();
   float* grad(int id) const { return grads_.f32() + infos_[id].offset; }
   const ParamInfo& info(int id) const { return infos_[id]; }
   const std::vector<ParamInfo>& infos() const { return infos_; }
@@ -83,13 +95,16 @@ class ParamSet {
   int add(std::string name, int64_t global_rows, int64_t global_cols, int32_t shard, ParamGroup group,
           float init_std, float init_value);
   void layout();
+  void upload_initial_values(uint64_t seed);
 
   ModelDims dims_;
   std::vector<ParamInfo> infos_;
   std::vector<LayerParamIds> layers_;  // indexed by global layer; only owned ones are filled
   int wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1;
   std::array<GroupRange, kParamGroups> groups_{};
+  Device& device_;
   Buffer values_, grads_;
+  Buffer gemm_copy_;  // values in the compute dtype; empty in f32
 };
 
 }  // namespace mh

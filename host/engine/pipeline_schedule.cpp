@@ -44,8 +44,8 @@ double PipelineStage::run(std::span<const MH_PipeAction> actions, float loss_sca
     Transformer& chunk = *chunks_.at(size_t(a.chunk));
     switch (a.type) {
       case MH_PIPE_RECV_ACTIVATION:
-        inputs_[key] = Buffer(dev_, MemCategory::kActivations, width_);
-        pipe_.recv(inputs_[key].f32(), width_, prev());
+        inputs_[key] = Buffer(dev_, MemCategory::kActivations, width_, dev_.info().compute_dtype);
+        pipe_.recv(inputs_[key].ptr(), width_, prev());
         break;
       case MH_PIPE_FORWARD: {
         Buffer input = chunk.chunk().first ? Buffer() : take(inputs_, key);
@@ -56,13 +56,13 @@ double PipelineStage::run(std::span<const MH_PipeAction> actions, float loss_sca
         // The output lives on in the next stage; freeing it here is the
         // paper's output-tensor deallocation (Appendix B).
         Buffer& out = chunk.output(states_.at(key));
-        pipe_.send(out.f32(), width_, next());
+        pipe_.send(out.ptr(), width_, next());
         out.release();
         break;
       }
       case MH_PIPE_RECV_GRADIENT:
         grads_in_[key] = Buffer(dev_, MemCategory::kWorkspace, width_);
-        pipe_.recv(grads_in_[key].f32(), width_, next());
+        pipe_.recv(grads_in_[key].ptr(), width_, next());
         break;
       case MH_PIPE_BACKWARD: {
         Buffer dout = chunk.chunk().last ? Buffer() : take(grads_in_, key);
@@ -73,7 +73,7 @@ double PipelineStage::run(std::span<const MH_PipeAction> actions, float loss_sca
         break;
       }
       case MH_PIPE_SEND_GRADIENT:
-        pipe_.send(grads_out_.at(key).f32(), width_, prev());
+        pipe_.send(grads_out_.at(key).ptr(), width_, prev());
         grads_out_.erase(key);
         break;
       default:
@@ -94,11 +94,11 @@ double PipelineStage::evaluate(const MicroBatch& mb) {
     ForwardState st;
     Buffer input;
     if (k > 0) {
-      input = Buffer(dev_, MemCategory::kActivations, width_);
-      pipe_.recv(input.f32(), width_, prev());
+      input = Buffer(dev_, MemCategory::kActivations, width_, dev_.info().compute_dtype);
+      pipe_.recv(input.ptr(), width_, prev());
     }
     loss += chunk.forward(st, mb, std::move(input), false);
-    if (!chunk.chunk().last) pipe_.send(chunk.output(st).f32(), width_, next());
+    if (!chunk.chunk().last) pipe_.send(chunk.output(st).ptr(), width_, next());
   }
   return loss;
 }

@@ -24,14 +24,17 @@ class TensorParallel {
   const MH_TensorPlan& plan() const { return plan_; }
   Collectives& group() { return group_; }
 
-  float* enter_fwd(float* local, Buffer& scratch);
-  float* enter_bwd(float* full, Buffer& scratch);
-  float* exit_fwd(float* partial, Buffer& scratch);
-  float* exit_bwd(float* local, Buffer& scratch);
+  // The result has the input's dtype. Reductions (the all-reduce and
+  // reduce-scatter of partial sums) take f32 inputs: the engine keeps
+  // partial sums in f32 in every precision.
+  TypedPtr enter_fwd(TypedPtr local, Buffer& scratch);
+  TypedPtr enter_bwd(TypedPtr full, Buffer& scratch);
+  TypedPtr exit_fwd(TypedPtr partial, Buffer& scratch);
+  TypedPtr exit_bwd(TypedPtr local, Buffer& scratch);
 
  private:
   // Runs `kind` from `in` (in_rows rows) into a result of out_rows rows.
-  float* apply(int32_t kind, float* in, int64_t out_rows, Buffer& scratch);
+  TypedPtr apply(int32_t kind, TypedPtr in, int64_t out_rows, Buffer& scratch);
 
   Device& device_;
   Collectives& group_;

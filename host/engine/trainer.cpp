@@ -59,11 +59,12 @@ Coordinates coordinates(const RunSetup& s, int32_t rank) {
   return {rank % s.tp, (rank / s.tp) % s.dp, rank / (s.tp * s.dp)};
 }
 
-Groups make_groups(const RunSetup& s, int32_t local, int32_t rank) {
+Groups make_groups(const RunSetup& s, int32_t local, int32_t rank, const Device& device) {
   MH_Group* world = nullptr;
   check(s.comm_api->world(s.comm, local, &world), "comm world group");
   Groups g{Collectives(s.comm_api, world, "world", false), {}, {}, {}, {}};
   g.world.set_dry(s.dry_run);
+  g.world.set_stream(device.api().stream(device.instance()));
   const Coordinates c = coordinates(s, rank);
   g.tensor = g.world.split(c.pp * s.dp + c.dp, c.tp, "tensor");
   g.data = g.world.split(c.pp * s.tp + c.tp, c.dp, "data");
@@ -125,7 +126,7 @@ class RankTrainer {
         coords_(coordinates(s, rank_)),
         kernels_(*s.assembly->slot(MH_KIND_KERNELS), s.comm_info.ranks_in_process, rank_),
         dev_(kernels_),
-        groups_(make_groups(s, local, rank_)),
+        groups_(make_groups(s, local, rank_, dev_)),
         dims_(rank_dims()),
         chunk_specs_(stage_chunks(s, coords_.pp)),
         params_(dev_, dims_, s.tensor_plan, seed(), owned_parts(chunk_specs_), s.dp),

@@ -98,15 +98,17 @@ void Transformer::recompute_for_backward(ForwardState& st, int64_t l, const Micr
 
 void Transformer::embed(ForwardState& st, const MicroBatch& mb, float p) {
   const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden;
+  // The lookups sum in f32 (the vocabulary shards are reduced in f32); the
+  // dropout writes the layer input in the compute dtype.
   Buffer partial(dev_, kWork, N * h), scratch;
   ops::embedding(dev_, P(params_.wte()), d_.local_vocab(), static_cast<int32_t*>(mb.ids.data()), partial.f32(), N,
                  h, d_.vocab_start(), false);
-  float* e = tp_.exit_fwd(partial.f32(), scratch);
+  TypedPtr e = tp_.exit_fwd(partial.f32(), scratch);
   ops::embedding(dev_, P(params_.wpe()), d_.seq, static_cast<int32_t*>(mb.positions.data()), e, n, h, 0, true);
   Buffer& x0 = st.acts[0][MH_ACT_LAYER_INPUT];
-  x0 = Buffer(dev_, kAct, n * h);
+  x0 = activation(kAct, n * h);
   st.emb_mask = Buffer(dev_, kAct, n * h, MH_U8);
-  ops::dropout(dev_, e, nullptr, x0.f32(), static_cast<uint8_t*>(st.emb_mask.data()), n * h, p,
+  ops::dropout(dev_, e, {}, x0.ptr(), static_cast<uint8_t*>(st.emb_mask.data()), n * h, p,
                hidden_span(mb, -1, kSiteEmbedding));
 }
 
@@ -116,7 +118,7 @@ void Transformer::embed_bwd(ForwardState& st, const MicroBatch& mb, const float*
   ops::dropout_bwd(dev_, dres, static_cast<uint8_t*>(st.emb_mask.data()), de.f32(), n * h, d_.dropout);
   st.emb_mask.release();
   ops::embedding_bwd(dev_, G(params_.wpe()), d_.seq, static_cast<int32_t*>(mb.positions.data()), de.f32(), n, h, 0);
-  float* df = tp_.exit_bwd(de.f32(), scratch);
+  TypedPtr df = tp_.exit_bwd(de.f32(), scratch);
   ops::embedding_bwd(dev_, G(params_.wte()), d_.local_vocab(), static_cast<int32_t*>(mb.ids.data()), df, N, h,
                      d_.vocab_start());
 }
@@ -128,58 +130,56 @@ void Transformer::layer_forward(ForwardState& st, int64_t l, const MicroBatch& m
   LayerActivations& A = st.acts[size_t(l)];
   const LayerParamIds& w = params_.layer(global(l));
   const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden, hl = d_.local_hidden(), f = d_.local_ffn();
-  const float* x = A[MH_ACT_LAYER_INPUT].f32();
+  const TypedPtr x = A[MH_ACT_LAYER_INPUT].ptr();
   auto make = [&](MH_Activation a, int64_t elems) {
     if (A.has(a)) return false;
-    A[a] = Buffer(dev_, kAct, elems);
+    A[a] = activation(kAct, elems);
     return true;
   };
-  if (make(MH_ACT_LN1, n * h + 2 * n))
-    ops::layernorm(dev_, x, P(w.ln1_w), P(w.ln1_b), A[MH_ACT_LN1].f32(), A[MH_ACT_LN1].f32() + n * h, n, h,
-                   d_.layernorm_eps);
+  if (!A.has(MH_ACT_LN1)) A[MH_ACT_LN1] = norm(x, w.ln1_w, w.ln1_b);
   if (!A.has(MH_ACT_QKV)) {
     Buffer gathered;
-    float* in = tp_.enter_fwd(A[MH_ACT_LN1].f32(), gathered);
+    TypedPtr in = tp_.enter_fwd(A[MH_ACT_LN1].ptr(), gathered);
     make(MH_ACT_QKV, N * 3 * hl);
-    ops::linear(dev_, in, P(w.qkv_w), A[MH_ACT_QKV].f32(), N, h, 3 * hl);
-    ops::bias_add(dev_, A[MH_ACT_QKV].f32(), P(w.qkv_b), N, 3 * hl);
+    ops::linear(dev_, in, W(w.qkv_w), A[MH_ACT_QKV].ptr(), N, h, 3 * hl);
+    ops::bias_add(dev_, A[MH_ACT_QKV].ptr(), P(w.qkv_b), N, 3 * hl);
   }
   attention_core(st, l, mb, attn_p);
   if (!A.has(MH_ACT_RESIDUAL1) || !A.has(MH_ACT_ATTN_DROP_MASK)) {
     make(MH_ACT_RESIDUAL1, n * h);
-    residual_branch(st, l, mb, kSiteAttention, A[MH_ACT_CONTEXT].f32(), hl, w.proj_w, w.proj_b, x,
-                    MH_ACT_ATTN_DROP_MASK, A[MH_ACT_RESIDUAL1].f32(), p);
+    residual_branch(st, l, mb, kSiteAttention, A[MH_ACT_CONTEXT].ptr(), hl, w.proj_w, w.proj_b, x,
+                    MH_ACT_ATTN_DROP_MASK, A[MH_ACT_RESIDUAL1].ptr(), p);
   }
-  const float* mid = A[MH_ACT_RESIDUAL1].f32();
-  if (make(MH_ACT_LN2, n * h + 2 * n))
-    ops::layernorm(dev_, mid, P(w.ln2_w), P(w.ln2_b), A[MH_ACT_LN2].f32(), A[MH_ACT_LN2].f32() + n * h, n, h,
-                   d_.layernorm_eps);
+  const TypedPtr mid = A[MH_ACT_RESIDUAL1].ptr();
+  if (!A.has(MH_ACT_LN2)) A[MH_ACT_LN2] = norm(mid, w.ln2_w, w.ln2_b);
   if (!A.has(MH_ACT_FC1)) {
     Buffer gathered;
-    float* in = tp_.enter_fwd(A[MH_ACT_LN2].f32(), gathered);
+    TypedPtr in = tp_.enter_fwd(A[MH_ACT_LN2].ptr(), gathered);
     make(MH_ACT_FC1, N * f);
-    ops::linear(dev_, in, P(w.fc1_w), A[MH_ACT_FC1].f32(), N, h, f);
-    ops::bias_add(dev_, A[MH_ACT_FC1].f32(), P(w.fc1_b), N, f);
+    ops::linear(dev_, in, W(w.fc1_w), A[MH_ACT_FC1].ptr(), N, h, f);
+    ops::bias_add(dev_, A[MH_ACT_FC1].ptr(), P(w.fc1_b), N, f);
   }
-  if (make(MH_ACT_GELU, N * f)) ops::gelu(dev_, A[MH_ACT_FC1].f32(), A[MH_ACT_GELU].f32(), N * f);
+  if (make(MH_ACT_GELU, N * f)) ops::gelu(dev_, A[MH_ACT_FC1].ptr(), A[MH_ACT_GELU].ptr(), N * f);
   Buffer& next = st.acts[size_t(l + 1)][MH_ACT_LAYER_INPUT];
   const bool write_next = need_output && !next;
   if (!write_next && A.has(MH_ACT_MLP_DROP_MASK)) return;
   // Without need_output the branch only regenerates its dropout mask.
-  Buffer out(dev_, write_next ? kAct : kWork, n * h);
-  residual_branch(st, l, mb, kSiteMlp, A[MH_ACT_GELU].f32(), f, w.fc2_w, w.fc2_b, mid, MH_ACT_MLP_DROP_MASK, out.f32(), p);
+  Buffer out = activation(write_next ? kAct : kWork, n * h);
+  residual_branch(st, l, mb, kSiteMlp, A[MH_ACT_GELU].ptr(), f, w.fc2_w, w.fc2_b, mid, MH_ACT_MLP_DROP_MASK, out.ptr(), p);
   if (write_next) next = std::move(out);
 }
 
 // out [n, h] = residual + dropout(exit(branch_in @ W^T) + bias), W [h, width].
-void Transformer::residual_branch(ForwardState& st, int64_t l, const MicroBatch& mb, int site, const float* branch_in,
-                                  int64_t branch_width, int w, int b, const float* residual, MH_Activation mask,
-                                  float* out, float p) {
+// The GEMM's partial sums are f32 in every precision: the tensor group
+// reduces them in f32, and the dropout rounds once, into `out`.
+void Transformer::residual_branch(ForwardState& st, int64_t l, const MicroBatch& mb, int site, TypedPtr branch_in,
+                                  int64_t branch_width, int w, int b, TypedPtr residual, MH_Activation mask,
+                                  TypedPtr out, float p) {
   const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden;
   LayerActivations& A = st.acts[size_t(l)];
   Buffer partial(dev_, kWork, N * h), scratch;
-  ops::linear(dev_, branch_in, P(w), partial.f32(), N, branch_width, h);
-  float* y = tp_.exit_fwd(partial.f32(), scratch);
+  ops::linear(dev_, branch_in, W(w), partial.f32(), N, branch_width, h);
+  TypedPtr y = tp_.exit_fwd(partial.f32(), scratch);
   ops::bias_add(dev_, y, P(b), n, h);
   A[mask] = Buffer(dev_, kAct, n * h, MH_U8);
   ops::dropout(dev_, y, residual, out, static_cast<uint8_t*>(A[mask].data()), n * h, p, hidden_span(mb, global(l), site));
@@ -187,21 +187,21 @@ void Transformer::residual_branch(ForwardState& st, int64_t l, const MicroBatch&
 
 // Q, K, V of head j of sample b sit at qkv[(s * B + b) * a_t + j][0|1|2][:]: a
 // [B * a_t, s, d] view with batch stride 3d and row stride B * a_t * 3d.
-static MH_Tensor qkv_view(float* qkv, int which, const ModelDims& d) {
+static MH_Tensor qkv_view(TypedPtr qkv, int which, const ModelDims& d) {
   const int64_t D = d.head_dim(), G = d.micro_batch * d.local_heads();
-  return view(qkv + which * D, MH_F32, {G, d.seq, D}, {3 * D, G * 3 * D, 1});
+  return view((qkv + which * D).data, qkv.dtype, {G, d.seq, D}, {3 * D, G * 3 * D, 1});
 }
-static MH_Tensor ctx_view(float* ctx, const ModelDims& d) {
+static MH_Tensor ctx_view(TypedPtr ctx, const ModelDims& d) {
   const int64_t D = d.head_dim(), G = d.micro_batch * d.local_heads();
-  return view(ctx, MH_F32, {G, d.seq, D}, {D, G * D, 1});
+  return view(ctx.data, ctx.dtype, {G, d.seq, D}, {D, G * D, 1});
 }
 
 void Transformer::attention_core(ForwardState& st, int64_t l, const MicroBatch& mb, float attn_p) {
   LayerActivations& A = st.acts[size_t(l)];
   const int64_t G = d_.micro_batch * d_.local_heads(), S = d_.seq, n = G * S * S;
-  float* qkv = A[MH_ACT_QKV].f32();
+  const TypedPtr qkv = A[MH_ACT_QKV].ptr();
   if (!A.has(MH_ACT_ATTN_SCORES)) {
-    A[MH_ACT_ATTN_SCORES] = Buffer(dev_, kAct, n);
+    A[MH_ACT_ATTN_SCORES] = activation(kAct, n);
     MH_Tensor scores = A[MH_ACT_ATTN_SCORES].t({G, S, S});
     ops::gemm(dev_, qkv_view(qkv, 0, d_), qkv_view(qkv, 1, d_), scores, false, true, 0);
     MH_SoftmaxArgs s{};
@@ -211,28 +211,28 @@ void Transformer::attention_core(ForwardState& st, int64_t l, const MicroBatch& 
     dev_.run(&MH_KernelsApi::softmax, s, "softmax");
   }
   if (!A.has(MH_ACT_ATTN_PROBS) || !A.has(MH_ACT_ATTN_MASK)) {
-    A[MH_ACT_ATTN_PROBS] = Buffer(dev_, kAct, n);
+    A[MH_ACT_ATTN_PROBS] = activation(kAct, n);
     A[MH_ACT_ATTN_MASK] = Buffer(dev_, kAct, n, MH_U8);
-    ops::dropout(dev_, A[MH_ACT_ATTN_SCORES].f32(), nullptr, A[MH_ACT_ATTN_PROBS].f32(),
+    ops::dropout(dev_, A[MH_ACT_ATTN_SCORES].ptr(), {}, A[MH_ACT_ATTN_PROBS].ptr(),
                  static_cast<uint8_t*>(A[MH_ACT_ATTN_MASK].data()), n, attn_p, attention_span(mb, global(l)));
   }
   if (!A.has(MH_ACT_CONTEXT)) {
-    A[MH_ACT_CONTEXT] = Buffer(dev_, kAct, d_.rows() * d_.local_hidden());
-    ops::gemm(dev_, A[MH_ACT_ATTN_PROBS].t({G, S, S}), qkv_view(qkv, 2, d_), ctx_view(A[MH_ACT_CONTEXT].f32(), d_),
+    A[MH_ACT_CONTEXT] = activation(kAct, d_.rows() * d_.local_hidden());
+    ops::gemm(dev_, A[MH_ACT_ATTN_PROBS].t({G, S, S}), qkv_view(qkv, 2, d_), ctx_view(A[MH_ACT_CONTEXT].ptr(), d_),
               false, false, 0);
   }
 }
 
-void Transformer::attention_bwd(ForwardState& st, int64_t l, const float* dctx, float* dqkv) {
+void Transformer::attention_bwd(ForwardState& st, int64_t l, TypedPtr dctx, TypedPtr dqkv) {
   LayerActivations& A = st.acts[size_t(l)];
   const int64_t G = d_.micro_batch * d_.local_heads(), S = d_.seq;
-  float* qkv = A[MH_ACT_QKV].f32();
-  MH_Tensor dctx_t = ctx_view(const_cast<float*>(dctx), d_);
-  Buffer dprobs(dev_, kWork, G * S * S);
+  const TypedPtr qkv = A[MH_ACT_QKV].ptr();
+  MH_Tensor dctx_t = ctx_view(dctx, d_);
+  Buffer dprobs = activation(kWork, G * S * S);
   MH_Tensor dp = dprobs.t({G, S, S});
   ops::gemm(dev_, dctx_t, qkv_view(qkv, 2, d_), dp, false, true, 0);                       // dP = dC V^T
   ops::gemm(dev_, A[MH_ACT_ATTN_PROBS].t({G, S, S}), dctx_t, qkv_view(dqkv, 2, d_), true, false, 0);  // dV = P^T dC
-  ops::dropout_bwd(dev_, dprobs.f32(), static_cast<uint8_t*>(A[MH_ACT_ATTN_MASK].data()), dprobs.f32(), G * S * S,
+  ops::dropout_bwd(dev_, dprobs.ptr(), static_cast<uint8_t*>(A[MH_ACT_ATTN_MASK].data()), dprobs.ptr(), G * S * S,
                    d_.attention_dropout);
   MH_SoftmaxArgs s{};
   s.out = A[MH_ACT_ATTN_SCORES].t({G, S, S});
@@ -244,66 +244,83 @@ void Transformer::attention_bwd(ForwardState& st, int64_t l, const float* dctx, 
   ops::gemm(dev_, dp, qkv_view(qkv, 0, d_), qkv_view(dqkv, 1, d_), true, false, 0);   // dK = dS^T Q
 }
 
+// Activation gradients are in the compute dtype where GEMMs read them; the
+// residual stream's gradient `dres` and the input gradients of column-parallel
+// GEMMs (reduced across the tensor group) stay f32.
 void Transformer::layer_backward(ForwardState& st, int64_t l, float* dres) {
   LayerActivations& A = st.acts[size_t(l)];
   const LayerParamIds& w = params_.layer(global(l));
   const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden, hl = d_.local_hidden(), f = d_.local_ffn();
 
   // MLP: x_out = mid + dropout(exit(gelu(fc1(ln2(mid))) W2^T) + b2)
-  Buffer dloc(dev_, kWork, n * h), s1, s2, s3;
-  ops::dropout_bwd(dev_, dres, static_cast<uint8_t*>(A[MH_ACT_MLP_DROP_MASK].data()), dloc.f32(), n * h, d_.dropout);
-  ops::bias_bwd(dev_, dloc.f32(), G(w.fc2_b), n, h);
-  float* dy = tp_.exit_bwd(dloc.f32(), s1);
-  Buffer dh(dev_, kWork, N * f);
-  ops::linear_dx(dev_, dy, P(w.fc2_w), dh.f32(), N, f, h);
-  ops::linear_dw(dev_, dy, A[MH_ACT_GELU].f32(), G(w.fc2_w), N, f, h);
-  ops::gelu_bwd(dev_, A[MH_ACT_FC1].f32(), dh.f32(), dh.f32(), N * f);
-  ops::bias_bwd(dev_, dh.f32(), G(w.fc1_b), N, f);
-  float* ln2_in = tp_.enter_fwd(A[MH_ACT_LN2].f32(), s2);
-  ops::linear_dw(dev_, dh.f32(), ln2_in, G(w.fc1_w), N, h, f);
+  Buffer dloc = activation(kWork, n * h), s1, s2, s3;
+  ops::dropout_bwd(dev_, dres, static_cast<uint8_t*>(A[MH_ACT_MLP_DROP_MASK].data()), dloc.ptr(), n * h, d_.dropout);
+  ops::bias_bwd(dev_, dloc.ptr(), G(w.fc2_b), n, h);
+  TypedPtr dy = tp_.exit_bwd(dloc.ptr(), s1);
+  Buffer dh = activation(kWork, N * f);
+  ops::linear_dx(dev_, dy, W(w.fc2_w), dh.ptr(), N, f, h);
+  ops::linear_dw(dev_, dy, A[MH_ACT_GELU].ptr(), G(w.fc2_w), N, f, h);
+  ops::gelu_bwd(dev_, A[MH_ACT_FC1].ptr(), dh.ptr(), dh.ptr(), N * f);
+  ops::bias_bwd(dev_, dh.ptr(), G(w.fc1_b), N, f);
+  TypedPtr ln2_in = tp_.enter_fwd(A[MH_ACT_LN2].ptr(), s2);
+  ops::linear_dw(dev_, dh.ptr(), ln2_in, G(w.fc1_w), N, h, f);
   s2.release();
   Buffer dfull(dev_, kWork, N * h);
-  ops::linear_dx(dev_, dh.f32(), P(w.fc1_w), dfull.f32(), N, h, f);
+  ops::linear_dx(dev_, dh.ptr(), W(w.fc1_w), dfull.f32(), N, h, f);
   dh.release();
-  float* dln = tp_.enter_bwd(dfull.f32(), s3);
-  float* ln2 = A[MH_ACT_LN2].f32();
-  ops::layernorm_bwd(dev_, dln, A[MH_ACT_RESIDUAL1].f32(), P(w.ln2_w), ln2 + n * h, dres, G(w.ln2_w), G(w.ln2_b), n,
-                     h);
+  TypedPtr dln = tp_.enter_bwd(dfull.f32(), s3);
+  norm_bwd(dln, A[MH_ACT_RESIDUAL1].ptr(), A[MH_ACT_LN2], w.ln2_w, w.ln2_b, dres);
 
   // Attention: mid = x + dropout(exit(attn(ln1(x)) Wp^T) + bp)
-  ops::dropout_bwd(dev_, dres, static_cast<uint8_t*>(A[MH_ACT_ATTN_DROP_MASK].data()), dloc.f32(), n * h,
+  ops::dropout_bwd(dev_, dres, static_cast<uint8_t*>(A[MH_ACT_ATTN_DROP_MASK].data()), dloc.ptr(), n * h,
                    d_.dropout);
-  ops::bias_bwd(dev_, dloc.f32(), G(w.proj_b), n, h);
-  dy = tp_.exit_bwd(dloc.f32(), s1);
-  Buffer dctx(dev_, kWork, N * hl);
-  ops::linear_dx(dev_, dy, P(w.proj_w), dctx.f32(), N, hl, h);
-  ops::linear_dw(dev_, dy, A[MH_ACT_CONTEXT].f32(), G(w.proj_w), N, hl, h);
+  ops::bias_bwd(dev_, dloc.ptr(), G(w.proj_b), n, h);
+  dy = tp_.exit_bwd(dloc.ptr(), s1);
+  Buffer dctx = activation(kWork, N * hl);
+  ops::linear_dx(dev_, dy, W(w.proj_w), dctx.ptr(), N, hl, h);
+  ops::linear_dw(dev_, dy, A[MH_ACT_CONTEXT].ptr(), G(w.proj_w), N, hl, h);
   s1.release();
-  Buffer dqkv(dev_, kWork, N * 3 * hl);
-  attention_bwd(st, l, dctx.f32(), dqkv.f32());
+  Buffer dqkv = activation(kWork, N * 3 * hl);
+  attention_bwd(st, l, dctx.ptr(), dqkv.ptr());
   dctx.release();
-  ops::bias_bwd(dev_, dqkv.f32(), G(w.qkv_b), N, 3 * hl);
-  float* ln1_in = tp_.enter_fwd(A[MH_ACT_LN1].f32(), s2);
-  ops::linear_dw(dev_, dqkv.f32(), ln1_in, G(w.qkv_w), N, h, 3 * hl);
+  ops::bias_bwd(dev_, dqkv.ptr(), G(w.qkv_b), N, 3 * hl);
+  TypedPtr ln1_in = tp_.enter_fwd(A[MH_ACT_LN1].ptr(), s2);
+  ops::linear_dw(dev_, dqkv.ptr(), ln1_in, G(w.qkv_w), N, h, 3 * hl);
   s2.release();
-  ops::linear_dx(dev_, dqkv.f32(), P(w.qkv_w), dfull.f32(), N, h, 3 * hl);
+  ops::linear_dx(dev_, dqkv.ptr(), W(w.qkv_w), dfull.f32(), N, h, 3 * hl);
   dln = tp_.enter_bwd(dfull.f32(), s3);
-  float* ln1 = A[MH_ACT_LN1].f32();
-  ops::layernorm_bwd(dev_, dln, A[MH_ACT_LAYER_INPUT].f32(), P(w.ln1_w), ln1 + n * h, dres, G(w.ln1_w), G(w.ln1_b),
-                     n, h);
+  norm_bwd(dln, A[MH_ACT_LAYER_INPUT].ptr(), A[MH_ACT_LN1], w.ln1_w, w.ln1_b, dres);
+}
+
+// out [n, h] = layernorm(x) with weight w and bias b, in a new kept buffer
+// that also holds the f32 statistics backward reads.
+Buffer Transformer::norm(TypedPtr x, int w, int b) {
+  const int64_t n = d_.local_rows(), h = d_.hidden;
+  Buffer out = layernorm_buffer(dev_, kAct, n, h, dev_.info().compute_dtype);
+  ops::layernorm(dev_, x, P(w), P(b), out.ptr(), layernorm_stats(out, n, h), n, h, d_.layernorm_eps);
+  return out;
+}
+
+void Transformer::norm_bwd(TypedPtr dout, TypedPtr x, const Buffer& out, int w, int b, float* dx) {
+  const int64_t n = d_.local_rows(), h = d_.hidden;
+  ops::layernorm_bwd(dev_, dout, x, P(w), layernorm_stats(out, n, h), dx, G(w), G(b), n, h);
+}
+
+Buffer Transformer::activation(MemCategory category, int64_t elements) {
+  return Buffer(dev_, category, elements, dev_.info().compute_dtype);
 }
 
 // ---- output head and loss -------------------------------------------------
 
 double Transformer::head_forward(ForwardState& st, const MicroBatch& mb) {
-  const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden, V = d_.local_vocab();
-  st.lnf = Buffer(dev_, kAct, n * h + 2 * n);
-  ops::layernorm(dev_, st.acts[size_t(chunk_.layers)][MH_ACT_LAYER_INPUT].f32(), P(params_.lnf_w()), P(params_.lnf_b()),
-                 st.lnf.f32(), st.lnf.f32() + n * h, n, h, d_.layernorm_eps);
+  const int64_t N = d_.rows(), h = d_.hidden, V = d_.local_vocab();
+  st.lnf = norm(st.acts[size_t(chunk_.layers)][MH_ACT_LAYER_INPUT].ptr(), params_.lnf_w(), params_.lnf_b());
   Buffer gathered;
-  float* in = tp_.enter_fwd(st.lnf.f32(), gathered);
+  TypedPtr in = tp_.enter_fwd(st.lnf.ptr(), gathered);
+  // Logits are f32 in every precision: the softmax over a large vocabulary
+  // sums many small exponentials, and the loss is a difference of logits.
   st.logits = Buffer(dev_, kAct, N * V);
-  ops::linear(dev_, in, P(params_.wte()), st.logits.f32(), N, h, V);
+  ops::linear(dev_, in, W(params_.wte()), st.logits.f32(), N, h, V);
   gathered.release();
   // [row_max | sum_exp | target_logit], each [N]; shards combine in between.
   st.xent = Buffer(dev_, kAct, 3 * N);
@@ -329,7 +346,7 @@ double Transformer::head_forward(ForwardState& st, const MicroBatch& mb) {
 }
 
 void Transformer::head_backward(ForwardState& st, const MicroBatch& mb, float loss_scale, float* dres) {
-  const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden, V = d_.local_vocab();
+  const int64_t N = d_.rows(), h = d_.hidden, V = d_.local_vocab();
   MH_XentArgs x{};
   x.step = MH_XENT_BWD;
   x.logits = st.logits.t({N, V});
@@ -340,17 +357,27 @@ void Transformer::head_backward(ForwardState& st, const MicroBatch& mb, float lo
   x.scale = loss_scale;
   x.targets = mb.targets.t({N});
   dev_.run(&MH_KernelsApi::xent, x, "xent backward");
+  // The GEMMs read the logits' gradient in the compute dtype.
+  TypedPtr dlogits = st.logits.ptr();
+  Buffer rounded;
+  if (dlogits.dtype != dev_.info().compute_dtype) {
+    rounded = activation(kWork, N * V);
+    ops::copy(dev_, dlogits, rounded.ptr(), N * V);
+    st.logits.release();
+    dlogits = rounded.ptr();
+  }
   Buffer dfull(dev_, kWork, N * h), s1, s2;
-  ops::linear_dx(dev_, st.logits.f32(), P(params_.wte()), dfull.f32(), N, h, V);
-  float* in = tp_.enter_fwd(st.lnf.f32(), s1);
-  ops::linear_dw(dev_, st.logits.f32(), in, G(params_.wte()), N, h, V);
+  ops::linear_dx(dev_, dlogits, W(params_.wte()), dfull.f32(), N, h, V);
+  TypedPtr in = tp_.enter_fwd(st.lnf.ptr(), s1);
+  ops::linear_dw(dev_, dlogits, in, G(params_.wte()), N, h, V);
   s1.release();
   st.logits.release();
+  rounded.release();
   st.xent.release();
-  float* dln = tp_.enter_bwd(dfull.f32(), s2);
-  ops::fill(dev_, dres, n * h, 0);
-  ops::layernorm_bwd(dev_, dln, st.acts[size_t(chunk_.layers)][MH_ACT_LAYER_INPUT].f32(), P(params_.lnf_w()),
-                     st.lnf.f32() + n * h, dres, G(params_.lnf_w()), G(params_.lnf_b()), n, h);
+  TypedPtr dln = tp_.enter_bwd(dfull.f32(), s2);
+  ops::fill(dev_, dres, d_.local_rows() * h, 0);
+  norm_bwd(dln, st.acts[size_t(chunk_.layers)][MH_ACT_LAYER_INPUT].ptr(), st.lnf, params_.lnf_w(), params_.lnf_b(),
+           dres);
   st.lnf.release();
 }
 

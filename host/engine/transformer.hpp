@@ -69,10 +69,15 @@ class Transformer {
   void layer_forward(ForwardState& st, int64_t l, const MicroBatch& mb, float p, float attn_p, bool need_output);
   void layer_backward(ForwardState& st, int64_t l, float* dres);
   void attention_core(ForwardState& st, int64_t l, const MicroBatch& mb, float attn_p);
-  void attention_bwd(ForwardState& st, int64_t l, const float* dctx, float* dqkv);
-  void residual_branch(ForwardState& st, int64_t l, const MicroBatch& mb, int site, const float* branch_in,
-                       int64_t branch_width, int w, int b, const float* residual, MH_Activation mask, float* out,
+  void attention_bwd(ForwardState& st, int64_t l, TypedPtr dctx, TypedPtr dqkv);
+  void residual_branch(ForwardState& st, int64_t l, const MicroBatch& mb, int site, TypedPtr branch_in,
+                       int64_t branch_width, int w, int b, TypedPtr residual, MH_Activation mask, TypedPtr out,
                        float p);
+  Buffer norm(TypedPtr x, int w, int b);
+  // dout [n, h]; x and out: the layernorm's input and kept output; dx += ...
+  void norm_bwd(TypedPtr dout, TypedPtr x, const Buffer& out, int w, int b, float* dx);
+  // A buffer in the compute dtype.
+  Buffer activation(MemCategory category, int64_t elements);
   double head_forward(ForwardState& st, const MicroBatch& mb);
   void head_backward(ForwardState& st, const MicroBatch& mb, float loss_scale, float* dres);
   // Makes sure every activation layer l's backward reads is present.
@@ -84,6 +89,7 @@ class Transformer {
   MH_RngSpan hidden_span(const MicroBatch& mb, int64_t layer, int site) const;
   MH_RngSpan attention_span(const MicroBatch& mb, int64_t layer) const;
   float* P(int id) const { return params_.value(id); }
+  TypedPtr W(int id) const { return params_.gemm_weight(id); }
   float* G(int id) const { return params_.grad(id); }
 
   Device& dev_;

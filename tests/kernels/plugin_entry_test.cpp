@@ -38,7 +38,7 @@ void expect_kernels_plugin(const MH_PluginDesc& desc, const char* plugin, const 
 }
 
 TEST(PluginEntry, CpuModuleListsTheCpuKernels) {
-  expect_kernels_plugin(*load(MH_KERNELS_CPU_MODULE), "kernels_cpu", "cpu", {"threads", "peak_gflops"});
+  expect_kernels_plugin(*load(MH_KERNELS_CPU_MODULE), "kernels_cpu", "cpu", {"threads", "peak_gflops", "dtype"});
 }
 
 TEST(PluginEntry, DryModuleListsTheDryKernels) {
@@ -47,14 +47,17 @@ TEST(PluginEntry, DryModuleListsTheDryKernels) {
 
 TEST(PluginEntry, CpuModuleCreatesAnInstanceThatComputes) {
   const MH_ComponentDesc& c = load(MH_KERNELS_CPU_MODULE)->components[0];
-  MH_NamedValue values[2]{};
+  MH_NamedValue values[3]{};
   values[0].name = "threads";
   values[0].type = MH_VALUE_INT;
   values[0].value.i = 1;
   values[1].name = "peak_gflops";
   values[1].type = MH_VALUE_DOUBLE;
   values[1].value.d = 10;
-  const MH_Options options{MH_STRUCT_SIZE(MH_Options, section), values, 2, "kernels"};
+  values[2].name = "dtype";
+  values[2].type = MH_VALUE_STRING;
+  values[2].value.s = "fp32";
+  const MH_Options options{MH_STRUCT_SIZE(MH_Options, section), values, 3, "kernels"};
   const MH_CreateArgs args{MH_STRUCT_SIZE(MH_CreateArgs, rank), &options, 1, 0};
   MH_Instance* self = nullptr;
   mh::check(c.create(&args, &self), "create");

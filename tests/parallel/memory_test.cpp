@@ -1,6 +1,7 @@
 // Measured activation memory per rank matches the paper's per-layer formula
 // (Korthikanti et al. 2022, Table 2, generalised to our element sizes)
-// within 5%, for tensor parallelism with and without sequence parallelism.
+// within 5%, for tensor parallelism with and without sequence parallelism,
+// in fp32 and in bf16.
 // Dry runs: the tracker counts every allocation while nothing is computed.
 #include <gtest/gtest.h>
 
@@ -46,6 +47,8 @@ const Shape kShapes[] = {
                    "model.seq_len=128 model.hidden=128 model.heads=8 train.micro_batch=4"},
     {"t2_sp_wide", "comm.world_size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true "
                    "model.hidden=256 model.heads=2 model.seq_len=64"},
+    {"t1_bf16", "comm.world_size=1 kernels.dtype=bf16"},
+    {"t2_sp_bf16", "comm.world_size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true kernels.dtype=bf16"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ActivationMemory, ::testing::ValuesIn(kShapes),
@@ -60,6 +63,40 @@ TEST(ActivationMemory, SequenceParallelDividesTheReplicatedPartByT) {
   // Without SP each rank keeps sbh(4e+2) + sbh(4e+8e)/t + as^2b(2e+1)/t per layer; with SP all of it is /t.
   EXPECT_LT(sp.formula_per_layer, tp.formula_per_layer);
   EXPECT_NEAR(sp.activations[0] / tp.activations[0], sp.formula_total / tp.formula_total, 0.03);
+}
+
+// With 2-byte activations the formula is the paper's own, 34sbh + 5as^2b
+// per layer (Korthikanti et al. 2022, Eq. 1), and the dry run keeps it.
+TEST(ActivationMemory, Bf16PerLayerIsThePapersFormulaLiterally) {
+  const double s = 32, b = 2, h = 64, a = 4;  // small.toml
+  MemoryRecord two = dry("comm.world_size=1 kernels.dtype=bf16", 2), four = dry("comm.world_size=1 kernels.dtype=bf16", 4);
+  ASSERT_FALSE(four.activations.empty());
+  EXPECT_DOUBLE_EQ(four.formula_per_layer, 34 * s * b * h + 5 * a * s * s * b);
+  EXPECT_NEAR((four.activations[0] - two.activations[0]) / 2.0, four.formula_per_layer, 0.05 * four.formula_per_layer);
+}
+
+// The dry run models the real kernels' dtype, so it predicts a bf16 run's
+// activation memory to the byte.
+TEST(ActivationMemory, DryRunPredictsARealBf16RunExactly) {
+  const std::string layout = "comm.world_size=2 parallel.tensor.size=2 kernels.dtype=bf16 train.steps=1";
+  LayoutResult real = run_layout(layout), predicted = run_layout("--dry_run " + layout);
+  ASSERT_EQ(real.exit_code, 0) << real.log;
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.log;
+  ASSERT_EQ(real.memory.activations.size(), 2u);
+  EXPECT_EQ(predicted.memory.activations, real.memory.activations);
+  const MemoryRecord fp32 = dry("comm.world_size=2 parallel.tensor.size=2", 4);
+  EXPECT_LT(predicted.memory.activations[0], 0.6 * fp32.activations[0]);
+}
+
+// Without a dtype key the dry run takes the real component's default:
+// bf16 for the cuda kernels (built where nvcc is; a dry run needs no GPU).
+TEST(ActivationMemory, DryRunOfTheCudaKernelsModelsTheirDefaultBf16) {
+  if (run_layout("--list_plugins").log.find("mh_kernels_cuda.so") == std::string::npos)
+    GTEST_SKIP() << "the cuda kernels are not built here";
+  LayoutResult cuda = run_layout("--dry_run comm.world_size=1 kernels.plugin=cuda");
+  ASSERT_EQ(cuda.exit_code, 0) << cuda.log;
+  const MemoryRecord bf16 = dry("comm.world_size=1 kernels.dtype=bf16", 4);
+  EXPECT_EQ(cuda.memory.activations, bf16.activations);
 }
 
 TEST(OptimizerMemory, DistributedOptimizerShardsAdamWStateOverDataParallelRanks) {

@@ -1,6 +1,7 @@
 #include "cpu_kernels.hpp"
 
 #include "alloc_size.hpp"
+#include "f32_staging.hpp"
 #include "machine.hpp"
 #include "ops/ops.hpp"
 #include "validate.hpp"
@@ -15,8 +16,6 @@
 
 namespace mh::kernels {
 namespace {
-
-constexpr MH_DType kCompute = MH_F32;
 
 float* f32(const MH_Tensor& t) { return static_cast<float*>(t.data); }
 const int32_t* i32(const MH_Tensor& t) { return static_cast<const int32_t*>(t.data); }
@@ -38,7 +37,9 @@ double measure_peak_flops(int threads) {
 
 }  // namespace
 
-CpuKernels::CpuKernels(const CreateContext& ctx) : ranks_in_process_(std::max(1, ctx.ranks_in_process)) {
+CpuKernels::CpuKernels(const CreateContext& ctx)
+    : compute_(ctx.options.get_string("dtype") == "bf16" ? MH_BF16 : MH_F32),
+      ranks_in_process_(std::max(1, ctx.ranks_in_process)) {
 #ifdef MH_KERNELS_CPU_AVX2
   require(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"),
           "kernels 'cpu' was built for AVX2 and FMA, which this CPU lacks; rebuild it with "
@@ -67,7 +68,7 @@ void CpuKernels::device_info(MH_DeviceInfo& out) const {
   out.name = name_.c_str();
   out.peak_flops = peak_flops_;
   out.memory_bytes = cpu::physical_memory_bytes() / static_cast<uint64_t>(ranks_in_process_);
-  out.compute_dtype = kCompute;
+  out.compute_dtype = compute_;
   out.dry = 0;
 }
 
@@ -89,96 +90,123 @@ void CpuKernels::copy(void* dst, const void* src, uint64_t bytes, MH_CopyKind ki
 }
 
 void CpuKernels::gemm(const MH_GemmArgs& args) {
-  const GemmDims d = check_gemm(args, kCompute);
-  cpu::gemm(d.batch, d.m, d.n, d.k, args.alpha, {f32(args.a), args.a.strides[0], args.a.strides[1], args.trans_a != 0},
-            {f32(args.b), args.b.strides[0], args.b.strides[1], args.trans_b != 0}, args.beta, f32(args.c),
+  const GemmDims d = check_gemm(args, compute_);
+  cpu::F32Staging s(threads_);
+  cpu::gemm(d.batch, d.m, d.n, d.k, args.alpha, {s.in(args.a), args.a.strides[0], args.a.strides[1], args.trans_a != 0},
+            {s.in(args.b), args.b.strides[0], args.b.strides[1], args.trans_b != 0}, args.beta, s.out(args.c),
             args.c.strides[0], args.c.strides[1], threads_);
+  s.write_back();
 }
 
 void CpuKernels::layernorm(const MH_LayerNormArgs& args) {
-  const Matrix x = check_layernorm(args, kCompute);
-  cpu::layernorm_forward(f32(args.out), f32(args.mean), f32(args.rstd), f32(args.x), f32(args.weight),
-                         f32(args.bias), x.rows, x.cols, args.eps, threads_);
+  const Matrix x = check_layernorm(args, compute_);
+  cpu::F32Staging s(threads_);
+  cpu::layernorm_forward(s.out(args.out), f32(args.mean), f32(args.rstd), s.in(args.x), s.in(args.weight),
+                         s.in(args.bias), x.rows, x.cols, args.eps, threads_);
+  s.write_back();
 }
 
 void CpuKernels::layernorm_bwd(const MH_LayerNormBwdArgs& args) {
-  const Matrix x = check_layernorm_bwd(args, kCompute);
-  cpu::layernorm_backward(f32(args.dx), f32(args.dweight), f32(args.dbias), f32(args.dout), f32(args.x),
-                          f32(args.weight), f32(args.mean), f32(args.rstd), x.rows, x.cols, threads_);
+  const Matrix x = check_layernorm_bwd(args, compute_);
+  cpu::F32Staging s(threads_);
+  cpu::layernorm_backward(s.out(args.dx), s.out(args.dweight), s.out(args.dbias), s.in(args.dout), s.in(args.x),
+                          s.in(args.weight), f32(args.mean), f32(args.rstd), x.rows, x.cols, threads_);
+  s.write_back();
 }
 
 void CpuKernels::elementwise(const MH_ElementwiseArgs& args) {
-  const int64_t n = check_elementwise(args, kCompute);
-  float* out = f32(args.out);
+  const int64_t n = check_elementwise(args, compute_);
+  cpu::F32Staging s(threads_);
+  float* out = s.out(args.out);
   switch (args.op) {
-    case MH_GELU: cpu::gelu_forward(out, f32(args.x), n, threads_); break;
-    case MH_GELU_BWD: cpu::gelu_backward(out, f32(args.x), f32(args.y), n, threads_); break;
-    case MH_SCALE: cpu::scale(out, f32(args.x), args.alpha, n, threads_); break;
+    case MH_GELU: cpu::gelu_forward(out, s.in(args.x), n, threads_); break;
+    case MH_GELU_BWD: cpu::gelu_backward(out, s.in(args.x), s.in(args.y), n, threads_); break;
+    case MH_SCALE: cpu::scale(out, s.in(args.x), args.alpha, n, threads_); break;
     case MH_COPY:
-      if (n > 0 && out != args.x.data) std::memcpy(out, args.x.data, static_cast<size_t>(n) * sizeof(float));
+      // Between dtypes the staging converts: x is read as f32, out rounded back.
+      if (const float* x = s.in(args.x); n > 0 && out != x) std::memcpy(out, x, static_cast<size_t>(n) * sizeof(float));
       break;
     case MH_FILL: cpu::fill(out, args.alpha, n, threads_); break;
-    case MH_ADD: cpu::axpy(out, 1.0f, f32(args.x), f32(args.y), n, threads_); break;
-    case MH_AXPY: cpu::axpy(out, args.alpha, f32(args.x), f32(args.y), n, threads_); break;
+    case MH_ADD: cpu::axpy(out, 1.0f, s.in(args.x), s.in(args.y), n, threads_); break;
+    case MH_AXPY: cpu::axpy(out, args.alpha, s.in(args.x), s.in(args.y), n, threads_); break;
   }
+  s.write_back();
 }
 
 void CpuKernels::bias_add(const MH_BiasArgs& args) {
-  const Matrix x = check_bias_add(args, kCompute);
-  cpu::bias_forward(f32(args.out), f32(args.x), f32(args.bias), x.rows, x.cols, threads_);
+  const Matrix x = check_bias_add(args, compute_);
+  cpu::F32Staging s(threads_);
+  cpu::bias_forward(s.out(args.out), s.in(args.x), s.in(args.bias), x.rows, x.cols, threads_);
+  s.write_back();
 }
 
 void CpuKernels::bias_bwd(const MH_BiasArgs& args) {
-  const Matrix dout = check_bias_bwd(args, kCompute);
-  cpu::bias_backward(f32(args.bias), f32(args.out), dout.rows, dout.cols, threads_);
+  const Matrix dout = check_bias_bwd(args, compute_);
+  cpu::F32Staging s(threads_);
+  cpu::bias_backward(s.out(args.bias), s.in(args.out), dout.rows, dout.cols, threads_);
+  s.write_back();
 }
 
 void CpuKernels::softmax(const MH_SoftmaxArgs& args) {
-  const SoftmaxDims d = check_softmax(args, kCompute);
-  cpu::softmax_forward(f32(args.out), f32(args.x), args.scale, d.groups, d.seq, threads_);
+  const SoftmaxDims d = check_softmax(args, compute_);
+  cpu::F32Staging s(threads_);
+  cpu::softmax_forward(s.out(args.out), s.in(args.x), args.scale, d.groups, d.seq, threads_);
+  s.write_back();
 }
 
 void CpuKernels::softmax_bwd(const MH_SoftmaxArgs& args) {
-  const SoftmaxDims d = check_softmax_bwd(args, kCompute);
-  cpu::softmax_backward(f32(args.dx), f32(args.out), f32(args.dout), args.scale, d.groups, d.seq, threads_);
+  const SoftmaxDims d = check_softmax_bwd(args, compute_);
+  cpu::F32Staging s(threads_);
+  cpu::softmax_backward(s.out(args.dx), s.in(args.out), s.in(args.dout), args.scale, d.groups, d.seq, threads_);
+  s.write_back();
 }
 
 void CpuKernels::dropout(const MH_DropoutArgs& args) {
-  const int64_t n = check_dropout(args, kCompute);
-  cpu::dropout_forward(f32(args.out), u8(args.mask), f32(args.x), f32(args.residual), args.p, args.rng, n,
+  const int64_t n = check_dropout(args, compute_);
+  cpu::F32Staging s(threads_);
+  cpu::dropout_forward(s.out(args.out), u8(args.mask), s.in(args.x), s.in(args.residual), args.p, args.rng, n,
                        threads_);
+  s.write_back();
 }
 
 void CpuKernels::dropout_bwd(const MH_DropoutArgs& args) {
-  const int64_t n = check_dropout_bwd(args, kCompute);
-  cpu::dropout_backward(f32(args.x), f32(args.out), u8(args.mask), args.p, n, threads_);
+  const int64_t n = check_dropout_bwd(args, compute_);
+  cpu::F32Staging s(threads_);
+  cpu::dropout_backward(s.out(args.x), s.in(args.out), u8(args.mask), args.p, n, threads_);
+  s.write_back();
 }
 
 void CpuKernels::embedding(const MH_EmbeddingArgs& args) {
-  const EmbeddingDims d = check_embedding(args, kCompute, "embedding");
-  cpu::embedding_forward(f32(args.out), f32(args.table), i32(args.ids), args.id_start, args.accumulate != 0,
+  const EmbeddingDims d = check_embedding(args, compute_, "embedding");
+  cpu::F32Staging s(threads_);
+  cpu::embedding_forward(s.out(args.out), s.in(args.table), i32(args.ids), args.id_start, args.accumulate != 0,
                          d.tokens, d.rows, d.cols, threads_);
+  s.write_back();
 }
 
 void CpuKernels::embedding_bwd(const MH_EmbeddingArgs& args) {
-  const EmbeddingDims d = check_embedding(args, kCompute, "embedding_bwd");
-  cpu::embedding_backward(f32(args.table), f32(args.out), i32(args.ids), args.id_start, d.tokens, d.rows, d.cols,
+  const EmbeddingDims d = check_embedding(args, compute_, "embedding_bwd");
+  cpu::F32Staging s(threads_);
+  cpu::embedding_backward(s.out(args.table), s.in(args.out), i32(args.ids), args.id_start, d.tokens, d.rows, d.cols,
                           threads_);
+  s.write_back();
 }
 
 void CpuKernels::xent(const MH_XentArgs& args) {
-  const Matrix logits = check_xent(args, kCompute);
+  const Matrix logits = check_xent(args, compute_);
+  cpu::F32Staging s(threads_);
   switch (args.step) {
-    case MH_XENT_MAX: cpu::xent_max(f32(args.row_max), f32(args.logits), logits.rows, logits.cols, threads_); break;
+    case MH_XENT_MAX: cpu::xent_max(f32(args.row_max), s.in(args.logits), logits.rows, logits.cols, threads_); break;
     case MH_XENT_STATS:
-      cpu::xent_stats(f32(args.sum_exp), f32(args.target_logit), f32(args.logits), f32(args.row_max),
+      cpu::xent_stats(f32(args.sum_exp), f32(args.target_logit), s.in(args.logits), f32(args.row_max),
                       i32(args.targets), args.id_start, logits.rows, logits.cols, threads_);
       break;
     case MH_XENT_BWD:
-      cpu::xent_backward(f32(args.logits), f32(args.row_max), f32(args.sum_exp), i32(args.targets), args.id_start,
+      cpu::xent_backward(s.out(args.logits), f32(args.row_max), f32(args.sum_exp), i32(args.targets), args.id_start,
                          args.scale, logits.rows, logits.cols, threads_);
       break;
   }
+  s.write_back();
 }
 
 void CpuKernels::adamw(const MH_AdamWArgs& args) {
@@ -188,8 +216,9 @@ void CpuKernels::adamw(const MH_AdamWArgs& args) {
 }
 
 void CpuKernels::sum_squares(const MH_SumSquaresArgs& args) {
-  const int64_t n = check_sum_squares(args, kCompute);
-  cpu::sum_squares(f32(args.out), f32(args.x), n, threads_);
+  const int64_t n = check_sum_squares(args, compute_);
+  cpu::F32Staging s(threads_);
+  cpu::sum_squares(f32(args.out), s.in(args.x), n, threads_);
 }
 
 }  // namespace mh::kernels

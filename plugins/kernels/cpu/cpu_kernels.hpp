@@ -1,6 +1,7 @@
 // The "cpu" kernels component: host memory stands in for device memory, GEMM
 // goes through OpenBLAS and the other ops are the loops in ops/, each rank's
-// work running on that rank's own OpenMP team. f32 only.
+// work running on that rank's own OpenMP team. f32, or bf16 storage with f32
+// compute (f32_staging.hpp).
 #pragma once
 
 #include <megahost/plugin.hpp>
@@ -19,6 +20,8 @@ class CpuKernels {
               "OpenMP threads per rank; 0 = this process's physical cores split between its ranks"),
       opt_double("peak_gflops", "0", 0, 1e9,
                  "peak GFLOP/s reported for MFU; 0 = measure a 1024^3 sgemm when created"),
+      opt_choice("dtype", "\"fp32\"", "fp32|bf16",
+                 "dtype of activations and GEMM inputs: fp32, or bf16 with fp32 accumulation"),
   };
 
   explicit CpuKernels(const CreateContext& ctx);
@@ -47,6 +50,7 @@ class CpuKernels {
   void sum_squares(const MH_SumSquaresArgs& args);
 
  private:
+  MH_DType compute_;
   int threads_;
   int ranks_in_process_;
   double peak_flops_;

@@ -15,7 +15,7 @@ class DryKernels {
   static constexpr MH_Kind kind = MH_KIND_KERNELS;
   static constexpr MH_OptionSpec options[] = {
       opt_double("peak_gflops", "1000", 1e-3, 1e9, "peak GFLOP/s of the modelled device, for cost estimates"),
-      opt_choice("dtype", "\"f32\"", "f32|bf16|f16", "dtype the modelled device computes in"),
+      opt_choice("dtype", "\"fp32\"", "fp32|bf16|f16", "dtype the modelled device computes in"),
   };
 
   explicit DryKernels(const CreateContext& ctx);

@@ -1,0 +1,37 @@
+#include "dry_run.hpp"
+
+#include <string>
+#include <string_view>
+
+namespace mh {
+namespace {
+
+// The default of the real component's `dtype` option ("bf16" from the
+// literal "\"bf16\""), or "" when it has none.
+std::string default_dtype(const Registry& registry, const std::string& plugin) {
+  const Component* c = registry.find(MH_KIND_KERNELS, plugin);
+  if (c == nullptr) return "";
+  for (size_t i = 0; i < c->desc->num_options; ++i) {
+    const MH_OptionSpec& spec = c->desc->options[i];
+    if (std::string_view(spec.name) != "dtype" || spec.default_value == nullptr) continue;
+    try {
+      return toml::parse("v = " + std::string(spec.default_value))["v"].value_or(std::string());
+    } catch (const toml::parse_error&) {
+      return "";  // the registry reports malformed defaults
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+toml::table dry_kernels_section(const Config& config, const Registry& registry) {
+  const toml::node_view kernels = config.root()["kernels"];
+  std::string dtype = kernels["dtype"].value_or(std::string());
+  if (dtype.empty()) dtype = default_dtype(registry, kernels["plugin"].value_or(std::string()));
+  toml::table dry{{"plugin", "dry"}};
+  if (!dtype.empty()) dry.insert("dtype", dtype);
+  return dry;
+}
+
+}  // namespace mh
