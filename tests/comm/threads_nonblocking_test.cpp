@@ -84,7 +84,8 @@ TEST_P(ThreadsNonBlocking, ProgressesWhileTheStartingRankDoesOtherWork) {
       return;
     }
     const auto until = steady_clock::now() + std::chrono::seconds(3);
-    while (peers_done < size() - 1 && steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (peers_done < size() - 1 && steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     EXPECT_EQ(peers_done, size() - 1) << "the peers could not finish before rank 0 waited";
     EXPECT_TRUE(finish(comm, r).ok());
     EXPECT_EQ(v[999], float(size()));

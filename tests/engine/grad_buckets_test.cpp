@@ -38,7 +38,9 @@ MH_TensorPlan one_rank() {
 
 struct Rank {
   Rank()
-      : kernels(env.slot(MH_KIND_KERNELS), 1, 0), dev(kernels), params(dev, dims(), one_rank(), 1, owned(), kDataParallel) {}
+      : kernels(env.slot(MH_KIND_KERNELS), 1, 0),
+        dev(kernels),
+        params(dev, dims(), one_rank(), 1, owned(), kDataParallel) {}
   static OwnedParts owned() { return OwnedParts{{0, 1, 2}, true, true}; }
   test::EngineEnv env{"[model]\nlayers = 3\n"};
   Instance kernels;

@@ -421,7 +421,8 @@ typedef struct MH_KernelsApi {
  *
  * One instance per process. It hosts ranks_in_process ranks; each rank gets
  * its world group from world() and uses it from its own thread. Collective
- * calls are blocking on the CPU and stream-ordered on devices. Every call
+ * calls are blocking on the CPU (the *_start calls of 1.1 excepted) and
+ * stream-ordered on devices. Every call
  * honours the instance's timeout and returns MH_DEADLINE_EXCEEDED, or
  * MH_ABORTED naming the failed rank, instead of hanging.
  * --------------------------------------------------------------------- */

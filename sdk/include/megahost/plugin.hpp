@@ -110,9 +110,11 @@ const MH_KernelsApi* kernels_api() {
     return ::mh::guard([&] { reinterpret_cast<G*>(group)->method(*args); });         \
   }
 
-#define MH_GROUP_START_TRAMPOLINE(G, method)                                               \
-  [](MH_Group* group, const MH_CollectiveArgs* args, MH_Request** out) -> MH_Error* {    \
-    return ::mh::guard([&] { *out = reinterpret_cast<MH_Request*>(reinterpret_cast<G*>(group)->method(*args).release()); }); \
+#define MH_GROUP_START_TRAMPOLINE(G, method)                                                       \
+  [](MH_Group* group, const MH_CollectiveArgs* args, MH_Request** out) -> MH_Error* {            \
+    return ::mh::guard([&] {                                                                     \
+      *out = reinterpret_cast<MH_Request*>(reinterpret_cast<G*>(group)->method(*args).release()); \
+    });                                                                                          \
   }
 
 // Communicators: info(MH_CommInfo&), Group* world(int32_t local),
