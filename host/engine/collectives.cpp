@@ -25,9 +25,8 @@ Collectives::~Collectives() {
   if (owned_ && group_ != nullptr) api_->group_destroy(group_);
 }
 
-void Collectives::call(MH_Error* (*const MH_CommApi::*fn)(MH_Group*, const MH_CollectiveArgs*), TypedPtr send,
-                       int64_t send_n, TypedPtr recv, int64_t recv_n, int32_t op, int32_t peer, const char* what) {
-  if (dry_) return;
+MH_CollectiveArgs Collectives::args(TypedPtr send, int64_t send_n, TypedPtr recv, int64_t recv_n, int32_t op,
+                                    int32_t peer) const {
   MH_CollectiveArgs args{};
   args.struct_size = sizeof(args);
   args.send = send.t({send_n});
@@ -35,7 +34,58 @@ void Collectives::call(MH_Error* (*const MH_CommApi::*fn)(MH_Group*, const MH_Co
   args.op = op;
   args.peer = peer;
   args.stream = stream_;
-  check((api_->*fn)(group_, &args), std::string(what) + " on the " + name_ + " group");
+  return args;
+}
+
+PendingCollective& PendingCollective::operator=(PendingCollective&& other) noexcept {
+  std::swap(api_, other.api_);
+  std::swap(request_, other.request_);
+  std::swap(what_, other.what_);
+  return *this;
+}
+
+PendingCollective::~PendingCollective() {
+  if (request_ != nullptr) api_->request_destroy(request_);
+}
+
+void PendingCollective::wait() {
+  if (request_ == nullptr) return;
+  MH_Error* error = api_->request_wait(request_);
+  api_->request_destroy(std::exchange(request_, nullptr));
+  check(error, what_);
+}
+
+void Collectives::call(Blocking fn, TypedPtr send, int64_t send_n, TypedPtr recv, int64_t recv_n, int32_t op,
+                       int32_t peer, const char* what) {
+  if (dry_) return;
+  const MH_CollectiveArgs a = args(send, send_n, recv, recv_n, op, peer);
+  check((api_->*fn)(group_, &a), context(what));
+}
+
+// Fields a 1.0 table lacks lie beyond its struct_size.
+bool Collectives::nonblocking() const {
+  return api_->struct_size >= MH_STRUCT_SIZE(MH_CommApi, request_destroy) && api_->all_reduce_start != nullptr;
+}
+
+PendingCollective Collectives::start(Start fn, Blocking fallback, const float* send, int64_t send_n, float* recv,
+                                     int64_t recv_n, const char* what) {
+  if (dry_ || !nonblocking()) {
+    call(fallback, send, send_n, recv, recv_n, MH_REDUCE_SUM, 0, what);
+    return {};
+  }
+  const MH_CollectiveArgs a = args(send, send_n, recv, recv_n, MH_REDUCE_SUM, 0);
+  MH_Request* request = nullptr;
+  check((api_->*fn)(group_, &a, &request), context(what));
+  return PendingCollective(api_, request, context(what));
+}
+
+PendingCollective Collectives::all_reduce_start(float* data, int64_t n) {
+  return start(&MH_CommApi::all_reduce_start, &MH_CommApi::all_reduce, data, n, data, n, "all-reduce");
+}
+
+PendingCollective Collectives::reduce_scatter_start(const float* send, float* recv, int64_t n) {
+  return start(&MH_CommApi::reduce_scatter_start, &MH_CommApi::reduce_scatter, send, n * size(), recv, n,
+               "reduce-scatter");
 }
 
 void Collectives::all_reduce(TypedPtr data, int64_t n, MH_ReduceOp op) {
@@ -72,7 +122,7 @@ void Collectives::all_gather_host(const float* send, float* recv, int64_t n) {
   stream_ = stream;
 }
 
-void Collectives::barrier() { check(api_->barrier(group_), "barrier on the " + name_ + " group"); }
+void Collectives::barrier() { check(api_->barrier(group_), context("barrier")); }
 
 Collectives Collectives::split(int32_t color, int32_t key, std::string name) {
   MH_Group* out = nullptr;

@@ -5,10 +5,29 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "engine/device.hpp"
 
 namespace mh {
+
+// A started collective; wait() completes it and throws its error. Its
+// buffers stay borrowed until then (or until it is destroyed, which waits).
+class PendingCollective {
+ public:
+  PendingCollective() = default;  // already complete
+  PendingCollective(const MH_CommApi* api, MH_Request* request, std::string what)
+      : api_(api), request_(request), what_(std::move(what)) {}
+  PendingCollective(PendingCollective&& other) noexcept { *this = std::move(other); }
+  PendingCollective& operator=(PendingCollective&& other) noexcept;
+  ~PendingCollective();
+  void wait();
+
+ private:
+  const MH_CommApi* api_ = nullptr;
+  MH_Request* request_ = nullptr;
+  std::string what_;
+};
 
 class Collectives {
  public:
@@ -37,6 +56,10 @@ class Collectives {
   void send(TypedPtr data, int64_t n, int32_t peer);
   void recv(TypedPtr data, int64_t n, int32_t peer);
   void barrier();
+  // Non-blocking all_reduce and reduce_scatter (ABI 1.1). A 1.0
+  // communicator runs them at once, blocking, and returns them complete.
+  PendingCollective all_reduce_start(float* data, int64_t n);
+  PendingCollective reduce_scatter_start(const float* send, float* recv, int64_t n_per_rank);
   // An all-gather of host memory for the run's bookkeeping (memory peaks),
   // done even in a dry run; valid on communicators that reach host memory.
   void all_gather_host(const float* send, float* recv, int64_t n_per_rank);
@@ -44,8 +67,16 @@ class Collectives {
   Collectives split(int32_t color, int32_t key, std::string name);
 
  private:
-  void call(MH_Error* (*const MH_CommApi::*fn)(MH_Group*, const MH_CollectiveArgs*), TypedPtr send, int64_t send_n,
-            TypedPtr recv, int64_t recv_n, int32_t op, int32_t peer, const char* what);
+  using Blocking = MH_Error* (*const MH_CommApi::*)(MH_Group*, const MH_CollectiveArgs*);
+  using Start = MH_Error* (*const MH_CommApi::*)(MH_Group*, const MH_CollectiveArgs*, MH_Request**);
+  MH_CollectiveArgs args(TypedPtr send, int64_t send_n, TypedPtr recv, int64_t recv_n, int32_t op,
+                         int32_t peer) const;
+  void call(Blocking fn, TypedPtr send, int64_t send_n, TypedPtr recv, int64_t recv_n, int32_t op, int32_t peer,
+            const char* what);
+  PendingCollective start(Start fn, Blocking fallback, const float* send, int64_t send_n, float* recv,
+                          int64_t recv_n, const char* what);
+  bool nonblocking() const;
+  std::string context(const char* what) const { return std::string(what) + " on the " + name_ + " group"; }
 
   const MH_CommApi* api_ = nullptr;
   MH_Group* group_ = nullptr;

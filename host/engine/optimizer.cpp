@@ -15,45 +15,53 @@ double learning_rate(const AdamWConfig& c, int64_t step) {
   return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1 + std::cos(std::numbers::pi * progress));
 }
 
-Optimizer::Optimizer(Device& device, ParamSet& params, const AdamWConfig& config, Collectives* data_group)
-    : device_(device), params_(params), config_(config), data_(data_group) {
-  const int64_t n = owned().count;
-  m_ = Buffer(device, MemCategory::kOptimizer, n);
-  v_ = Buffer(device, MemCategory::kOptimizer, n);
-  ops::fill(device, m_.f32(), n, 0);
-  ops::fill(device, v_.f32(), n, 0);
+Optimizer::Optimizer(Device& device, ParamSet& params, const AdamWConfig& config, Collectives* data_group,
+                     const std::vector<GroupRange>& ranges)
+    : device_(device), params_(params), config_(config), data_(data_group), ranges_(ranges) {
+  if (!distributed()) {
+    owned_.push_back(Piece{0, 0, params_.numel()});
+    owned_count_ = params_.numel();
+  }
+  for (size_t i = 0; distributed() && i < ranges_.size(); ++i) {
+    const int64_t per_rank = ranges_[i].count / data_->size();
+    owned_.push_back(Piece{ranges_[i].offset + data_->rank() * per_rank, owned_count_, per_rank});
+    owned_count_ += per_rank;
+  }
+  m_ = Buffer(device, MemCategory::kOptimizer, owned_count_);
+  v_ = Buffer(device, MemCategory::kOptimizer, owned_count_);
+  ops::fill(device, m_.f32(), owned_count_, 0);
+  ops::fill(device, v_.f32(), owned_count_, 0);
   if (distributed()) {
-    shard_grads_ = Buffer(device, MemCategory::kGrads, n);
-    staging_ = Buffer(device, MemCategory::kComm, n);
+    shard_grads_ = Buffer(device, MemCategory::kGrads, owned_count_);
+    staging_ = Buffer(device, MemCategory::kComm, owned_count_);
   }
 }
 
-GroupRange Optimizer::owned() const {
-  if (!distributed()) return GroupRange{0, params_.numel()};
-  const int64_t shard = params_.numel() / data_->size();
-  return GroupRange{data_->rank() * shard, shard};
+std::vector<Optimizer::Piece> Optimizer::owned_within(GroupRange r) const {
+  std::vector<Piece> parts;
+  for (const Piece& o : owned_) {
+    const int64_t begin = std::max(r.offset, o.flat), end = std::min(r.offset + r.count, o.flat + o.count);
+    if (end > begin) parts.push_back(Piece{begin, o.local + (begin - o.flat), end - begin});
+  }
+  return parts;
 }
 
-GroupRange Optimizer::clip(GroupRange r) const {
-  const GroupRange o = owned();
-  const int64_t begin = std::max(r.offset, o.offset), end = std::min(r.offset + r.count, o.offset + o.count);
-  return end > begin ? GroupRange{begin, end - begin} : GroupRange{begin, 0};
-}
-
-void Optimizer::reduce_scatter_gradients() {
-  data_->reduce_scatter(params_.grads().f32(), shard_grads_.f32(), owned().count);
+PendingCollective Optimizer::reduce_scatter_start(size_t range) {
+  const Piece& mine = owned_.at(range);
+  return data_->reduce_scatter_start(params_.grads().f32() + ranges_[range].offset, shard_grads_.f32() + mine.local,
+                                     mine.count);
 }
 
 double Optimizer::grad_norm(const std::vector<GroupRange>& ranges, std::initializer_list<Collectives*> groups) {
   Buffer sum(device_, MemCategory::kWorkspace, 1);
   ops::fill(device_, sum.f32(), 1, 0);
   for (const GroupRange& range : ranges) {
-    const GroupRange r = clip(range);
-    if (r.count == 0) continue;
-    MH_SumSquaresArgs a{};
-    a.x = view(grads() + (r.offset - owned().offset), MH_F32, {r.count});
-    a.out = sum.t({1});
-    device_.run(&MH_KernelsApi::sum_squares, a, "sum_squares");
+    for (const Piece& p : owned_within(range)) {
+      MH_SumSquaresArgs a{};
+      a.x = view(grads() + p.local, MH_F32, {p.count});
+      a.out = sum.t({1});
+      device_.run(&MH_KernelsApi::sum_squares, a, "sum_squares");
+    }
   }
   for (Collectives* g : groups)
     if (g->size() > 1) g->all_reduce(sum.f32(), 1);
@@ -64,35 +72,38 @@ double Optimizer::grad_norm(const std::vector<GroupRange>& ranges, std::initiali
 }
 
 void Optimizer::step(int64_t step, double norm) {
-  const GroupRange mine = owned();
   if (config_.clip_grad > 0 && norm > config_.clip_grad)
-    ops::scale(device_, grads(), mine.count, float(config_.clip_grad / (norm + 1e-6)));
+    ops::scale(device_, grads(), owned_count_, float(config_.clip_grad / (norm + 1e-6)));
   const double lr = learning_rate(config_, step);
   for (size_t g = 0; g < kParamGroups; ++g) {
     auto group = static_cast<ParamGroup>(g);
-    const GroupRange r = clip(params_.group(group));
-    if (r.count == 0) continue;
-    const int64_t local = r.offset - mine.offset;
     bool decay = group == ParamGroup::kShardedDecay || group == ParamGroup::kReplicatedDecay;
-    MH_AdamWArgs a{};
-    a.param = view(params_.values().f32() + r.offset, MH_F32, {r.count});
-    a.grad = view(grads() + local, MH_F32, {r.count});
-    a.m = view(m_.f32() + local, MH_F32, {r.count});
-    a.v = view(v_.f32() + local, MH_F32, {r.count});
-    a.lr = float(lr);
-    a.beta1 = float(config_.beta1);
-    a.beta2 = float(config_.beta2);
-    a.eps = float(config_.eps);
-    a.weight_decay = decay ? float(config_.weight_decay) : 0.f;
-    a.step = step;
-    device_.run(&MH_KernelsApi::adamw, a, "adamw");
+    for (const Piece& p : owned_within(params_.group(group))) {
+      MH_AdamWArgs a{};
+      a.param = view(params_.values().f32() + p.flat, MH_F32, {p.count});
+      a.grad = view(grads() + p.local, MH_F32, {p.count});
+      a.m = view(m_.f32() + p.local, MH_F32, {p.count});
+      a.v = view(v_.f32() + p.local, MH_F32, {p.count});
+      a.lr = float(lr);
+      a.beta1 = float(config_.beta1);
+      a.beta2 = float(config_.beta2);
+      a.eps = float(config_.eps);
+      a.weight_decay = decay ? float(config_.weight_decay) : 0.f;
+      a.step = step;
+      device_.run(&MH_KernelsApi::adamw, a, "adamw");
+    }
   }
-  if (distributed()) {
-    // Staged: a collective's send and receive buffers must not overlap.
-    ops::copy(device_, params_.values().f32() + mine.offset, staging_.f32(), mine.count);
-    data_->all_gather(staging_.f32(), params_.values().f32(), mine.count);
-  }
+  if (distributed()) gather_parameters();
   params_.refresh_gemm_weights();
+}
+
+// Staged: a collective's send and receive buffers must not overlap.
+void Optimizer::gather_parameters() {
+  for (size_t r = 0; r < ranges_.size(); ++r) {
+    const Piece& mine = owned_[r];
+    ops::copy(device_, params_.values().f32() + mine.flat, staging_.f32() + mine.local, mine.count);
+    data_->all_gather(staging_.f32() + mine.local, params_.values().f32() + ranges_[r].offset, mine.count);
+  }
 }
 
 }  // namespace mh

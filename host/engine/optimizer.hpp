@@ -22,15 +22,19 @@ struct AdamWConfig {
 double learning_rate(const AdamWConfig& c, int64_t step);
 
 // AdamW over a rank's parameters. With a data group (the distributed
-// optimizer), each data-parallel rank owns 1/d of the flat parameter
-// buffer: gradients are reduce-scattered to their owner, AdamW state exists
-// only for the owned shard, and the updated shards are all-gathered.
+// optimizer), the flat gradient buffer is reduced in `ranges` (the whole
+// buffer, or one per run of a gradient bucket's parameters), each split
+// evenly over the d data-parallel ranks as Megatron shards each bucket:
+// gradients are reduce-scattered to their owner, AdamW state exists only for
+// the owned pieces, and the updated pieces are all-gathered.
 class Optimizer {
  public:
-  Optimizer(Device& device, ParamSet& params, const AdamWConfig& config, Collectives* data_group = nullptr);
+  Optimizer(Device& device, ParamSet& params, const AdamWConfig& config, Collectives* data_group = nullptr,
+            const std::vector<GroupRange>& ranges = {});
   bool distributed() const { return data_ != nullptr; }
-  // Distributed: sums the gradients over the data group into this rank's shard.
-  void reduce_scatter_gradients();
+  // Distributed: starts summing range `range`'s gradients over the data
+  // group into this rank's piece of it.
+  PendingCollective reduce_scatter_start(size_t range);
 
   // Global gradient L2 norm: the squares of `ranges` of this rank's
   // gradients, summed over `groups` (each rank counts what it alone holds).
@@ -40,16 +44,24 @@ class Optimizer {
   void step(int64_t step, double norm);
 
  private:
-  // The gradients this rank updates and where they sit in the flat buffer.
+  // Flat elements [flat, flat + count) of the parameters, held at `local`
+  // in the owned gradient and AdamW state buffers.
+  struct Piece {
+    int64_t flat, local, count;
+  };
+  // The gradients this rank updates.
   float* grads() const { return distributed() ? shard_grads_.f32() : params_.grads().f32(); }
-  GroupRange owned() const;
-  // `r` (flat coordinates) clipped to the owned range, or empty.
-  GroupRange clip(GroupRange r) const;
+  // The owned parts of `r` (flat coordinates).
+  std::vector<Piece> owned_within(GroupRange r) const;
+  void gather_parameters();
 
   Device& device_;
   ParamSet& params_;
   AdamWConfig config_;
   Collectives* data_;
+  std::vector<GroupRange> ranges_;
+  std::vector<Piece> owned_;  // one per range, or the whole buffer when not distributed
+  int64_t owned_count_ = 0;
   Buffer m_, v_, shard_grads_, staging_;
 };
 

@@ -15,17 +15,11 @@ uint64_t fnv1a(const std::string& text) {
   return h;
 }
 
-int64_t numel_total(const std::vector<ParamInfo>& infos) {
-  int64_t n = 0;
-  for (const auto& p : infos) n += p.numel();
-  return n;
-}
-
 }  // namespace
 
 ParamSet::ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& plan, uint64_t seed,
                    const OwnedParts& owned, int64_t pad_to)
-    : dims_(dims), layers_(size_t(dims.layers)), device_(device) {
+    : dims_(dims), pad_to_(pad_to), layers_(size_t(dims.layers)), device_(device) {
   const int64_t h = dims.hidden, f = dims.ffn;
   const float std = dims.init_std;
   // Output projections of the residual branches start smaller so the
@@ -58,7 +52,7 @@ ParamSet::ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& p
   }
   layout();
 
-  const int64_t n = (numel_total(infos_) + pad_to - 1) / pad_to * pad_to;
+  const int64_t n = groups_.back().offset + groups_.back().count;
   values_ = Buffer(device, MemCategory::kParams, n);
   grads_ = Buffer(device, MemCategory::kGrads, n);
   ops::fill(device, values_.f32(), n, 0);
@@ -102,7 +96,7 @@ void ParamSet::layout() {
     for (auto& p : infos_) {
       if (static_cast<size_t>(p.group) != g) continue;
       p.offset = offset;
-      offset += p.numel();
+      offset += slot(int(&p - infos_.data()));
     }
     groups_[g].count = offset - groups_[g].offset;
   }

@@ -45,6 +45,10 @@ struct ParamInfo {
 // Indices into ParamSet::infos of one layer's parameters.
 struct LayerParamIds {
   int ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b;
+  // All twelve, last used first (the order backward reaches them).
+  std::array<int, 12> ids() const {
+    return {fc2_w, fc2_b, fc1_w, fc1_b, ln2_w, ln2_b, proj_w, proj_b, qkv_w, qkv_b, ln1_w, ln1_b};
+  }
 };
 
 struct GroupRange {
@@ -60,11 +64,14 @@ struct OwnedParts {
 
 class ParamSet {
  public:
-  // The value and gradient buffers are padded to a multiple of `pad_to`
-  // elements so a distributed optimizer can split them evenly.
+  // Each parameter's slot is padded to a multiple of `pad_to` elements
+  // (zeros that stay zero), so that any run of whole parameters, a gradient
+  // bucket or the whole buffer, splits evenly over a data group of that size.
   ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& plan, uint64_t seed, const OwnedParts& owned,
            int64_t pad_to = 1);
 
+  // Elements from the parameter's offset to the next one's: numel plus padding.
+  int64_t slot(int id) const { return (infos_[id].numel() + pad_to_ - 1) / pad_to_ * pad_to_; }
   float* value(int id) const { return values_.f32() + infos_[id].offset; }
   // The weight a GEMM reads: the value itself in f32, else its copy in the
   // compute dtype.
@@ -98,6 +105,7 @@ class ParamSet {
   void upload_initial_values(uint64_t seed);
 
   ModelDims dims_;
+  int64_t pad_to_;
   std::vector<ParamInfo> infos_;
   std::vector<LayerParamIds> layers_;  // indexed by global layer; only owned ones are filled
   int wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1;

@@ -8,8 +8,14 @@
 namespace mh {
 
 PipelineStage::PipelineStage(Device& device, Collectives& pipe, std::vector<std::unique_ptr<Transformer>>& chunks,
-                             const ModelDims& dims, std::function<MicroBatch(int64_t)> load)
-    : dev_(device), pipe_(pipe), chunks_(chunks), width_(dims.local_rows() * dims.hidden), load_(std::move(load)) {}
+                             const ModelDims& dims, std::function<MicroBatch(int64_t)> load,
+                             GradsFinalised finalised)
+    : dev_(device),
+      pipe_(pipe),
+      chunks_(chunks),
+      width_(dims.local_rows() * dims.hidden),
+      load_(std::move(load)),
+      finalised_(std::move(finalised)) {}
 
 const MicroBatch& PipelineStage::batch(int32_t mb) {
   auto it = batches_.find(mb);
@@ -35,7 +41,17 @@ Buffer PipelineStage::take(std::map<Key, Buffer>& from, Key key) {
   return b;
 }
 
+Buffer PipelineStage::backward(Key key, Buffer dout, float loss_scale) {
+  Transformer& chunk = *chunks_.at(size_t(key.second));
+  const bool last = --backwards_left_.at(size_t(key.second)) == 0;
+  return chunk.backward(states_.at(key), batch(key.first), std::move(dout), loss_scale,
+                        last ? finalised_ : GradsFinalised());
+}
+
 double PipelineStage::run(std::span<const MH_PipeAction> actions, float loss_scale) {
+  backwards_left_.assign(chunks_.size(), 0);
+  for (const MH_PipeAction& a : actions)
+    if (a.type == MH_PIPE_BACKWARD) ++backwards_left_.at(size_t(a.chunk));
   double loss = 0;
   for (const MH_PipeAction& a : actions) {
     const auto start = std::chrono::steady_clock::now();
@@ -66,7 +82,7 @@ double PipelineStage::run(std::span<const MH_PipeAction> actions, float loss_sca
         break;
       case MH_PIPE_BACKWARD: {
         Buffer dout = chunk.chunk().last ? Buffer() : take(grads_in_, key);
-        Buffer dinput = chunk.backward(states_.at(key), batch(a.microbatch), std::move(dout), loss_scale);
+        Buffer dinput = backward(key, std::move(dout), loss_scale);
         states_.erase(key);
         if (dinput) grads_out_[key] = std::move(dinput);
         finish_chunk(a.microbatch);

@@ -23,8 +23,10 @@ class PipelineStage {
  public:
   // chunks[c] is this stage's virtual chunk c; `pipe` is the pipeline group
   // (group rank = stage); `load` gives micro-batch k of the step.
+  // `finalised` hears, during each chunk's last backward of the step, of
+  // the gradients that backward has completed.
   PipelineStage(Device& device, Collectives& pipe, std::vector<std::unique_ptr<Transformer>>& chunks,
-                const ModelDims& dims, std::function<MicroBatch(int64_t)> load);
+                const ModelDims& dims, std::function<MicroBatch(int64_t)> load, GradsFinalised finalised = {});
 
   // Runs the actions; returns this stage's summed loss (0 but on the last stage).
   double run(std::span<const MH_PipeAction> actions, float loss_scale);
@@ -42,6 +44,8 @@ class PipelineStage {
   int32_t prev() const { return (pipe_.rank() + pipe_.size() - 1) % pipe_.size(); }
   const MicroBatch& batch(int32_t mb);
   void finish_chunk(int32_t mb);
+  // Backward of `key` with the listener when it is its chunk's last.
+  Buffer backward(Key key, Buffer dout, float loss_scale);
   Buffer take(std::map<Key, Buffer>& from, Key key);
 
   Device& dev_;
@@ -49,6 +53,8 @@ class PipelineStage {
   std::vector<std::unique_ptr<Transformer>>& chunks_;
   int64_t width_;  // elements of one activation message: local_rows * h
   std::function<MicroBatch(int64_t)> load_;
+  GradsFinalised finalised_;
+  std::vector<int32_t> backwards_left_;  // per chunk, in the running schedule
   std::map<int32_t, MicroBatch> batches_;
   std::map<int32_t, int32_t> chunks_done_;
   std::map<Key, ForwardState> states_;

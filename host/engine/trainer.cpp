@@ -9,6 +9,8 @@
 #include <iostream>
 
 #include "engine/collectives.hpp"
+#include "engine/grad_buckets.hpp"
+#include "engine/grad_sync.hpp"
 #include "engine/gradient_dump.hpp"
 #include "engine/memory_report.hpp"
 #include "engine/ops.hpp"
@@ -118,6 +120,13 @@ KeepTable keep_table(const Instance& policy, const ChunkSpec& chunk) {
   return keep;
 }
 
+// How gradients are reduced over the data-parallel replicas.
+struct DataSync {
+  bool distributed = false;  // reduce-scatter into 1/d shards (the distributed optimizer)
+  bool overlap = false;      // start each bucket as soon as backward finalised it
+  std::vector<GradBucket> buckets;
+};
+
 class RankTrainer {
  public:
   RankTrainer(const RunSetup& s, int32_t local)
@@ -131,7 +140,10 @@ class RankTrainer {
         chunk_specs_(stage_chunks(s, coords_.pp)),
         params_(dev_, dims_, s.tensor_plan, seed(), owned_parts(chunk_specs_), s.dp),
         tp_(dev_, groups_.tensor, s.tensor_plan, dims_),
-        optimizer_(dev_, params_, adamw_config(), distributed_optimizer() ? &groups_.data : nullptr) {
+        data_sync_(plan_data_sync()),
+        optimizer_(dev_, params_, adamw_config(), data_sync_.distributed ? &groups_.data : nullptr,
+                   reduction_ranges(data_sync_.buckets)),
+        grad_sync_(params_, optimizer_, data_sync_.buckets, grad_sync_groups()) {
     Instance policy(*s.assembly->slot(MH_KIND_RECOMPUTE), s.comm_info.ranks_in_process, rank_);
     for (const ChunkSpec& c : chunk_specs_) {
       KeepTable keep = keep_table(policy, c);
@@ -150,11 +162,11 @@ class RankTrainer {
   }
   uint64_t seed() const { return uint64_t(s_.assembly->train.options().get_int("seed")); }
   AdamWConfig adamw_config() const;
-  bool distributed_optimizer() const;
+  DataSync plan_data_sync() const;
+  GradSyncGroups grad_sync_groups();
   MicroBatch load(const data::GptSamples& samples, int64_t first_sample, uint64_t key);
   double step(int64_t step);
   double evaluate(int64_t step);
-  void reduce_gradients();
   double sum_over_model(double local);
   double sum_over_world(double local);
   void record_stage_time(double busy, double idle);
@@ -172,7 +184,9 @@ class RankTrainer {
   std::vector<ChunkSpec> chunk_specs_;
   ParamSet params_;
   TensorParallel tp_;
+  DataSync data_sync_;
   Optimizer optimizer_;
+  GradSync grad_sync_;
   KeepTable keep_;  // every layer of the rank, for the memory formula
   std::vector<std::unique_ptr<Transformer>> chunks_;
   std::vector<float> stage_busy_, stage_idle_;  // per stage, last step (on the pipeline group)
@@ -186,16 +200,27 @@ AdamWConfig RankTrainer::adamw_config() const {
                      t.get_double("adam_beta2"),  t.get_double("adam_eps"),     t.get_double("clip_grad")};
 }
 
-// Asks the data-parallel plugin; parameters are listed as backward
-// finalises them (the reverse of their layout, near enough for buckets).
-bool RankTrainer::distributed_optimizer() const {
+// Asks the data-parallel plugin for buckets over the parameters in the
+// order backward finalises them. With d = 1 there is nothing to reduce, so
+// nothing to shard or overlap.
+DataSync RankTrainer::plan_data_sync() const {
   Instance data(*s_.assembly->slot(MH_KIND_DATA_PARALLEL), s_.comm_info.ranks_in_process, rank_);
+  const std::vector<int> order = backward_order(params_, chunk_specs_);
   std::vector<uint64_t> bytes;
-  for (auto it = params_.infos().rbegin(); it != params_.infos().rend(); ++it) bytes.push_back(uint64_t(it->numel()) * 4);
+  for (int id : order) bytes.push_back(uint64_t(params_.info(id).numel()) * 4);
   MH_DataPlan plan{};
   plan.struct_size = sizeof(plan);
   check(data.api<MH_DataParallelApi>()->plan(data.get(), s_.dp, bytes.data(), bytes.size(), &plan), data.label());
-  return plan.distributed_optimizer != 0 && s_.dp > 1;
+  plan.overlap = plan.overlap != 0 && s_.dp > 1;
+  return DataSync{plan.distributed_optimizer != 0 && s_.dp > 1, plan.overlap != 0, make_buckets(params_, order, plan)};
+}
+
+GradSyncGroups RankTrainer::grad_sync_groups() {
+  GradSyncGroups g;
+  if (s_.dp > 1) g.data = &groups_.data;
+  if (s_.tensor_plan.reduce_norm_grads && s_.tp > 1) g.tensor = &groups_.tensor;
+  if (s_.pp > 1 && params_.wte() >= 0) g.embedding = &groups_.embedding;
+  return g;
 }
 
 MicroBatch RankTrainer::load(const data::GptSamples& samples, int64_t first_sample, uint64_t key) {
@@ -237,13 +262,19 @@ double RankTrainer::step(int64_t step) {
   const int64_t m = s_.microbatches, b = s_.micro_batch, dp_rank = coords_.dp;
   const float scale = float(1.0 / double(s_.global_batch * dims_.seq));
   // Global micro-batch index: the same samples and dropout stream on every layout.
-  PipelineStage stage(dev_, groups_.pipeline, chunks_, dims_, [&](int64_t k) {
-    const int64_t g = dp_rank * m + k;
-    return load(*s_.train, (step - 1) * s_.global_batch + g * b, mix(seed() ^ mix(uint64_t(step) << 20 | uint64_t(g))));
-  });
+  GradsFinalised finalised;
+  if (data_sync_.overlap) finalised = [this](std::span<const int> ids) { grad_sync_.finalised(ids); };
+  PipelineStage stage(
+      dev_, groups_.pipeline, chunks_, dims_,
+      [&](int64_t k) {
+        const int64_t g = dp_rank * m + k;
+        return load(*s_.train, (step - 1) * s_.global_batch + g * b,
+                    mix(seed() ^ mix(uint64_t(step) << 20 | uint64_t(g))));
+      },
+      std::move(finalised));
   double loss = stage.run(s_.schedules[size_t(coords_.pp)], scale);
+  grad_sync_.finish();
   record_stage_time(stage.busy_seconds(), stage.idle_seconds());
-  reduce_gradients();
   return sum_over_model(loss) * double(scale);
 }
 
@@ -267,18 +298,6 @@ void RankTrainer::record_stage_time(double busy, double idle) {
     stage_busy_.push_back(all[size_t(2 * st)]);
     stage_idle_.push_back(all[size_t(2 * st + 1)]);
   }
-}
-
-void RankTrainer::reduce_gradients() {
-  if (s_.tensor_plan.reduce_norm_grads && s_.tp > 1) {
-    // Replicated parameters saw only this rank's sequence shard.
-    GroupRange a = params_.group(ParamGroup::kReplicatedDecay), z = params_.group(ParamGroup::kReplicatedNoDecay);
-    groups_.tensor.all_reduce(params_.grads().f32() + a.offset, a.count + z.count);
-  }
-  if (s_.pp > 1 && params_.wte() >= 0)  // the tied embedding's two uses, on the first and last stage
-    groups_.embedding.all_reduce(params_.grad(params_.wte()), params_.info(params_.wte()).numel());
-  if (optimizer_.distributed()) optimizer_.reduce_scatter_gradients();
-  else if (s_.dp > 1) groups_.data.all_reduce(params_.grads().f32(), params_.numel());
 }
 
 // What this rank adds to the global gradient norm: tensor shards always,
@@ -342,7 +361,11 @@ void RankTrainer::train() {
                          {"hw_tflops", hw_flops / seconds / 1e12},
                          {"hfu", peak > 0 ? hw_flops / seconds / peak : 0.0},
                          {"stage_busy_s", stage_busy_},
-                         {"stage_idle_s", stage_idle_}});
+                         {"stage_idle_s", stage_idle_},
+                         {"grad_buckets", grad_sync_.stats().buckets},
+                         {"grad_buckets_in_backward", grad_sync_.stats().started_in_backward},
+                         {"grad_overlap_s", grad_sync_.stats().overlap_s},
+                         {"grad_wait_s", grad_sync_.stats().wait_s}});
       progress.update(st, loss, tokens_per_s, st % log_interval == 0 || st == s_.steps);
     }
     if (!s_.dry_run && eval_interval > 0 && (st % eval_interval == 0 || st == s_.steps)) {

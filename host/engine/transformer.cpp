@@ -54,11 +54,16 @@ double Transformer::forward(ForwardState& st, const MicroBatch& mb, Buffer input
   return loss;
 }
 
-Buffer Transformer::backward(ForwardState& st, const MicroBatch& mb, Buffer dout, float loss_scale) {
+Buffer Transformer::backward(ForwardState& st, const MicroBatch& mb, Buffer dout, float loss_scale,
+                             const GradsFinalised& finalised) {
+  auto done = [&](std::span<const int> ids) {
+    if (finalised) finalised(ids);
+  };
   Buffer dres;
   if (chunk_.last) {
     dres = Buffer(dev_, kWork, d_.local_rows() * d_.hidden);
     head_backward(st, mb, loss_scale, dres.f32());
+    done(std::array<int, 3>{params_.lnf_w(), params_.lnf_b(), params_.wte()});
   } else {
     dres = std::move(dout);
   }
@@ -67,9 +72,11 @@ Buffer Transformer::backward(ForwardState& st, const MicroBatch& mb, Buffer dout
     recompute_for_backward(st, l, mb);
     layer_backward(st, l, dres.f32());
     st.acts[size_t(l)].clear();
+    done(params_.layer(global(l)).ids());
   }
   if (!chunk_.first) return dres;
   embed_bwd(st, mb, dres.f32());
+  done(std::array<int, 2>{params_.wpe(), params_.wte()});
   return Buffer();
 }
 

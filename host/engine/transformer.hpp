@@ -10,7 +10,10 @@
 // every parallel layout see the same draws.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <vector>
 
 #include "engine/activations.hpp"
@@ -43,6 +46,10 @@ struct MicroBatch {
   uint64_t key = 0;  // random stream of this micro-batch (seed, step, global index)
 };
 
+// Told the parameters whose gradients backward has just made its last
+// contribution to (gradient buckets start their reduction from it).
+using GradsFinalised = std::function<void(std::span<const int> param_ids)>;
+
 class Transformer {
  public:
   // keep: the recompute policy's decisions for the chunk's layers, in order.
@@ -61,7 +68,11 @@ class Transformer {
   // received gradient of the output (ignored by the last chunk). Gradients
   // accumulate, each token's loss weighted by loss_scale. Returns the
   // gradient of the chunk's input (empty for the first chunk); st is spent.
-  Buffer backward(ForwardState& st, const MicroBatch& mb, Buffer dout, float loss_scale);
+  // `finalised`, when set, hears of each part (head, layer, embedding) as
+  // soon as its gradients are done: set it on the step's last backward of
+  // the chunk only.
+  Buffer backward(ForwardState& st, const MicroBatch& mb, Buffer dout, float loss_scale,
+                  const GradsFinalised& finalised = {});
 
  private:
   void embed(ForwardState& st, const MicroBatch& mb, float p);

@@ -245,6 +245,56 @@ TEST_F(Mpi, RecvTimesOutNamingThePeer) {
   api().group_destroy(group);
 }
 
+MH_Request* start(const MH_CommApi& api, MH_Group* group, const MH_CollectiveArgs& a, bool scatter = false) {
+  MH_Request* request = nullptr;
+  Status s(scatter ? api.reduce_scatter_start(group, &a, &request) : api.all_reduce_start(group, &a, &request));
+  EXPECT_TRUE(s.ok()) << s.message;
+  return request;
+}
+
+TEST_F(Mpi, StartedCollectivesInFlightTogetherGetTheirSums) {
+  std::vector<float> a = values_of(rank(), kCount), a_sum(kCount), b(kCount * size()), b_slice(kCount);
+  for (int64_t i = 0; i < kCount * size(); ++i) b[i] = value(rank(), i);
+  MH_Request* ra = start(api(), world(), args<float>(a, a_sum));
+  MH_Request* rb = start(api(), world(), args<float>(b, b_slice), true);
+  for (MH_Request* r : {rb, ra}) {
+    EXPECT_TRUE(Status(api().request_wait(r)).ok());
+    api().request_destroy(r);
+  }
+  for (int64_t i = 0; i < kCount; ++i) {
+    float sum = 0, slice = 0;
+    for (int32_t r = 0; r < size(); ++r) {
+      sum += value(r, i);
+      slice += value(r, rank() * kCount + i);
+    }
+    ASSERT_EQ(a_sum[i], sum);
+    ASSERT_EQ(b_slice[i], slice);
+  }
+}
+
+TEST_F(Mpi, StartedCollectiveTimesOutAtItsWait) {
+  MH_Group* group = nullptr;
+  ASSERT_TRUE(Status(api().split(world(), 0, rank(), &group)).ok());
+  const int32_t late = size() - 1;
+  // Static: MPI cannot cancel the timed-out collective and may write it later.
+  static std::vector<float> v(4, 1.0f);
+  if (rank() == late) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(kTimeout * 1.5));
+    auto a = args<float>(v, v);
+    EXPECT_TRUE(Status(api().all_reduce(group, &a)).ok());
+  } else {
+    const auto begun = std::chrono::steady_clock::now();
+    MH_Request* r = start(api(), group, args<float>(v, v));
+    Status s(api().request_wait(r));
+    api().request_destroy(r);
+    EXPECT_EQ(s.code, MH_DEADLINE_EXCEEDED);
+    EXPECT_LT(seconds_since(begun), kTimeout + 1.0);
+    EXPECT_TRUE(contains(s.message, "all_reduce on group world/color=0")) << s.message;
+  }
+  EXPECT_TRUE(Status(api().barrier(world())).ok());
+  api().group_destroy(group);
+}
+
 }  // namespace
 }  // namespace mh::comm::testing
 

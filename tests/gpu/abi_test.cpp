@@ -84,7 +84,7 @@ TEST(NcclCommModule, DescribesTheNcclComponent) {
   expect_option(c, 0, "world_size", MH_VALUE_INT, "1");
   expect_option(c, 1, "timeout_s", MH_VALUE_DOUBLE, "60");
   const auto& api = *static_cast<const MH_CommApi*>(c.api);
-  EXPECT_EQ(api.struct_size, MH_STRUCT_SIZE(MH_CommApi, abort));
+  EXPECT_EQ(api.struct_size, MH_STRUCT_SIZE(MH_CommApi, request_destroy));
   expect_every_entry_set(api);
 }
 

@@ -77,6 +77,28 @@ TEST_F(NcclWorld, AllReducesSumAndMaxOnTheKernelsStream) {
   });
 }
 
+TEST_F(NcclWorld, StartedReductionsInFlightTogetherCompleteAtTheirWaits) {
+  start();
+  const float W = float(world_);
+  comm::testing::run_ranks(*comm_, [&](int32_t rank, MH_Group* group) {
+    auto sum = floats(rank, std::vector<float>(1000, float(rank + 1)));
+    auto whole = floats(rank, std::vector<float>(size_t(4 * world_), 1.0f));
+    auto slice = floats(rank, std::vector<float>(4, 0.0f));
+    const MH_CollectiveArgs a = args(rank, sum.get(), 1000, sum.get(), 1000);
+    const MH_CollectiveArgs b = args(rank, whole.get(), 4 * world_, slice.get(), 4);
+    MH_Request *ra = nullptr, *rb = nullptr;
+    ASSERT_TRUE(Status(comm_->api().all_reduce_start(group, &a, &ra)).ok());
+    ASSERT_TRUE(Status(comm_->api().reduce_scatter_start(group, &b, &rb)).ok());
+    for (MH_Request* r : {rb, ra}) {
+      Status s(comm_->api().request_wait(r));
+      comm_->api().request_destroy(r);
+      EXPECT_TRUE(s.ok()) << s.message;
+    }
+    EXPECT_EQ(read(*sum), std::vector<float>(1000, W * (W + 1) / 2));
+    EXPECT_EQ(read(*slice), std::vector<float>(4, W));
+  });
+}
+
 TEST_F(NcclWorld, GathersScattersAndBroadcasts) {
   start();
   const int64_t n = 37;

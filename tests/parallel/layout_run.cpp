@@ -23,17 +23,6 @@ std::string read_file(const fs::path& p) {
   return s.str();
 }
 
-// The values of `key` in the metrics records that have it, in order.
-std::vector<double> read_series(const fs::path& metrics, const char* key) {
-  std::vector<double> values;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains(key)) values.push_back(j[key].get<double>());
-  }
-  return values;
-}
-
 MemoryRecord read_memory(const fs::path& metrics) {
   MemoryRecord m;
   std::ifstream in(metrics);
@@ -83,14 +72,25 @@ LayoutResult run_layout(const std::string& overrides, bool mpi, int ranks) {
   int status = std::system(cmd.c_str());
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.log = read_file(dir / "log.txt");
-  r.losses = read_series(dir / "metrics.jsonl", "loss");
-  r.val_losses = read_series(dir / "metrics.jsonl", "val_loss");
+  r.metrics = read_file(dir / "metrics.jsonl");
+  r.losses = series(r, "loss");
+  r.val_losses = series(r, "val_loss");
   // Pipeline stages each write their own parameters' gradients.
   for (const auto& entry : fs::directory_iterator(dir))
     if (entry.path().filename().string().rfind("grads.bin", 0) == 0) r.grads.merge(read_grads(entry.path()));
   r.memory = read_memory(dir / "metrics.jsonl");
   fs::remove_all(dir);
   return r;
+}
+
+std::vector<double> series(const LayoutResult& r, const char* key) {
+  std::vector<double> values;
+  std::istringstream in(r.metrics);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains(key)) values.push_back(j[key].get<double>());
+  }
+  return values;
 }
 
 double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {

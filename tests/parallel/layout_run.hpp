@@ -23,7 +23,11 @@ struct LayoutResult {
   std::vector<double> losses, val_losses;
   std::map<std::string, std::vector<float>> grads;
   MemoryRecord memory;
+  std::string metrics;  // the metrics file: JSON lines
 };
+
+// The values of `key` in the metrics records that have it, in order.
+std::vector<double> series(const LayoutResult& r, const char* key);
 
 // `ranks` > 0 with mpi = true launches that many processes under mpiexec.
 LayoutResult run_layout(const std::string& overrides, bool mpi = false, int ranks = 0);

@@ -77,6 +77,20 @@ const Layout kLayouts[] = {
     {"mpi2_tp2_sp", "comm.plugin=mpi parallel.tensor.size=2 parallel.tensor.sequence_parallel=true", true, 2},
     {"mpi4_tp4", "comm.plugin=mpi parallel.tensor.size=4", true, 4},
     {"mpi4_tp2_sp_dp2", "comm.plugin=mpi parallel.tensor.size=2 parallel.tensor.sequence_parallel=true", true, 4},
+    // Overlapped bucketed reduction: 0.05 MiB buckets hold about a quarter
+    // of a layer, so every step reduces many buckets while backward runs.
+    {"dp2_overlap", "comm.world_size=2 parallel.data.bucket_mb=0.05", false, 0},
+    {"dp2_no_overlap", "comm.world_size=2 parallel.data.overlap_grad_reduce=false", false, 0},
+    {"dp4_overlap_distributed_optimizer",
+     "comm.world_size=4 parallel.data.bucket_mb=0.05 parallel.data.distributed_optimizer=true", false, 0, false},
+    {"tp2_sp_dp2_overlap", "comm.world_size=4 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true "
+                           "parallel.data.bucket_mb=0.05", false, 0},
+    {"pp2_dp2_overlap", "comm.world_size=4 parallel.pipeline.size=2 parallel.data.bucket_mb=0.05", false, 0},
+    {"tp2_sp_pp2_dp2_interleaved_overlap_distributed_optimizer",
+     "comm.world_size=8 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true parallel.pipeline.size=2 "
+     "parallel.pipeline.schedule=interleaved parallel.pipeline.virtual_stages=2 parallel.data.bucket_mb=0.05 "
+     "parallel.data.distributed_optimizer=true", false, 0, false},
+    {"mpi4_tp2_dp2_overlap", "comm.plugin=mpi parallel.tensor.size=2 parallel.data.bucket_mb=0.05", true, 4},
 };
 
 INSTANTIATE_TEST_SUITE_P(Layouts, SameFunctionAsOneRank, ::testing::ValuesIn(kLayouts),

@@ -88,11 +88,37 @@ MpiComm::Group* MpiComm::Group::split(int32_t color, int32_t key) {
   return new Group(child, id_.child(color, split_members(entries, color)), timeout_);
 }
 
-void MpiComm::Group::all_reduce(const MH_CollectiveArgs& args) {
+MpiComm::Group::Request::~Request() {
+  if (waited_) return;
+  try {
+    wait();
+  } catch (const Error&) {
+    // Nobody asks for the outcome any more; the group keeps it if it broke.
+  }
+}
+
+void MpiComm::Group::Request::wait() {
+  waited_ = true;
+  group_.complete(what_, -1, request_, deadline_);
+}
+
+void MpiComm::Group::all_reduce(const MH_CollectiveArgs& args) { all_reduce_start(args)->wait(); }
+
+void MpiComm::Group::reduce_scatter(const MH_CollectiveArgs& args) { reduce_scatter_start(args)->wait(); }
+
+std::unique_ptr<MpiComm::Group::Request> MpiComm::Group::all_reduce_start(const MH_CollectiveArgs& args) {
   const Call c = enter(Collective::kAllReduce, args);
   const void* send = c.send == c.recv ? MPI_IN_PLACE : c.send;
-  run(c.kind, -1, [&](MPI_Request* r) {
+  return start(c.kind, [&](MPI_Request* r) {
     check(MPI_Iallreduce(send, c.recv, count(c), datatype(c), reduce_op(c), comm_, r), "MPI_Iallreduce");
+  });
+}
+
+std::unique_ptr<MpiComm::Group::Request> MpiComm::Group::reduce_scatter_start(const MH_CollectiveArgs& args) {
+  const Call c = enter(Collective::kReduceScatter, args);
+  return start(c.kind, [&](MPI_Request* r) {
+    check(MPI_Ireduce_scatter_block(c.send, c.recv, count(c), datatype(c), reduce_op(c), comm_, r),
+          "MPI_Ireduce_scatter_block");
   });
 }
 
@@ -102,14 +128,6 @@ void MpiComm::Group::all_gather(const MH_CollectiveArgs& args) {
   const void* send = c.send == own_block ? MPI_IN_PLACE : c.send;
   run(c.kind, -1, [&](MPI_Request* r) {
     check(MPI_Iallgather(send, count(c), datatype(c), c.recv, count(c), datatype(c), comm_, r), "MPI_Iallgather");
-  });
-}
-
-void MpiComm::Group::reduce_scatter(const MH_CollectiveArgs& args) {
-  const Call c = enter(Collective::kReduceScatter, args);
-  run(c.kind, -1, [&](MPI_Request* r) {
-    check(MPI_Ireduce_scatter_block(c.send, c.recv, count(c), datatype(c), reduce_op(c), comm_, r),
-          "MPI_Ireduce_scatter_block");
   });
 }
 
@@ -161,16 +179,30 @@ Call MpiComm::Group::enter(Collective what, const MH_CollectiveArgs& args) {
 }
 
 template <class Start>
-MPI_Status MpiComm::Group::run(Collective what, int32_t peer, Start start) {
-  const Clock::time_point deadline = Clock::now() + timeout_;
+MPI_Request MpiComm::Group::post(Collective what, Start start) {
   MPI_Request request = MPI_REQUEST_NULL;
+  with_context(id_, what, [&] { start(&request); });
+  return request;
+}
+
+template <class Start>
+std::unique_ptr<MpiComm::Group::Request> MpiComm::Group::start(Collective what, Start start) {
+  const Clock::time_point deadline = Clock::now() + timeout_;
+  return std::make_unique<Request>(*this, what, post(what, start), deadline);
+}
+
+MPI_Status MpiComm::Group::complete(Collective what, int32_t peer, MPI_Request& request, Clock::time_point deadline) {
   MPI_Status status;
-  const bool done = with_context(id_, what, [&] {
-    start(&request);
-    return complete_by(request, deadline, status);
-  });
+  const bool done = with_context(id_, what, [&] { return complete_by(request, deadline, status); });
   if (!done) time_out(what, peer, request);
   return status;
+}
+
+template <class Start>
+MPI_Status MpiComm::Group::run(Collective what, int32_t peer, Start start) {
+  const Clock::time_point deadline = Clock::now() + timeout_;
+  MPI_Request request = post(what, start);
+  return complete(what, peer, request, deadline);
 }
 
 void MpiComm::Group::time_out(Collective what, int32_t peer, MPI_Request& request) {

@@ -42,6 +42,25 @@ class MpiComm {
   // must be destroyed before the instance.
   class Group {
    public:
+    // A started all_reduce or reduce_scatter; wait() completes it against
+    // the deadline its start set.
+    class Request {
+     public:
+      Request(Group& group, Collective what, MPI_Request request, Clock::time_point deadline)
+          : group_(group), what_(what), request_(request), deadline_(deadline) {}
+      ~Request();
+      Request(const Request&) = delete;
+      Request& operator=(const Request&) = delete;
+      void wait();
+
+     private:
+      Group& group_;
+      Collective what_;
+      MPI_Request request_;
+      Clock::time_point deadline_;
+      bool waited_ = false;
+    };
+
     Group(MPI_Comm comm, GroupId id, Clock::duration timeout);  // owns comm
     ~Group();
     Group(const Group&) = delete;
@@ -53,6 +72,8 @@ class MpiComm {
     void all_reduce(const MH_CollectiveArgs& args);
     void all_gather(const MH_CollectiveArgs& args);
     void reduce_scatter(const MH_CollectiveArgs& args);
+    std::unique_ptr<Request> all_reduce_start(const MH_CollectiveArgs& args);
+    std::unique_ptr<Request> reduce_scatter_start(const MH_CollectiveArgs& args);
     void broadcast(const MH_CollectiveArgs& args);
     // Copies the message and returns at once, like the threads communicator,
     // so that two stages sending to each other cannot deadlock.
@@ -70,6 +91,11 @@ class MpiComm {
 
     void enter(Collective what);
     Call enter(Collective what, const MH_CollectiveArgs& args);
+    template <class Start>
+    MPI_Request post(Collective what, Start start);
+    template <class Start>
+    std::unique_ptr<Request> start(Collective what, Start start);
+    MPI_Status complete(Collective what, int32_t peer, MPI_Request& request, Clock::time_point deadline);
     template <class Start>
     MPI_Status run(Collective what, int32_t peer, Start start);
     [[noreturn]] void time_out(Collective what, int32_t peer, MPI_Request& request);

@@ -108,11 +108,41 @@ NcclComm::Group* NcclComm::Group::split(int32_t color, int32_t key) {
   return new Group(child, id_.child(color, members), device_, health_, timeout_);
 }
 
-void NcclComm::Group::all_reduce(const MH_CollectiveArgs& args) {
+NcclComm::Group::Request::~Request() {
+  if (!waited_) {
+    try {
+      wait();
+    } catch (const Error&) {
+      // Nobody asks for the outcome any more; the group keeps it as broken.
+    }
+  }
+  cudaEventDestroy(event_);
+}
+
+// A failure since the start (of this group or another rank) ends it at once.
+void NcclComm::Group::Request::wait() {
+  waited_ = true;
+  group_.enter(what_);
+  group_.complete(what_, event_, deadline_);
+}
+
+void NcclComm::Group::all_reduce(const MH_CollectiveArgs& args) { all_reduce_start(args)->wait(); }
+
+void NcclComm::Group::reduce_scatter(const MH_CollectiveArgs& args) { reduce_scatter_start(args)->wait(); }
+
+std::unique_ptr<NcclComm::Group::Request> NcclComm::Group::all_reduce_start(const MH_CollectiveArgs& args) {
   const Call c = enter(Collective::kAllReduce, args);
   cudaStream_t stream = stream_of(args);
-  run(c.kind, stream, [&] {
+  return start(c.kind, stream, [&] {
     return ncclAllReduce(c.send, c.recv, count(c), datatype(c), reduce_op(c), comm_, stream);
+  });
+}
+
+std::unique_ptr<NcclComm::Group::Request> NcclComm::Group::reduce_scatter_start(const MH_CollectiveArgs& args) {
+  const Call c = enter(Collective::kReduceScatter, args);
+  cudaStream_t stream = stream_of(args);
+  return start(c.kind, stream, [&] {
+    return ncclReduceScatter(c.send, c.recv, count(c), datatype(c), reduce_op(c), comm_, stream);
   });
 }
 
@@ -120,14 +150,6 @@ void NcclComm::Group::all_gather(const MH_CollectiveArgs& args) {
   const Call c = enter(Collective::kAllGather, args);
   cudaStream_t stream = stream_of(args);
   run(c.kind, stream, [&] { return ncclAllGather(c.send, c.recv, count(c), datatype(c), comm_, stream); });
-}
-
-void NcclComm::Group::reduce_scatter(const MH_CollectiveArgs& args) {
-  const Call c = enter(Collective::kReduceScatter, args);
-  cudaStream_t stream = stream_of(args);
-  run(c.kind, stream, [&] {
-    return ncclReduceScatter(c.send, c.recv, count(c), datatype(c), reduce_op(c), comm_, stream);
-  });
 }
 
 // Only the root's send is read; the others pass their recv, which NCCL ignores.
@@ -182,12 +204,37 @@ Call NcclComm::Group::enter(Collective what, const MH_CollectiveArgs& args) {
 }
 
 template <class Enqueue>
-void NcclComm::Group::run(Collective what, cudaStream_t stream, Enqueue enqueue) {
-  const Clock::time_point deadline = Clock::now() + timeout_;
-  settle(what, enqueue(), deadline);
-  const cudaError_t recorded = cudaEventRecord(done_, stream);
+void NcclComm::Group::enqueue(Collective what, cudaStream_t stream, cudaEvent_t event, Clock::time_point deadline,
+                              Enqueue work) {
+  settle(what, work(), deadline);
+  const cudaError_t recorded = cudaEventRecord(event, stream);
   if (recorded != cudaSuccess) fail(what, MH_INTERNAL, std::string("cudaEventRecord: ") + cudaGetErrorString(recorded));
-  if (!poll_until(deadline, [&] { return finished(what); })) time_out(what);
+}
+
+template <class Enqueue>
+void NcclComm::Group::run(Collective what, cudaStream_t stream, Enqueue work) {
+  const Clock::time_point deadline = Clock::now() + timeout_;
+  enqueue(what, stream, done_, deadline, work);
+  complete(what, done_, deadline);
+}
+
+// Each request has an event of its own, so that several can be in flight.
+template <class Enqueue>
+std::unique_ptr<NcclComm::Group::Request> NcclComm::Group::start(Collective what, cudaStream_t stream, Enqueue work) {
+  const Clock::time_point deadline = Clock::now() + timeout_;
+  cudaEvent_t event = nullptr;
+  check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), id_.context(what) + ": cudaEventCreate");
+  try {
+    enqueue(what, stream, event, deadline, work);
+  } catch (...) {
+    cudaEventDestroy(event);
+    throw;
+  }
+  return std::make_unique<Request>(*this, what, event, deadline);
+}
+
+void NcclComm::Group::complete(Collective what, cudaEvent_t event, Clock::time_point deadline) {
+  if (!poll_until(deadline, [&] { return finished(what, event); })) time_out(what);
 }
 
 // A nonblocking call may return before NCCL has enqueued its work
@@ -204,9 +251,9 @@ void NcclComm::Group::settle(Collective what, ncclResult_t result, Clock::time_p
   if (state != ncclSuccess) fail(what, error_code(state), describe(state, comm_));
 }
 
-bool NcclComm::Group::finished(Collective what) {
+bool NcclComm::Group::finished(Collective what, cudaEvent_t event) {
   check_health(what);
-  const cudaError_t query = cudaEventQuery(done_);
+  const cudaError_t query = cudaEventQuery(event);
   // Not ready is recorded as the thread's last CUDA error; clear it, or the
   // next kernel launch check of the same thread would report it.
   if (query == cudaErrorNotReady) cudaGetLastError();

@@ -36,6 +36,26 @@ class NcclComm {
   // the group unusable; bad arguments do not.
   class Group {
    public:
+    // A started all_reduce or reduce_scatter: its NCCL work is enqueued on
+    // the stream, and wait() polls the event recorded after it against the
+    // deadline its start set.
+    class Request {
+     public:
+      Request(Group& group, Collective what, cudaEvent_t event, Clock::time_point deadline)
+          : group_(group), what_(what), event_(event), deadline_(deadline) {}
+      ~Request();
+      Request(const Request&) = delete;
+      Request& operator=(const Request&) = delete;
+      void wait();
+
+     private:
+      Group& group_;
+      Collective what_;
+      cudaEvent_t event_;
+      Clock::time_point deadline_;
+      bool waited_ = false;
+    };
+
     // Takes an initialised `comm` of CUDA device `device`.
     Group(ncclComm_t comm, GroupId id, int device, std::shared_ptr<const Health> health, Clock::duration timeout);
     ~Group();
@@ -48,6 +68,8 @@ class NcclComm {
     void all_reduce(const MH_CollectiveArgs& args);
     void all_gather(const MH_CollectiveArgs& args);
     void reduce_scatter(const MH_CollectiveArgs& args);
+    std::unique_ptr<Request> all_reduce_start(const MH_CollectiveArgs& args);
+    std::unique_ptr<Request> reduce_scatter_start(const MH_CollectiveArgs& args);
     void broadcast(const MH_CollectiveArgs& args);
     // NCCL's point-to-point is a rendezvous: a send returns once its peer
     // received it (unlike the threads and mpi communicators).
@@ -66,8 +88,14 @@ class NcclComm {
     // waits until the device has done it.
     template <class Enqueue>
     void run(Collective what, cudaStream_t stream, Enqueue enqueue);
+    // Enqueues like run() and records `event` after the work, without waiting.
+    template <class Enqueue>
+    void enqueue(Collective what, cudaStream_t stream, cudaEvent_t event, Clock::time_point deadline, Enqueue work);
+    template <class Enqueue>
+    std::unique_ptr<Request> start(Collective what, cudaStream_t stream, Enqueue work);
+    void complete(Collective what, cudaEvent_t event, Clock::time_point deadline);
     void settle(Collective what, ncclResult_t result, Clock::time_point deadline);
-    bool finished(Collective what);
+    bool finished(Collective what, cudaEvent_t event);
     void check_health(Collective what);
     std::vector<SplitEntry> gather(SplitEntry mine);
     [[noreturn]] void time_out(Collective what);

@@ -18,24 +18,37 @@ constexpr MH_OptionSpec kOptions[] = {
 }  // namespace
 
 ThreadsComm::Group* ThreadsComm::Group::split(int32_t color, int32_t key) {
+  progress_.drain();
   auto [state, rank] = state_->split(rank_, SplitEntry{color, key});
   return new Group(std::move(state), rank);
 }
 
 void ThreadsComm::Group::send(const MH_CollectiveArgs& args) {
+  progress_.drain();
   state_->send(rank_, with_context(state_->id(), Collective::kSend,
                                    [&] { return validate(Collective::kSend, args, rank_, size()); }));
 }
 
 void ThreadsComm::Group::recv(const MH_CollectiveArgs& args) {
+  progress_.drain();
   state_->recv(rank_, with_context(state_->id(), Collective::kRecv,
                                    [&] { return validate(Collective::kRecv, args, rank_, size()); }));
 }
 
 void ThreadsComm::Group::barrier() {
+  progress_.drain();
   Post post;
   post.call.kind = Collective::kBarrier;
   state_->collective(rank_, post);
+}
+
+void ThreadsComm::Group::blocking(Collective kind, const MH_CollectiveArgs& args) {
+  progress_.drain();
+  collective(kind, args);
+}
+
+std::unique_ptr<ThreadsComm::Group::Request> ThreadsComm::Group::start(Collective kind, const MH_CollectiveArgs& args) {
+  return progress_.start([this, kind, args] { collective(kind, args); });
 }
 
 void ThreadsComm::Group::collective(Collective kind, const MH_CollectiveArgs& args) {

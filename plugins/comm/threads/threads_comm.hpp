@@ -6,6 +6,7 @@
 
 #include "collective.hpp"
 #include "group_state.hpp"
+#include "progress.hpp"
 #include "world.hpp"
 
 #include <megahost/plugin.hpp>
@@ -23,29 +24,42 @@ class ThreadsComm {
  public:
   static constexpr MH_Kind kind = MH_KIND_COMM;
 
-  // One rank's handle on a group; used only by that rank's thread.
+  // One rank's handle on a group; called only by that rank's thread. The
+  // collectives it starts run on its progress thread; every blocking call
+  // first waits for them, so the group sees this rank's calls in order.
   class Group {
    public:
+    using Request = Progress::Request;
+
     Group(std::shared_ptr<GroupState> state, int32_t rank) : state_(std::move(state)), rank_(rank) {}
 
     Group* split(int32_t color, int32_t key);
     int32_t rank() const { return rank_; }
     int32_t size() const { return state_->size(); }
-    void all_reduce(const MH_CollectiveArgs& args) { collective(Collective::kAllReduce, args); }
-    void all_gather(const MH_CollectiveArgs& args) { collective(Collective::kAllGather, args); }
-    void reduce_scatter(const MH_CollectiveArgs& args) { collective(Collective::kReduceScatter, args); }
-    void broadcast(const MH_CollectiveArgs& args) { collective(Collective::kBroadcast, args); }
+    void all_reduce(const MH_CollectiveArgs& args) { blocking(Collective::kAllReduce, args); }
+    void all_gather(const MH_CollectiveArgs& args) { blocking(Collective::kAllGather, args); }
+    void reduce_scatter(const MH_CollectiveArgs& args) { blocking(Collective::kReduceScatter, args); }
+    void broadcast(const MH_CollectiveArgs& args) { blocking(Collective::kBroadcast, args); }
+    std::unique_ptr<Request> all_reduce_start(const MH_CollectiveArgs& args) {
+      return start(Collective::kAllReduce, args);
+    }
+    std::unique_ptr<Request> reduce_scatter_start(const MH_CollectiveArgs& args) {
+      return start(Collective::kReduceScatter, args);
+    }
     void send(const MH_CollectiveArgs& args);
     void recv(const MH_CollectiveArgs& args);
     void barrier();
 
    private:
+    void blocking(Collective kind, const MH_CollectiveArgs& args);
+    std::unique_ptr<Request> start(Collective kind, const MH_CollectiveArgs& args);
     // Invalid arguments still go to the rendezvous, so that every rank fails
     // the call together and the group stays in step.
     void collective(Collective kind, const MH_CollectiveArgs& args);
 
     std::shared_ptr<GroupState> state_;
     int32_t rank_;
+    Progress progress_;  // last: stops before the state it uses goes
   };
 
   static std::span<const MH_OptionSpec> options();

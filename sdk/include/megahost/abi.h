@@ -31,6 +31,11 @@
  *        back ranked and rejected candidates, MH_TunerResult); MH_Candidate
  *        gains workload, MH_Estimate gains capacity_bytes and failure. A 1.0
  *        tuner still loads; tuning needs the 1.1 table.
+ *        comm: MH_CommApi gains all_reduce_start, reduce_scatter_start,
+ *        request_wait and request_destroy (non-blocking collectives, so data
+ *        parallelism can reduce gradient buckets while backward runs). A 1.0
+ *        communicator still loads; the host then reduces with the blocking
+ *        calls.
  */
 #ifndef MEGAHOST_ABI_H
 #define MEGAHOST_ABI_H
@@ -416,12 +421,16 @@ typedef struct MH_KernelsApi {
  *
  * One instance per process. It hosts ranks_in_process ranks; each rank gets
  * its world group from world() and uses it from its own thread. Collective
- * calls are blocking on the CPU and stream-ordered on devices. Every call
+ * calls are blocking on the CPU (the *_start calls of 1.1 excepted) and
+ * stream-ordered on devices. Every call
  * honours the instance's timeout and returns MH_DEADLINE_EXCEEDED, or
  * MH_ABORTED naming the failed rank, instead of hanging.
  * --------------------------------------------------------------------- */
 
 typedef struct MH_Group MH_Group;
+
+/* A non-blocking collective in flight (since 1.1). */
+typedef struct MH_Request MH_Request;
 
 typedef enum MH_ReduceOp { MH_REDUCE_SUM = 0, MH_REDUCE_MAX = 1 } MH_ReduceOp;
 
@@ -468,6 +477,23 @@ typedef struct MH_CommApi {
   /* Marks the calling rank failed with `reason`: every rank's pending and
    * future calls return MH_ABORTED naming it. Thread-safe, never blocks. */
   void (*abort)(MH_Instance* self, int32_t rank, const char* reason);
+
+  /* Since 1.1; absent from a 1.0 table. Non-blocking all_reduce and
+   * reduce_scatter: same arguments and checks as the blocking calls, but
+   * they return once the collective is posted, with *out set, and the
+   * reduction progresses while the rank does other work. The buffers are
+   * borrowed until request_wait returns. A group runs its collectives in
+   * the order each rank issues them, blocking calls included (a blocking
+   * call after a start waits for the started one first), so every rank must
+   * issue them in the same order. Destroy every request before its group. */
+  MH_Error* (*all_reduce_start)(MH_Group* group, const MH_CollectiveArgs* args, MH_Request** out);
+  MH_Error* (*reduce_scatter_start)(MH_Group* group, const MH_CollectiveArgs* args, MH_Request** out);
+  /* Waits until the request completes and returns its outcome (timeout and
+   * abort as for the blocking call). Call it at most once per request. */
+  MH_Error* (*request_wait)(MH_Request* request);
+  /* Releases a request; one still in flight is waited for first, since its
+   * peers may still read this rank's buffers. NULL-safe. */
+  void (*request_destroy)(MH_Request* request);
 } MH_CommApi;
 
 /* ------------------------------------------------------------------------

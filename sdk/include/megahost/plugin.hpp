@@ -110,17 +110,29 @@ const MH_KernelsApi* kernels_api() {
     return ::mh::guard([&] { reinterpret_cast<G*>(group)->method(*args); });         \
   }
 
+#define MH_GROUP_START_TRAMPOLINE(G, method)                                                       \
+  [](MH_Group* group, const MH_CollectiveArgs* args, MH_Request** out) -> MH_Error* {            \
+    return ::mh::guard([&] {                                                                     \
+      *out = reinterpret_cast<MH_Request*>(reinterpret_cast<G*>(group)->method(*args).release()); \
+    });                                                                                          \
+  }
+
 // Communicators: info(MH_CommInfo&), Group* world(int32_t local),
 // abort(int32_t rank, const char* reason) noexcept; and a nested class Group
 // with Group* split(color, key), rank(), size(), all_reduce, all_gather,
 // reduce_scatter, broadcast, send, recv (each taking MH_CollectiveArgs) and
 // barrier(). Groups from split are deleted by group_destroy; world groups
-// belong to the instance.
+// belong to the instance. Since ABI 1.1 a Group may also offer
+// std::unique_ptr<Request> all_reduce_start(args) and reduce_scatter_start(args),
+// with a nested class Group::Request that has wait() and whose destructor
+// waits for a request still in flight; a Group without them gets a 1.0 table.
 template <class T>
 const MH_CommApi* comm_api() {
   using G = typename T::Group;
-  static const MH_CommApi api{
-      MH_STRUCT_SIZE(MH_CommApi, abort),
+  static constexpr bool v1_1 = requires(G& g, const MH_CollectiveArgs& a) { g.all_reduce_start(a).release(); };
+  static const MH_CommApi api = [] {
+    MH_CommApi a{
+      v1_1 ? MH_STRUCT_SIZE(MH_CommApi, request_destroy) : MH_STRUCT_SIZE(MH_CommApi, abort),
       [](MH_Instance* self, MH_CommInfo* out) -> MH_Error* {
         return guard([&] { detail::fill_out(out, [&](MH_CommInfo& i) { detail::as<T>(self)->info(i); }); });
       },
@@ -141,7 +153,17 @@ const MH_CommApi* comm_api() {
       MH_GROUP_TRAMPOLINE(G, recv),
       [](MH_Group* group) -> MH_Error* { return guard([&] { reinterpret_cast<G*>(group)->barrier(); }); },
       [](MH_Instance* self, int32_t rank, const char* reason) { detail::as<T>(self)->abort(rank, reason); },
-  };
+      nullptr, nullptr, nullptr, nullptr,  // the 1.1 calls, filled below when G has them
+    };
+    if constexpr (v1_1) {
+      using R = typename G::Request;
+      a.all_reduce_start = MH_GROUP_START_TRAMPOLINE(G, all_reduce_start);
+      a.reduce_scatter_start = MH_GROUP_START_TRAMPOLINE(G, reduce_scatter_start);
+      a.request_wait = [](MH_Request* r) -> MH_Error* { return guard([&] { reinterpret_cast<R*>(r)->wait(); }); };
+      a.request_destroy = [](MH_Request* r) { delete reinterpret_cast<R*>(r); };
+    }
+    return a;
+  }();
   return &api;
 }
 

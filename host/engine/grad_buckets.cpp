@@ -1,0 +1,68 @@
+#include "engine/grad_buckets.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace mh {
+namespace {
+
+bool replicated(const ParamInfo& p) {
+  return p.group == ParamGroup::kReplicatedDecay || p.group == ParamGroup::kReplicatedNoDecay;
+}
+
+// The slots of `ids`, adjacent ones merged, in buffer order.
+std::vector<GroupRange> slot_ranges(const ParamSet& params, std::vector<int> ids) {
+  std::sort(ids.begin(), ids.end(), [&](int a, int b) { return params.info(a).offset < params.info(b).offset; });
+  std::vector<GroupRange> ranges;
+  for (int id : ids) {
+    const int64_t offset = params.info(id).offset;
+    if (!ranges.empty() && ranges.back().offset + ranges.back().count == offset)
+      ranges.back().count += params.slot(id);
+    else
+      ranges.push_back(GroupRange{offset, params.slot(id)});
+  }
+  return ranges;
+}
+
+GradBucket bucket_of(const ParamSet& params, std::vector<int> ids, bool whole_buffer) {
+  GradBucket b;
+  std::vector<int> shared;
+  for (int id : ids) {
+    if (replicated(params.info(id))) shared.push_back(id);
+    b.tied_embedding |= id == params.wte();
+  }
+  b.replicated = slot_ranges(params, shared);
+  b.ranges = whole_buffer ? std::vector<GroupRange>{{0, params.numel()}} : slot_ranges(params, ids);
+  b.params = std::move(ids);
+  return b;
+}
+
+}  // namespace
+
+std::vector<int> backward_order(const ParamSet& params, const std::vector<ChunkSpec>& chunks) {
+  std::vector<int> order;
+  for (auto c = chunks.rbegin(); c != chunks.rend(); ++c) {
+    if (c->last) order.insert(order.end(), {params.lnf_w(), params.lnf_b()});
+    for (int64_t l = c->first_layer + c->layers - 1; l >= c->first_layer; --l) {
+      const std::array<int, 12> ids = params.layer(l).ids();
+      order.insert(order.end(), ids.begin(), ids.end());
+    }
+    if (c->first) order.push_back(params.wpe());
+  }
+  if (params.wte() >= 0) order.push_back(params.wte());
+  return order;
+}
+
+std::vector<GradBucket> make_buckets(const ParamSet& params, std::span<const int> order, const MH_DataPlan& plan) {
+  if (!plan.overlap) return {bucket_of(params, {order.begin(), order.end()}, true)};
+  std::vector<GradBucket> buckets;
+  std::vector<int> ids;
+  for (size_t i = 0; i < order.size(); ++i) {
+    ids.push_back(order[i]);
+    if (i + 1 == order.size() || plan.bucket_of[i + 1] != plan.bucket_of[i])
+      buckets.push_back(bucket_of(params, std::exchange(ids, {}), false));
+  }
+  return buckets;
+}
+
+}  // namespace mh
