@@ -69,6 +69,7 @@ def main():
     ap.add_argument("--steps", type=int, default=4)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    load_before = os.getloadavg()
     candidates = tune(args.megahost, os.path.abspath(args.out), args.devices)
     if len(candidates) < 12:
         sys.exit(f"only {len(candidates)} candidates fit; the brute force needs at least 12")
@@ -96,6 +97,9 @@ def main():
         print(f"{n:40s} {p_:11.4f} {m:11.4f} {e:6.1f}%")
     print(f"\n{len(rows)} candidates; cost model error |predicted/measured - 1|: mean {statistics.mean(errors):.1f}%, "
           f"median {statistics.median(errors):.1f}%, max {max(errors):.1f}%")
+    # Other work on the machine slows every candidate unevenly; say how busy it was.
+    print("load average (1, 5, 15 min) before: %.2f %.2f %.2f, after: %.2f %.2f %.2f on %d CPUs"
+          % (*load_before, *os.getloadavg(), os.cpu_count()))
     print(f"tuner's pick: {pick[0]} ({pick[2]:.4f} s measured); fastest measured: {best[0]} ({best[2]:.4f} s); "
           f"the pick is {gap:.1f}% slower")
     sys.exit(0 if gap <= 5.0 else 1)
