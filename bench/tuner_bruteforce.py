@@ -63,7 +63,7 @@ def name(c):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--megahost", default=os.path.join(ROOT, "build", "bin", "megahost"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "tuner_bruteforce_out"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "build", "tuner_bruteforce_out"))
     ap.add_argument("--devices", type=int, default=2, help="thread ranks (the tuner's gpus_per_node)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=4)
