@@ -97,6 +97,12 @@ def main():
         print(f"{n:40s} {p_:11.4f} {m:11.4f} {e:6.1f}%")
     print(f"\n{len(rows)} candidates; cost model error |predicted/measured - 1|: mean {statistics.mean(errors):.1f}%, "
           f"median {statistics.median(errors):.1f}%, max {max(errors):.1f}%")
+    # A busy machine slows every candidate by a similar factor; what decides
+    # the pick is the error left once that common factor is taken out.
+    scale = statistics.median(m / p_ for _, p_, m, _ in rows)
+    relative = [abs(p_ * scale / m - 1) * 100 for _, p_, m, _ in rows]
+    print(f"measured/predicted: median {scale:.2f}; error of predicted x {scale:.2f}: mean "
+          f"{statistics.mean(relative):.1f}%, median {statistics.median(relative):.1f}%, max {max(relative):.1f}%")
     # Other work on the machine slows every candidate unevenly; say how busy it was.
     print("load average (1, 5, 15 min) before: %.2f %.2f %.2f, after: %.2f %.2f %.2f on %d CPUs"
           % (*load_before, *os.getloadavg(), os.cpu_count()))

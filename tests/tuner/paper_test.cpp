@@ -1,5 +1,5 @@
 // The tuner against the paper: Korthikanti et al. 2022 ([K22], Tables 3 and
-// 5; shared numbers in docs/tuner.md) trained GPT 22B, 175B, 530B and 1T on
+// 5; the results table is in docs/tuner.md) trained GPT 22B, 175B, 530B and 1T on
 // 8, 64, 280 and 512 A100-80GB. Tuned over t, p, v, sequence parallelism
 // and recompute on the shipped dgx_a100_80gb profile, the grid tuner must
 // pick the paper's (t, p) with SP + selective recompute -- or, where the
@@ -17,7 +17,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
