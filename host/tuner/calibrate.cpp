@@ -4,11 +4,13 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <memory>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "engine/collectives.hpp"
 #include "engine/ops.hpp"
@@ -134,17 +136,26 @@ void measure_collectives(const Config& config, const Registry& registry, Hardwar
                        : std::string(op) == "send_recv" ? 1.0
                                                         : double(ranks - 1) / ranks;
       const double latency = collective_seconds(comm_slot, op, ranks, kEmptyElements);
-      double sxx = 0, sxy = 0;
+      std::vector<double> bus_bytes, seconds;
       for (int64_t elements : kMessageElements) {
-        const double x = double(elements) * 4 * f, y = collective_seconds(comm_slot, op, ranks, elements) - latency;
-        sxx += x * x, sxy += x * y;
+        bus_bytes.push_back(double(elements) * 4 * f);
+        seconds.push_back(collective_seconds(comm_slot, op, ranks, elements));
       }
-      p.collectives.push_back({MH_LINK_INTRA_NODE, ranks, op, latency, sxx / std::max(sxy, 1e-30 * sxx)});
+      p.collectives.push_back({MH_LINK_INTRA_NODE, ranks, op, latency, fitted_bus_bandwidth(latency, bus_bytes, seconds)});
     }
   }
 }
 
 }  // namespace
+
+double fitted_bus_bandwidth(double latency, std::span<const double> bus_bytes, std::span<const double> seconds) {
+  double sxx = 0, sxy = 0;
+  for (size_t i = 0; i < bus_bytes.size(); ++i) {
+    sxx += bus_bytes[i] * bus_bytes[i];
+    sxy += bus_bytes[i] * (seconds[i] - latency);
+  }
+  return sxx / std::max(sxy, 1e-30 * sxx);  // a slope at or below zero: as fast as measurable
+}
 
 int calibrate(const Config& config, const Registry& registry, const std::string& out_file) {
   Diagnostics diag;
