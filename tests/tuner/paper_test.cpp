@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <ostream>
 #include <string>
 
 #include "component_harness.hpp"
@@ -55,6 +56,9 @@ const PaperRun kRuns[] = {
     {"530B", {105, 20480, 128, 4 * 20480, 2048, 51200, 280}, 280, 8, 35, 3, 1, 0.560, 49.05, 37.83, 8, 35},
     {"1T", {128, 25600, 160, 4 * 25600, 2048, 51200, 512}, 512, 8, 64, 1, 1, 0.563, 94.42, 71.49, 16, 32},
 };
+
+// gtest names a parameter by printing it.
+void PrintTo(const PaperRun& r, std::ostream* out) { *out << r.name; }
 
 const HardwareProfile& a100() {
   static const HardwareProfile profile = [] {
