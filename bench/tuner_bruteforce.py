@@ -63,12 +63,13 @@ def name(c):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--megahost", default=os.path.join(ROOT, "build", "bin", "megahost"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "tuner_bruteforce_out"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "build", "tuner_bruteforce_out"))
     ap.add_argument("--devices", type=int, default=2, help="thread ranks (the tuner's gpus_per_node)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=4)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    load_before = os.getloadavg()
     candidates = tune(args.megahost, os.path.abspath(args.out), args.devices)
     if len(candidates) < 12:
         sys.exit(f"only {len(candidates)} candidates fit; the brute force needs at least 12")
@@ -96,6 +97,15 @@ def main():
         print(f"{n:40s} {p_:11.4f} {m:11.4f} {e:6.1f}%")
     print(f"\n{len(rows)} candidates; cost model error |predicted/measured - 1|: mean {statistics.mean(errors):.1f}%, "
           f"median {statistics.median(errors):.1f}%, max {max(errors):.1f}%")
+    # A busy machine slows every candidate by a similar factor; what decides
+    # the pick is the error left once that common factor is taken out.
+    scale = statistics.median(m / p_ for _, p_, m, _ in rows)
+    relative = [abs(p_ * scale / m - 1) * 100 for _, p_, m, _ in rows]
+    print(f"measured/predicted: median {scale:.2f}; error of predicted x {scale:.2f}: mean "
+          f"{statistics.mean(relative):.1f}%, median {statistics.median(relative):.1f}%, max {max(relative):.1f}%")
+    # Other work on the machine slows every candidate unevenly; say how busy it was.
+    print("load average (1, 5, 15 min) before: %.2f %.2f %.2f, after: %.2f %.2f %.2f on %d CPUs"
+          % (*load_before, *os.getloadavg(), os.cpu_count()))
     print(f"tuner's pick: {pick[0]} ({pick[2]:.4f} s measured); fastest measured: {best[0]} ({best[2]:.4f} s); "
           f"the pick is {gap:.1f}% slower")
     sys.exit(0 if gap <= 5.0 else 1)

@@ -4,11 +4,13 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <memory>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "engine/collectives.hpp"
 #include "engine/ops.hpp"
@@ -27,6 +29,7 @@ constexpr int64_t kBatchedRows[] = {128, 512};
 constexpr int64_t kBatchedInner[] = {32, 128, 512};
 constexpr int64_t kVectorRows[] = {64, 256, 2048, 8192};  // 16K to 2M elements per call
 constexpr int kGroupSizes[] = {2, 4, 8};
+constexpr int64_t kEmptyElements = 8;  // one float per rank of the largest group
 constexpr int64_t kMessageElements[] = {1 << 14, 1 << 18, 1 << 21};
 
 using Buffers = std::shared_ptr<std::vector<Buffer>>;
@@ -119,28 +122,40 @@ Assembly with_world(const Config& config, const Registry& registry, int ranks) {
   return std::move(*a);
 }
 
-// latency + bytes * f / busbw fitted by least squares over the message sizes.
+// latency + bytes * f / busbw: the latency is the time of a near-empty
+// collective, measured, since extrapolating it from large messages puts it
+// within their noise (often below zero); the bandwidth is then fitted by
+// least squares over the message sizes with that latency held.
 void measure_collectives(const Config& config, const Registry& registry, HardwareProfile& p) {
   for (int ranks : kGroupSizes) {
     const Assembly a = with_world(config, registry, ranks);
     const Slot& comm_slot = *a.slot(MH_KIND_COMM);
     for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "send_recv"}) {
       if (std::string(op) == "send_recv" && ranks != 2) continue;
-      double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0;
+      const double f = std::string(op) == "all_reduce" ? 2.0 * (ranks - 1) / ranks
+                       : std::string(op) == "send_recv" ? 1.0
+                                                        : double(ranks - 1) / ranks;
+      const double latency = collective_seconds(comm_slot, op, ranks, kEmptyElements);
+      std::vector<double> bus_bytes, seconds;
       for (int64_t elements : kMessageElements) {
-        const double f = std::string(op) == "all_reduce" ? 2.0 * (ranks - 1) / ranks
-                         : std::string(op) == "send_recv" ? 1.0
-                                                          : double(ranks - 1) / ranks;
-        const double x = double(elements) * 4 * f, y = collective_seconds(comm_slot, op, ranks, elements);
-        sx += x, sy += y, sxx += x * x, sxy += x * y, n += 1;
+        bus_bytes.push_back(double(elements) * 4 * f);
+        seconds.push_back(collective_seconds(comm_slot, op, ranks, elements));
       }
-      const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx), latency = std::max(0.0, (sy - slope * sx) / n);
-      p.collectives.push_back({MH_LINK_INTRA_NODE, ranks, op, latency, 1 / slope});
+      p.collectives.push_back({MH_LINK_INTRA_NODE, ranks, op, latency, fitted_bus_bandwidth(latency, bus_bytes, seconds)});
     }
   }
 }
 
 }  // namespace
+
+double fitted_bus_bandwidth(double latency, std::span<const double> bus_bytes, std::span<const double> seconds) {
+  double sxx = 0, sxy = 0;
+  for (size_t i = 0; i < bus_bytes.size(); ++i) {
+    sxx += bus_bytes[i] * bus_bytes[i];
+    sxy += bus_bytes[i] * (seconds[i] - latency);
+  }
+  return sxx / std::max(sxy, 1e-30 * sxx);  // a slope at or below zero: as fast as measurable
+}
 
 int calibrate(const Config& config, const Registry& registry, const std::string& out_file) {
   Diagnostics diag;

@@ -6,6 +6,7 @@
 // (configs/hardware/local_cpu.toml).
 #pragma once
 
+#include <span>
 #include <string>
 
 #include "config.hpp"
@@ -15,5 +16,10 @@ namespace mh {
 
 // Returns the exit status; throws mh::Error on failure.
 int calibrate(const Config& config, const Registry& registry, const std::string& out_file);
+
+// The bus bandwidth, bytes/s, of a collective whose latency was measured:
+// the least-squares slope of seconds - latency over bus bytes (message
+// bytes times the ring factor), through the origin.
+double fitted_bus_bandwidth(double latency, std::span<const double> bus_bytes, std::span<const double> seconds);
 
 }  // namespace mh

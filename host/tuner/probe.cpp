@@ -65,9 +65,10 @@ std::vector<nlohmann::json> records(const fs::path& metrics) {
 
 std::string breakdown_of(const nlohmann::json& rank) {
   std::string out;
-  for (const char* c : {"params", "grads", "optimizer", "activations", "workspace", "comm"})
-    out += (out.empty() ? "" : " ") + std::string(c) + "=" +
-           std::to_string(int64_t(rank.value(c, uint64_t{0}) / kMiB)) + "MiB";
+  for (const char* c : {"params", "grads", "optimizer", "activations", "workspace", "comm"}) {
+    if (!out.empty()) out += ' ';
+    out.append(c).append("=").append(std::to_string(int64_t(rank.value(c, uint64_t{0}) / kMiB))).append("MiB");
+  }
   return out;
 }
 

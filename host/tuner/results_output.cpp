@@ -86,7 +86,7 @@ std::string describe_candidate(const MH_Candidate& c) {
   std::string out = "t=" + std::to_string(c.tensor) + " p=" + std::to_string(c.pipeline) + " v=" +
                     std::to_string(c.virtual_stages) + " d=" + std::to_string(c.data) + (c.sequence_parallel ? " sp" : "") +
                     " b=" + std::to_string(c.micro_batch) + " " + c.recompute;
-  if (std::string(c.recompute) == "full") out += "/" + std::to_string(c.recompute_layers);
+  if (std::string(c.recompute) == "full") out.append("/").append(std::to_string(c.recompute_layers));
   return out;
 }
 

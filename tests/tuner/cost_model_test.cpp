@@ -55,14 +55,15 @@ TEST(Recompute, FullRunsEveryLayerForwardAgain) {
   EXPECT_DOUBLE_EQ(c.layer_recompute.total(), c.layer_forward.total());
 }
 
-TEST(Recompute, SelectiveRunsOnlyTheAttentionCoreAgain) {
+TEST(Recompute, SelectiveRunsOnlyTheAttentionProbabilitiesAgain) {
   Layout l;
   l.t = 4, l.b = 2, l.recompute = Recompute::kSelective;
   const StepCost c = step(l);
-  // g = b a / t = 8 groups of s x s scores, head size 64: two GEMMs of
-  // 2 g s^2 dh FLOPs, softmax and dropout over g s^2 elements.
+  // g = b a / t = 8 groups of s x s scores, head size 64: the Q K^T GEMM of
+  // 2 g s^2 dh FLOPs, softmax and dropout over g s^2 elements; the kept
+  // context spares P V.
   const double g = 8, s = 1024, dh = 64;
-  EXPECT_NEAR(c.layer_recompute.gemm, 2 * (2 * g * s * s * dh) / 1e12, 1e-12);
+  EXPECT_NEAR(c.layer_recompute.gemm, 2 * g * s * s * dh / 1e12, 1e-12);
   EXPECT_NEAR(c.layer_recompute.vector, 2 * (g * s * s) / 1e11, 1e-12);
   EXPECT_EQ(c.layer_recompute.comm, 0.0);
   EXPECT_EQ(step(Layout{l.t, 1, 1, 1, 2}).layer_recompute.total(), 0.0);

@@ -35,7 +35,9 @@ TEST(SearchLists, AutoSizesDivideWhatTheySplitAndTheDevices) {
 
 TEST(SearchLists, SequenceParallelIsNeverProposedAtOneTensorRank) {
   for (const auto& p : training_proposals(lists(), model(), 8))
-    if (p.layout.t == 1) EXPECT_FALSE(p.layout.sp);
+    if (p.layout.t == 1) {
+      EXPECT_FALSE(p.layout.sp);
+    }
 }
 
 TEST(SearchLists, FullRecomputeIsProposedPerGroupSizeTheOthersOnce) {

@@ -45,10 +45,14 @@ void Pricer::exit_bwd() {
   if (l_.sp) tp(Coll::kAllGather, act(n * h));
 }
 
-void Pricer::attention_forward() {
+void Pricer::attention_probs() {
   gemm(g, s, s, dh);  // scores = Q K^T
   vec("softmax", g * s * s);
   dropout(g * s * s);
+}
+
+void Pricer::attention_forward() {
+  attention_probs();
   gemm(g, s, dh, s);  // context = P V
 }
 

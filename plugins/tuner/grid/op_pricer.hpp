@@ -37,6 +37,9 @@ class Pricer {
   void tp(Coll op, double bytes);
   double act(int64_t elements) const;
 
+  // Scores, softmax and dropout: what selective recompute runs again, since
+  // the engine keeps the context (Megatron recomputes P V too).
+  void attention_probs();
   void attention_forward();
   void layer_forward();
   void layer_backward();

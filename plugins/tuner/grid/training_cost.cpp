@@ -13,14 +13,15 @@ struct MicroBatchWork {
 };
 
 // One layer forward, backward and what the recompute policy runs again:
-// selective the attention core, full the whole layer (every layer's
-// activations but its checkpointed input are dropped, whatever the group).
+// selective the attention probabilities, full the whole layer (every
+// layer's activations but its checkpointed input are dropped, whatever the
+// group).
 void price_layer(Pricer& pr, const Layout& l, StepCost& cost) {
   pr.layer_forward();
   cost.layer_forward = pr.take();
   pr.layer_backward();
   cost.layer_backward = pr.take();
-  if (l.recompute == Recompute::kSelective) pr.attention_forward();
+  if (l.recompute == Recompute::kSelective) pr.attention_probs();
   if (l.recompute == Recompute::kFull) pr.layer_forward();
   cost.layer_recompute = pr.take();
 }
