@@ -8,7 +8,6 @@
 #include <cmath>
 #include <iostream>
 #include <memory>
-#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -53,9 +52,12 @@ double gemm_flops(const CalibrationTeam& team, int64_t batch, int64_t m, int64_t
   return 2.0 * double(batch * m * n * k) / seconds;
 }
 
+// The profile's busy field: 0 when every rank computes.
+int32_t busy_field(const CalibrationTeam& team) { return team.busy() == team.ranks() ? 0 : team.busy(); }
+
 void measure_gemm(const CalibrationTeam& team, HardwareProfile& p) {
   auto add = [&](int64_t batch, int64_t m, int64_t n, int64_t k) {
-    p.gemm.push_back(MH_GemmRate{team.size(), 0, batch, m, n, k, gemm_flops(team, batch, m, n, k)});
+    p.gemm.push_back(MH_GemmRate{team.ranks(), busy_field(team), batch, m, n, k, gemm_flops(team, batch, m, n, k)});
   };
   for (int64_t m : kDims)
     for (int64_t n : kDims)
@@ -72,7 +74,7 @@ void measure_vector(const CalibrationTeam& team, HardwareProfile& p) {
     for (const VectorOp& op : vector_ops(rows)) {
       const double seconds = team.seconds_per_call(op.prepare);
       p.vector.push_back(
-          {op.name, team.size(), op.elements, op.bytes_per_element, double(op.elements) * op.bytes_per_element / seconds});
+          {op.name, team.ranks(), busy_field(team), op.elements, op.bytes_per_element, double(op.elements) * op.bytes_per_element / seconds});
     }
 }
 
@@ -81,7 +83,8 @@ void measure_vector(const CalibrationTeam& team, HardwareProfile& p) {
 double collective_seconds(const Slot& comm_slot, const std::string& op, int ranks, int64_t elements) {
   Instance comm(comm_slot, 0, -1);
   const auto* api = comm.api<MH_CommApi>();
-  std::vector<double> seconds(static_cast<size_t>(ranks), 0.0);
+  constexpr int kRounds = 5, kReps = 4;
+  RoundClock clock(ranks, kRounds);
   run_together(ranks, [&](int r) {
     MH_Group* world = nullptr;
     check(api->world(comm.get(), r, &world), "calibration: comm world group");
@@ -96,18 +99,14 @@ double collective_seconds(const Slot& comm_slot, const std::string& op, int rank
     };
     once();
     // The fastest of a few rounds, as for the kernels.
-    constexpr int kRounds = 5, kReps = 4;
-    double best = 1e30;
     for (int round = 0; round < kRounds; ++round) {
       group.barrier();
-      const auto start = std::chrono::steady_clock::now();
+      clock.start(r, round);
       for (int i = 0; i < kReps; ++i) once();
-      group.barrier();
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kReps);
+      clock.stop(r, round);
     }
-    seconds[size_t(r)] = best;
   });
-  return seconds[0];
+  return clock.fastest_round() / kReps;
 }
 
 // The run's config with its comm component set to `ranks` ranks.
@@ -174,17 +173,19 @@ int calibrate(const Config& config, const Registry& registry, const std::string&
   p.dtype = MH_F32;
   p.shared_device = true;
   p.devices_per_node = int32_t(std::max(1u, std::thread::hardware_concurrency()));
-  for (int sharing : kSharing) {
-    LOG(INFO) << "calibrating kernels with " << sharing << " rank(s) sharing the machine";
-    CalibrationTeam team(kernels, sharing);
-    measure_gemm(team, p);
-    measure_vector(team, p);
-  }
+  for (int sharing : kSharing)
+    for (int busy = sharing; busy >= 1; busy /= 2) {
+      LOG(INFO) << "calibrating kernels with " << busy << " of " << sharing << " rank(s) computing";
+      CalibrationTeam team(kernels, sharing, busy);
+      measure_gemm(team, p);
+      measure_vector(team, p);
+    }
   LOG(INFO) << "calibrating collectives of comm '" << assembly->slot(MH_KIND_COMM)->component->desc->name << "'";
   measure_collectives(config, registry, p);
   write_hardware_profile(p, out_file,
                          "# This machine, measured by `megahost --calibrate` through the kernels and comm components\n"
-                         "# of the config it was given. Rates are per rank while `ranks` ranks share the machine.\n\n");
+                         "# of the config it was given. Rates are per rank while `ranks` ranks share the machine,\n"
+                         "# `busy` of them computing (all when absent).\n\n");
   std::cout << "wrote " << out_file << ": " << p.gemm.size() << " GEMM shapes, " << p.vector.size() << " op rates, "
             << p.collectives.size() << " collective fits\n";
   return 0;

@@ -1,8 +1,9 @@
 // megahost --calibrate: measures this machine through the configured
 // kernels and comm components -- GEMM rates over a grid of shapes, the rate
 // of every memory-bound op, collective latency and bandwidth -- each with
-// 1, 2 and 4 ranks sharing the machine at once, as a threads run shares it,
-// and writes the hardware profile the tuner's cost model reads
+// 1, 2 and 4 ranks sharing the machine at once, as a threads run shares it
+// (and the kernels with half and one of them computing, as in a pipeline's
+// fill and drain), and writes the hardware profile the tuner's cost model reads
 // (configs/hardware/local_cpu.toml).
 #pragma once
 

@@ -34,36 +34,54 @@ void run_together(int size, const std::function<void(int rank)>& body) {
   if (failure) std::rethrow_exception(failure);
 }
 
-CalibrationTeam::CalibrationTeam(const Slot& kernels, int size) {
-  for (int r = 0; r < size; ++r) {
-    kernels_.push_back(std::make_unique<Instance>(kernels, size, r));
+CalibrationTeam::CalibrationTeam(const Slot& kernels, int ranks, int busy) : ranks_(ranks) {
+  for (int r = 0; r < busy; ++r) {
+    kernels_.push_back(std::make_unique<Instance>(kernels, ranks, r));
     devices_.push_back(std::make_unique<Device>(*kernels_.back()));
   }
 }
 
+RoundClock::RoundClock(int ranks, int rounds)
+    : start_(size_t(ranks) * size_t(rounds)), end_(size_t(ranks) * size_t(rounds)), rounds_(rounds) {}
+
+void RoundClock::start(int rank, int round) { start_[index(rank, round)] = now(); }
+void RoundClock::stop(int rank, int round) { end_[index(rank, round)] = now(); }
+
+double RoundClock::fastest_round() const {
+  double best = 1e30;
+  const size_t ranks = start_.size() / size_t(rounds_);
+  for (int round = 0; round < rounds_; ++round) {
+    double first = 1e300, last = -1e300;
+    for (size_t r = 0; r < ranks; ++r) {
+      first = std::min(first, start_[index(int(r), round)]);
+      last = std::max(last, end_[index(int(r), round)]);
+    }
+    best = std::min(best, last - first);
+  }
+  return best;
+}
+
 double CalibrationTeam::seconds_per_call(const Prepare& prepare, double min_seconds) const {
-  const int n = size();
+  const int n = busy();
   std::barrier sync(n);
   std::atomic<int> reps{1};
-  double best = 1e30;
+  RoundClock clock(n, kRounds);
   run_together(n, [&](int r) {
     std::function<void()> call = prepare(*devices_[size_t(r)], r);
     sync.arrive_and_wait();
     const double start = now();
     call();
     if (r == 0) reps = std::max(1, int(std::ceil(min_seconds / kRounds / std::max(now() - start, 1e-7))));
-    // A round lasts until the slowest rank is done, so the time per call is
-    // what each rank gets of the shared machine; the fastest round counts,
-    // since other work on the machine only ever slows a round down.
+    // The fastest round counts, since other work on the machine only ever
+    // slows a round down.
     for (int round = 0; round < kRounds; ++round) {
       sync.arrive_and_wait();
-      const double begin = now();
+      clock.start(r, round);
       for (int i = 0, count = reps.load(); i < count; ++i) call();
-      sync.arrive_and_wait();
-      if (r == 0) best = std::min(best, (now() - begin) / reps.load());
+      clock.stop(r, round);
     }
   });
-  return best;
+  return clock.fastest_round() / reps.load();
 }
 
 }  // namespace mh

@@ -1,6 +1,7 @@
 // Ranks measured at once: one kernels instance per rank, created on the
 // main thread, each driven by its own thread while the clock runs, so a
-// rate is what one rank sees while `size` ranks share the machine.
+// rate is what one rank sees while `busy` of `ranks` ranks compute on the
+// machine (the others idle, as pipeline stages do while it fills).
 #pragma once
 
 #include <functional>
@@ -17,15 +18,39 @@ class CalibrationTeam {
   // A call to time, prepared (buffers allocated) on its rank's device.
   using Prepare = std::function<std::function<void()>(Device& device, int rank)>;
 
-  CalibrationTeam(const Slot& kernels, int size);
-  int size() const { return int(devices_.size()); }
-  // Seconds per call with every rank calling at once: a warm-up call, then
-  // the fastest of seven rounds that together fill about min_seconds.
+  // Kernels instances configured as `ranks` ranks of a process (they size
+  // their thread teams by it), `busy` of them created and timed.
+  CalibrationTeam(const Slot& kernels, int ranks, int busy);
+  int ranks() const { return ranks_; }
+  int busy() const { return int(devices_.size()); }
+  // Seconds per call with every busy rank calling at once: a warm-up call,
+  // then the fastest of seven rounds that together fill about min_seconds.
   double seconds_per_call(const Prepare& prepare, double min_seconds = 0.05) const;
 
  private:
+  int ranks_;
   std::vector<std::unique_ptr<Instance>> kernels_;
   std::vector<std::unique_ptr<Device>> devices_;
+};
+
+// When each rank began and ended each round of a timing. A round lasts from
+// the first rank's start to the last rank's end: on a machine with fewer
+// cores than ranks, a rank may only start once others are done, and one
+// rank's clock alone would then time part of the round (the fastest rounds
+// being those where it started last).
+class RoundClock {
+ public:
+  RoundClock(int ranks, int rounds);
+  // Each (rank, round) is written by its rank's thread only.
+  void start(int rank, int round);
+  void stop(int rank, int round);
+  // After every rank's thread is joined.
+  double fastest_round() const;
+
+ private:
+  size_t index(int rank, int round) const { return size_t(rank) * size_t(rounds_) + size_t(round); }
+  std::vector<double> start_, end_;
+  int rounds_;
 };
 
 // Runs body(rank) on `size` threads at once and waits for them.

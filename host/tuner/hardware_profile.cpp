@@ -23,6 +23,7 @@ const MH_OptionSpec kTop[] = {
 };
 const MH_OptionSpec kGemm[] = {
     opt_int("ranks", "1", 1, 4096, "ranks sharing the device while measured"),
+    opt_int("busy", "0", 0, 4096, "of those, ranks computing while measured; 0: all of them"),
     opt_int("batch", "1", 1, 1e9, "products in the batch"),
     opt_int("m", nullptr, 1, 1e9, "rows of the product"),
     opt_int("n", nullptr, 1, 1e9, "columns of the product"),
@@ -32,6 +33,7 @@ const MH_OptionSpec kGemm[] = {
 const MH_OptionSpec kVector[] = {
     opt("op", MH_VALUE_STRING, nullptr, "the kernels op: softmax, dropout, layernorm, ..."),
     opt_int("ranks", "1", 1, 4096, "ranks sharing the device while measured"),
+    opt_int("busy", "0", 0, 4096, "of those, ranks computing while measured; 0: all of them"),
     opt_int("elements", "0", 0, 1e15, "elements of the measured call; 0: any size"),
     opt_double("bytes_per_element", nullptr, 1e-9, 1e9, "bytes the op moves per element"),
     opt_double("gbs", nullptr, 1e-9, 1e9, "achieved GB/s (1e9 bytes) at that traffic"),
@@ -46,6 +48,7 @@ const MH_OptionSpec kCollective[] = {
 
 int32_t parse_dtype(const std::string& d) { return d == "bf16" ? MH_BF16 : d == "f16" ? MH_F16 : MH_F32; }
 const char* dtype_text(int32_t d) { return d == MH_BF16 ? "bf16" : d == MH_F16 ? "f16" : "f32"; }
+std::string busy_line(int32_t busy) { return busy > 0 ? "\nbusy = " + std::to_string(busy) : ""; }
 
 // Validates each table of the array `key` with `specs` and hands the values
 // of each sound one on.
@@ -61,8 +64,15 @@ void each_entry(const Config& file, const char* key, std::span<const MH_OptionSp
   for (const auto& item : *array) {
     const size_t errors = diag.error_count();
     const OptionValues values = validate_section(file, item.as_table(), key, specs, {}, diag);
-    if (diag.error_count() == errors) f(values.options());
+    if (diag.error_count() == errors) f(values.options(), item);
   }
+}
+
+// busy counts ranks among `ranks`.
+void check_busy(const Config& file, const Options& o, const toml::node& item, Diagnostics& diag) {
+  if (o.get_int("busy") > o.get_int("ranks"))
+    diag.error(file.where(item), "busy = " + std::to_string(o.get_int("busy")) + " exceeds ranks = " +
+                                     std::to_string(o.get_int("ranks")) + "; busy counts the computing ranks among them");
 }
 
 void read_top(const Options& top, HardwareProfile& p) {
@@ -81,15 +91,17 @@ HardwareProfile read_profile(const Config& file, Diagnostics& diag) {
   const size_t errors = diag.error_count();
   const OptionValues top = validate_section(file, &file.root(), "hardware", kTop, {"gemm", "vector", "collective"}, diag);
   if (diag.error_count() == errors) read_top(top.options(), p);
-  each_entry(file, "gemm", kGemm, diag, [&](const Options& o) {
-    p.gemm.push_back(MH_GemmRate{int32_t(o.get_int("ranks")), 0, o.get_int("batch"), o.get_int("m"), o.get_int("n"),
+  each_entry(file, "gemm", kGemm, diag, [&](const Options& o, const toml::node& item) {
+    check_busy(file, o, item, diag);
+    p.gemm.push_back(MH_GemmRate{int32_t(o.get_int("ranks")), int32_t(o.get_int("busy")), o.get_int("batch"), o.get_int("m"), o.get_int("n"),
                                  o.get_int("k"), o.get_double("gflops") * 1e9});
   });
-  each_entry(file, "vector", kVector, diag, [&](const Options& o) {
-    p.vector.push_back({o.get_string("op"), int32_t(o.get_int("ranks")), o.get_int("elements"),
+  each_entry(file, "vector", kVector, diag, [&](const Options& o, const toml::node& item) {
+    check_busy(file, o, item, diag);
+    p.vector.push_back({o.get_string("op"), int32_t(o.get_int("ranks")), int32_t(o.get_int("busy")), o.get_int("elements"),
                         o.get_double("bytes_per_element"), o.get_double("gbs") * 1e9});
   });
-  each_entry(file, "collective", kCollective, diag, [&](const Options& o) {
+  each_entry(file, "collective", kCollective, diag, [&](const Options& o, const toml::node&) {
     const int32_t level = o.get_string("level") == "inter" ? MH_LINK_INTER_NODE : MH_LINK_INTRA_NODE;
     p.collectives.push_back({level, int32_t(o.get_int("ranks")), o.get_string("op"), o.get_double("latency_us") * 1e-6,
                              o.get_double("busbw_gbs") * 1e9});
@@ -102,7 +114,7 @@ HardwareProfile read_profile(const Config& file, Diagnostics& diag) {
 const MH_Hardware& HardwareProfile::view() const {
   vector_view_.clear();
   for (const auto& v : vector)
-    vector_view_.push_back(MH_VectorRate{v.op.c_str(), v.ranks, 0, v.elements, v.bytes_per_element, v.bytes_per_s});
+    vector_view_.push_back(MH_VectorRate{v.op.c_str(), v.ranks, v.busy, v.elements, v.bytes_per_element, v.bytes_per_s});
   collective_view_.clear();
   for (const auto& c : collectives)
     collective_view_.push_back(MH_CollectiveRate{c.level, c.ranks, c.op.c_str(), c.latency_s, c.bus_bytes_per_s});
@@ -152,10 +164,10 @@ void write_hardware_profile(const HardwareProfile& p, const fs::path& file, cons
       << "\"\ndevices_per_node = " << p.devices_per_node << "\nshared_device = " << (p.shared_device ? "true" : "false")
       << "\npeak_gflops = " << p.peak_flops / 1e9 << "\nmemory_gib = " << double(p.memory_bytes) / kGiB << "\n";
   for (const auto& g : p.gemm)
-    out << "\n[[gemm]]\nranks = " << g.ranks << "\nbatch = " << g.batch << "\nm = " << g.m << "\nn = " << g.n
+    out << "\n[[gemm]]\nranks = " << g.ranks << busy_line(g.busy) << "\nbatch = " << g.batch << "\nm = " << g.m << "\nn = " << g.n
         << "\nk = " << g.k << "\ngflops = " << g.flops_per_s / 1e9 << "\n";
   for (const auto& v : p.vector)
-    out << "\n[[vector]]\nop = \"" << v.op << "\"\nranks = " << v.ranks << "\nelements = " << v.elements
+    out << "\n[[vector]]\nop = \"" << v.op << "\"\nranks = " << v.ranks << busy_line(v.busy) << "\nelements = " << v.elements
         << "\nbytes_per_element = " << v.bytes_per_element
         << "\ngbs = " << v.bytes_per_s / 1e9 << "\n";
   for (const auto& c : p.collectives)

@@ -21,7 +21,7 @@ namespace mh {
 struct HardwareProfile {
   struct Vector {
     std::string op;
-    int32_t ranks;
+    int32_t ranks, busy;
     int64_t elements;
     double bytes_per_element, bytes_per_s;
   };

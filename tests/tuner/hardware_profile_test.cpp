@@ -48,6 +48,15 @@ TEST(HardwareProfiles, EveryProblemIsReportedWithItsFileLineAndColumn) {
   EXPECT_EQ(diag.error_count(), 3u);
 }
 
+TEST(HardwareProfiles, MoreRanksComputingThanSharingTheDeviceIsAnError) {
+  TempDir dir;
+  const std::string file = dir.write("busy.toml", "name = \"x\"\ndevice = \"x\"\nmemory_gib = 8\npeak_gflops = 1\n\n"
+                                                  "[[gemm]]\nranks = 2\nbusy = 4\nm = 8\nn = 8\nk = 8\ngflops = 1\n");
+  Diagnostics diag;
+  EXPECT_FALSE(load(file, diag).has_value());
+  EXPECT_THAT(diag.report(), HasSubstr(file + ":6:1: busy = 4 exceeds ranks = 2"));
+}
+
 TEST(HardwareProfiles, AnUnknownNameSaysWhereItLookedAndWhatExists) {
   Diagnostics diag;
   EXPECT_FALSE(load("dgx_z100", diag).has_value());
@@ -64,8 +73,8 @@ TEST(HardwareProfiles, WhatCalibrationWritesReadsBackUnchanged) {
   p.shared_device = true;
   p.peak_flops = 5.5e10;
   p.memory_bytes = uint64_t(3) << 30;
-  p.gemm = {{2, 0, 8, 128, 32, 64, 1.25e10}};
-  p.vector = {{"softmax", 2, 16384, 8, 3.5e9}};
+  p.gemm = {{2, 0, 8, 128, 32, 64, 1.25e10}, {2, 1, 8, 128, 32, 64, 2e10}};
+  p.vector = {{"softmax", 2, 1, 16384, 8, 3.5e9}};
   p.collectives = {{MH_LINK_INTRA_NODE, 4, "all_gather", 2.5e-5, 1.5e9}};
   TempDir dir;
   write_hardware_profile(p, dir.file("p.toml"), "# test\n");
@@ -76,11 +85,14 @@ TEST(HardwareProfiles, WhatCalibrationWritesReadsBackUnchanged) {
   EXPECT_TRUE(q->shared_device);
   EXPECT_DOUBLE_EQ(q->peak_flops, 5.5e10);
   EXPECT_EQ(q->memory_bytes, p.memory_bytes);
-  ASSERT_EQ(q->gemm.size(), 1u);
+  ASSERT_EQ(q->gemm.size(), 2u);
+  EXPECT_EQ(q->gemm[0].busy, 0);
+  EXPECT_EQ(q->gemm[1].busy, 1);
   EXPECT_EQ(q->gemm[0].batch, 8);
   EXPECT_EQ(q->gemm[0].k, 64);
   EXPECT_DOUBLE_EQ(q->gemm[0].flops_per_s, 1.25e10);
   ASSERT_EQ(q->vector.size(), 1u);
+  EXPECT_EQ(q->vector[0].busy, 1);
   EXPECT_EQ(q->vector[0].elements, 16384);
   EXPECT_DOUBLE_EQ(q->vector[0].bytes_per_s, 3.5e9);
   ASSERT_EQ(q->collectives.size(), 1u);

@@ -27,14 +27,14 @@ TEST(GemmRate, IsTheMeasuredRateAtAMeasuredShape) {
   TestMachine t;
   t.gemm = {{1, 0, 1, 256, 256, 256, 1e11}, {1, 0, 1, 1024, 1024, 1024, 4e11}};
   Machine m(t.view());
-  EXPECT_NEAR(m.gemm_seconds(1, 1024, 1024, 1024, 1), 2.0 * std::pow(1024.0, 3) / 4e11, 1e-12);
+  EXPECT_NEAR(m.gemm_seconds(1, 1024, 1024, 1024, Sharing{1, 1}), 2.0 * std::pow(1024.0, 3) / 4e11, 1e-12);
 }
 
 TEST(GemmRate, BetweenMeasuredShapesLiesBetweenTheirRates) {
   TestMachine t;
   t.gemm = {{1, 0, 1, 256, 256, 256, 1e11}, {1, 0, 1, 1024, 1024, 1024, 4e11}};
   Machine m(t.view());
-  const double rate = 2.0 * std::pow(512.0, 3) / m.gemm_seconds(1, 512, 512, 512, 1);
+  const double rate = 2.0 * std::pow(512.0, 3) / m.gemm_seconds(1, 512, 512, 512, Sharing{1, 1});
   EXPECT_GT(rate, 1e11);
   EXPECT_LT(rate, 4e11);
   EXPECT_NEAR(rate, 2e11, 1e9);  // halfway in log space, equally far from both
@@ -45,7 +45,7 @@ TEST(GemmRate, ShapesTooThinForTheRateAreBoundByStreamingTheOperands) {
   t.gemm = {{1, 0, 1, 1024, 1024, 1024, 1e15}};  // compute is free: only the bytes count
   Machine m(t.view());
   // One row times a 4096 x 4096 bf16 matrix: 2 * (4096 + 4096^2 + 4096) bytes at 1e11 B/s.
-  EXPECT_NEAR(m.gemm_seconds(1, 1, 4096, 4096, 1), 2.0 * (4096.0 + 4096.0 * 4096 + 4096) / 1e11, 1e-9);
+  EXPECT_NEAR(m.gemm_seconds(1, 1, 4096, 4096, Sharing{1, 1}), 2.0 * (4096.0 + 4096.0 * 4096 + 4096) / 1e11, 1e-9);
 }
 
 TEST(SharedDevice, RanksBeyondTheMostMeasuredShareItByTimeSlicing) {
@@ -53,16 +53,42 @@ TEST(SharedDevice, RanksBeyondTheMostMeasuredShareItByTimeSlicing) {
   t.shared = true;
   t.gemm = {{1, 0, 1, 1024, 1024, 1024, 4e11}, {2, 0, 1, 1024, 1024, 1024, 2.5e11}};
   Machine m(t.view());
-  const double two = m.gemm_seconds(1, 1024, 1024, 1024, 2);
+  const double two = m.gemm_seconds(1, 1024, 1024, 1024, Sharing{2, 2});
   EXPECT_NEAR(two, 2.0 * std::pow(1024.0, 3) / 2.5e11, 1e-12);
-  EXPECT_NEAR(m.gemm_seconds(1, 1024, 1024, 1024, 8), 4 * two, 1e-12);
-  EXPECT_NEAR(m.gemm_seconds(1, 1024, 1024, 1024, 1), 2.0 * std::pow(1024.0, 3) / 4e11, 1e-12);
+  EXPECT_NEAR(m.gemm_seconds(1, 1024, 1024, 1024, Sharing{8, 8}), 4 * two, 1e-12);
+  EXPECT_NEAR(m.gemm_seconds(1, 1024, 1024, 1024, Sharing{1, 1}), 2.0 * std::pow(1024.0, 3) / 4e11, 1e-12);
+}
+
+// The time of one 1024^3 product at `flops_per_s`.
+double cube_seconds(double flops_per_s) { return 2.0 * std::pow(1024.0, 3) / flops_per_s; }
+
+TEST(SharedDevice, FewerRanksComputingRunAtTheirMeasuredRateAndBetweenBusyCountsLinearly) {
+  TestMachine t;
+  t.shared = true;
+  t.gemm = {{4, 0, 1, 1024, 1024, 1024, 1e11}, {4, 1, 1, 1024, 1024, 1024, 4e11}};
+  Machine m(t.view());
+  auto seconds = [&](int32_t ranks, int32_t busy) { return m.gemm_seconds(1, 1024, 1024, 1024, Sharing{ranks, busy}); };
+  EXPECT_NEAR(seconds(4, 4), cube_seconds(1e11), 1e-12);
+  EXPECT_NEAR(seconds(4, 1), cube_seconds(4e11), 1e-12);
+  // Two busy: a third of the way from one to four.
+  EXPECT_NEAR(seconds(4, 2), (2 * cube_seconds(4e11) + cube_seconds(1e11)) / 3, 1e-12);
+  // Eight ranks read the four-rank rates; eight busy time-slice them.
+  EXPECT_NEAR(seconds(8, 2), seconds(4, 2), 1e-12);
+  EXPECT_NEAR(seconds(8, 8), 2 * cube_seconds(1e11), 1e-12);
+}
+
+TEST(SharedDevice, WithoutBusyRatesFewerRanksComputingRunAtTheFullLoadRate) {
+  TestMachine t;
+  t.shared = true;
+  t.gemm = {{4, 0, 1, 1024, 1024, 1024, 1e11}};
+  Machine m(t.view());
+  EXPECT_NEAR(m.gemm_seconds(1, 1024, 1024, 1024, Sharing{4, 1}), cube_seconds(1e11), 1e-12);
 }
 
 TEST(VectorOps, TakeElementsTimesBytesPerElementOverBandwidth) {
   TestMachine t;
   Machine m(t.view());
-  EXPECT_DOUBLE_EQ(m.vector_seconds("softmax", 1e9, 1), 1e9 / 1e11);
+  EXPECT_DOUBLE_EQ(m.vector_seconds("softmax", 1e9, Sharing{1, 1}), 1e9 / 1e11);
 }
 
 TEST(VectorOps, BetweenMeasuredCallSizesTheRateIsInterpolatedAndOutsideTheNearestHolds) {
@@ -72,9 +98,9 @@ TEST(VectorOps, BetweenMeasuredCallSizesTheRateIsInterpolatedAndOutsideTheNeares
   t.hw.vector = t.vector.data();
   t.hw.num_vector = t.vector.size();
   Machine m(t.hw);
-  EXPECT_DOUBLE_EQ(m.vector_seconds("softmax", 10, 1), 10 / 1e9);
-  EXPECT_NEAR(m.vector_seconds("softmax", 10000, 1), 10000 / 1e10, 1e-15);
-  EXPECT_DOUBLE_EQ(m.vector_seconds("softmax", 1e7, 1), 1e7 / 1e11);
+  EXPECT_DOUBLE_EQ(m.vector_seconds("softmax", 10, Sharing{1, 1}), 10 / 1e9);
+  EXPECT_NEAR(m.vector_seconds("softmax", 10000, Sharing{1, 1}), 10000 / 1e10, 1e-15);
+  EXPECT_DOUBLE_EQ(m.vector_seconds("softmax", 1e7, Sharing{1, 1}), 1e7 / 1e11);
 }
 
 TEST(VectorOps, AnOpTheProfileLacksIsAnErrorNamingIt) {
@@ -84,7 +110,7 @@ TEST(VectorOps, AnOpTheProfileLacksIsAnErrorNamingIt) {
   t.hw.num_vector = t.vector.size();
   Machine m(t.hw);
   try {
-    m.vector_seconds("softmax", 1, 1);
+    m.vector_seconds("softmax", 1, Sharing{1, 1});
     FAIL() << "priced an op the profile does not rate";
   } catch (const std::exception& e) {
     EXPECT_THAT(e.what(), HasSubstr("hardware profile 'test' has no [[vector]] rate for op 'softmax'"));

@@ -14,6 +14,7 @@ namespace mh::tuner::testing {
 struct TestMachine {
   double bytes_per_s = 1e11, latency = 1e-5, bus = 1e10, inter_bus = 1e9;
   int32_t devices_per_node = 8;
+  int32_t vector_ranks = 1;  // ranks sharing the device when the op rates were measured
   bool shared = false;
   uint64_t memory = uint64_t(16) << 30;
   std::vector<MH_GemmRate> gemm{{1, 0, 1, 1024, 1024, 1024, 1e12}};
@@ -26,7 +27,7 @@ struct TestMachine {
     for (const char* op : {"layernorm", "layernorm_bwd", "bias_add", "bias_bwd", "gelu", "gelu_bwd", "softmax",
                            "softmax_bwd", "dropout", "dropout_bwd", "embedding", "embedding_bwd", "xent", "adamw",
                            "sum_squares", "elementwise"})
-      vector.push_back(MH_VectorRate{op, 1, 0, 0, 1.0, bytes_per_s});
+      vector.push_back(MH_VectorRate{op, vector_ranks, 0, 0, 1.0, bytes_per_s});
     collectives = {{MH_LINK_INTRA_NODE, 0, "any", latency, bus}, {MH_LINK_INTER_NODE, 0, "any", latency, inter_bus}};
     hw = MH_Hardware{sizeof(MH_Hardware), "test",           "test device",        MH_BF16,      devices_per_node,
                      shared ? 1 : 0,      0,                1e12,                 memory,       gemm.data(),

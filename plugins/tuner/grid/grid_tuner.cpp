@@ -104,8 +104,8 @@ void GridTuner::needs(MH_TunerNeeds& out) const {
 void GridTuner::begin(const MH_ModelShape& shape, const MH_Hardware& hardware) {
   machine_.emplace(hardware);
   model_ = Model::from(shape);
-  const int32_t per_node = gpus_per_node_ > 0 ? gpus_per_node_ : hardware.devices_per_node;
-  devices_ = nodes_ * per_node;
+  per_node_ = gpus_per_node_ > 0 ? gpus_per_node_ : hardware.devices_per_node;
+  devices_ = nodes_ * per_node_;
   std::vector<Proposal> proposals = training() ? training_proposals(lists_, model_, devices_)
                                                : inference_proposals(lists_, inference_batches_, model_, devices_);
   const int32_t workload = training() ? MH_WORKLOAD_TRAIN : MH_WORKLOAD_INFERENCE;
@@ -122,7 +122,7 @@ void GridTuner::begin(const MH_ModelShape& shape, const MH_Hardware& hardware) {
 }
 
 void GridTuner::predict(Entry& e) const {
-  Placement where = Placement::of(e.layout, machine_->devices_per_node(), machine_->shared_device());
+  Placement where = Placement::of(e.layout, per_node_, machine_->shared_device());
   where.scatter_gather = scatter_gather_;
   if (training()) {
     e.predicted = training_step(*machine_, model_, e.layout, where).step_seconds;

@@ -64,7 +64,7 @@ class GridTuner {
   InferenceRequest request_;
   std::optional<Machine> machine_;
   Model model_{};
-  int32_t devices_ = 0;
+  int32_t per_node_ = 0, devices_ = 0;  // devices (ranks on a CPU) per node, in all
   std::vector<Entry> entries_;
   size_t cursor_ = 0;
   Entry* current_ = nullptr;

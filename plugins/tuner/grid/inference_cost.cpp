@@ -7,10 +7,11 @@ namespace mh::tuner {
 namespace {
 
 // The prompt's forward through one stage: layers, then the output layer on
-// the last stage (the first token).
+// the last stage (the first token). One request's stages compute one at a
+// time.
 double prefill_stage_seconds(const Machine& mc, Model model, const Layout& l, const Placement& w, int64_t prompt) {
   model.seq = prompt;
-  Pricer pr(mc, model, l, w, false);
+  Pricer pr(mc, model, l, w, w.busy_stages(1, l.p), false);
   pr.layer_forward();
   const double layers = pr.take().total() * double(model.layers / l.p);
   pr.gemm(1, l.b, pr.V, pr.h);
@@ -21,7 +22,7 @@ double prefill_stage_seconds(const Machine& mc, Model model, const Layout& l, co
 // cached positions: every weight and the cache are read once.
 double decode_stage_seconds(const Machine& mc, const Model& model, const Layout& l, const Placement& w,
                             int64_t context) {
-  Pricer pr(mc, model, l, w, false);
+  Pricer pr(mc, model, l, w, w.busy_stages(1, l.p), false);
   const int64_t b = l.b, h = pr.h, hl = pr.hl, fl = pr.fl, g = pr.g;
   pr.vec("layernorm", b * h);
   pr.gemm(1, b, 3 * hl, h);

@@ -18,4 +18,8 @@ Placement Placement::of(const Layout& l, int32_t devices_per_node, bool shared_d
   return out;
 }
 
+Sharing Placement::busy_stages(int32_t stages, int32_t p) const {
+  return Sharing{sharing, std::max(1, (sharing * stages + p - 1) / p)};
+}
+
 }  // namespace mh::tuner

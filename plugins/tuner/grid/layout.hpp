@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "machine.hpp"
+
 namespace mh::tuner {
 
 struct Model {
@@ -41,6 +43,9 @@ struct Placement {
   bool scatter_gather = false;
 
   static Placement of(const Layout& l, int32_t devices_per_node, bool shared_device);
+  // The device's sharing while `stages` of the p pipeline stages compute
+  // (a pipeline filling or draining, or inference's one stage at a time).
+  Sharing busy_stages(int32_t stages, int32_t p) const;
 };
 
 }  // namespace mh::tuner

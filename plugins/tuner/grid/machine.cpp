@@ -22,7 +22,8 @@ const char* op_name(Coll op) {
   }
 }
 
-std::vector<int32_t> distinct_sorted(std::vector<int32_t> v) {
+template <class T>
+std::vector<T> distinct_sorted(std::vector<T> v) {
   std::sort(v.begin(), v.end());
   v.erase(std::unique(v.begin(), v.end()), v.end());
   return v;
@@ -44,21 +45,22 @@ Machine::Machine(const MH_Hardware& hw)
       peak_flops_(hw.peak_flops),
       memory_bytes_(hw.memory_bytes),
       element_bytes_(element_size(hw.dtype)),
-      devices_per_node_(hw.devices_per_node),
       shared_(hw.shared_device != 0) {
-  std::vector<int32_t> gl, vl;
+  // busy = 0: every rank computed.
+  auto level = [](int32_t ranks, int32_t busy) { return Level{ranks, busy > 0 ? busy : ranks}; };
+  std::vector<Level> gl, vl;
   for (size_t i = 0; i < hw.num_gemm; ++i) {
     const MH_GemmRate& g = hw.gemm[i];
-    gemm_.push_back({g.ranks,
+    gemm_.push_back({level(g.ranks, g.busy),
                      {std::log2(double(g.batch)), std::log2(double(g.m)), std::log2(double(g.n)), std::log2(double(g.k))},
                      std::log(g.flops_per_s)});
-    gl.push_back(g.ranks);
+    gl.push_back(gemm_.back().level);
   }
   for (size_t i = 0; i < hw.num_vector; ++i) {
     const MH_VectorRate& v = hw.vector[i];
-    vector_.push_back({v.op, v.ranks, v.elements > 0 ? std::log(double(v.elements)) : -1.0, v.bytes_per_element,
+    vector_.push_back({v.op, level(v.ranks, v.busy), v.elements > 0 ? std::log(double(v.elements)) : -1.0, v.bytes_per_element,
                        v.bytes_per_element / v.bytes_per_s});
-    vl.push_back(v.ranks);
+    vl.push_back(vector_.back().level);
   }
   for (size_t i = 0; i < hw.num_collectives; ++i) {
     const MH_CollectiveRate& c = hw.collectives[i];
@@ -70,19 +72,30 @@ Machine::Machine(const MH_Hardware& hw)
   require(!vector_levels_.empty(), "hardware profile '" + name_ + "' has no [[vector]] rates");
 }
 
-std::pair<int32_t, double> Machine::level_for(const std::vector<int32_t>& measured, int sharing) const {
-  int32_t level = measured.front();
-  for (int32_t m : measured)
-    if (m <= sharing) level = m;
-  // Past the most ranks measured, ranks share the device by time slicing.
-  const double factor = shared_ && sharing > level ? double(sharing) / double(level) : 1.0;
-  return {level, factor};
+double Machine::at_sharing(const std::vector<Level>& measured, Sharing sharing,
+                           const std::function<double(Level)>& seconds) const {
+  int32_t ranks = measured.front().ranks;
+  for (const Level& l : measured)
+    if (l.ranks <= sharing.ranks) ranks = l.ranks;
+  std::vector<int32_t> busy;
+  for (const Level& l : measured)
+    if (l.ranks == ranks) busy.push_back(l.busy);
+  // Past the most busy ranks measured, ranks share the device by time slicing.
+  if (sharing.busy >= busy.back()) {
+    const double factor = shared_ ? double(sharing.busy) / double(busy.back()) : 1.0;
+    return seconds({ranks, busy.back()}) * factor;
+  }
+  const auto hi = std::lower_bound(busy.begin(), busy.end(), sharing.busy);
+  if (*hi == sharing.busy || hi == busy.begin()) return seconds({ranks, *hi});
+  const int32_t lo = *std::prev(hi);
+  const double f = double(sharing.busy - lo) / double(*hi - lo);
+  return (1 - f) * seconds({ranks, lo}) + f * seconds({ranks, *hi});
 }
 
-double Machine::gemm_rate(const double coords[4], int32_t ranks) const {
+double Machine::gemm_rate(const double coords[4], Level level) const {
   std::vector<std::pair<double, double>> near;  // (squared distance, log rate)
   for (const auto& g : gemm_) {
-    if (g.ranks != ranks) continue;
+    if (g.level != level) continue;
     double d2 = 0;
     for (int i = 0; i < 4; ++i) d2 += (g.coords[i] - coords[i]) * (g.coords[i] - coords[i]);
     near.emplace_back(d2, g.log_rate);
@@ -99,12 +112,12 @@ double Machine::gemm_rate(const double coords[4], int32_t ranks) const {
   return std::exp(sum / weights);
 }
 
-double Machine::seconds_per_element(std::string_view op, int32_t level, double elements) const {
+double Machine::seconds_per_element(std::string_view op, Level level, double elements) const {
   std::vector<const Vector*> rows;
   for (const auto& v : vector_)
-    if (v.ranks == level && v.op == op) rows.push_back(&v);
+    if (v.level == level && v.op == op) rows.push_back(&v);
   require(!rows.empty(), "hardware profile '" + name_ + "' has no [[vector]] rate for op '" + std::string(op) +
-                             "' at ranks = " + std::to_string(level) +
+                             "' at ranks = " + std::to_string(level.ranks) + ", busy = " + std::to_string(level.busy) +
                              "; add one (docs/tuner.md lists the ops the cost model prices)");
   std::sort(rows.begin(), rows.end(), [](const Vector* a, const Vector* b) { return a->log_elements < b->log_elements; });
   const double x = std::log(std::max(elements, 1.0));
@@ -118,31 +131,31 @@ double Machine::seconds_per_element(std::string_view op, int32_t level, double e
   return rows.back()->seconds_per_element;
 }
 
-double Machine::stream_seconds(double bytes, int sharing) const {
-  const auto [level, factor] = level_for(vector_levels_, sharing);
-  double bytes_per_element = 0;
-  for (const auto& v : vector_)
-    if (v.op == "elementwise" && v.ranks == level) bytes_per_element = v.bytes_per_element;
-  require(bytes_per_element > 0, "hardware profile '" + name_ +
-                                     "' has no [[vector]] rate for op 'elementwise', the streaming bound of GEMMs");
-  const double elements = bytes / bytes_per_element;
-  return elements * seconds_per_element("elementwise", level, elements) * factor;
+double Machine::stream_seconds(double bytes, Sharing sharing) const {
+  return at_sharing(vector_levels_, sharing, [&](Level level) {
+    double bytes_per_element = 0;
+    for (const auto& v : vector_)
+      if (v.op == "elementwise" && v.level == level) bytes_per_element = v.bytes_per_element;
+    require(bytes_per_element > 0, "hardware profile '" + name_ +
+                                       "' has no [[vector]] rate for op 'elementwise', the streaming bound of GEMMs");
+    const double elements = bytes / bytes_per_element;
+    return elements * seconds_per_element("elementwise", level, elements);
+  });
 }
 
-double Machine::gemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t k, int sharing) const {
+double Machine::gemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t k, Sharing sharing) const {
   if (batch == 0 || m == 0 || n == 0 || k == 0) return 0;
   const double coords[4] = {std::log2(double(batch)), std::log2(double(m)), std::log2(double(n)),
                             std::log2(double(k))};
-  const auto [level, factor] = level_for(gemm_levels_, sharing);
   const double flops = 2.0 * double(batch) * double(m) * double(n) * double(k);
-  const double compute = flops / gemm_rate(coords, level) * factor;
+  const double compute = at_sharing(gemm_levels_, sharing, [&](Level l) { return flops / gemm_rate(coords, l); });
   const double operands = element_bytes_ * double(batch) * double(m * k + k * n + m * n);
   return std::max(compute, stream_seconds(operands, sharing));
 }
 
-double Machine::vector_seconds(std::string_view op, double elements, int sharing) const {
-  const auto [level, factor] = level_for(vector_levels_, sharing);
-  return elements * seconds_per_element(op, level, elements) * factor;
+double Machine::vector_seconds(std::string_view op, double elements, Sharing sharing) const {
+  return at_sharing(vector_levels_, sharing,
+                    [&](Level l) { return elements * seconds_per_element(op, l, elements); });
 }
 
 double Machine::collective_seconds(Coll op, double bytes, int ranks, int level) const {

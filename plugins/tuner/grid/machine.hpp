@@ -1,18 +1,24 @@
 // The hardware profile as the cost model reads it: how long one GEMM, one
 // memory-bound op and one collective take on the target, seen by one rank
-// while `sharing` ranks share its device (1 on a GPU; every rank of the node
-// on a CPU). The profile's rates are measured (megahost --calibrate) or
-// taken from published measurements (configs/hardware/*.toml).
+// while `ranks` ranks share its device (1 on a GPU; every rank of the node
+// on a CPU), `busy` of them computing. The profile's rates are measured
+// (megahost --calibrate) or taken from published measurements
+// (configs/hardware/*.toml).
 #pragma once
 
 #include <megahost/abi.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace mh::tuner {
+
+struct Sharing {
+  int32_t ranks = 1, busy = 1;
+};
 
 enum class Coll { kAllReduce, kAllGather, kReduceScatter, kSendRecv };
 
@@ -26,9 +32,9 @@ class Machine {
 
   // batch products of (m x k) @ (k x n): the slower of the calibrated GEMM
   // rate for the nearest measured shapes and streaming the operands.
-  double gemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t k, int sharing) const;
+  double gemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t k, Sharing sharing) const;
   // A memory-bound kernels op over `elements` elements.
-  double vector_seconds(std::string_view op, double elements, int sharing) const;
+  double vector_seconds(std::string_view op, double elements, Sharing sharing) const;
   // A collective of `bytes` (the full gathered or reduced size) over `ranks`.
   double collective_seconds(Coll op, double bytes, int ranks, int level) const;
 
@@ -36,18 +42,22 @@ class Machine {
   double peak_flops() const { return peak_flops_; }
   uint64_t memory_bytes() const { return memory_bytes_; }
   double element_bytes() const { return element_bytes_; }
-  int32_t devices_per_node() const { return devices_per_node_; }
   bool shared_device() const { return shared_; }
 
  private:
+  // A sharing the profile has rates for.
+  struct Level {
+    int32_t ranks, busy;
+    auto operator<=>(const Level&) const = default;
+  };
   struct Gemm {
-    int32_t ranks;
+    Level level;
     double coords[4];  // log2 of batch, m, n, k
     double log_rate;
   };
   struct Vector {
     std::string op;
-    int32_t ranks;
+    Level level;
     double log_elements;  // of the measured call; < 0: any size
     double bytes_per_element, seconds_per_element;
   };
@@ -57,25 +67,27 @@ class Machine {
     double latency, bus_bandwidth;
   };
 
-  // The measured sharing level to read for `sharing` ranks and the factor
-  // its times scale by (time slicing beyond the largest measured level).
-  std::pair<int32_t, double> level_for(const std::vector<int32_t>& measured, int sharing) const;
+  // Seconds of a call under `sharing`, from its seconds at the measured
+  // levels: the most ranks measured up to sharing.ranks; there, the busy
+  // counts measured either side interpolated linearly; past the most busy
+  // ranks measured, time slicing on a shared device.
+  double at_sharing(const std::vector<Level>& measured, Sharing sharing,
+                    const std::function<double(Level)>& seconds) const;
   // Seconds per element of `op` on calls of `elements` elements: the rates
   // of the measured sizes either side interpolated in log scale, the
   // nearest one outside them.
-  double seconds_per_element(std::string_view op, int32_t level, double elements) const;
-  double gemm_rate(const double coords[4], int32_t ranks) const;
+  double seconds_per_element(std::string_view op, Level level, double elements) const;
+  double gemm_rate(const double coords[4], Level level) const;
   // Moving `bytes` through memory at the rate of the plain "elementwise" op.
-  double stream_seconds(double bytes, int sharing) const;
+  double stream_seconds(double bytes, Sharing sharing) const;
 
   std::string name_;
   double peak_flops_;
   uint64_t memory_bytes_;
   double element_bytes_;
-  int32_t devices_per_node_;
   bool shared_;
   std::vector<Gemm> gemm_;
-  std::vector<int32_t> gemm_levels_, vector_levels_;
+  std::vector<Level> gemm_levels_, vector_levels_;
   std::vector<Vector> vector_;
   std::vector<Collective> collectives_;
 };

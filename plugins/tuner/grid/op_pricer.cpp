@@ -13,18 +13,19 @@ Seconds& Seconds::operator+=(const Seconds& o) {
 
 Seconds Seconds::operator*(double k) const { return Seconds{gemm * k, vector * k, comm * k}; }
 
-Pricer::Pricer(const Machine& machine, const Model& model, const Layout& l, const Placement& w, bool train)
+Pricer::Pricer(const Machine& machine, const Model& model, const Layout& l, const Placement& w, Sharing sharing,
+               bool train)
     : s(model.seq), h(model.hidden), V(model.vocab / l.t), n(model.seq * l.b), nl(l.sp ? n / l.t : n),
       hl(h / l.t), fl(model.ffn / l.t), g(int64_t(l.b) * model.heads / l.t), dh(h / model.heads), mc_(machine),
-      l_(l), w_(w), train_(train) {}
+      l_(l), w_(w), sharing_(sharing), train_(train) {}
 
 Seconds Pricer::take() { return std::exchange(out_, Seconds{}); }
 
 void Pricer::gemm(int64_t batch, int64_t m, int64_t nn, int64_t k) {
-  out_.gemm += mc_.gemm_seconds(batch, m, nn, k, w_.sharing);
+  out_.gemm += mc_.gemm_seconds(batch, m, nn, k, sharing_);
 }
 void Pricer::vec(const char* op, int64_t elements) {
-  out_.vector += mc_.vector_seconds(op, double(elements), w_.sharing);
+  out_.vector += mc_.vector_seconds(op, double(elements), sharing_);
 }
 void Pricer::dropout(int64_t elements) {
   if (train_) vec("dropout", elements);

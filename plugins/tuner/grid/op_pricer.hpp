@@ -26,8 +26,10 @@ struct Seconds {
 
 class Pricer {
  public:
+  // `sharing`: of the ranks on the device, how many compute meanwhile;
   // train = false prices inference: no dropout.
-  Pricer(const Machine& machine, const Model& model, const Layout& l, const Placement& w, bool train = true);
+  Pricer(const Machine& machine, const Model& model, const Layout& l, const Placement& w, Sharing sharing,
+         bool train = true);
 
   // What was priced since the last take.
   Seconds take();
@@ -61,6 +63,7 @@ class Pricer {
   const Machine& mc_;
   const Layout& l_;
   const Placement& w_;
+  Sharing sharing_;
   bool train_;
   Seconds out_;
 };

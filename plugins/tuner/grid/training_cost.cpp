@@ -1,6 +1,7 @@
 #include "training_cost.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "op_pricer.hpp"
 
@@ -26,8 +27,9 @@ void price_layer(Pricer& pr, const Layout& l, StepCost& cost) {
   cost.layer_recompute = pr.take();
 }
 
-MicroBatchWork micro_batch_work(Pricer& pr, const Model& model, const Layout& l, const Machine& mc,
-                                const Placement& w, StepCost& cost) {
+MicroBatchWork micro_batch_work(const Machine& mc, const Model& model, const Layout& l, const Placement& w,
+                                Sharing sharing, StepCost& cost) {
+  Pricer pr(mc, model, l, w, sharing);
   price_layer(pr, l, cost);
   Seconds layers = cost.layer_forward;
   layers += cost.layer_backward;
@@ -47,21 +49,49 @@ MicroBatchWork micro_batch_work(Pricer& pr, const Model& model, const Layout& l,
   return out;
 }
 
+Seconds slowest_stage(const Machine& mc, const Model& model, const Layout& l, const Placement& w, Sharing sharing,
+                      StepCost& cost) {
+  const MicroBatchWork work = micro_batch_work(mc, model, l, w, sharing, cost);
+  const Seconds* slowest = &work.first;
+  for (const Seconds* s : {&work.middle, &work.last})
+    if (s->total() > slowest->total()) slowest = s;
+  return *slowest;
+}
+
+// The schedule as a wavefront of chunk slots (1/v of a micro-batch's stage
+// time each): m v + p - 1 of them, in slot j the stages s with
+// 0 <= j - s < m v computing. Filling and draining, fewer stages compute,
+// which on a shared device can run faster than at its full load.
+double schedule_seconds(const Machine& mc, const Model& model, const Layout& l, const Placement& w, StepCost& cost) {
+  const int64_t chunks = l.microbatches(model) * l.v;
+  std::map<int32_t, double> stage_seconds;  // by busy ranks
+  double out = 0;
+  for (int64_t j = 0; j < chunks + l.p - 1; ++j) {
+    const int32_t busy_stages = int32_t(std::min<int64_t>({j + 1, l.p, chunks, chunks + l.p - 1 - j}));
+    const Sharing sharing = w.busy_stages(busy_stages, l.p);
+    auto [it, fresh] = stage_seconds.try_emplace(sharing.busy, 0.0);
+    if (fresh) it->second = slowest_stage(mc, model, l, w, sharing, cost).total();
+    out += it->second / double(l.v);
+  }
+  return out;
+}
+
 // Gradient reductions, norm and AdamW once per step on the biggest stage.
 Seconds step_end(const Machine& mc, const Model& model, const Layout& l, const Placement& w) {
   int64_t params = 0;
   for (int32_t stage = 0; stage < l.p; ++stage) params = std::max(params, params_per_rank(model, l, stage));
   const double p = double(params);
+  const Sharing all = w.busy_stages(l.p, l.p);
   Seconds out;
-  out.vector += mc.vector_seconds("elementwise", p, w.sharing);  // zero the gradients
+  out.vector += mc.vector_seconds("elementwise", p, all);  // zero the gradients
   if (l.sp && l.t > 1) {
     // Layernorm and row-parallel bias gradients saw one sequence shard each.
     const double replicated = double(model.layers / l.p) * 6.0 * double(model.hidden);
     out.comm += mc.collective_seconds(Coll::kAllReduce, replicated * kFp32, l.t, w.tp_level);
   }
   out.comm += mc.collective_seconds(Coll::kAllReduce, p * kFp32, l.d, w.dp_level);
-  out.vector += mc.vector_seconds("sum_squares", p, w.sharing);
-  out.vector += mc.vector_seconds("adamw", p, w.sharing);
+  out.vector += mc.vector_seconds("sum_squares", p, all);
+  out.vector += mc.vector_seconds("adamw", p, all);
   return out;
 }
 
@@ -69,16 +99,12 @@ Seconds step_end(const Machine& mc, const Model& model, const Layout& l, const P
 
 StepCost training_step(const Machine& machine, const Model& model, const Layout& l, const Placement& w) {
   StepCost cost;
-  Pricer pricer(machine, model, l, w);
-  MicroBatchWork work = micro_batch_work(pricer, model, l, machine, w, cost);
-  const Seconds* slowest = &work.first;
-  for (const Seconds* s : {&work.middle, &work.last})
-    if (s->total() > slowest->total()) slowest = s;
-  cost.stage = *slowest;
+  const double pipeline = schedule_seconds(machine, model, l, w, cost);
+  // Last, so the per-layer costs reported are those at full load.
+  cost.stage = slowest_stage(machine, model, l, w, w.busy_stages(l.p, l.p), cost);
   cost.bubble_slots = double(l.p - 1) / double(l.v);
   cost.step_end = step_end(machine, model, l, w);
-  const double slots = double(l.microbatches(model)) + cost.bubble_slots;
-  cost.step_seconds = slots * cost.stage.total() + cost.step_end.total();
+  cost.step_seconds = pipeline + cost.step_end.total();
   return cost;
 }
 

@@ -3,8 +3,9 @@
 // the calibrated rate of their shape, memory-bound ops at their measured
 // bandwidth, collectives at latency + bytes / bandwidth of the link their
 // group spans -- summed per micro-batch, then laid out by the pipeline
-// schedule: (m + (p - 1) / v) micro-batch slots of the slowest stage, plus
-// the gradient reduction and the optimizer once per step.
+// schedule: (m + (p - 1) / v) micro-batch slots of the slowest stage -- the
+// (p - 1) / v of filling and draining at the load of the stages computing
+// then -- plus the gradient reduction and the optimizer once per step.
 #pragma once
 
 #include "layout.hpp"
@@ -15,7 +16,7 @@ namespace mh::tuner {
 
 struct StepCost {
   Seconds layer_forward, layer_backward, layer_recompute;  // one layer, one micro-batch
-  Seconds stage;                                           // one micro-batch on the slowest stage
+  Seconds stage;                                           // one micro-batch on the slowest stage, all computing
   Seconds step_end;                                        // gradient reduction and optimizer
   double bubble_slots = 0;                                 // (p - 1) / v
   double step_seconds = 0;

@@ -714,11 +714,13 @@ typedef struct MH_Estimate {
 /* A hardware profile (configs/hardware/NAME.toml, docs/tuner.md), loaded by
  * the host. Rates are per rank; `ranks` says how many ranks shared the
  * device when a rate was measured (1 for a GPU; 1, 2, 4, ... for a CPU
- * whose cores all ranks of a node share). Arrays live as long as the call
- * to begin; the tuner copies what it keeps. */
+ * whose cores all ranks of a node share), and `busy` how many of them were
+ * computing (0: all; fewer while a pipeline fills and drains, when a rank
+ * alone may get more of a shared device than its share). Arrays live as
+ * long as the call to begin; the tuner copies what it keeps. */
 typedef struct MH_GemmRate {
   int32_t ranks;
-  int32_t reserved;
+  int32_t busy;                  /* ranks of those computing; 0: all */
   int64_t batch, m, n, k;        /* batch products of (m x k) @ (k x n) */
   double flops_per_s;            /* achieved, 2 * batch * m * n * k / time */
 } MH_GemmRate;
@@ -728,7 +730,7 @@ typedef struct MH_GemmRate {
 typedef struct MH_VectorRate {
   const char* op;                /* a kernels op: "softmax", "dropout", ... */
   int32_t ranks;
-  int32_t reserved;
+  int32_t busy;                  /* as in MH_GemmRate */
   int64_t elements;
   double bytes_per_element;
   double bytes_per_s;
