@@ -1,11 +1,13 @@
 // Per-rank memory of a training candidate as the engine's dry run reports
-// it, without running one: at the paper's scale a dry run takes from 0.3 s
-// (22B, 8 ranks) to 9 s (1T, 512 ranks) per candidate, too slow to answer
-// every candidate of a unit test. The first pipeline stage (the fullest)
-// holds 16 bytes per parameter -- fp32 values, gradients and AdamW's m and
-// v, as the engine allocates them -- and, by the engine's own formula
-// (engine/memory_report.hpp; fp32 activations, 1-byte masks), what the
-// recompute policy keeps of every layer and micro-batch in flight.
+// it, without running one: at the paper's scale a dry run takes from 0.1 s
+// (22B, 8 ranks) to 2 s (1T, 512 ranks) per candidate, too slow to answer
+// every candidate of a unit test. The candidates train in bf16 mixed
+// precision, as the paper's did (docs/engine.md, Precision). The first
+// pipeline stage (the fullest) holds 18 bytes per parameter -- f32 master
+// values, their bf16 copy for the GEMMs, f32 gradients, AdamW's m and v --
+// and, by the engine's own formula (engine/memory_report.hpp; bf16
+// activations, 1-byte masks), what the recompute policy keeps of every
+// layer and micro-batch in flight.
 // paper_test.cpp checks this against real dry runs of the paper's layouts.
 #pragma once
 
@@ -20,8 +22,8 @@
 
 namespace mh::tuner::testing {
 
-// The engine allocates every activation in fp32, whatever the kernels' dtype.
-inline constexpr double kActivationBytes = 4;
+inline constexpr double kActivationBytes = 2;  // bf16
+inline constexpr double kBytesPerParameter = 4 + 2 + 4 + 8;
 
 inline ModelDims dims(const Model& m, const MH_Candidate& c) {
   ModelDims d{m.layers, m.hidden, m.heads, m.ffn, m.seq, m.vocab, c.micro_batch};
@@ -61,7 +63,7 @@ inline uint64_t engine_memory(const Model& m, const MH_Candidate& c) {
   l.t = c.tensor, l.p = c.pipeline, l.v = c.virtual_stages, l.d = c.data, l.b = c.micro_batch;
   const ModelDims d = dims(m, c);
   const std::string recompute = c.recompute;
-  double bytes = 16.0 * double(params_per_rank(m, l, 0)) + layer_bytes(d, recompute) * layers_in_flight(m, c);
+  double bytes = kBytesPerParameter * double(params_per_rank(m, l, 0)) + layer_bytes(d, recompute) * layers_in_flight(m, c);
   if (recompute == "full") bytes += layer_bytes(d, "none");  // the layer being recomputed
   if (c.pipeline == 1) bytes += double(m.seq) * c.micro_batch * double(m.vocab) * 4 / c.tensor;  // fp32 logits
   return uint64_t(bytes);
