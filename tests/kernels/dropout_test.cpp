@@ -70,6 +70,15 @@ TEST(Dropout, ShardDrawsWhatTheWholeTensorDrawsThere) {
     }
 }
 
+TEST(Dropout, ATeamDrawsWhatOneThreadDrawsAcrossRowBoundaries) {
+  const int64_t len = 9000;  // rows that the threads' halves cut inside; past team()'s threshold
+  DropoutData one(5 * len), two(5 * len);
+  Cpu(1).run(&MH_KernelsApi::dropout, one.args(0.4f, {21, 7, uint64_t(len), uint64_t(2 * len)}));
+  Cpu(2).run(&MH_KernelsApi::dropout, two.args(0.4f, {21, 7, uint64_t(len), uint64_t(2 * len)}));
+  EXPECT_EQ(one.mask, two.mask);
+  EXPECT_EQ(one.out, two.out);
+}
+
 TEST(Dropout, KeepsAboutOneMinusP) {
   DropoutData d(1 << 16);
   Cpu(2).run(&MH_KernelsApi::dropout, d.args(0.3f, {11, 0, 1 << 10, 1 << 10}));

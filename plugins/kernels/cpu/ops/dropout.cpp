@@ -1,6 +1,7 @@
 #include "ops/ops.hpp"
 
 #include <megahost/rng.hpp>
+#include <omp.h>
 
 namespace mh::kernels::cpu {
 
@@ -28,15 +29,20 @@ void dropout_forward(float* out, uint8_t* mask, const float* x, const float* res
     }
     return;
   }
-  const int64_t len = static_cast<int64_t>(rng.row_len), rows = n / len;
+  const int64_t len = static_cast<int64_t>(rng.row_len);
   const float keep_scale = 1.0f / (1.0f - p);
-#pragma omp parallel for num_threads(team(threads, n)) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint64_t first = rng.base + static_cast<uint64_t>(r) * rng.row_stride;
-    for (int64_t i = r * len, j = 0; j < len; ++i, ++j) {
-      const bool keep = rng::uniform(rng.seed, first + j) >= p;
+  // The team splits the elements, not the rows: the engine's spans are
+  // often one row (a rank's whole hidden block, or one sample's heads).
+#pragma omp parallel num_threads(team(threads, n))
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
+    uint64_t row_start = rng.base + static_cast<uint64_t>(lo / len) * rng.row_stride;
+    for (int64_t i = lo, j = lo % len; i < hi; ++i) {
+      const bool keep = rng::uniform(rng.seed, row_start + static_cast<uint64_t>(j)) >= p;
       mask[i] = keep ? 1 : 0;
       out[i] = x[i] * (keep ? keep_scale : 0.0f) + (residual != nullptr ? residual[i] : 0.0f);
+      if (++j == len) j = 0, row_start += rng.row_stride;
     }
   }
 }
