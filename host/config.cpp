@@ -202,6 +202,22 @@ const toml::table* find_table(const toml::table& root, const std::string& dotted
   return table;
 }
 
+namespace {
+
+// A number or boolean where text is expected is most often a list of one
+// (tuner.tensor = 2): say how to write it.
+std::string wrong_type(const std::string& key, const MH_OptionSpec& spec, const toml::node& node) {
+  std::string out = "'" + key + "' must be " + type_name(spec.type);
+  if (spec.type == MH_VALUE_STRING && (node.is_number() || node.is_boolean())) {
+    std::ostringstream value;
+    value << toml::node_view<const toml::node>(&node);
+    out += "; quote it: " + key + " = \"" + value.str() + "\"";
+  }
+  return out;
+}
+
+}  // namespace
+
 OptionValues validate_section(const Config& config, const toml::table* section, const std::string& name,
                               std::span<const MH_OptionSpec> specs, const std::vector<std::string>& extra_keys,
                               Diagnostics& diag) {
@@ -228,7 +244,7 @@ OptionValues validate_section(const Config& config, const toml::table* section, 
       holder = toml::parse(std::string("v = ") + spec.default_value);
       node = holder.get("v");
     } else if (!has_type(*node, spec.type)) {
-      diag.error(config.where(*node), "'" + key + "' must be " + type_name(spec.type));
+      diag.error(config.where(*node), wrong_type(key, spec, *node));
       continue;
     } else if (std::string problem = value_problem(spec, *node); !problem.empty()) {
       diag.error(config.where(*node), "'" + key + "' " + problem);

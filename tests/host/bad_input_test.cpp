@@ -60,6 +60,12 @@ TEST_F(BadInput, ValueOfTheWrongTypeNamesTheTypeExpected) {
   EXPECT_THAT(o.err, HasSubstr(at(2, 10) + "'model.layers' must be an integer"));
 }
 
+TEST_F(BadInput, ANumberWhereTextIsExpectedSaysToQuoteIt) {
+  Outcome o = run("[tuner]\nplugin = \"grid\"\ntensor = 2\n");
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr(at(3, 10) + "'tuner.tensor' must be a string; quote it: tuner.tensor = \"2\""));
+}
+
 TEST_F(BadInput, ValueOutOfRangeNamesTheBoundAndTheValue) {
   Outcome o = run("[model]\ndropout = 2\n");
   expect_refused(o, 1);

@@ -3,6 +3,9 @@
 #include <megahost/rng.hpp>
 #include <omp.h>
 
+#include <algorithm>
+#include <cmath>
+
 namespace mh::kernels::cpu {
 
 // Element (r, j) of the [n / row_len, row_len] view draws counter
@@ -33,16 +36,23 @@ void dropout_forward(float* out, uint8_t* mask, const float* x, const float* res
   const float keep_scale = 1.0f / (1.0f - p);
   // The team splits the elements, not the rows: the engine's spans are
   // often one row (a rank's whole hidden block, or one sample's heads).
+  // Each thread walks its range in pieces of one row, whose draws are
+  // consecutive counters: a loop the compiler vectorises.
 #pragma omp parallel num_threads(team(threads, n))
   {
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
-    uint64_t row_start = rng.base + static_cast<uint64_t>(lo / len) * rng.row_stride;
-    for (int64_t i = lo, j = lo % len; i < hi; ++i) {
-      const bool keep = rng::uniform(rng.seed, row_start + static_cast<uint64_t>(j)) >= p;
-      mask[i] = keep ? 1 : 0;
-      out[i] = x[i] * (keep ? keep_scale : 0.0f) + (residual != nullptr ? residual[i] : 0.0f);
-      if (++j == len) j = 0, row_start += rng.row_stride;
+    const int64_t hi = n * (t + 1) / nt;
+    for (int64_t i = n * t / nt; i < hi;) {
+      const int64_t row = i / len, j = i - row * len, count = std::min(hi - i, len - j);
+      const uint64_t first = rng.base + static_cast<uint64_t>(row) * rng.row_stride + static_cast<uint64_t>(j);
+      for (int64_t k = 0; k < count; ++k) {
+        const bool keep = rng::uniform(rng.seed, first + static_cast<uint64_t>(k)) >= p;
+        mask[i + k] = keep ? 1 : 0;
+        // One rounding (fma) whether this element falls in the vectorised
+        // body or the scalar tail, so any team size gives the same bits.
+        out[i + k] = std::fma(x[i + k], keep ? keep_scale : 0.0f, residual != nullptr ? residual[i + k] : 0.0f);
+      }
+      i += count;
     }
   }
 }
