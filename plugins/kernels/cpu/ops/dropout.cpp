@@ -37,7 +37,7 @@ void dropout_forward(float* out, uint8_t* mask, const float* x, const float* res
   // The team splits the elements, not the rows: the engine's spans are
   // often one row (a rank's whole hidden block, or one sample's heads).
   // Each thread walks its range in pieces of one row, whose draws are
-  // consecutive counters: a loop the compiler vectorises.
+  // consecutive counters, one addition apart (docs/kernels-cpu.md).
 #pragma omp parallel num_threads(team(threads, n))
   {
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
