@@ -88,7 +88,7 @@ std::string value_text(const MH_NamedValue& v) {
 std::optional<Assembly> assemble(const Config& config, const Registry& registry, Diagnostics& diag) {
   check_top_level(config, diag);
   Assembly a;
-  OptionValues* host[] = {&a.model, &a.train, &a.data, &a.output};
+  OptionValues* host[] = {&a.model, &a.train, &a.data, &a.output, &a.checkpoint};
   size_t i = 0;
   for (const auto& s : host_sections())
     *host[i++] = validate_section(config, find_table(config.root(), s.name), s.name, s.specs, {}, diag);

@@ -23,7 +23,7 @@ struct Slot {
 };
 
 struct Assembly {
-  OptionValues model, train, data, output;
+  OptionValues model, train, data, output, checkpoint;
   std::vector<Slot> slots;
 
   // The slot of `kind`, or NULL when the run has none (the tuner).

@@ -10,7 +10,9 @@
 #include <thread>
 
 #include "data/tokenizer.hpp"
+#include "checkpoint/store.hpp"
 #include "engine/trainer.hpp"
+#include "stop_signals.hpp"
 
 namespace mh {
 namespace {
@@ -98,6 +100,22 @@ void open_data(RunSetup& s, const Assembly& a, const Config& config) {
     s.valid = std::make_unique<data::GptSamples>(*s.dataset, data::Split::kValid, data.get_string("split"), s.dims.seq, seed);
 }
 
+// [checkpoint] with its paths resolved against the config, and the
+// checkpoint to resume from. A dry run saves and loads nothing.
+void plan_checkpoints(RunSetup& s, const Assembly& a, const Config& config) {
+  Options c = a.checkpoint.options();
+  auto path = [&](const std::string& p) { return p.empty() ? p : config.resolve(p).string(); };
+  s.checkpoint = ckpt::Options{path(c.get_string("dir")), c.get_string("load"), c.get_int("interval"),
+                               c.get_int("keep"), c.get_bool("async"), c.get_bool("save_optimizer")};
+  const std::string load = s.checkpoint.load == "auto" ? "auto" : path(s.checkpoint.load);
+  require(load != "auto" || !s.checkpoint.dir.empty(),
+          "checkpoint.load = \"auto\" resumes from checkpoint.dir, which is not set; set checkpoint.dir");
+  if (s.dry_run) return;
+  s.resume_from = ckpt::resolve_load(load, s.checkpoint.dir);
+  if (load == "auto" && s.resume_from.empty())
+    LOG(INFO) << "no checkpoint in " << s.checkpoint.dir << " yet: starting fresh";
+}
+
 // Runs every local rank on its own thread. A rank that fails aborts the
 // communicator so the others stop instead of waiting on it; the first
 // failure that is not such an abort is the one reported.
@@ -154,14 +172,17 @@ int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
   Instance pipeline(*assembly.slot(MH_KIND_PIPELINE_PARALLEL), s.comm_info.ranks_in_process, -1);
   plan_pipeline(s, pipeline);
   open_data(s, assembly, config);
+  plan_checkpoints(s, assembly, config);
+  s.tokenizer = assembly.data.options().get_string("tokenizer");
   std::string metrics = flags.metrics_out.empty() ? assembly.output.options().get_string("metrics") : flags.metrics_out;
   s.metrics = std::make_unique<MetricsWriter>(s.comm_info.first_rank == 0 ? metrics : "");
   LOG(INFO) << "training " << s.dims.layers << " layers, hidden " << s.dims.hidden << ", vocab " << s.dims.vocab
             << " on " << s.comm_info.world_size << " rank(s): TP " << s.tp << (s.dims.sp ? " with SP" : "") << ", PP " << s.pp
             << (s.virtual_stages > 1 ? " x " + std::to_string(s.virtual_stages) + " chunks" : "") << ", DP " << s.dp
             << ", " << s.microbatches << " micro-batch(es) of " << s.micro_batch << " per step";
+  StopSignals signals;
   run_ranks(s);
-  return 0;
+  return s.interrupted ? kExitInterrupted : 0;
 }
 
 }  // namespace mh

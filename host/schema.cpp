@@ -54,8 +54,18 @@ const MH_OptionSpec kOutput[] = {
     opt("dir", MH_VALUE_STRING, "\"tuner_out\"", "folder of the tuner's tables and tuned.toml, relative to the config"),
 };
 
+const MH_OptionSpec kCheckpoint[] = {
+    opt("dir", MH_VALUE_STRING, "\"\"", "folder of the checkpoints, relative to the config; empty saves none"),
+    opt_int("interval", "0", 0, kMaxInt, "steps between saves; 0 saves only at the end (a run with dir always does)"),
+    opt_int("keep", "0", 0, kMaxInt, "newest checkpoints kept, older ones deleted once a newer one is complete; 0 keeps all"),
+    opt("load", MH_VALUE_STRING, "\"\"",
+        "\"\" starts fresh; \"auto\" resumes from the newest complete checkpoint in dir, if any; else a checkpoint path"),
+    opt_bool("async", "false", "snapshot to host memory and write in the background while training goes on"),
+    opt_bool("save_optimizer", "true", "save AdamW's moments (needed to resume exactly)"),
+};
+
 const HostSection kHostSections[] = {
-    {"model", kModel}, {"train", kTrain}, {"data", kData}, {"output", kOutput},
+    {"model", kModel}, {"train", kTrain}, {"data", kData}, {"output", kOutput}, {"checkpoint", kCheckpoint},
 };
 
 const SlotSpec kSlots[] = {

@@ -5,7 +5,7 @@
 namespace mh {
 
 const char* category_name(MemCategory c) {
-  static const char* const kNames[] = {"params", "grads", "optimizer", "activations", "workspace", "comm"};
+  static const char* const kNames[] = {"params", "grads", "optimizer", "activations", "workspace", "comm", "checkpoint"};
   return kNames[static_cast<size_t>(c)];
 }
 

@@ -43,12 +43,18 @@ class Optimizer {
   // f32 master weights (and refreshes the GEMMs' copy of them).
   void step(int64_t step, double norm);
 
- private:
   // Flat elements [flat, flat + count) of the parameters, held at `local`
   // in the owned gradient and AdamW state buffers.
   struct Piece {
     int64_t flat, local, count;
   };
+  // What this rank updates: one piece per range, or the whole buffer.
+  const std::vector<Piece>& owned() const { return owned_; }
+  // AdamW's first and second moments of the owned pieces.
+  float* exp_avg() const { return m_.f32(); }
+  float* exp_avg_sq() const { return v_.f32(); }
+
+ private:
   // The gradients this rank updates.
   float* grads() const { return distributed() ? shard_grads_.f32() : params_.grads().f32(); }
   // The owned parts of `r` (flat coordinates).

@@ -1,13 +1,17 @@
 #include "engine/trainer.hpp"
 
+#include <megahost/error.hpp>
+
 #include <glog/logging.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 
+#include "checkpoint/store.hpp"
 #include "engine/collectives.hpp"
 #include "engine/grad_buckets.hpp"
 #include "engine/grad_sync.hpp"
@@ -19,6 +23,7 @@
 #include "engine/pipeline_schedule.hpp"
 #include "engine/tensor_parallel.hpp"
 #include "engine/transformer.hpp"
+#include "stop_signals.hpp"
 
 namespace mh {
 namespace {
@@ -47,14 +52,16 @@ struct Coordinates {
   int32_t tp, dp, pp;
 };
 void print_memory(const nlohmann::json& ranks) {
-  std::printf("memory per rank, MiB (measured peaks; activations beside the paper's formula)\n");
-  std::printf("%5s %9s %9s %9s %9s %9s %9s %9s %11s\n", "rank", "params", "grads", "optimizer", "workspace", "comm",
-              "total", "activ.", "formula");
+  std::printf("memory per rank, MiB (measured peaks; activations beside the paper's formula; ckpt file: what the "
+              "rank writes per checkpoint)\n");
+  std::printf("%5s %9s %9s %9s %9s %9s %9s %9s %9s %11s %9s\n", "rank", "params", "grads", "optimizer", "workspace",
+              "comm", "ckpt stg", "total", "activ.", "formula", "ckpt file");
   auto mib = [](const nlohmann::json& v) { return double(v.get<uint64_t>()) / double(1 << 20); };
   for (const auto& j : ranks)
-    std::printf("%5lld %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11.2f\n", (long long)j["rank"].get<int64_t>(),
+    std::printf("%5lld %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11.2f %9.2f\n", (long long)j["rank"].get<int64_t>(),
                 mib(j["params"]), mib(j["grads"]), mib(j["optimizer"]), mib(j["workspace"]), mib(j["comm"]),
-                mib(j["total"]), mib(j["activations"]), mib(j["activations_formula"]));
+                mib(j["checkpoint"]), mib(j["total"]), mib(j["activations"]), mib(j["activations_formula"]),
+                mib(j["checkpoint_bytes"]));
 }
 
 Coordinates coordinates(const RunSetup& s, int32_t rank) {
@@ -120,6 +127,13 @@ KeepTable keep_table(const Instance& policy, const ChunkSpec& chunk) {
   return keep;
 }
 
+// What every rank learns from every other at the end of a step.
+struct StepExchange {
+  double hw_flops = 0;               // summed over the world
+  int stop_signal = 0;               // the largest any rank received
+  std::vector<int32_t> writers;      // each rank's checkpoint writer
+};
+
 // How gradients are reduced over the data-parallel replicas.
 struct DataSync {
   bool distributed = false;  // reduce-scatter into 1/d shards (the distributed optimizer)
@@ -143,7 +157,11 @@ class RankTrainer {
         data_sync_(plan_data_sync()),
         optimizer_(dev_, params_, adamw_config(), data_sync_.distributed ? &groups_.data : nullptr,
                    reduction_ranges(data_sync_.buckets)),
-        grad_sync_(params_, optimizer_, data_sync_.buckets, grad_sync_groups()) {
+        grad_sync_(params_, optimizer_, data_sync_.buckets, grad_sync_groups()),
+        checkpointer_(dev_, groups_.world, rank_,
+                      ckpt::rank_state(params_, optimizer_, {coords_.tp, coords_.dp, data_sync_.distributed},
+                                       s.checkpoint.save_optimizer),
+                      s.checkpoint) {
     Instance policy(*s.assembly->slot(MH_KIND_RECOMPUTE), s.comm_info.ranks_in_process, rank_);
     for (const ChunkSpec& c : chunk_specs_) {
       KeepTable keep = keep_table(policy, c);
@@ -168,7 +186,10 @@ class RankTrainer {
   double step(int64_t step);
   double evaluate(int64_t step);
   double sum_over_model(double local);
-  double sum_over_world(double local);
+  StepExchange exchange(double hw_flops);
+  ckpt::Metadata checkpoint_metadata(int64_t step) const;
+  int64_t resume();
+  void stop(int64_t step, int signal);
   void record_stage_time(double busy, double idle);
   std::vector<GroupRange> norm_ranges() const;
   void finish();
@@ -187,6 +208,8 @@ class RankTrainer {
   DataSync data_sync_;
   Optimizer optimizer_;
   GradSync grad_sync_;
+  ckpt::Checkpointer checkpointer_;
+  int64_t consumed_ = 0;  // samples trained on: the data order's position
   KeepTable keep_;  // every layer of the rank, for the memory formula
   std::vector<std::unique_ptr<Transformer>> chunks_;
   std::vector<float> stage_busy_, stage_idle_;  // per stage, last step (on the pipeline group)
@@ -268,24 +291,90 @@ double RankTrainer::step(int64_t step) {
       dev_, groups_.pipeline, chunks_, dims_,
       [&](int64_t k) {
         const int64_t g = dp_rank * m + k;
-        return load(*s_.train, (step - 1) * s_.global_batch + g * b,
+        return load(*s_.train, consumed_ + g * b,
                     mix(seed() ^ mix(uint64_t(step) << 20 | uint64_t(g))));
       },
       std::move(finalised));
   double loss = stage.run(s_.schedules[size_t(coords_.pp)], scale);
   grad_sync_.finish();
+  consumed_ += s_.global_batch;
   record_stage_time(stage.busy_seconds(), stage.idle_seconds());
   return sum_over_model(loss) * double(scale);
 }
 
-// Every stage's busy and idle seconds of the step, gathered on each stage.
-double RankTrainer::sum_over_world(double local) {
-  const float mine = float(local);
-  std::vector<float> all(size_t(s_.comm_info.world_size));
-  groups_.world.all_gather_host(&mine, all.data(), 1);
-  double total = 0;
-  for (float v : all) total += double(v);
-  return total;
+// One gather per step carries the FLOPs, a stop request and the
+// checkpoint writers' states, so every rank decides alike.
+StepExchange RankTrainer::exchange(double hw_flops) {
+  const float mine[3] = {float(hw_flops), float(stop_signal()), float(checkpointer_.writer_state())};
+  std::vector<float> all(size_t(3 * s_.comm_info.world_size));
+  groups_.world.all_gather_host(mine, all.data(), 3);
+  StepExchange e;
+  for (size_t r = 0; r < all.size(); r += 3) {
+    e.hw_flops += double(all[r]);
+    e.stop_signal = std::max(e.stop_signal, int(all[r + 1]));
+    e.writers.push_back(int32_t(all[r + 2]));
+  }
+  return e;
+}
+
+ckpt::Metadata RankTrainer::checkpoint_metadata(int64_t step) const {
+  const AdamWConfig c = adamw_config();
+  ckpt::Metadata m;
+  m.step = step;
+  m.consumed_samples = consumed_;
+  m.global_batch = s_.global_batch;
+  m.micro_batch = s_.micro_batch;
+  m.seed = seed();
+  m.model = {dims_.layers, dims_.hidden, dims_.heads, dims_.ffn, dims_.seq, dims_.vocab};
+  m.layout = {s_.tp, s_.pp, s_.dp, s_.virtual_stages, s_.comm_info.world_size, dims_.sp, data_sync_.distributed};
+  m.schedule = {{"lr", c.lr}, {"min_lr", c.min_lr}, {"warmup_steps", c.warmup_steps}, {"decay_steps", c.decay_steps},
+                {"weight_decay", c.weight_decay}, {"adam_beta1", c.beta1}, {"adam_beta2", c.beta2},
+                {"adam_eps", c.eps}, {"clip_grad", c.clip_grad}};
+  m.tokenizer = {{"name", s_.tokenizer}, {"vocab_padded", dims_.vocab}};
+  m.dtype = dev_.info().compute_dtype == MH_F32 ? "fp32" : "bf16";
+  m.optimizer = s_.checkpoint.save_optimizer;
+  return m;
+}
+
+// Loads the checkpoint the run resumes from; returns its step.
+int64_t RankTrainer::resume() {
+  const std::string& path = s_.resume_from;
+  const ckpt::Metadata saved = ckpt::read_metadata(path);
+  const std::vector<std::string> diff =
+      ckpt::shape_differences(saved.model, {dims_.layers, dims_.hidden, dims_.heads, dims_.ffn, dims_.seq, dims_.vocab});
+  std::string listed;
+  for (const std::string& d : diff) listed += "\n  " + d;
+  require(diff.empty(), "checkpoint " + path + " is of another model:" + listed +
+                            "\nset [model] as the checkpoint was saved, or load a checkpoint of this model");
+  checkpointer_.load(path);
+  params_.refresh_gemm_weights();
+  consumed_ = saved.consumed_samples;
+  if (!leader()) return saved.step;
+  const ckpt::Layout& l = saved.layout;
+  LOG(INFO) << "resumed from " << path << ": step " << saved.step << ", " << saved.consumed_samples
+            << " samples consumed (saved on TP " << l.tensor << ", PP " << l.pipeline << " x " << l.virtual_stages
+            << ", DP " << l.data << (l.distributed_optimizer ? " with the distributed optimizer" : "") << ")";
+  if (!saved.optimizer) LOG(WARNING) << "the checkpoint holds no optimizer state: AdamW's moments start from zero";
+  if (saved.seed != seed())
+    LOG(WARNING) << "train.seed " << seed() << " differs from the checkpoint's " << saved.seed
+                 << ": the data order and dropout continue from another stream";
+  if (saved.global_batch != s_.global_batch)
+    LOG(INFO) << "train.global_batch changed from " << saved.global_batch << " to " << s_.global_batch
+              << ": the data order continues at sample " << saved.consumed_samples << ", each step now takes "
+              << s_.global_batch << " samples";
+  return saved.step;
+}
+
+// A stop signal: the step is finished; save, record and end the run.
+void RankTrainer::stop(int64_t step, int signal) {
+  if (leader())
+    LOG(WARNING) << "received " << (signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a stop signal")
+                 << ": stopping after step " << step
+                 << (checkpointer_.saving() ? ", saving a checkpoint first" : " (no checkpoint.dir: nothing is saved)");
+  if (checkpointer_.saving() && !checkpointer_.due(step, s_.steps)) checkpointer_.save(checkpoint_metadata(step));
+  checkpointer_.wait();
+  if (leader()) s_.metrics->write({{"step", step}, {"stopped", signal == SIGINT ? "SIGINT" : "SIGTERM"}});
+  s_.interrupted = true;
 }
 
 void RankTrainer::record_stage_time(double busy, double idle) {
@@ -336,11 +425,13 @@ void RankTrainer::train() {
   Progress progress(s_.steps);
   const double flops = model_flops(dims_, s_.global_batch);
   const double peak = dev_.info().peak_flops * double(s_.comm_info.world_size);
-  for (int64_t st = 1; st <= s_.steps; ++st) {
+  const int64_t first = s_.resume_from.empty() ? 1 : resume() + 1;
+  for (int64_t st = first; st <= s_.steps; ++st) {
     auto start = std::chrono::steady_clock::now();
     const double flops_before = dev_.gemm_flops();
     double loss = step(st);
-    const double hw_flops = sum_over_world(dev_.gemm_flops() - flops_before);
+    const StepExchange ex = exchange(dev_.gemm_flops() - flops_before);
+    const double hw_flops = ex.hw_flops;
     if (st == s_.steps && !s_.grads_out.empty())
       dump_gradients(dev_, params_, groups_.tensor, s_.grads_out + (s_.pp > 1 ? ".stage" + std::to_string(coords_.pp) : ""),
                      coords_.tp == 0 && coords_.dp == 0);
@@ -375,7 +466,18 @@ void RankTrainer::train() {
         LOG(INFO) << "step " << st << " validation loss " << val;
       }
     }
+    checkpointer_.settle(ex.writers);
+    if (ex.stop_signal != 0) {
+      stop(st, ex.stop_signal);
+      break;
+    }
+    if (!s_.dry_run && checkpointer_.due(st, s_.steps)) {
+      checkpointer_.save(checkpoint_metadata(st));
+      if (leader()) s_.metrics->write({{"step", st}, {"checkpoint_stall_s", checkpointer_.last_stall_s()}});
+    }
   }
+  checkpointer_.wait();
+  if (s_.dry_run && checkpointer_.saving()) checkpointer_.dry_save();
   if (leader()) progress.finish();
   finish();
 }
@@ -389,6 +491,7 @@ void RankTrainer::finish() {
   for (size_t c = 0; c < kMemCategories; ++c) mine.push_back(dev_.memory().peak(static_cast<MemCategory>(c)));
   mine.push_back(dev_.memory().total_peak());
   mine.push_back(uint64_t(formula));
+  mine.push_back(checkpointer_.saving() ? checkpointer_.save_bytes() : 0);
   const int64_t per_rank = int64_t(mine.size()) * 4, world = s_.comm_info.world_size;
   std::vector<float> packed;
   for (uint64_t v : mine)
@@ -407,6 +510,7 @@ void RankTrainer::finish() {
     for (size_t c = 0; c < kMemCategories; ++c) j[category_name(static_cast<MemCategory>(c))] = field(r, c);
     j["total"] = field(r, kMemCategories);
     j["activations_formula"] = field(r, kMemCategories + 1);
+    j["checkpoint_bytes"] = field(r, kMemCategories + 2);
     j["rank"] = r;
     ranks.push_back(j);
   }

@@ -6,6 +6,7 @@
 #include <megahost/abi.h>
 
 #include <cstdint>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "assembly.hpp"
+#include "checkpoint/checkpointer.hpp"
 #include "data/gpt_samples.hpp"
 #include "engine/model.hpp"
 #include "metrics.hpp"
@@ -38,6 +40,10 @@ struct RunSetup {
   bool dry_run = false, report_memory = false;
   std::string grads_out;  // full gradients of the last step, for equivalence tests
   std::unique_ptr<MetricsWriter> metrics;
+  ckpt::Options checkpoint;      // dir resolved against the config
+  std::string resume_from;       // the checkpoint to load; "" starts fresh
+  std::string tokenizer;         // the data's tokenizer, recorded in checkpoints
+  mutable std::atomic<bool> interrupted{false};  // a stop signal ended the run
 };
 
 // Runs rank `local` of this process to the end; throws on failure.

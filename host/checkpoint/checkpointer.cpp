@@ -1,0 +1,260 @@
+#include "checkpoint/checkpointer.hpp"
+
+#include <megahost/error.hpp>
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include "checkpoint/failpoint.hpp"
+#include "checkpoint/safetensors.hpp"
+#include "checkpoint/store.hpp"
+
+namespace mh::ckpt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string slice_key(const Region& r) {
+  return r.tensor + ":" + std::to_string(r.rect.row) + "," + std::to_string(r.rect.col);
+}
+
+uint64_t region_bytes(const Region& r) { return uint64_t(r.rect.numel()) * sizeof(float); }
+
+nlohmann::json slices_json(const std::vector<Region>& regions) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Region& r : regions)
+    out.push_back({{"tensor", r.tensor},
+                   {"global_shape", r.shape},
+                   {"key", slice_key(r)},
+                   {"offset", {r.rect.row, r.rect.col}},
+                   {"shape", {r.rect.rows, r.rect.cols}}});
+  return out;
+}
+
+// The part of `want` that `have` covers, or nothing.
+bool intersect(const Rect& a, const Rect& b, Rect& out) {
+  const int64_t r0 = std::max(a.row, b.row), r1 = std::min(a.row + a.rows, b.row + b.rows);
+  const int64_t c0 = std::max(a.col, b.col), c1 = std::min(a.col + a.cols, b.col + b.cols);
+  out = Rect{r0, c0, r1 - r0, c1 - c0};
+  return r1 > r0 && c1 > c0;
+}
+
+// A checkpoint's files, each opened and verified (size, checksum) once.
+class VerifiedFiles {
+ public:
+  VerifiedFiles(const std::string& dir, const Metadata& meta) : dir_(dir), meta_(meta) {}
+
+  const safetensors::File& get(const std::string& name) {
+    auto it = open_.find(name);
+    if (it != open_.end()) return *it->second;
+    const std::string path = dir_ + "/" + name;
+    auto file = std::make_unique<safetensors::File>(path);
+    const FileEntry& expect = meta_.files.at(name);
+    require(file->bytes().size() == expect.bytes, path + ": " + std::to_string(file->bytes().size()) +
+                                                      " bytes, the index says " + std::to_string(expect.bytes) +
+                                                      " (truncated or replaced); load an earlier checkpoint");
+    const std::string sum = safetensors::hex(safetensors::checksum(file->bytes()));
+    require(sum == expect.xxh3, path + ": checksum " + sum + " does not match the index's " + expect.xxh3 +
+                                    " (the file is corrupt); load an earlier checkpoint");
+    return *open_.emplace(name, std::move(file)).first->second;
+  }
+
+ private:
+  std::string dir_;
+  const Metadata& meta_;
+  std::map<std::string, std::unique_ptr<safetensors::File>> open_;
+};
+
+// Copies what slice `s` holds of `want` into `out` (want's row-major
+// elements); returns the elements copied.
+int64_t copy_slice(VerifiedFiles& files, const std::string& tensor, const SliceRef& s, const Rect& want, float* out) {
+  Rect part;
+  if (!intersect(s.rect, want, part)) return 0;
+  const safetensors::File& file = files.get(s.file);
+  std::span<const std::byte> bytes = file.data(s.key);
+  const auto& info = file.header().tensors.at(s.key);
+  require(info.dtype == "F32" && info.shape == std::vector<int64_t>{s.rect.rows, s.rect.cols},
+          file.path() + ": tensor '" + s.key + "' is not the F32 [" + std::to_string(s.rect.rows) + ", " +
+              std::to_string(s.rect.cols) + "] slice of '" + tensor + "' the index describes");
+  const float* src = reinterpret_cast<const float*>(bytes.data());
+  for (int64_t r = part.row; r < part.row + part.rows; ++r)
+    std::copy_n(src + (r - s.rect.row) * s.rect.cols + (part.col - s.rect.col), part.cols,
+                out + (r - want.row) * want.cols + (part.col - want.col));
+  return part.numel();
+}
+
+}  // namespace
+
+Checkpointer::Checkpointer(Device& device, Collectives& world, int32_t rank, RankState state, Options options)
+    : device_(device), world_(world), rank_(rank), state_(std::move(state)), options_(std::move(options)) {}
+
+Checkpointer::~Checkpointer() {
+  if (writer_.joinable()) writer_.join();
+  if (!staging_.empty()) device_.memory().on_free(MemCategory::kCheckpoint, staging_.size() * sizeof(float));
+}
+
+bool Checkpointer::due(int64_t step, int64_t last) const {
+  return saving() && (step == last || (options_.interval > 0 && step % options_.interval == 0));
+}
+
+uint64_t Checkpointer::save_bytes() const {
+  uint64_t bytes = 0;
+  for (const Region& r : state_.written) bytes += region_bytes(r);
+  return bytes;
+}
+
+void Checkpointer::dry_save() {
+  if (!options_.async) return;
+  device_.memory().on_alloc(MemCategory::kCheckpoint, save_bytes());
+  device_.memory().on_free(MemCategory::kCheckpoint, save_bytes());
+}
+
+WriterState Checkpointer::writer_state() const { return WriterState(writer_state_.load()); }
+
+void Checkpointer::write_rank_files(const std::string& temp, const std::vector<std::span<const std::byte>>& data) {
+  std::string file;
+  uint64_t bytes = 0, xxh3 = 0;
+  if (!state_.written.empty()) {
+    file = rank_file(rank_);
+    std::vector<safetensors::Entry> entries;
+    for (const Region& r : state_.written) entries.push_back({slice_key(r), "F32", {r.rect.rows, r.rect.cols}});
+    const safetensors::Written w = safetensors::write_file(
+        temp + "/" + file, entries, {{"format", kFormatName}, {"rank", std::to_string(rank_)}},
+        [&](size_t i) { return data[i]; });
+    bytes = w.bytes;
+    xxh3 = w.xxh3;
+  }
+  failpoint("checkpoint.rank_file_written");
+  const nlohmann::json index = {
+      {"file", file}, {"bytes", bytes}, {"xxh3", safetensors::hex(xxh3)}, {"slices", slices_json(state_.written)}};
+  write_synced(temp + "/" + rank_index(rank_), index.dump());
+}
+
+// The written regions as host bytes: the device memory itself on the CPU
+// (synchronous saves), else a copy in host memory.
+std::vector<std::span<const std::byte>> Checkpointer::snapshot() {
+  const bool direct = !options_.async && device_.info().device_type == MH_DEVICE_CPU;
+  if (!direct) {
+    staging_.resize(save_bytes() / sizeof(float));
+    device_.memory().on_alloc(MemCategory::kCheckpoint, staging_.size() * sizeof(float));
+  }
+  std::vector<std::span<const std::byte>> spans;
+  size_t at = 0;
+  for (const Region& r : state_.written) {
+    const float* src = r.data;
+    if (!direct) {
+      device_.to_host(staging_.data() + at, r.data, region_bytes(r));
+      src = staging_.data() + at;
+      at += size_t(r.rect.numel());
+    }
+    spans.push_back(std::as_bytes(std::span(src, size_t(r.rect.numel()))));
+  }
+  return spans;
+}
+
+std::vector<int32_t> Checkpointer::gather_states(int32_t mine) {
+  const float sent = float(mine);
+  std::vector<float> all(size_t(world_.size()));
+  world_.all_gather_host(&sent, all.data(), 1);
+  return std::vector<int32_t>(all.begin(), all.end());
+}
+
+void Checkpointer::save(const Metadata& meta) {
+  if (!saving()) return;
+  wait();
+  started_ = Clock::now();
+  if (rank_ == 0) prepare_temp(options_.dir, meta.step);
+  world_.barrier();
+  const std::string temp = temp_dir(options_.dir, meta.step);
+  pending_meta_ = meta;
+  pending_ = true;
+  if (options_.async) {
+    auto data = snapshot();
+    writer_state_ = kWriting;
+    writer_ = std::thread([this, temp, data = std::move(data)] {
+      try {
+        write_rank_files(temp, data);
+        writer_state_ = kIdle;
+      } catch (...) {
+        writer_error_ = std::current_exception();
+        writer_state_ = kFailed;
+      }
+    });
+    stall_s_ = since(started_);
+    return;
+  }
+  int32_t mine = kIdle;
+  try {
+    write_rank_files(temp, snapshot());
+  } catch (...) {
+    writer_error_ = std::current_exception();
+    mine = kFailed;
+  }
+  settle(gather_states(mine));
+  stall_s_ = since(started_);
+}
+
+void Checkpointer::settle(const std::vector<int32_t>& states) {
+  if (!pending_ || std::count(states.begin(), states.end(), kWriting) > 0) return;
+  if (writer_.joinable()) writer_.join();
+  commit_and_report(states);
+}
+
+void Checkpointer::wait() {
+  if (!pending_) return;
+  if (writer_.joinable()) writer_.join();
+  settle(gather_states(writer_state()));
+}
+
+void Checkpointer::commit_and_report(const std::vector<int32_t>& states) {
+  pending_ = false;
+  if (!staging_.empty()) {
+    device_.memory().on_free(MemCategory::kCheckpoint, staging_.size() * sizeof(float));
+    std::vector<float>().swap(staging_);
+  }
+  const int64_t step = pending_meta_.step;
+  if (writer_error_) std::rethrow_exception(std::exchange(writer_error_, nullptr));
+  auto failed = std::find(states.begin(), states.end(), kFailed);
+  require(failed == states.end(), "checkpoint of step " + std::to_string(step) + ": rank " +
+                                      std::to_string(failed - states.begin()) +
+                                      " could not write its file; the earlier checkpoints are untouched",
+          MH_UNAVAILABLE);
+  if (rank_ != 0) return;
+  const Metadata written = commit(options_.dir, pending_meta_, int32_t(states.size()), options_.keep);
+  uint64_t bytes = 0;
+  for (const auto& [name, f] : written.files) bytes += f.bytes;
+  const double seconds = since(started_);
+  LOG(INFO) << "saved checkpoint " << options_.dir << "/" << step_name(step) << ": " << written.files.size()
+            << " file(s), " << double(bytes) / double(1 << 20) << " MiB in " << seconds << " s ("
+            << double(bytes) / 1e6 / seconds << " MB/s" << (options_.async ? ", written in the background)" : ")");
+}
+
+Metadata Checkpointer::load(const std::string& path) {
+  const Metadata meta = read_metadata(path);
+  VerifiedFiles files(path, meta);
+  std::vector<float> host;
+  for (const Region& r : state_.held) {
+    auto it = meta.tensors.find(r.tensor);
+    const bool moment = r.tensor.rfind("optimizer.", 0) == 0;
+    if (it == meta.tensors.end() && moment && !meta.optimizer) continue;
+    require(it != meta.tensors.end(), path + "/" + kMetadataFile + ": tensor '" + r.tensor +
+                                          "' is missing from the index; the checkpoint is incomplete or of another model");
+    require(it->second.shape == r.shape, path + ": tensor '" + r.tensor + "' is [" + std::to_string(it->second.shape[0]) +
+                                             ", " + std::to_string(it->second.shape[1]) + "], this model's is [" +
+                                             std::to_string(r.shape[0]) + ", " + std::to_string(r.shape[1]) + "]");
+    host.assign(size_t(r.rect.numel()), 0.f);
+    int64_t covered = 0;
+    for (const SliceRef& s : it->second.slices) covered += copy_slice(files, r.tensor, s, r.rect, host.data());
+    require(covered == r.rect.numel(), path + ": tensor '" + r.tensor + "' has " + std::to_string(covered) + " of the " +
+                                           std::to_string(r.rect.numel()) + " elements this rank needs");
+    device_.to_device(r.data, host.data(), region_bytes(r));
+  }
+  return meta;
+}
+
+}  // namespace mh::ckpt

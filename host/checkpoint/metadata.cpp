@@ -1,0 +1,164 @@
+#include "checkpoint/metadata.hpp"
+
+#include <megahost/error.hpp>
+
+#include <fstream>
+#include <sstream>
+
+#include "checkpoint/json_limits.hpp"
+
+namespace mh::ckpt {
+namespace {
+
+using json = nlohmann::json;
+
+nlohmann::ordered_json rect_json(const Rect& r) { return {{"offset", {r.row, r.col}}, {"shape", {r.rows, r.cols}}}; }
+
+// Reads field `key` of `j` as T, throwing a message that names the field.
+template <class T>
+T field(const json& j, const char* key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) throw Error(MH_INVALID_ARGUMENT, where + ": missing '" + key + "'");
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception&) {
+    throw Error(MH_INVALID_ARGUMENT, where + ": '" + key + "' has the wrong type");
+  }
+}
+
+std::array<int64_t, 2> pair(const json& j, const char* key, const std::string& where) {
+  auto v = field<std::vector<int64_t>>(j, key, where);
+  require(v.size() == 2 && v[0] >= 0 && v[1] >= 0, where + ": '" + key + "' must be two non-negative integers");
+  return {v[0], v[1]};
+}
+
+ModelShape parse_model(const json& j, const std::string& where) {
+  ModelShape m{field<int64_t>(j, "layers", where), field<int64_t>(j, "hidden", where), field<int64_t>(j, "heads", where),
+               field<int64_t>(j, "ffn_hidden", where), field<int64_t>(j, "seq_len", where), field<int64_t>(j, "vocab", where)};
+  return m;
+}
+
+Layout parse_layout(const json& j, const std::string& where) {
+  return Layout{field<int64_t>(j, "tensor", where),         field<int64_t>(j, "pipeline", where),
+                field<int64_t>(j, "data", where),           field<int64_t>(j, "virtual_stages", where),
+                field<int64_t>(j, "world", where),          field<bool>(j, "sequence_parallel", where),
+                field<bool>(j, "distributed_optimizer", where)};
+}
+
+TensorEntry parse_tensor(const std::string& name, const json& j, const Metadata& m, const std::string& path) {
+  const std::string where = path + ": tensor '" + name + "'";
+  TensorEntry t{pair(j, "shape", where), field<std::string>(j, "dtype", where), {}};
+  require(t.dtype == "F32", where + ": dtype " + t.dtype + " (this version reads F32)");
+  int64_t covered = 0;
+  const json slices = field<json>(j, "slices", where);
+  for (const json& s : slices) {
+    auto offset = pair(s, "offset", where), shape = pair(s, "shape", where);
+    SliceRef ref{field<std::string>(s, "file", where), field<std::string>(s, "key", where),
+                 Rect{offset[0], offset[1], shape[0], shape[1]}};
+    require(m.files.count(ref.file) == 1, where + ": slice in '" + ref.file + "', which the index does not list");
+    require(ref.rect.row + ref.rect.rows <= t.shape[0] && ref.rect.col + ref.rect.cols <= t.shape[1],
+            where + ": slice '" + ref.key + "' lies outside the tensor's shape");
+    covered += ref.rect.numel();
+    t.slices.push_back(std::move(ref));
+  }
+  require(covered == t.shape[0] * t.shape[1], where + ": its slices hold " + std::to_string(covered) + " of " +
+                                                 std::to_string(t.shape[0] * t.shape[1]) + " elements");
+  return t;
+}
+
+void parse_index(const json& j, Metadata& m, const std::string& path) {
+  const json files = field<json>(j, "files", path), tensors = field<json>(j, "tensors", path);
+  for (const auto& [name, f] : files.items()) {
+    const std::string where = path + ": file '" + name + "'";
+    require(name.find('/') == std::string::npos && !name.empty() && name[0] != '.',
+            where + ": file names must be plain names inside the checkpoint folder");
+    m.files[name] = FileEntry{field<uint64_t>(f, "bytes", where), field<std::string>(f, "xxh3", where)};
+  }
+  for (const auto& [name, t] : tensors.items()) m.tensors[name] = parse_tensor(name, t, m, path);
+}
+
+}  // namespace
+
+json to_json(const Metadata& m) {
+  nlohmann::ordered_json j;
+  j["format"] = kFormatName;
+  j["version"] = m.version;
+  j["step"] = m.step;
+  j["consumed_samples"] = m.consumed_samples;
+  j["global_batch"] = m.global_batch;
+  j["micro_batch"] = m.micro_batch;
+  j["seed"] = m.seed;
+  j["dtype"] = m.dtype;
+  j["optimizer"] = m.optimizer;
+  j["model"] = {{"layers", m.model.layers}, {"hidden", m.model.hidden},   {"heads", m.model.heads},
+                {"ffn_hidden", m.model.ffn}, {"seq_len", m.model.seq_len}, {"vocab", m.model.vocab}};
+  j["layout"] = {{"tensor", m.layout.tensor},
+                 {"pipeline", m.layout.pipeline},
+                 {"data", m.layout.data},
+                 {"virtual_stages", m.layout.virtual_stages},
+                 {"world", m.layout.world},
+                 {"sequence_parallel", m.layout.sequence_parallel},
+                 {"distributed_optimizer", m.layout.distributed_optimizer}};
+  j["schedule"] = m.schedule;
+  j["tokenizer"] = m.tokenizer;
+  for (const auto& [name, f] : m.files) j["files"][name] = {{"bytes", f.bytes}, {"xxh3", f.xxh3}};
+  for (const auto& [name, t] : m.tensors) {
+    nlohmann::ordered_json slices = nlohmann::ordered_json::array();
+    for (const SliceRef& s : t.slices) {
+      nlohmann::ordered_json e = {{"file", s.file}, {"key", s.key}};
+      e.update(rect_json(s.rect));
+      slices.push_back(e);
+    }
+    j["tensors"][name] = {{"shape", t.shape}, {"dtype", t.dtype}, {"slices", slices}};
+  }
+  return json::parse(j.dump());
+}
+
+Metadata parse_metadata(std::string_view text, const std::string& path) {
+  const json j = parse_json_limited(text, path, 16);
+  require(j.is_object() && j.value("format", "") == kFormatName, path + ": not a Megahost checkpoint (no \"format\": \"" +
+                                                                      std::string(kFormatName) + "\")");
+  Metadata m;
+  m.version = field<int64_t>(j, "version", path);
+  require(m.version >= 1 && m.version <= kFormatVersion,
+          path + ": checkpoint format version " + std::to_string(m.version) + "; this Megahost reads versions 1 to " +
+              std::to_string(kFormatVersion) + " (a newer Megahost wrote it: upgrade to load it)");
+  m.step = field<int64_t>(j, "step", path);
+  m.consumed_samples = field<int64_t>(j, "consumed_samples", path);
+  m.global_batch = field<int64_t>(j, "global_batch", path);
+  m.micro_batch = field<int64_t>(j, "micro_batch", path);
+  m.seed = field<uint64_t>(j, "seed", path);
+  m.dtype = field<std::string>(j, "dtype", path);
+  m.optimizer = field<bool>(j, "optimizer", path);
+  require(m.step >= 0 && m.consumed_samples >= 0, path + ": negative step or consumed_samples");
+  m.model = parse_model(field<json>(j, "model", path), path + ": model");
+  m.layout = parse_layout(field<json>(j, "layout", path), path + ": layout");
+  m.schedule = field<json>(j, "schedule", path);
+  m.tokenizer = field<json>(j, "tokenizer", path);
+  parse_index(j, m, path);
+  return m;
+}
+
+Metadata read_metadata(const std::string& dir) {
+  const std::string path = dir + "/" + kMetadataFile;
+  std::ifstream in(path, std::ios::binary);
+  require(in.good(), path + ": cannot be read; " + dir + " is not a complete checkpoint", MH_NOT_FOUND);
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_metadata(text.str(), path);
+}
+
+std::vector<std::string> shape_differences(const ModelShape& saved, const ModelShape& run) {
+  std::vector<std::string> out;
+  auto compare = [&](const char* key, int64_t a, int64_t b) {
+    if (a != b) out.push_back(std::string("model.") + key + ": checkpoint " + std::to_string(a) + ", this run " + std::to_string(b));
+  };
+  compare("layers", saved.layers, run.layers);
+  compare("hidden", saved.hidden, run.hidden);
+  compare("heads", saved.heads, run.heads);
+  compare("ffn_hidden", saved.ffn, run.ffn);
+  compare("seq_len", saved.seq_len, run.seq_len);
+  compare("vocab (padded)", saved.vocab, run.vocab);
+  return out;
+}
+
+}  // namespace mh::ckpt

@@ -1,0 +1,83 @@
+// A checkpoint's metadata.json: what was saved (step, data position, seed,
+// model, layout, schedule, tokenizer, dtype) and the index of every global
+// tensor: its shape and the rectangles of it that each rank's file holds.
+// docs/checkpoint.md is the specification; this is its reader and writer.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace mh::ckpt {
+
+constexpr const char* kFormatName = "megahost-checkpoint";
+constexpr int64_t kFormatVersion = 1;
+constexpr const char* kMetadataFile = "metadata.json";
+
+// A rectangle of a 2-D global tensor: rows [row, row + rows), columns
+// [col, col + cols). Vectors are one row.
+struct Rect {
+  int64_t row = 0, col = 0, rows = 0, cols = 0;
+  int64_t numel() const { return rows * cols; }
+};
+
+struct SliceRef {
+  std::string file, key;  // the safetensors file and its tensor key
+  Rect rect;
+};
+
+struct TensorEntry {
+  std::array<int64_t, 2> shape{};
+  std::string dtype = "F32";
+  std::vector<SliceRef> slices;
+};
+
+struct FileEntry {
+  uint64_t bytes = 0;
+  std::string xxh3;  // 16 hex digits of the whole file's XXH3-64
+};
+
+// The dimensions a checkpoint fixes; every other setting may change on load.
+struct ModelShape {
+  int64_t layers = 0, hidden = 0, heads = 0, ffn = 0, seq_len = 0, vocab = 0;  // vocab as padded
+};
+
+struct Layout {
+  int64_t tensor = 1, pipeline = 1, data = 1, virtual_stages = 1, world = 1;
+  bool sequence_parallel = false, distributed_optimizer = false;
+};
+
+struct Metadata {
+  int64_t version = kFormatVersion;
+  int64_t step = 0;
+  int64_t consumed_samples = 0;  // the data order's position: global samples trained on
+  int64_t global_batch = 0, micro_batch = 0;
+  uint64_t seed = 0;             // keys init, dropout and the data order
+  ModelShape model;
+  Layout layout;
+  nlohmann::json schedule;       // the learning-rate schedule's settings
+  nlohmann::json tokenizer;      // {"name", "vocab"}
+  std::string dtype;             // the kernels' compute dtype; tensors are f32 masters
+  bool optimizer = true;         // AdamW's moments saved
+  std::map<std::string, FileEntry> files;
+  std::map<std::string, TensorEntry> tensors;
+};
+
+nlohmann::json to_json(const Metadata& m);
+// Parses and checks metadata.json's text (`path` names it in errors): the
+// format and version, every field's type, and that each tensor's slices lie
+// in files the index lists, inside its shape, and cover it exactly.
+Metadata parse_metadata(std::string_view text, const std::string& path);
+// Reads DIR/metadata.json.
+Metadata read_metadata(const std::string& dir);
+
+// "model.hidden: checkpoint 256, this run 128" for each dimension that
+// differs; empty when the model matches.
+std::vector<std::string> shape_differences(const ModelShape& saved, const ModelShape& run);
+
+}  // namespace mh::ckpt

@@ -1,0 +1,74 @@
+#include "checkpoint/rank_state.hpp"
+
+#include <algorithm>
+
+namespace mh::ckpt {
+namespace {
+
+Rect shard_rect(const ParamInfo& p, int32_t tp_rank) {
+  return Rect{p.shard == MH_SHARD_ROWS ? tp_rank * p.rows : 0, p.shard == MH_SHARD_COLS ? tp_rank * p.cols : 0,
+              p.rows, p.cols};
+}
+
+// Whether this rank is the one writer of parameter `p`'s values among the
+// ranks that hold the same elements.
+bool writes(const ParamSet& params, const ParamInfo& p, int id, const RankRole& role, bool replicated_over_data) {
+  if (replicated_over_data && role.dp_rank != 0) return false;
+  if (p.shard == MH_SHARD_NONE && role.tp_rank != 0) return false;
+  // The first stage (which holds the position table too) writes the tied embedding.
+  return id != params.wte() || params.wpe() >= 0;
+}
+
+void add_state(std::vector<Region>& out, const std::string& prefix, const ParamInfo& p, const Rect& shard,
+               float* moment, const Optimizer::Piece& piece) {
+  const int64_t begin = std::max(piece.flat, p.offset), end = std::min(piece.flat + piece.count, p.offset + p.numel());
+  if (begin >= end) return;
+  for (const auto& [rect, first] : rects_of_range(shard, begin - p.offset, end - p.offset))
+    out.push_back(Region{prefix + p.name, {p.global_rows, p.global_cols}, rect,
+                         moment + piece.local + (p.offset + first - piece.flat)});
+}
+
+}  // namespace
+
+std::vector<std::pair<Rect, int64_t>> rects_of_range(const Rect& shard, int64_t begin, int64_t end) {
+  std::vector<std::pair<Rect, int64_t>> out;
+  const int64_t cols = shard.cols;
+  if (begin < end && begin % cols != 0) {
+    const int64_t n = std::min(cols - begin % cols, end - begin);
+    out.push_back({Rect{shard.row + begin / cols, shard.col + begin % cols, 1, n}, begin});
+    begin += n;
+  }
+  if (const int64_t rows = (end - begin) / cols; rows > 0) {
+    out.push_back({Rect{shard.row + begin / cols, shard.col, rows, cols}, begin});
+    begin += rows * cols;
+  }
+  if (begin < end) out.push_back({Rect{shard.row + begin / cols, shard.col, 1, end - begin}, begin});
+  return out;
+}
+
+RankState rank_state(const ParamSet& params, const Optimizer& optimizer, const RankRole& role, bool save_moments) {
+  RankState s;
+  const auto& infos = params.infos();
+  for (size_t id = 0; id < infos.size(); ++id) {
+    const ParamInfo& p = infos[id];
+    Region r{p.name, {p.global_rows, p.global_cols}, shard_rect(p, role.tp_rank), params.value(int(id))};
+    s.held.push_back(r);
+    if (writes(params, p, int(id), role, true)) s.written.push_back(r);
+  }
+  for (const char* moment : {"exp_avg", "exp_avg_sq"}) {
+    float* base = std::string(moment) == "exp_avg" ? optimizer.exp_avg() : optimizer.exp_avg_sq();
+    const std::string prefix = std::string("optimizer.") + moment + ".";
+    for (size_t id = 0; id < infos.size(); ++id) {
+      const ParamInfo& p = infos[id];
+      std::vector<Region> mine;
+      for (const Optimizer::Piece& piece : optimizer.owned())
+        add_state(mine, prefix, p, shard_rect(p, role.tp_rank), base, piece);
+      s.held.insert(s.held.end(), mine.begin(), mine.end());
+      if (save_moments && writes(params, p, int(id), role, !role.distributed_optimizer))
+        s.written.insert(s.written.end(), mine.begin(), mine.end());
+    }
+  }
+  return s;
+}
+
+}  // namespace mh::ckpt

@@ -1,0 +1,176 @@
+#include "checkpoint/safetensors.hpp"
+
+#include <megahost/error.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "checkpoint/json_limits.hpp"
+
+namespace mh::safetensors {
+namespace {
+
+// The reference implementation refuses headers over 100 MB.
+constexpr uint64_t kMaxHeader = 100'000'000;
+
+[[noreturn]] void bad(const std::string& path, const std::string& what) {
+  throw Error(MH_INVALID_ARGUMENT, path + ": not a valid safetensors file: " + what);
+}
+
+uint64_t read_u64_le(const std::byte* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = v << 8 | uint64_t(p[i]);
+  return v;
+}
+
+TensorInfo parse_tensor(const std::string& key, const nlohmann::json& j, uint64_t data_size, const std::string& path) {
+  const std::string where = "tensor '" + key + "': ";
+  if (!j.is_object() || !j.contains("dtype") || !j.contains("shape") || !j.contains("data_offsets"))
+    bad(path, where + "needs dtype, shape and data_offsets");
+  const auto &dtype = j["dtype"], &shape = j["shape"], &offsets = j["data_offsets"];
+  if (!dtype.is_string() || dtype_bytes(dtype.get<std::string>()) == 0) bad(path, where + "unknown dtype");
+  if (!shape.is_array() || !offsets.is_array() || offsets.size() != 2) bad(path, where + "malformed shape or data_offsets");
+  TensorInfo t{dtype.get<std::string>(), {}, 0, 0};
+  uint64_t bytes = dtype_bytes(t.dtype);
+  for (const auto& d : shape) {
+    if (!d.is_number_unsigned()) bad(path, where + "shape entries must be non-negative integers");
+    t.shape.push_back(int64_t(d.get<uint64_t>()));
+    if (d.get<uint64_t>() > uint64_t(INT64_MAX) || __builtin_mul_overflow(bytes, d.get<uint64_t>(), &bytes))
+      bad(path, where + "shape too large");
+  }
+  if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned()) bad(path, where + "malformed data_offsets");
+  t.begin = offsets[0].get<uint64_t>();
+  t.end = offsets[1].get<uint64_t>();
+  if (t.begin > t.end || t.end > data_size) bad(path, where + "data_offsets outside the file");
+  if (t.end - t.begin != bytes) bad(path, where + "data_offsets do not match its shape and dtype");
+  return t;
+}
+
+// The tensors' byte ranges must tile the data section exactly.
+void check_tiling(const Header& h, uint64_t data_size, const std::string& path) {
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const auto& [key, t] : h.tensors) ranges.emplace_back(t.begin, t.end);
+  std::sort(ranges.begin(), ranges.end());
+  uint64_t at = 0;
+  for (const auto& [begin, end] : ranges) {
+    if (begin != at) bad(path, begin < at ? "tensors overlap" : "a gap between tensors");
+    at = end;
+  }
+  if (at != data_size) bad(path, "the data section is " + std::to_string(data_size) + " bytes but the tensors cover " +
+                                     std::to_string(at) + " (truncated or padded)");
+}
+
+void write_all(int fd, std::span<const std::byte> bytes, XXH3_state_t* hash, const std::string& path) {
+  XXH3_64bits_update(hash, bytes.data(), bytes.size());
+  while (!bytes.empty()) {
+    ssize_t n = ::write(fd, bytes.data(), std::min<size_t>(bytes.size(), size_t(1) << 30));
+    if (n < 0 && errno == EINTR) continue;
+    require(n > 0, "cannot write " + path + ": " + std::strerror(errno), MH_UNAVAILABLE);
+    bytes = bytes.subspan(size_t(n));
+  }
+}
+
+std::string header_text(const std::vector<Entry>& entries, const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header;
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  uint64_t at = 0;
+  for (const Entry& e : entries) {
+    uint64_t bytes = dtype_bytes(e.dtype);
+    for (int64_t d : e.shape) bytes *= uint64_t(d);
+    header[e.key] = {{"dtype", e.dtype}, {"shape", e.shape}, {"data_offsets", {at, at + bytes}}};
+    at += bytes;
+  }
+  std::string text = header.dump();
+  // Padded with spaces so the data starts 8-byte aligned, as the reference does.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  return text;
+}
+
+}  // namespace
+
+uint64_t dtype_bytes(const std::string& dtype) {
+  static const std::map<std::string, uint64_t> kSizes = {
+      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
+      {"I8", 1},  {"U64", 8}, {"U32", 4}, {"U16", 2},  {"U8", 1},  {"BOOL", 1}};
+  auto it = kSizes.find(dtype);
+  return it == kSizes.end() ? 0 : it->second;
+}
+
+Header parse_header(std::span<const std::byte> file, const std::string& path) {
+  if (file.size() < 8) bad(path, "shorter than its 8-byte header length");
+  const uint64_t n = read_u64_le(file.data());
+  if (n > kMaxHeader || n > file.size() - 8) bad(path, "header length " + std::to_string(n) + " exceeds the file");
+  const std::string_view text(reinterpret_cast<const char*>(file.data() + 8), size_t(n));
+  const nlohmann::json j = parse_json_limited(text, path, 8);
+  if (!j.is_object()) bad(path, "the header is not a JSON object");
+  Header h;
+  h.data_start = 8 + n;
+  const uint64_t data_size = file.size() - h.data_start;
+  for (const auto& [key, value] : j.items()) {
+    if (key != "__metadata__") {
+      h.tensors.emplace(key, parse_tensor(key, value, data_size, path));
+      continue;
+    }
+    if (!value.is_object()) bad(path, "__metadata__ is not an object");
+    for (const auto& [k, v] : value.items()) {
+      if (!v.is_string()) bad(path, "__metadata__ values must be strings");
+      h.metadata.emplace(k, v.get<std::string>());
+    }
+  }
+  check_tiling(h, data_size, path);
+  return h;
+}
+
+Written write_file(const std::string& path, const std::vector<Entry>& entries,
+                   const std::map<std::string, std::string>& metadata,
+                   const std::function<std::span<const std::byte>(size_t)>& data) {
+  const std::string header = header_text(entries, metadata);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  require(fd >= 0, "cannot create " + path + ": " + std::strerror(errno), MH_UNAVAILABLE);
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash(XXH3_createState(), &XXH3_freeState);
+  XXH3_64bits_reset(hash.get());
+  Written w{8 + header.size(), 0};
+  try {
+    std::byte length[8];
+    for (int i = 0; i < 8; ++i) length[i] = std::byte((header.size() >> (8 * i)) & 0xFF);
+    write_all(fd, length, hash.get(), path);
+    write_all(fd, std::as_bytes(std::span(header)), hash.get(), path);
+    for (size_t i = 0; i < entries.size(); ++i) {
+      std::span<const std::byte> bytes = data(i);
+      write_all(fd, bytes, hash.get(), path);
+      w.bytes += bytes.size();
+    }
+    require(::fsync(fd) == 0, "cannot sync " + path + " to disk: " + std::strerror(errno), MH_UNAVAILABLE);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  require(::close(fd) == 0, "cannot close " + path + ": " + std::strerror(errno), MH_UNAVAILABLE);
+  w.xxh3 = XXH3_64bits_digest(hash.get());
+  return w;
+}
+
+uint64_t checksum(std::span<const std::byte> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
+
+std::string hex(uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+File::File(const std::string& path)
+    : map_(path, "the checkpoint is incomplete; load another one"), header_(parse_header(map_.bytes(), path)) {}
+
+std::span<const std::byte> File::data(const std::string& key) const {
+  auto it = header_.tensors.find(key);
+  require(it != header_.tensors.end(), path() + ": no tensor '" + key + "' in the file, though the index lists it there",
+          MH_NOT_FOUND);
+  return map_.bytes().subspan(size_t(header_.data_start + it->second.begin), size_t(it->second.end - it->second.begin));
+}
+
+}  // namespace mh::safetensors

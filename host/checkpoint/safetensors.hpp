@@ -1,0 +1,80 @@
+// The safetensors container (huggingface/safetensors' format): an 8-byte
+// little-endian header length, a JSON header naming each tensor's dtype,
+// shape and byte range, then the raw little-endian data. We use it for
+// checkpoint files because the ecosystem reads it without us: Python's
+// `safetensors` package opens any rank's file as it is. There is no C++
+// implementation packaged in Debian, and the format is small enough that
+// reading and writing it here is a page of code; the interop test holds it
+// to the reference implementation.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "data/mapped_file.hpp"
+
+namespace mh::safetensors {
+
+struct TensorInfo {
+  std::string dtype;            // "F32", "BF16", ...
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;  // byte range within the data section
+};
+
+struct Header {
+  std::map<std::string, TensorInfo> tensors;
+  std::map<std::string, std::string> metadata;  // "__metadata__"
+  uint64_t data_start = 0;                      // offset of the data section in the file
+};
+
+// Bytes per element of a safetensors dtype name; 0 for names it does not know.
+uint64_t dtype_bytes(const std::string& dtype);
+
+// Parses and checks the header of `file` (named `path` in errors): lengths
+// within the file, known dtypes, byte ranges that match their shapes and
+// tile the data section without gaps or overlaps.
+Header parse_header(std::span<const std::byte> file, const std::string& path);
+
+// A tensor to write: its key, dtype, shape and bytes.
+struct Entry {
+  std::string key, dtype;
+  std::vector<int64_t> shape;
+};
+
+struct Written {
+  uint64_t bytes = 0;  // file size
+  uint64_t xxh3 = 0;   // XXH3-64 of the whole file
+};
+
+// Writes a new file at `path` (refusing to replace one), the header then
+// each entry's bytes as `data(i)` returns them, hashing as it goes, and
+// fsyncs it. Throws mh::Error naming the path and errno on failure.
+Written write_file(const std::string& path, const std::vector<Entry>& entries,
+                   const std::map<std::string, std::string>& metadata,
+                   const std::function<std::span<const std::byte>(size_t)>& data);
+
+// XXH3-64 of a whole byte range.
+uint64_t checksum(std::span<const std::byte> bytes);
+std::string hex(uint64_t value);
+
+// A file mapped read-only with its header parsed.
+class File {
+ public:
+  explicit File(const std::string& path);
+  const Header& header() const { return header_; }
+  const std::string& path() const { return map_.path(); }
+  std::span<const std::byte> bytes() const { return map_.bytes(); }
+  // The data of `key`, or throws naming the file and the key.
+  std::span<const std::byte> data(const std::string& key) const;
+
+ private:
+  data::MappedFile map_;
+  Header header_;
+};
+
+}  // namespace mh::safetensors
