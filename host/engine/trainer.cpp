@@ -358,6 +358,12 @@ int64_t RankTrainer::resume() {
   if (saved.seed != seed())
     LOG(WARNING) << "train.seed " << seed() << " differs from the checkpoint's " << saved.seed
                  << ": the data order and dropout continue from another stream";
+  const nlohmann::json schedule = checkpoint_metadata(saved.step).schedule;
+  for (const auto& [key, value] : schedule.items())
+    if (saved.schedule.value(key, nlohmann::json()) != value)
+      LOG(WARNING) << "the learning-rate schedule changed since the checkpoint: " << key << " was "
+                   << saved.schedule.value(key, nlohmann::json()).dump() << ", now " << value.dump()
+                   << (key == "decay_steps" ? " (train.decay_steps = 0 follows train.steps; set it to keep the decay)" : "");
   if (saved.global_batch != s_.global_batch)
     LOG(INFO) << "train.global_batch changed from " << saved.global_batch << " to " << s_.global_batch
               << ": the data order continues at sample " << saved.consumed_samples << ", each step now takes "

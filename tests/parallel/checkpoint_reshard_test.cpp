@@ -1,0 +1,107 @@
+// A checkpoint saved under any layout loads under any other and the run
+// goes on computing what one rank computes: 3 steps saved under layout A,
+// steps 4-6 run under layout B from that checkpoint, against 6 steps on one
+// rank — losses within 1e-5 relative and the last step's gradients within
+// 1e-4, as the layout-equivalence tests hold layouts to. Dropout is on; the
+// optimizer state and the data position are resharded with the weights.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "layout_run.hpp"
+
+namespace mh::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Side {
+  const char* overrides;
+  bool mpi = false;
+  int ranks = 0;
+};
+
+struct Pair {
+  const char* name;
+  Side save, load;
+  bool compare_grads = true;  // off when B shards gradients (distributed optimizer)
+};
+
+void PrintTo(const Pair& p, std::ostream* os) { *os << p.name; }
+
+// decay_steps pins the schedule so the 3-step run decays as the 6-step one.
+constexpr const char* kSchedule = " train.decay_steps=6";
+
+const LayoutResult& six_steps_on_one_rank() {
+  static const LayoutResult r = run_layout(std::string("comm.world_size=1 train.steps=6") + kSchedule);
+  return r;
+}
+
+std::string overrides(const Side& side, const char* steps, const std::string& checkpoint) {
+  return std::string(side.overrides) + (side.mpi ? " comm.plugin=mpi" : "") + " train.steps=" + steps + kSchedule +
+         " " + checkpoint;
+}
+
+class CheckpointReshard : public ::testing::TestWithParam<Pair> {};
+
+TEST_P(CheckpointReshard, ContinuesAsOneRankWould) {
+  const Pair& p = GetParam();
+  const LayoutResult& ref = six_steps_on_one_rank();
+  ASSERT_EQ(ref.exit_code, 0) << ref.log;
+  ASSERT_EQ(ref.losses.size(), 6u);
+  const fs::path dir = fs::temp_directory_path() / ("megahost_reshard_" + std::to_string(getpid()) + "_" + p.name);
+  fs::remove_all(dir);
+
+  const LayoutResult saved = run_layout(overrides(p.save, "3", "checkpoint.dir=" + dir.string()), p.save.mpi, p.save.ranks);
+  ASSERT_EQ(saved.exit_code, 0) << saved.log;
+  const LayoutResult resumed =
+      run_layout(overrides(p.load, "6", "checkpoint.load=" + dir.string()), p.load.mpi, p.load.ranks);
+  fs::remove_all(dir);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.log;
+  EXPECT_NE(resumed.log.find("resumed from"), std::string::npos) << resumed.log;
+  ASSERT_EQ(resumed.losses.size(), 3u) << resumed.log;
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_NEAR(resumed.losses[i], ref.losses[i + 3], 1e-5 * std::fabs(ref.losses[i + 3])) << "step " << i + 4;
+  if (!p.compare_grads) return;
+  ASSERT_EQ(resumed.grads.size(), ref.grads.size());
+  for (const auto& [name, g] : ref.grads) EXPECT_LE(relative_difference(resumed.grads.at(name), g), 1e-4) << name;
+}
+
+const char* const kTp2 = "comm.world_size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true";
+const char* const kDp2Dist = "comm.world_size=2 parallel.data.distributed_optimizer=true";
+const char* const kDp4 = "comm.world_size=4";
+const char* const kPp2 = "comm.world_size=2 parallel.pipeline.size=2";
+const char* const kPp2Interleaved =
+    "comm.world_size=2 parallel.pipeline.size=2 parallel.pipeline.schedule=interleaved parallel.pipeline.virtual_stages=2";
+const char* const kTp2Pp2 = "comm.world_size=4 parallel.tensor.size=2 parallel.pipeline.size=2";
+const char* const kPp2Dp2Dist =
+    "comm.world_size=4 parallel.pipeline.size=2 parallel.pipeline.schedule=interleaved parallel.pipeline.virtual_stages=2 "
+    "parallel.data.distributed_optimizer=true";
+const char* const kAll8 =
+    "comm.world_size=8 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true parallel.pipeline.size=2 "
+    "parallel.data.distributed_optimizer=true";
+const char* const kOne = "comm.world_size=1";
+// Under mpiexec the world is the process count.
+const char* const kMpiTp2 = "parallel.tensor.size=2 parallel.tensor.sequence_parallel=true";
+const char* const kMpiPp2 = "parallel.pipeline.size=2";
+const char* const kTp2Dp2Dist =
+    "comm.world_size=4 parallel.tensor.size=2 parallel.data.distributed_optimizer=true";
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, CheckpointReshard,
+    ::testing::Values(Pair{"one_to_tp2_sp", {kOne}, {kTp2}},
+                      Pair{"tp2_sp_to_one", {kTp2}, {kOne}},
+                      Pair{"dp2_distributed_to_dp4", {kDp2Dist}, {kDp4}},
+                      Pair{"dp4_to_dp2_distributed", {kDp4}, {kDp2Dist}, false},
+                      Pair{"pp2_to_pp2_interleaved", {kPp2}, {kPp2Interleaved}},
+                      Pair{"pp2_interleaved_dp2_distributed_to_tp2_pp2", {kPp2Dp2Dist}, {kTp2Pp2}},
+                      Pair{"tp2_pp2_dp2_distributed_to_one", {kAll8}, {kOne}},
+                      Pair{"mpi_tp2_to_threads_pp2_dp2_distributed", {kMpiTp2, true, 2}, {kPp2Dp2Dist}, false},
+                      Pair{"threads_tp2_dp2_distributed_to_mpi_pp2", {kTp2Dp2Dist}, {kMpiPp2, true, 2}}),
+    [](const ::testing::TestParamInfo<Pair>& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace mh::test
