@@ -44,7 +44,7 @@ bool intersect(const Rect& a, const Rect& b, Rect& out) {
   return r1 > r0 && c1 > c0;
 }
 
-// A checkpoint's files, each opened and verified (size, checksum) once.
+// A checkpoint's files, each opened and verified once.
 class VerifiedFiles {
  public:
   VerifiedFiles(const std::string& dir, const Metadata& meta) : dir_(dir), meta_(meta) {}
@@ -53,15 +53,8 @@ class VerifiedFiles {
     auto it = open_.find(name);
     if (it != open_.end()) return *it->second;
     const std::string path = dir_ + "/" + name;
-    auto file = std::make_unique<safetensors::File>(path);
-    const FileEntry& expect = meta_.files.at(name);
-    require(file->bytes().size() == expect.bytes, path + ": " + std::to_string(file->bytes().size()) +
-                                                      " bytes, the index says " + std::to_string(expect.bytes) +
-                                                      " (truncated or replaced); load an earlier checkpoint");
-    const std::string sum = safetensors::hex(safetensors::checksum(file->bytes()));
-    require(sum == expect.xxh3, path + ": checksum " + sum + " does not match the index's " + expect.xxh3 +
-                                    " (the file is corrupt); load an earlier checkpoint");
-    return *open_.emplace(name, std::move(file)).first->second;
+    verify_file(path, meta_.files.at(name));
+    return *open_.emplace(name, std::make_unique<safetensors::File>(path)).first->second;
   }
 
  private:

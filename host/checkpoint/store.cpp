@@ -15,6 +15,7 @@
 
 #include "checkpoint/failpoint.hpp"
 #include "checkpoint/json_limits.hpp"
+#include "checkpoint/safetensors.hpp"
 
 namespace mh::ckpt {
 namespace fs = std::filesystem;
@@ -97,6 +98,16 @@ std::string rank_index(int32_t rank) {
   char name[40];
   std::snprintf(name, sizeof name, "rank_%05d.json", rank);
   return name;
+}
+
+void verify_file(const std::string& path, const FileEntry& expect) {
+  const data::MappedFile file(path, "the checkpoint is incomplete; load an earlier one");
+  require(file.bytes().size() == expect.bytes, path + ": " + std::to_string(file.bytes().size()) +
+                                                   " bytes, the index says " + std::to_string(expect.bytes) +
+                                                   " (truncated or replaced); load an earlier checkpoint");
+  const std::string sum = safetensors::hex(safetensors::checksum(file.bytes()));
+  require(sum == expect.xxh3, path + ": checksum " + sum + " does not match the index's " + expect.xxh3 +
+                                  " (the file is corrupt); load an earlier checkpoint");
 }
 
 void sync_dir(const std::string& dir) {

@@ -40,6 +40,11 @@ std::vector<std::string> complete_checkpoints(const std::string& dir);
 // a folder of them (its newest). Throws when a path names nothing loadable.
 std::string resolve_load(const std::string& load, const std::string& dir);
 
+// Checks a checkpoint file's size and XXH3 against the index (before its
+// header is read, so a damaged file is reported as such); throws naming
+// the file.
+void verify_file(const std::string& path, const FileEntry& expect);
+
 // fsync of a folder, so renames inside it are durable.
 void sync_dir(const std::string& dir);
 // Writes `text` to `path` and fsyncs it.

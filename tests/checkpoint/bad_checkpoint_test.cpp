@@ -1,0 +1,107 @@
+// A bad checkpoint is refused with an error naming the file and the
+// tensor, exit status 1, and nothing in the checkpoint folder is changed:
+// another model's shape, a missing, truncated or corrupt file, a newer
+// format version, a tensor missing from the index, a path with nothing in it.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "megahost_run.hpp"
+
+namespace mh::ckpt::test {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+std::map<std::string, std::string> snapshot(const std::string& dir) {
+  std::map<std::string, std::string> all;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    all[e.path().string()] = std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  return all;
+}
+
+class BadCheckpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = scratch_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    Outcome r = run_megahost({"train.steps=2", "checkpoint.dir=" + dir_});
+    ASSERT_EQ(r.status, 0) << r.log;
+    step_ = dir_ + "/step_000000002";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Loads the (damaged) checkpoint, saving into the same folder, and
+  // checks the run fails saying `message` and leaves every file as it was.
+  void expect_refused(const std::string& message, const std::vector<std::string>& extra = {}) {
+    const auto before = snapshot(dir_);
+    std::vector<std::string> args = {"train.steps=4", "checkpoint.dir=" + dir_, "checkpoint.load=" + step_};
+    args.insert(args.end(), extra.begin(), extra.end());
+    Outcome r = run_megahost(args);
+    EXPECT_EQ(r.status, 1) << r.log;
+    EXPECT_THAT(r.log, HasSubstr(message));
+    EXPECT_TRUE(r.losses.empty()) << "it trained";
+    EXPECT_TRUE(snapshot(dir_) == before) << "the checkpoint folder changed";
+  }
+
+  nlohmann::json metadata() {
+    std::ifstream in(step_ + "/metadata.json");
+    return nlohmann::json::parse(in);
+  }
+  void write_metadata(const nlohmann::json& j) { std::ofstream(step_ + "/metadata.json") << j.dump(); }
+  std::string rank0() const { return step_ + "/rank_00000.safetensors"; }
+
+  std::string dir_, step_;
+};
+
+TEST_F(BadCheckpoint, OfAnotherModelShapeNamesEachKeyAndBothValues) {
+  expect_refused("model.hidden: checkpoint 64, this run 128", {"model.hidden=128"});
+}
+
+TEST_F(BadCheckpoint, MissingFileIsNamed) {
+  fs::remove(rank0());
+  expect_refused("cannot open " + rank0());
+}
+
+TEST_F(BadCheckpoint, TruncatedFileIsNamedWithBothSizes) {
+  fs::resize_file(rank0(), fs::file_size(rank0()) / 2);
+  expect_refused(rank0() + ": " + std::to_string(fs::file_size(rank0())) + " bytes, the index says");
+}
+
+TEST_F(BadCheckpoint, CorruptByteFailsTheChecksum) {
+  {
+    std::fstream f(rank0(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-100, std::ios::end);
+    f.put('\x7f');
+  }
+  expect_refused(rank0() + ": checksum");
+}
+
+TEST_F(BadCheckpoint, NewerFormatVersionSaysToUpgrade) {
+  nlohmann::json j = metadata();
+  j["version"] = 99;
+  write_metadata(j);
+  expect_refused("checkpoint format version 99; this Megahost reads versions 1 to 1");
+}
+
+TEST_F(BadCheckpoint, TensorMissingFromTheIndexIsNamed) {
+  nlohmann::json j = metadata();
+  j["tensors"].erase("layers.1.fc1_w");
+  write_metadata(j);
+  expect_refused("tensor 'layers.1.fc1_w' is missing from the index");
+}
+
+TEST_F(BadCheckpoint, PathWithNothingInItIsRefused) {
+  step_ = dir_ + "/no_such_checkpoint";
+  expect_refused("no such file or folder");
+}
+
+}  // namespace
+}  // namespace mh::ckpt::test
