@@ -8,6 +8,8 @@ Target find_target(std::string_view name) {
   if (name == "gpt2_tokenizer") return &gpt2_tokenizer;
   if (name == "indexed_dataset") return &indexed_dataset;
   if (name == "plugin_descriptor") return &plugin_descriptor;
+  if (name == "checkpoint_metadata") return &checkpoint_metadata;
+  if (name == "safetensors_header") return &safetensors_header;
   return nullptr;
 }
 

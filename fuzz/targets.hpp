@@ -33,6 +33,11 @@ void indexed_dataset(Input input);
 // registers, lists and assembles its components as it would a loaded plugin.
 void plugin_descriptor(Input input);
 
+// A checkpoint's metadata.json: parsed and checked, then written and read again.
+void checkpoint_metadata(Input input);
+// A safetensors file: its header parsed and checked against the file's size.
+void safetensors_header(Input input);
+
 // The target called `name` ("config", ...), or nullptr.
 using Target = void (*)(Input);
 Target find_target(std::string_view name);

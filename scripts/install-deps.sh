@@ -11,7 +11,7 @@ debian_packages=(
   python3 python3-pip
   clang-14 libclang-rt-14-dev libomp-14-dev
 )
-python_packages=(numpy tokenizers)
+python_packages=(numpy tokenizers safetensors)
 
 missing=()
 for p in "${debian_packages[@]}"; do
@@ -27,7 +27,7 @@ if ((${#missing[@]})); then
 fi
 
 python=$(command -v python3)
-if ! "$python" -c "import numpy, tokenizers" 2>/dev/null; then
+if ! "$python" -c "import numpy, tokenizers, safetensors" 2>/dev/null; then
   echo "installing Python packages: ${python_packages[*]}"
   "$python" -m pip install --quiet --disable-pip-version-check "${python_packages[@]}" ||
     "$python" -m pip install --quiet --disable-pip-version-check --break-system-packages "${python_packages[@]}"
