@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "checkpoint/store.hpp"
 #include "megahost_run.hpp"
 
@@ -166,6 +168,44 @@ TEST(Resume, ChangedGlobalBatchSaysWhereTheDataOrderContinues) {
   EXPECT_THAT(r.log, HasSubstr("train.global_batch changed from 8 to 16: the data order continues at sample 16"));
   EXPECT_EQ(r.losses.size(), 1u);
   fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace mh::ckpt::test
+
+namespace mh::ckpt::test {
+namespace {
+
+int64_t dry_run_checkpoint_bytes(const std::vector<std::string>& layout, const std::string& dir) {
+  Outcome r = run_megahost(with(layout, {"--dry_run", "checkpoint.dir=" + dir}));
+  EXPECT_EQ(r.status, 0) << r.log;
+  int64_t total = 0;
+  const nlohmann::json final_record = nlohmann::json::parse(r.records.back());
+  for (const auto& rank : final_record.at("memory")) total += rank.at("checkpoint_bytes").get<int64_t>();
+  EXPECT_FALSE(fs::exists(dir)) << "a dry run wrote a checkpoint";
+  return total;
+}
+
+// Every element written once: the ranks' bytes add up to the global
+// weights and both AdamW moments in f32 (226,688 parameters) on any layout.
+TEST(DryRun, CheckpointBytesAddUpToTheModelOnAnyLayout) {
+  const std::string dir = scratch_dir("dry") + "/never";
+  const int64_t expected = 226688LL * 3 * 4;
+  EXPECT_EQ(dry_run_checkpoint_bytes({"comm.world_size=1"}, dir), expected);
+  EXPECT_EQ(dry_run_checkpoint_bytes({"comm.world_size=8", "parallel.tensor.size=2", "parallel.pipeline.size=2",
+                                      "parallel.data.distributed_optimizer=true"},
+                                     dir),
+            expected);
+}
+
+TEST(DryRun, AsyncStagingBufferIsInTheMemoryPeaks) {
+  const std::string dir = scratch_dir("dry_async") + "/never";
+  Outcome r = run_megahost({"--dry_run", "checkpoint.dir=" + dir, "checkpoint.async=true"});
+  ASSERT_EQ(r.status, 0) << r.log;
+  const nlohmann::json rank0 = nlohmann::json::parse(r.records.back()).at("memory").at(0);
+  EXPECT_GT(rank0["checkpoint_bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(rank0["checkpoint"].get<int64_t>(), rank0["checkpoint_bytes"].get<int64_t>());
+  EXPECT_THAT(r.log, HasSubstr("ckpt stg"));
 }
 
 }  // namespace
