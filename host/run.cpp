@@ -111,6 +111,8 @@ void plan_checkpoints(RunSetup& s, const Assembly& a, const Config& config) {
   require(load != "auto" || !s.checkpoint.dir.empty(),
           "checkpoint.load = \"auto\" resumes from checkpoint.dir, which is not set; set checkpoint.dir");
   if (s.dry_run) return;
+  // Before step 1, not at the first save an hour later.
+  if (!s.checkpoint.dir.empty()) ckpt::check_writable(s.checkpoint.dir);
   s.resume_from = ckpt::resolve_load(load, s.checkpoint.dir);
   if (load == "auto" && s.resume_from.empty())
     LOG(INFO) << "no checkpoint in " << s.checkpoint.dir << " yet: starting fresh";

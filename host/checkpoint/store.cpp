@@ -116,11 +116,16 @@ void sync_dir(const std::string& dir) {
   ::close(fd);
 }
 
-void prepare_temp(const std::string& dir, int64_t step) {
+void check_writable(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  require(!ec, "cannot create the checkpoint folder " + dir + ": " + ec.message() + "; check checkpoint.dir",
-          MH_UNAVAILABLE);
+  require(!ec, "checkpoint.dir = \"" + dir + "\": cannot create the folder: " + ec.message(), MH_UNAVAILABLE);
+  require(::access(dir.c_str(), W_OK | X_OK) == 0,
+          "checkpoint.dir = \"" + dir + "\": cannot write into the folder: " + std::strerror(errno), MH_UNAVAILABLE);
+}
+
+void prepare_temp(const std::string& dir, int64_t step) {
+  check_writable(dir);
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
     if (name.rfind(kTempPrefix, 0) == 0 || name.rfind(kTrashPrefix, 0) == 0) fs::remove_all(e.path());

@@ -20,6 +20,10 @@ std::string temp_dir(const std::string& dir, int64_t step);
 std::string rank_file(int32_t rank);   // "rank_00003.safetensors"
 std::string rank_index(int32_t rank);  // "rank_00003.json": the rank's slices until the commit merges them
 
+// Creates `dir` if needed and checks a file can be made in it; throws
+// naming checkpoint.dir and errno.
+void check_writable(const std::string& dir);
+
 // Leader, before any rank writes: removes leftovers of interrupted saves
 // and creates the step's temporary folder.
 void prepare_temp(const std::string& dir, int64_t step);

@@ -346,13 +346,15 @@ int64_t RankTrainer::resume() {
   for (const std::string& d : diff) listed += "\n  " + d;
   require(diff.empty(), "checkpoint " + path + " is of another model:" + listed +
                             "\nset [model] as the checkpoint was saved, or load a checkpoint of this model");
+  const auto started = std::chrono::steady_clock::now();
   checkpointer_.load(path);
   params_.refresh_gemm_weights();
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   consumed_ = saved.consumed_samples;
   if (!leader()) return saved.step;
   const ckpt::Layout& l = saved.layout;
-  LOG(INFO) << "resumed from " << path << ": step " << saved.step << ", " << saved.consumed_samples
-            << " samples consumed (saved on TP " << l.tensor << ", PP " << l.pipeline << " x " << l.virtual_stages
+  LOG(INFO) << "resumed from " << path << " in " << load_s << " s: step " << saved.step << ", "
+            << saved.consumed_samples << " samples consumed (saved on TP " << l.tensor << ", PP " << l.pipeline << " x " << l.virtual_stages
             << ", DP " << l.data << (l.distributed_optimizer ? " with the distributed optimizer" : "") << ")";
   if (!saved.optimizer) LOG(WARNING) << "the checkpoint holds no optimizer state: AdamW's moments start from zero";
   if (saved.seed != seed())

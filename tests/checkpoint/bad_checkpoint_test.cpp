@@ -105,3 +105,16 @@ TEST_F(BadCheckpoint, PathWithNothingInItIsRefused) {
 
 }  // namespace
 }  // namespace mh::ckpt::test
+
+namespace mh::ckpt::test {
+namespace {
+
+TEST(CheckpointDir, ThatCannotBeCreatedIsRefusedBeforeStepOne) {
+  Outcome r = run_megahost({"train.steps=2", "checkpoint.dir=/dev/null/checkpoints"});
+  EXPECT_EQ(r.status, 1) << r.log;
+  EXPECT_THAT(r.log, ::testing::HasSubstr("checkpoint.dir = \"/dev/null/checkpoints\": cannot create the folder: Not a directory"));
+  EXPECT_TRUE(r.losses.empty());
+}
+
+}  // namespace
+}  // namespace mh::ckpt::test
