@@ -6,7 +6,7 @@
 # halts on the first error.
 #   asan  every test in an ASan + UBSan build, build-asan/
 #   tsan  the tests where ranks are threads (communicator, multi-rank
-#         training and the thread fault tests) in a TSan build, build-tsan/
+#         training, the thread fault tests, asynchronous checkpoint writers) in a TSan build, build-tsan/
 #   scripts/sanitize.sh [asan|tsan]...   (default: both)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,8 +38,8 @@ asan() {
 # Ranks as threads: the threads communicator, the layout and training tests
 # that run megahost with several thread ranks, and the thread fault tests.
 # MPI runs are left out: one rank per process has no threads of ours to race.
-tsan_tests='^(comm\.|comm_threads_plugin_load$|parallel\.|faults\.)'
-tsan_targets=(comm_threads_test comm_plugin_load megahost parallel_equivalence_tests fault_kernels)
+tsan_tests='^(comm\.|comm_threads_plugin_load$|parallel\.|faults\.|checkpoint\.(AsyncSave|StopSignal)\.)'
+tsan_targets=(comm_threads_test comm_plugin_load megahost parallel_equivalence_tests fault_kernels checkpoint_resume_tests)
 
 # libgomp and OpenBLAS are not built with TSan: it cannot see how their thread
 # pools synchronise and would report the kernels' op loops as races. One thread

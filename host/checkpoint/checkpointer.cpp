@@ -88,7 +88,7 @@ Checkpointer::Checkpointer(Device& device, Collectives& world, int32_t rank, Ran
 
 Checkpointer::~Checkpointer() {
   if (writer_.joinable()) writer_.join();
-  if (!staging_.empty()) device_.memory().on_free(MemCategory::kCheckpoint, staging_.size() * sizeof(float));
+  if (staging_) device_.memory().on_free(MemCategory::kCheckpoint, staging_floats_ * sizeof(float));
 }
 
 bool Checkpointer::due(int64_t step, int64_t last) const {
@@ -132,17 +132,18 @@ void Checkpointer::write_rank_files(const std::string& temp, const std::vector<s
 // (synchronous saves), else a copy in host memory.
 std::vector<std::span<const std::byte>> Checkpointer::snapshot() {
   const bool direct = !options_.async && device_.info().device_type == MH_DEVICE_CPU;
-  if (!direct) {
-    staging_.resize(save_bytes() / sizeof(float));
-    device_.memory().on_alloc(MemCategory::kCheckpoint, staging_.size() * sizeof(float));
+  if (!direct && !staging_) {
+    staging_floats_ = save_bytes() / sizeof(float);
+    staging_.reset(new float[staging_floats_]);
+    device_.memory().on_alloc(MemCategory::kCheckpoint, staging_floats_ * sizeof(float));
   }
   std::vector<std::span<const std::byte>> spans;
   size_t at = 0;
   for (const Region& r : state_.written) {
     const float* src = r.data;
     if (!direct) {
-      device_.to_host(staging_.data() + at, r.data, region_bytes(r));
-      src = staging_.data() + at;
+      device_.to_host(staging_.get() + at, r.data, region_bytes(r));
+      src = staging_.get() + at;
       at += size_t(r.rect.numel());
     }
     spans.push_back(std::as_bytes(std::span(src, size_t(r.rect.numel()))));
@@ -206,10 +207,6 @@ void Checkpointer::wait() {
 
 void Checkpointer::commit_and_report(const std::vector<int32_t>& states) {
   pending_ = false;
-  if (!staging_.empty()) {
-    device_.memory().on_free(MemCategory::kCheckpoint, staging_.size() * sizeof(float));
-    std::vector<float>().swap(staging_);
-  }
   const int64_t step = pending_meta_.step;
   if (writer_error_) std::rethrow_exception(std::exchange(writer_error_, nullptr));
   auto failed = std::find(states.begin(), states.end(), kFailed);

@@ -12,6 +12,7 @@
 #include <span>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -76,7 +77,10 @@ class Checkpointer {
   int32_t rank_;
   RankState state_;
   Options options_;
-  std::vector<float> staging_;     // asynchronous: the snapshot being written
+  // Asynchronous: the snapshot being written, allocated at the first save
+  // and kept (first-touching a fresh buffer each save would double the stall).
+  std::unique_ptr<float[]> staging_;
+  size_t staging_floats_ = 0;
   std::thread writer_;
   std::atomic<int32_t> writer_state_{kIdle};
   std::exception_ptr writer_error_;

@@ -65,13 +65,22 @@ void check_tiling(const Header& h, uint64_t data_size, const std::string& path) 
                                      std::to_string(at) + " (truncated or padded)");
 }
 
+// In pieces of 1 MiB, each hashed just before it is written while it is in
+// the cache: measured here, one write of a gigabyte runs at a third of the
+// disk's speed and 1 MiB pieces at all of it.
+constexpr size_t kPiece = size_t(1) << 20;
+
 void write_all(int fd, std::span<const std::byte> bytes, XXH3_state_t* hash, const std::string& path) {
-  XXH3_64bits_update(hash, bytes.data(), bytes.size());
   while (!bytes.empty()) {
-    ssize_t n = ::write(fd, bytes.data(), std::min<size_t>(bytes.size(), size_t(1) << 30));
-    if (n < 0 && errno == EINTR) continue;
-    require(n > 0, "cannot write " + path + ": " + std::strerror(errno), MH_UNAVAILABLE);
-    bytes = bytes.subspan(size_t(n));
+    std::span<const std::byte> piece = bytes.first(std::min(bytes.size(), kPiece));
+    XXH3_64bits_update(hash, piece.data(), piece.size());
+    while (!piece.empty()) {
+      ssize_t n = ::write(fd, piece.data(), piece.size());
+      if (n < 0 && errno == EINTR) continue;
+      require(n > 0, "cannot write " + path + ": " + std::strerror(errno), MH_UNAVAILABLE);
+      piece = piece.subspan(size_t(n));
+      bytes = bytes.subspan(size_t(n));
+    }
   }
 }
 
@@ -156,6 +165,33 @@ Written write_file(const std::string& path, const std::vector<Entry>& entries,
 }
 
 uint64_t checksum(std::span<const std::byte> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
+
+Read read_file_checksum(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  require(fd >= 0, "cannot open " + path + ": " + std::strerror(errno) + "; the checkpoint is incomplete; load an earlier one",
+          MH_NOT_FOUND);
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash(XXH3_createState(), &XXH3_freeState);
+  XXH3_64bits_reset(hash.get());
+  // Reads from disk want large requests and read-ahead: 1 MiB reads ran at
+  // a quarter of the disk's speed here, 32 MiB ones at all of it.
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  std::vector<std::byte> piece(32 * kPiece);
+  Read r;
+  for (;;) {
+    ssize_t n = ::read(fd, piece.data(), piece.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      require(n == 0, "cannot read " + path + ": " + std::strerror(err), MH_UNAVAILABLE);
+      break;
+    }
+    XXH3_64bits_update(hash.get(), piece.data(), size_t(n));
+    r.bytes += uint64_t(n);
+  }
+  r.xxh3 = XXH3_64bits_digest(hash.get());
+  return r;
+}
 
 std::string hex(uint64_t value) {
   char text[17];

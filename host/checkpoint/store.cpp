@@ -101,11 +101,10 @@ std::string rank_index(int32_t rank) {
 }
 
 void verify_file(const std::string& path, const FileEntry& expect) {
-  const data::MappedFile file(path, "the checkpoint is incomplete; load an earlier one");
-  require(file.bytes().size() == expect.bytes, path + ": " + std::to_string(file.bytes().size()) +
-                                                   " bytes, the index says " + std::to_string(expect.bytes) +
-                                                   " (truncated or replaced); load an earlier checkpoint");
-  const std::string sum = safetensors::hex(safetensors::checksum(file.bytes()));
+  const safetensors::Read file = safetensors::read_file_checksum(path);
+  require(file.bytes == expect.bytes, path + ": " + std::to_string(file.bytes) + " bytes, the index says " +
+                                          std::to_string(expect.bytes) + " (truncated or replaced); load an earlier checkpoint");
+  const std::string sum = safetensors::hex(file.xxh3);
   require(sum == expect.xxh3, path + ": checksum " + sum + " does not match the index's " + expect.xxh3 +
                                   " (the file is corrupt); load an earlier checkpoint");
 }

@@ -5,6 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -114,6 +117,39 @@ TEST(CheckpointDir, ThatCannotBeCreatedIsRefusedBeforeStepOne) {
   EXPECT_EQ(r.status, 1) << r.log;
   EXPECT_THAT(r.log, ::testing::HasSubstr("checkpoint.dir = \"/dev/null/checkpoints\": cannot create the folder: Not a directory"));
   EXPECT_TRUE(r.losses.empty());
+}
+
+}  // namespace
+}  // namespace mh::ckpt::test
+
+namespace mh::ckpt::test {
+namespace {
+
+struct Shell {
+  int status;
+  std::string out;
+};
+
+Shell sh(const std::string& command) {
+  Shell r{-1, ""};
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+  char buffer[4096];
+  while (size_t n = std::fread(buffer, 1, sizeof buffer, p)) r.out.append(buffer, n);
+  const int status = ::pclose(p);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST_F(BadCheckpoint, InfoListsTheCheckpointAndVerifiesEveryFile) {
+  Shell ok = sh(std::string(MEGAHOST_CKPT_BINARY) + " info " + dir_);
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  EXPECT_THAT(ok.out, HasSubstr("step 2, 16 samples consumed"));
+  EXPECT_THAT(ok.out, HasSubstr("optimizer.exp_avg_sq.layers.3.qkv_w"));
+  EXPECT_THAT(ok.out, HasSubstr("every checksum verified"));
+  fs::resize_file(rank0(), 100);
+  Shell bad = sh(std::string(MEGAHOST_CKPT_BINARY) + " info " + step_);
+  EXPECT_EQ(bad.status, 1) << bad.out;
+  EXPECT_THAT(bad.out, HasSubstr("FAILED: " + rank0() + ": 100 bytes, the index says"));
 }
 
 }  // namespace
