@@ -73,17 +73,18 @@ TEST(FixturePlugins, DuplicateComponentComesFromTheFirstFolderOnThePathAndBothFi
               HasSubstr("warning: " + first + ": recompute component 'twin' is also provided by " + second));
 }
 
-TEST(FixturePlugins, PluginOfAnOlderMinorWithShorterStructsLoadsAndItsOptionReachesIt) {
+TEST(FixturePlugins, PluginOfAnOlderMinorWithShorterStructsLoadsAndBothItsOptionsReachIt) {
   Outcome listing = list_plugins(fixture("older_minor"));
   EXPECT_EQ(listing.status, 0) << listing.err;
   EXPECT_THAT(listed(listing.out, "recompute", "legacy"),
               ElementsAre("recompute", "legacy", "0.9.0", "1.0", fixture("older_minor") + "/mh_older_minor.so"));
   EXPECT_THAT(listing.out, HasSubstr("keep"));
+  EXPECT_THAT(listing.out, HasSubstr("quiet"));
   EXPECT_THAT(listing.out, Not(HasSubstr("SENTINEL")));
 
-  Outcome run = dry_run(fixture("older_minor"), "plugin = \"legacy\"\nkeep = \"inputs\"\n");
+  Outcome run = dry_run(fixture("older_minor"), "plugin = \"legacy\"\nkeep = \"inputs\"\nquiet = true\n");
   EXPECT_EQ(run.status, 0) << run.err;
-  EXPECT_THAT(run.out, HasSubstr("[recompute] legacy 0.9.0 from mh_older_minor.so: keep=\"inputs\""));
+  EXPECT_THAT(run.out, HasSubstr("[recompute] legacy 0.9.0 from mh_older_minor.so: keep=\"inputs\", quiet=true"));
 }
 
 TEST(FixturePlugins, PluginWrittenInPlainCRunsAsARecomputePolicy) {
