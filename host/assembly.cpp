@@ -28,7 +28,13 @@ void check_top_level(const Config& config, Diagnostics& diag) {
     if (name.rfind("parallel.", 0) == 0) subsections.push_back(name.substr(9));
   }
   for (const auto& [key, node] : *parallel) {
-    if (std::find(subsections.begin(), subsections.end(), key.str()) != subsections.end()) continue;
+    if (std::find(subsections.begin(), subsections.end(), key.str()) != subsections.end()) {
+      // `[parallel] tensor = 2` would otherwise leave parallel.tensor unread.
+      if (!node.is_table())
+        diag.error(config.where(node), "'parallel." + std::string(key.str()) + "' must be a section, e.g. [parallel." +
+                                           std::string(key.str()) + "] size = ...");
+      continue;
+    }
     std::string hint = did_you_mean(key.str(), subsections);
     diag.error(config.where(node), "unknown section 'parallel." + std::string(key.str()) + "'" + (hint.empty() ? "" : "; " + hint));
   }

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "engine/collectives.hpp"
+#include "engine/finite_check.hpp"
 #include "engine/grad_buckets.hpp"
 #include "engine/grad_sync.hpp"
 #include "engine/gradient_dump.hpp"
@@ -345,7 +346,7 @@ void RankTrainer::train() {
       dump_gradients(dev_, params_, groups_.tensor, s_.grads_out + (s_.pp > 1 ? ".stage" + std::to_string(coords_.pp) : ""),
                      coords_.tp == 0 && coords_.dp == 0);
     double norm = optimizer_.grad_norm(norm_ranges(), {&groups_.tensor, &groups_.pipeline});
-    optimizer_.step(st, norm);
+    if (s_.dry_run || finite_step(st, loss, norm, t.get_bool("skip_nonfinite"), params_, dev_)) optimizer_.step(st, norm);
     dev_.synchronize();
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (leader() && !s_.dry_run) {

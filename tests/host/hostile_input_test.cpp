@@ -1,0 +1,136 @@
+// Input a careless or hostile user gives: what no ordinary config looks like
+// (nesting 40,000 deep, a directory or a FIFO as the config, NaN), and keys
+// that would be silently ignored. Each is refused before anything runs, with
+// exit status 2, the place and the fix.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+
+#include "data/temp_dir.hpp"
+#include "megahost_process.hpp"
+
+namespace mh::host::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class HostileInput : public ::testing::Test {
+ protected:
+  Outcome run(const std::string& toml, const std::vector<std::string>& overrides = {}) {
+    config_ = dir_.write("run.toml", toml);
+    std::vector<std::string> args{"--config", config_};
+    args.insert(args.end(), overrides.begin(), overrides.end());
+    return run_megahost(args);
+  }
+  static void expect_refused(const Outcome& o, int problems) {
+    EXPECT_EQ(o.status, 2) << o.err;
+    EXPECT_THAT(o.err, HasSubstr(std::to_string(problems) + " problem(s); nothing was run\n"));
+  }
+  static std::string dotted(size_t parts) {
+    std::string key = "a";
+    for (size_t i = 1; i < parts; ++i) key += ".a";
+    return key;
+  }
+
+  mh::data::testing::TempDir dir_;
+  std::string config_;
+};
+
+TEST_F(HostileInput, TablesNestedFortyThousandDeepAreRefusedBeforeParsing) {
+  Outcome o = run("[model]\nlayers = 2\n[" + dotted(40000) + "]\n");
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr(config_ + ":3:"));
+  EXPECT_THAT(o.err, HasSubstr("nested more than 100 levels deep"));
+}
+
+TEST_F(HostileInput, DottedKeyOfFortyThousandPartsOnTheCommandLineIsRefused) {
+  Outcome o = run("[model]\nlayers = 2\n", {dotted(40000) + "=1"});
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr("error: command line: override 'a.a.a"));
+}
+
+TEST_F(HostileInput, DirectoryAsTheConfigIsRefusedNotTrainedOnDefaults) {
+  Outcome o = run_megahost({"--config", dir_.file("")});
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr("the config is a directory; --config takes a TOML file"));
+}
+
+TEST_F(HostileInput, FifoAsTheConfigIsRefusedInsteadOfWaitingOnIt) {
+  ASSERT_EQ(mkfifo(dir_.file("fifo").c_str(), 0600), 0);
+  Outcome o = run_megahost({"--config", dir_.file("fifo")});
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr("the config is a FIFO"));
+}
+
+TEST_F(HostileInput, DeviceAsTheConfigIsRefused) {
+  Outcome o = run_megahost({"--config", "/dev/urandom"});
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr("/dev/urandom: the config is a device"));
+}
+
+TEST_F(HostileInput, MissingConfigNamesTheSystemError) {
+  Outcome o = run_megahost({"--config", dir_.file("absent.toml")});
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr("absent.toml: cannot read the config: No such file or directory"));
+}
+
+TEST_F(HostileInput, NonFiniteNumbersAreRefusedNamingEachKey) {
+  Outcome o = run("[train]\nlr = nan\nweight_decay = inf\n[model]\ninit_std = -inf\n", {"train.clip_grad=nan"});
+  expect_refused(o, 4);
+  EXPECT_THAT(o.err, HasSubstr("'train.lr' must be a finite number, got nan"));
+  EXPECT_THAT(o.err, HasSubstr("'train.weight_decay' must be a finite number, got inf"));
+  EXPECT_THAT(o.err, HasSubstr("'model.init_std' must be a finite number, got -inf"));
+  EXPECT_THAT(o.err, HasSubstr("command line: 'train.clip_grad' must be a finite number"));
+}
+
+TEST_F(HostileInput, NonFiniteNumberInAPluginsSectionIsRefused) {
+  Outcome o = run("[comm]\ntimeout_s = inf\n");
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr("'comm.timeout_s' must be a finite number, got inf"));
+}
+
+TEST_F(HostileInput, TimeoutBeyondTheClocksRangeIsRefusedNotWrappedToThePast) {
+  Outcome o = run("[comm]\ntimeout_s = 1e10\n");
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr("'comm.timeout_s' must be <= 604800, got 1e+10"));
+}
+
+TEST_F(HostileInput, ParallelSizeWrittenAsAKeyOfParallelIsRefusedNotIgnored) {
+  Outcome o = run("[parallel]\ntensor = 2\n");
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr(config_ + ":2:10: 'parallel.tensor' must be a section, e.g. [parallel.tensor] size = "));
+}
+
+// mpirun tells each process its world through the environment; megahost
+// sees the same variable here as under `mpirun -np 2`.
+TEST_F(HostileInput, ThreadsCommUnderAnMpiLauncherIsRefusedNamingTheCommToUse) {
+  ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+  Outcome o = run("[comm]\nplugin = \"threads\"\n");
+  ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr(config_ + ":2:10: comm.plugin is 'threads', but an MPI launcher started this process "
+                                         "as one of 2 (OMPI_COMM_WORLD_SIZE=2): each would train its own copy; set "
+                                         "comm.plugin=mpi"));
+}
+
+TEST(CommandLine, UnknownFlagIsBadInputNamingTheClosestFlag) {
+  Outcome o = run_megahost({"--metrics_uot=m.jsonl"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_THAT(o.err, HasSubstr("error: command line: unknown flag '--metrics_uot=m.jsonl'; did you mean 'metrics_out'?"));
+  EXPECT_THAT(o.err, HasSubstr("1 problem(s); nothing was run"));
+}
+
+TEST(CommandLine, HelpShowsMegahostsOwnFlagsAndNotTheLoggingLibrarys) {
+  Outcome o = run_megahost({"--help"});
+  EXPECT_EQ(o.status, 0);
+  EXPECT_THAT(o.out, HasSubstr("-config"));
+  EXPECT_THAT(o.out, HasSubstr("-metrics_out"));
+  EXPECT_THAT(o.out, HasSubstr("megahost --helpfull"));
+  EXPECT_THAT(o.out + o.err, Not(HasSubstr("-log_dir")));
+}
+
+}  // namespace
+}  // namespace mh::host::testing
