@@ -16,6 +16,7 @@
 #include "plugin_list.hpp"
 #include "plugin_loader.hpp"
 #include "registry.hpp"
+#include "size_limits.hpp"
 #include "run.hpp"
 #include "tuner/calibrate.hpp"
 #include "tuner/tune.hpp"
@@ -78,6 +79,7 @@ int main(int argc, char** argv) {
   if (!assembly) return fail(diag);
   mh::check_output_files(outputs(*assembly), mh::run_inputs(*config, *assembly, plugins), diag);
   mh::check_launch(*config, *assembly, diag);
+  mh::check_size_products(*config, *assembly, diag);
   if (diag.has_errors()) return fail(diag);
   std::cerr << diag.report();
 

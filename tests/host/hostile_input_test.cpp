@@ -98,6 +98,13 @@ TEST_F(HostileInput, TimeoutBeyondTheClocksRangeIsRefusedNotWrappedToThePast) {
   EXPECT_THAT(o.err, HasSubstr("'comm.timeout_s' must be <= 604800, got 1e+10"));
 }
 
+TEST_F(HostileInput, SizesWhoseProductOverflowsAreRefusedNamingTheValues) {
+  Outcome o = run("[model]\nhidden = 100000\nheads = 100000\nseq_len = 10000000\n", {"--dry_run"});
+  EXPECT_EQ(o.status, 2) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("error: " + config_ + ": train.micro_batch = 8, model.heads = 100000, model.seq_len = "
+                               "10000000: the attention scores of one layer would take more than 2^63 bytes"));
+}
+
 TEST_F(HostileInput, ParallelSizeWrittenAsAKeyOfParallelIsRefusedNotIgnored) {
   Outcome o = run("[parallel]\ntensor = 2\n");
   expect_refused(o, 1);
