@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> overrides(argv + 1, argv + argc);
 
   mh::Diagnostics diag;
-  std::vector<mh::LoadedPlugin> plugins = mh::load_plugins(mh::plugin_search_path(FLAGS_plugin_path), diag);
+  std::vector<mh::LoadedPlugin> plugins = mh::load_plugins(mh::plugin_search_path(FLAGS_plugin_path, diag), diag);
   mh::Registry registry(plugins, diag);
   if (FLAGS_list_plugins) {
     std::cout << mh::list_plugins(registry);

@@ -161,6 +161,12 @@ bool load_one(const fs::path& file, LoadedPlugin& out, Diagnostics& diag) {
   return true;
 }
 
+// Plugins are named mh_<name>.so (MegahostPlugin.cmake); any other shared
+// object in a plugin folder is a library a plugin links, not one to load.
+bool is_plugin_file(const fs::path& file) {
+  return file.extension() == ".so" && file.filename().string().rfind("mh_", 0) == 0;
+}
+
 }  // namespace
 
 std::string descriptor_problem(const MH_PluginDesc* d) {
@@ -190,9 +196,15 @@ const MH_HostApi* host_api() {
   return &api;
 }
 
-std::vector<fs::path> plugin_search_path(const std::string& flag_value) {
+std::vector<fs::path> plugin_search_path(const std::string& flag_value, Diagnostics& diag) {
   std::vector<fs::path> dirs;
   append_path_list(flag_value, dirs);
+  for (const auto& dir : dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec))
+      diag.error("--plugin_path", "'" + dir.string() + "' is not a folder" + (ec ? ": " + ec.message() : "") +
+                                      "; give the folders that hold the mh_*.so plugins");
+  }
   if (const char* env = std::getenv("MEGAHOST_PLUGIN_PATH")) append_path_list(env, dirs);
   fs::path exe_dir = boost::dll::program_location().parent_path().string();
   dirs.push_back(exe_dir / "plugins");
@@ -207,7 +219,7 @@ std::vector<LoadedPlugin> load_plugins(const std::vector<fs::path>& dirs, Diagno
     if (!fs::is_directory(dir, ec)) continue;
     std::vector<fs::path> files;
     for (const auto& entry : fs::directory_iterator(dir, ec))
-      if (entry.path().extension() == ".so") files.push_back(entry.path());
+      if (is_plugin_file(entry.path())) files.push_back(entry.path());
     std::sort(files.begin(), files.end());
     for (const auto& file : files) {
       LoadedPlugin plugin;

@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "data/temp_dir.hpp"
 #include "megahost_process.hpp"
 
@@ -14,6 +16,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using ::testing::Not;
 
 Outcome list_plugins(const std::string& plugin_path) {
@@ -41,6 +44,24 @@ TEST(FixturePlugins, SharedObjectWithoutEntryPointIsRefusedByName) {
   Outcome o = list_plugins(fixture("no_entry"));
   EXPECT_EQ(o.status, 2);
   EXPECT_THAT(o.err, HasSubstr(fixture("no_entry") + "/mh_no_entry.so: refused: it has no symbol mh_plugin_entry_v1"));
+}
+
+// A plugin's own helper library (here a copy of a plugin under a name
+// without mh_) may sit beside it: it is not loaded, and nothing is refused.
+TEST(FixturePlugins, SharedObjectNotNamedAsAPluginIsLeftAloneInAPluginFolder) {
+  mh::data::testing::TempDir dir;
+  std::filesystem::copy_file(fixture("no_entry") + "/mh_no_entry.so", dir.file("libhelper.so"));
+  std::filesystem::copy_file(fixture("c_only") + "/mh_c_only.so", dir.file("mh_c_only.so"));
+  Outcome o = list_plugins(dir.file(""));
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_THAT(listed(o.out, "recompute", "inputs_only"), Not(IsEmpty()));
+  EXPECT_THAT(o.err, Not(HasSubstr("libhelper")));
+}
+
+TEST(FixturePlugins, PluginPathThatIsNoFolderIsBadInput) {
+  Outcome o = list_plugins("/nonexistent/plugins");
+  EXPECT_EQ(o.status, 2);
+  EXPECT_THAT(o.err, HasSubstr("error: --plugin_path: '/nonexistent/plugins' is not a folder"));
 }
 
 TEST(FixturePlugins, CreateReturningAnErrorFailsTheRunWithItsMessage) {
