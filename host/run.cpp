@@ -11,6 +11,7 @@
 
 #include "data/tokenizer.hpp"
 #include "engine/trainer.hpp"
+#include "run_agreement.hpp"
 
 namespace mh {
 namespace {
@@ -149,6 +150,7 @@ int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
   s.comm = comm.get();
   s.comm_info.struct_size = sizeof(MH_CommInfo);
   check(s.comm_api->info(s.comm, &s.comm_info), comm.label());
+  agree_on_run(s.comm_api, s.comm, s.comm_info, assembly);
   Instance tensor(*assembly.slot(MH_KIND_TENSOR_PARALLEL), s.comm_info.ranks_in_process, -1);
   plan_tensor(s, tensor);
   Instance pipeline(*assembly.slot(MH_KIND_PIPELINE_PARALLEL), s.comm_info.ranks_in_process, -1);
