@@ -3,6 +3,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -45,6 +46,17 @@ std::vector<mh::OutputFile> outputs(const mh::Assembly& assembly) {
           {"--calibrate_out", FLAGS_calibrate ? FLAGS_calibrate_out : ""}};
 }
 
+// The default --calibrate_out is the shipped profile's path, relative to the
+// working directory: only a path the user gave replaces a file there.
+void check_calibrate_default(mh::Diagnostics& diag) {
+  std::error_code ec;
+  if (FLAGS_calibrate && gflags::GetCommandLineFlagInfoOrDie("calibrate_out").is_default &&
+      std::filesystem::exists(FLAGS_calibrate_out, ec))
+    diag.error("--calibrate_out", "the default '" + FLAGS_calibrate_out +
+                                      "' exists (from this folder: the shipped profile?); pass --calibrate_out PATH, "
+                                      "that path itself to replace it");
+}
+
 int fail(const mh::Diagnostics& diag) {
   std::cerr << diag.report();
   std::cerr << diag.error_count() << " problem(s); nothing was run\n";
@@ -79,6 +91,7 @@ int main(int argc, char** argv) {
   if (!assembly) return fail(diag);
   mh::check_output_files(outputs(*assembly), mh::run_inputs(*config, *assembly, plugins), diag);
   mh::check_launch(*config, *assembly, diag);
+  check_calibrate_default(diag);
   mh::check_size_products(*config, *assembly, diag);
   if (diag.has_errors()) return fail(diag);
   std::cerr << diag.report();

@@ -7,6 +7,7 @@
 #include <exception>
 #include <iostream>
 #include <mutex>
+#include <new>
 #include <thread>
 
 #include "data/tokenizer.hpp"
@@ -99,6 +100,13 @@ void open_data(RunSetup& s, const Assembly& a, const Config& config) {
     s.valid = std::make_unique<data::GptSamples>(*s.dataset, data::Split::kValid, data.get_string("split"), s.dims.seq, seed);
 }
 
+// What a rank's exception says to the user; std::bad_alloc says only its name.
+std::string failure_text(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) == nullptr) return e.what();
+  return "out of host memory (std::bad_alloc); lower train.micro_batch, model.seq_len or the model's size, or see "
+         "each rank's needs with --dry_run";
+}
+
 // Runs every local rank on its own thread. A rank that fails aborts the
 // communicator so the others stop instead of waiting on it; the first
 // failure that is not such an abort is the one reported.
@@ -114,7 +122,7 @@ void run_ranks(const RunSetup& s) {
       } catch (const std::exception& e) {
         const Error* err = dynamic_cast<const Error*>(&e);
         bool aborted = err != nullptr && err->code() == MH_ABORTED;
-        std::string message = "rank " + std::to_string(rank) + ": " + e.what();
+        std::string message = "rank " + std::to_string(rank) + ": " + failure_text(e);
         {
           std::lock_guard lock(mu);
           std::string& slot = aborted ? first_abort : first_error;

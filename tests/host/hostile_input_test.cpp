@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include "data/temp_dir.hpp"
 #include "megahost_process.hpp"
@@ -121,6 +123,40 @@ TEST_F(HostileInput, ThreadsCommUnderAnMpiLauncherIsRefusedNamingTheCommToUse) {
   EXPECT_THAT(o.err, HasSubstr(config_ + ":2:10: comm.plugin is 'threads', but an MPI launcher started this process "
                                          "as one of 2 (OMPI_COMM_WORLD_SIZE=2): each would train its own copy; set "
                                          "comm.plugin=mpi"));
+}
+
+TEST_F(HostileInput, Gpt2TokenizerWithoutItsFilesNamesTheKeysInsteadOfReadingAFolder) {
+  Outcome o = run("[data]\ntokenizer = \"gpt2\"\n");
+  expect_refused(o, 2);
+  EXPECT_THAT(o.err, HasSubstr(config_ + ":1:1: data.tokenizer = \"gpt2\" needs data.vocab_file, GPT-2's vocab.json"));
+  EXPECT_THAT(o.err, HasSubstr("needs data.merges_file, GPT-2's merges.txt"));
+}
+
+// 10^12 sequences of 100 tokens: no machine holds the batch's tokens.
+TEST_F(HostileInput, BatchTooLargeForMemorySaysSoAndWhatToLower) {
+  Outcome o = run_megahost({"model.layers=2", "model.hidden=64", "model.heads=2", "model.seq_len=100", "model.vocab=384",
+                            "train.global_batch=1000000000000", "train.micro_batch=1000000000000",
+                            "train.eval_interval=0", "comm.world_size=1", "parallel.tensor.size=1",
+                            "parallel.pipeline.size=1"});
+  EXPECT_EQ(o.status, 1) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("rank 0: out of host memory (std::bad_alloc); lower train.micro_batch"));
+}
+
+// The default --calibrate_out is relative to the working directory, where a
+// shipped profile may lie.
+TEST_F(HostileInput, CalibrateDoesNotOverwriteAProfileAtTheDefaultPath) {
+  std::filesystem::create_directories(dir_.file("configs/hardware"));
+  const std::string profile = dir_.write("configs/hardware/local_cpu.toml", "# shipped\n");
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir_.file(""));
+  Outcome o = run_megahost({"--calibrate"});
+  std::filesystem::current_path(cwd);
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr("error: --calibrate_out: the default 'configs/hardware/local_cpu.toml' exists"));
+  std::ifstream in(profile);
+  std::string first;
+  std::getline(in, first);
+  EXPECT_EQ(first, "# shipped");
 }
 
 TEST(CommandLine, UnknownFlagIsBadInputNamingTheClosestFlag) {
