@@ -81,10 +81,10 @@ std::optional<Slot> assemble_slot(const Config& config, const Registry& registry
 // The gpt2 tokenizer reads two files; left unset they would resolve to the
 // config's folder and fail later with "Is a directory".
 void check_tokenizer_files(const Config& config, const OptionValues& data, Diagnostics& diag) {
-  Options o = data.options();
-  if (o.get_string("tokenizer") != "gpt2") return;
+  Options o = data.options();  // a key with a bad value is absent (reported already)
+  if (!o.has("tokenizer") || o.get_string("tokenizer") != "gpt2") return;
   for (const char* key : {"vocab_file", "merges_file"})
-    if (o.get_string(key).empty())
+    if (o.has(key) && o.get_string(key).empty())
       diag.error(config.where(find_table(config.root(), "data")),
                  std::string("data.tokenizer = \"gpt2\" needs data.") + key + ", GPT-2's " +
                      (std::string(key) == "vocab_file" ? "vocab.json" : "merges.txt") + ", relative to the config");

@@ -13,6 +13,7 @@
 #include "config.hpp"
 #include "dry_run.hpp"
 #include "launch_check.hpp"
+#include "layout_check.hpp"
 #include "output_files.hpp"
 #include "plugin_list.hpp"
 #include "plugin_loader.hpp"
@@ -92,6 +93,7 @@ int main(int argc, char** argv) {
   mh::check_output_files(outputs(*assembly), mh::run_inputs(*config, *assembly, plugins), diag);
   mh::check_launch(*config, *assembly, diag);
   check_calibrate_default(diag);
+  if (!diag.has_errors()) mh::check_layout(*config, *assembly, diag);
   mh::check_size_products(*config, *assembly, diag);
   if (diag.has_errors()) return fail(diag);
   std::cerr << diag.report();

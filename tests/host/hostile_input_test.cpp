@@ -125,6 +125,25 @@ TEST_F(HostileInput, ThreadsCommUnderAnMpiLauncherIsRefusedNamingTheCommToUse) {
                                          "comm.plugin=mpi"));
 }
 
+TEST_F(HostileInput, LayoutProblemsAreBadInputReportedAllAtOnceWhereTheyAre) {
+  Outcome o = run("[model]\nheads = 6\nhidden = 384\n"
+                  "[comm]\nworld_size = 6\n"
+                  "[parallel.tensor]\nsize = 4\n"
+                  "[train]\nglobal_batch = 8\nmicro_batch = 3\n");
+  expect_refused(o, 3);
+  EXPECT_THAT(o.err, HasSubstr(config_ + ":6:1: parallel.tensor.size = 4 does not divide model.heads = 6"));
+  EXPECT_THAT(o.err, HasSubstr(config_ + ":6:1: parallel.tensor.size = 4 does not divide the world size = 6"));
+  EXPECT_THAT(o.err, HasSubstr("parallel.pipeline: the microbatch count m = train.global_batch / (train.micro_batch * "
+                               "data-parallel size) = 8 / (3 * 1) is not a whole number"));
+}
+
+TEST_F(HostileInput, WorldThatIsNotTensorTimesPipelineTimesDataIsBadInputAtTheComm) {
+  Outcome o = run("[comm]\nworld_size = 6\n[parallel.tensor]\nsize = 2\n[parallel.pipeline]\nsize = 2\n");
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr(config_ + ":1:1: the world size 6 is not a multiple of parallel.tensor.size (2) x "
+                                         "parallel.pipeline.size (2)"));
+}
+
 TEST_F(HostileInput, Gpt2TokenizerWithoutItsFilesNamesTheKeysInsteadOfReadingAFolder) {
   Outcome o = run("[data]\ntokenizer = \"gpt2\"\n");
   expect_refused(o, 2);
