@@ -4,6 +4,9 @@
 
 #include <glog/logging.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <mutex>
@@ -12,6 +15,7 @@
 
 #include "data/tokenizer.hpp"
 #include "engine/trainer.hpp"
+#include "rank_exits.hpp"
 #include "run_agreement.hpp"
 
 namespace mh {
@@ -107,6 +111,26 @@ std::string failure_text(const std::exception& e) {
          "each rank's needs with --dry_run";
 }
 
+// How long the comm waits for a peer (comm.timeout_s), the grace a failed
+// run gives its other ranks to stop.
+double comm_timeout_s(const Assembly& a) {
+  Options comm = a.slot(MH_KIND_COMM)->options.options();
+  return comm.has("timeout_s") ? comm.get_double("timeout_s") : 30;
+}
+
+// Ends the process without joining `stuck` ranks, which are inside a plugin
+// call that does not return: saying so is all the host can still do.
+[[noreturn]] void exit_without(const std::vector<int32_t>& stuck, const std::string& failure, double grace_s) {
+  std::string ranks;
+  for (int32_t r : stuck) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  LOG(ERROR) << failure;
+  LOG(ERROR) << "rank(s) " << ranks << " did not stop within comm.timeout_s = " << grace_s
+             << " s after the run failed: stuck inside a plugin call (a kernel that never returns?); exiting without them";
+  google::FlushLogFiles(google::GLOG_INFO);
+  std::fflush(nullptr);
+  std::_Exit(1);
+}
+
 // Runs every local rank on its own thread. A rank that fails aborts the
 // communicator so the others stop instead of waiting on it; the first
 // failure that is not such an abort is the one reported.
@@ -114,11 +138,14 @@ void run_ranks(const RunSetup& s) {
   std::mutex mu;
   std::string first_error, first_abort;
   std::vector<std::thread> threads;
+  RankExits exits(s.comm_info.first_rank, s.comm_info.ranks_in_process);
   for (int32_t local = 0; local < s.comm_info.ranks_in_process; ++local) {
     threads.emplace_back([&, local] {
       const int32_t rank = s.comm_info.first_rank + local;
+      bool failed = true;
       try {
         train_rank(s, local);
+        failed = false;
       } catch (const std::exception& e) {
         const Error* err = dynamic_cast<const Error*>(&e);
         bool aborted = err != nullptr && err->code() == MH_ABORTED;
@@ -130,7 +157,13 @@ void run_ranks(const RunSetup& s) {
         }
         s.comm_api->abort(s.comm, rank, e.what());
       }
+      exits.returned(local, failed);
     });
+  }
+  const double grace_s = comm_timeout_s(*s.assembly);
+  if (std::vector<int32_t> stuck = exits.wait(std::chrono::duration<double>(grace_s)); !stuck.empty()) {
+    std::lock_guard lock(mu);
+    exit_without(stuck, first_error.empty() ? first_abort : first_error, grace_s);
   }
   for (auto& t : threads) t.join();
   if (!first_error.empty()) throw Error(MH_INTERNAL, first_error);
