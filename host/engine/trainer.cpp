@@ -13,6 +13,7 @@
 #include "engine/grad_buckets.hpp"
 #include "engine/grad_sync.hpp"
 #include "engine/gradient_dump.hpp"
+#include "engine/keep_agreement.hpp"
 #include "engine/memory_report.hpp"
 #include "engine/ops.hpp"
 #include "engine/optimizer.hpp"
@@ -151,6 +152,7 @@ class RankTrainer {
       keep_.insert(keep_.end(), keep.begin(), keep.end());
       chunks_.push_back(std::make_unique<Transformer>(dev_, params_, tp_, dims_, c, std::move(keep)));
     }
+    check_keep_tables_agree(groups_.tensor, keep_, policy.label());
   }
 
   void train();

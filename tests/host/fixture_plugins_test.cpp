@@ -108,6 +108,20 @@ TEST(FixturePlugins, PluginOfAnOlderMinorWithShorterStructsLoadsAndBothItsOption
   EXPECT_THAT(run.out, HasSubstr("[recompute] legacy 0.9.0 from mh_older_minor.so: keep=\"inputs\", quiet=true"));
 }
 
+// Two thread ranks in one tensor group, the policy deciding by rank.
+TEST(FixturePlugins, RecomputePolicyDecidingByRankIsRefusedWhenPlannedNotDeadlockedInBackward) {
+  mh::data::testing::TempDir dir;
+  std::vector<std::string> args{"--plugin_path", fixture("rank_dependent"), "--config",
+                                dir.write("run.toml", "[recompute]\nplugin = \"rank_dependent\"\n"),
+                                "comm.world_size=2", "parallel.tensor.size=2", "parallel.pipeline.size=1",
+                                "train.steps=1"};
+  for (const auto& o : tiny_run()) args.push_back(o);
+  Outcome o = run_megahost(args);
+  EXPECT_EQ(o.status, 1);
+  EXPECT_THAT(o.err, HasSubstr("recompute 'rank_dependent' decides differently on tensor-group rank 1 than on rank 0"));
+  EXPECT_THAT(o.err, HasSubstr("must be a function of the query alone"));
+}
+
 TEST(FixturePlugins, PluginWrittenInPlainCRunsAsARecomputePolicy) {
   Outcome o = dry_run(fixture("c_only"), "plugin = \"inputs_only\"\n");
   EXPECT_EQ(o.status, 0) << o.err;
