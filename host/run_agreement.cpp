@@ -66,7 +66,7 @@ std::vector<std::string> differing_keys(const std::vector<Setting>& mine, const 
     const float key = low24(fnv1a(s.key)), value = low24(fnv1a(s.key + "=" + s.value));
     bool same = false;
     for (size_t e = 0; e < entries; ++e) same = same || (theirs[2 * e] == key && theirs[2 * e + 1] == value);
-    if (!same) out.push_back(s.key + " (here " + s.value + ")");
+    if (!same) out.push_back(s.key + " = " + s.value);
   }
   return out;
 }
@@ -96,19 +96,19 @@ void agree_on_run(const MH_CommApi* api, MH_Instance* comm, const MH_CommInfo& i
     entries[2 * e + 1] = low24(fnv1a(run[e].key + "=" + run[e].value));
   }
   const std::vector<float> all = gather(world, entries);
-  std::string report;
-  for (int32_t r = 1; r < world.size(); ++r) {
-    if (std::equal(summary.begin(), summary.begin() + 3, summary.begin() + 3 * r)) continue;
-    report += "; rank " + std::to_string(r) + " differs from rank 0";
-  }
-  const int32_t me = info.first_rank;
-  std::vector<std::string> keys = differing_keys(run, all.data() + (me == 0 ? 2 * most : 0), most);
-  std::string mine;
-  for (const auto& k : keys) mine += (mine.empty() ? "" : ", ") + k;
-  throw Error(MH_INVALID_ARGUMENT,
-              "the ranks were started with different runs" + report + (mine.empty() ? "" : "; rank " +
-              std::to_string(me) + " differs from rank " + (me == 0 ? "1" : "0") + " in " + mine) +
-                  "; start every rank with the same config, overrides and plugins");
+  std::string ranks;
+  for (int32_t r = 1; r < world.size(); ++r)
+    if (!std::equal(summary.begin(), summary.begin() + 3, summary.begin() + 3 * r))
+      ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  const int32_t me = info.first_rank, other = me == 0 ? 1 : 0;
+  std::string keys;
+  for (const auto& k : differing_keys(run, all.data() + 2 * most * size_t(other), most))
+    keys += (keys.empty() ? "" : ", ") + k;
+  throw Error(MH_INVALID_ARGUMENT, "the ranks were started with different runs: rank(s) " + ranks +
+                                       " differ from rank 0" +
+                                       (keys.empty() ? "" : "; on this rank (" + std::to_string(me) + "), unlike rank " +
+                                                                std::to_string(other) + ": " + keys) +
+                                       "; start every rank with the same config, overrides and plugins");
 }
 
 }  // namespace mh
