@@ -18,8 +18,8 @@
 #include "plugin_list.hpp"
 #include "plugin_loader.hpp"
 #include "registry.hpp"
-#include "size_limits.hpp"
 #include "run.hpp"
+#include "size_limits.hpp"
 #include "tuner/calibrate.hpp"
 #include "tuner/tune.hpp"
 

@@ -19,7 +19,8 @@ namespace {
 // The first record of each run in the file, which may hold earlier runs.
 nlohmann::json run_header() {
   const auto now = std::chrono::system_clock::now().time_since_epoch();
-  return {{"run", {{"pid", ::getpid()}, {"started_unix_s", std::chrono::duration_cast<std::chrono::seconds>(now).count()}}}};
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(now).count();
+  return {{"run", {{"pid", ::getpid()}, {"started_unix_s", seconds}}}};
 }
 
 // Writes all of `text` or fails with errno set.

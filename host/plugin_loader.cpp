@@ -91,15 +91,15 @@ std::string stride_problem(const char* field, size_t stride, size_t largest) {
 template <class T>
 size_t largest_struct_size(const T* array, size_t stride, size_t count) {
   size_t largest = 0;
-  for (size_t i = 0; i < count && largest <= stride; ++i) largest = std::max(largest, element(array, stride, i).struct_size);
+  for (size_t i = 0; i < count && largest <= stride; ++i)
+    largest = std::max(largest, element(array, stride, i).struct_size);
   return largest;
 }
 
 std::string options_problem(const MH_PluginDesc& d, const MH_ComponentDesc& c) {
   const size_t stride = option_stride(d, c);
-  if (std::string problem = stride_problem("option_size", stride, largest_struct_size(c.options, stride, c.num_options));
-      !problem.empty())
-    return problem;
+  const size_t largest = largest_struct_size(c.options, stride, c.num_options);
+  if (std::string problem = stride_problem("option_size", stride, largest); !problem.empty()) return problem;
   for (size_t o = 0; o < c.num_options; ++o)
     if (std::string problem = option_problem(element(c.options, stride, o)); !problem.empty())
       return ": option #" + std::to_string(o) + " " + problem;
@@ -181,10 +181,8 @@ std::string descriptor_problem(const MH_PluginDesc* d) {
   if (d->num_components == 0) return "";
   if (d->components == nullptr) return "its component list is NULL";
   const size_t stride = component_stride(*d);
-  if (std::string problem =
-          stride_problem("component_size", stride, largest_struct_size(d->components, stride, d->num_components));
-      !problem.empty())
-    return problem;
+  const size_t largest = largest_struct_size(d->components, stride, d->num_components);
+  if (std::string problem = stride_problem("component_size", stride, largest); !problem.empty()) return problem;
   for (size_t i = 0; i < d->num_components; ++i)
     if (std::string problem = component_problem(*d, element(d->components, stride, i)); !problem.empty())
       return "component #" + std::to_string(i) + problem;
