@@ -181,6 +181,19 @@ TEST_F(HostileInput, CalibrateDoesNotOverwriteAProfileAtTheDefaultPath) {
   EXPECT_EQ(first, "# shipped");
 }
 
+// A rank allowed 1 MiB: the run stops at the allocation that would pass it,
+// naming both numbers, instead of allocating until the OS kills it.
+TEST_F(HostileInput, RunNeedingMoreMemoryThanTheDeviceHasStopsNamingBothNumbers) {
+  std::vector<std::string> args = tiny_run();
+  for (const char* o : {"comm.world_size=1", "parallel.tensor.size=1", "parallel.pipeline.size=1",
+                        "kernels.memory_gb=0.0009765625", "kernels.peak_gflops=1", "train.steps=1"})
+    args.push_back(o);
+  Outcome o = run_megahost(args);
+  EXPECT_EQ(o.status, 1) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("past the 1.00 MiB its device has (cpu: "));
+  EXPECT_THAT(o.err, HasSubstr("see each rank's needs with --dry_run"));
+}
+
 TEST(CommandLine, UnknownFlagIsBadInputNamingTheClosestFlag) {
   Outcome o = run_megahost({"--metrics_uot=m.jsonl"});
   EXPECT_EQ(o.status, 2);

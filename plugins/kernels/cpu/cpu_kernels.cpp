@@ -54,6 +54,9 @@ CpuKernels::CpuKernels(const CreateContext& ctx)
   // makes the calls in parallel (ops/gemm.cpp). Every instance sets the same
   // value, so instances never fight over it.
   openblas_set_num_threads(1);
+  const double memory_gb = ctx.options.get_double("memory_gb");
+  memory_bytes_ = memory_gb > 0 ? uint64_t(memory_gb * double(uint64_t{1} << 30))
+                                : cpu::physical_memory_bytes() / static_cast<uint64_t>(ranks_in_process_);
   const double gflops = ctx.options.get_double("peak_gflops");
   peak_flops_ = gflops > 0 ? gflops * 1e9 : measure_peak_flops(threads_);
   name_ = "cpu: " + cpu::cpu_model() + ", " + std::to_string(threads_) + " threads (OpenBLAS " +
@@ -67,7 +70,7 @@ void CpuKernels::device_info(MH_DeviceInfo& out) const {
   out.threads = threads_;
   out.name = name_.c_str();
   out.peak_flops = peak_flops_;
-  out.memory_bytes = cpu::physical_memory_bytes() / static_cast<uint64_t>(ranks_in_process_);
+  out.memory_bytes = memory_bytes_;
   out.compute_dtype = compute_;
   out.dry = 0;
 }
