@@ -96,10 +96,11 @@ size_t largest_struct_size(const T* array, size_t stride, size_t count) {
   return largest;
 }
 
+// What is wrong with a component's options, as the rest of "component #i ('x')...".
 std::string options_problem(const MH_PluginDesc& d, const MH_ComponentDesc& c) {
   const size_t stride = option_stride(d, c);
   const size_t largest = largest_struct_size(c.options, stride, c.num_options);
-  if (std::string problem = stride_problem("option_size", stride, largest); !problem.empty()) return problem;
+  if (std::string problem = stride_problem("option_size", stride, largest); !problem.empty()) return ": " + problem;
   for (size_t o = 0; o < c.num_options; ++o)
     if (std::string problem = option_problem(element(c.options, stride, o)); !problem.empty())
       return ": option #" + std::to_string(o) + " " + problem;
@@ -119,8 +120,7 @@ std::string component_problem(const MH_PluginDesc& d, const MH_ComponentDesc& c)
            std::to_string(table_size_needed(c.kind));
   if (c.num_options == 0) return "";
   if (c.options == nullptr) return which + " has a NULL option list";
-  if (std::string problem = options_problem(d, c); !problem.empty())
-    return which + (problem[0] == ':' ? "" : " ") + problem;
+  if (std::string problem = options_problem(d, c); !problem.empty()) return which + problem;
   return "";
 }
 
