@@ -194,6 +194,18 @@ TEST_F(HostileInput, RunNeedingMoreMemoryThanTheDeviceHasStopsNamingBothNumbers)
   EXPECT_THAT(o.err, HasSubstr("see each rank's needs with --dry_run"));
 }
 
+// Each cpu rank used to measure its peak FLOP/s with a 1024^3 sgemm, all at
+// once: 256 ranks on a small machine took longer than comm.timeout_s (the
+// world split timed out) and 1024 held tens of GB. One measurement serves all.
+TEST(ManyRanks, TwoHundredFiftySixThreadRanksStartAndTrainAStep) {
+  Outcome o = run_megahost({"model.layers=1", "model.hidden=32", "model.heads=2", "model.seq_len=16",
+                            "train.global_batch=256", "train.micro_batch=1", "train.eval_interval=0", "train.steps=1",
+                            "comm.world_size=256", "parallel.tensor.size=1", "parallel.pipeline.size=1",
+                            std::string("data.path=") + MEGAHOST_TEST_DATA});
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("on 256 rank(s)"));
+}
+
 TEST(CommandLine, UnknownFlagIsBadInputNamingTheClosestFlag) {
   Outcome o = run_megahost({"--metrics_uot=m.jsonl"});
   EXPECT_EQ(o.status, 2);
