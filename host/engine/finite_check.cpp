@@ -26,14 +26,15 @@ std::string first_nonfinite_gradient(const ParamSet& params, Device& device) {
 
 }  // namespace
 
-bool finite_step(int64_t step, double loss, double grad_norm, bool skip, const ParamSet& params, Device& device) {
+bool finite_step(int64_t step, double loss, double grad_norm, NonFinitePolicy policy, const ParamSet& params,
+                 Device& device) {
   if (std::isfinite(loss) && std::isfinite(grad_norm)) return true;
   std::ostringstream what;
   what << "step " << step << ": the loss is " << loss << " and the gradient norm " << grad_norm;
   if (std::string name = first_nonfinite_gradient(params, device); !name.empty())
     what << "; the first parameter with a non-finite gradient on this rank is '" << name << "'";
-  if (skip) {
-    LOG(WARNING) << what.str() << "; the step's update is skipped (train.skip_nonfinite)";
+  if (policy.skip) {
+    LOG_IF(WARNING, policy.log) << what.str() << "; the step's update is skipped (train.skip_nonfinite)";
     return false;
   }
   throw Error(MH_INTERNAL, what.str() + "; lower train.lr, set train.clip_grad, or set train.skip_nonfinite = true "

@@ -348,7 +348,8 @@ void RankTrainer::train() {
       dump_gradients(dev_, params_, groups_.tensor, s_.grads_out + (s_.pp > 1 ? ".stage" + std::to_string(coords_.pp) : ""),
                      coords_.tp == 0 && coords_.dp == 0);
     double norm = optimizer_.grad_norm(norm_ranges(), {&groups_.tensor, &groups_.pipeline});
-    const bool finite = s_.dry_run || finite_step(st, loss, norm, t.get_bool("skip_nonfinite"), params_, dev_);
+    const bool finite =
+        s_.dry_run || finite_step(st, loss, norm, {t.get_bool("skip_nonfinite"), leader()}, params_, dev_);
     if (finite) optimizer_.step(st, norm);
     dev_.synchronize();
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
