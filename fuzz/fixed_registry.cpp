@@ -57,8 +57,15 @@ const MH_ComponentDesc kComponents[] = {
     component(MH_KIND_TUNER, "grid", kTuner),
 };
 
-const MH_PluginDesc kPlugin{MH_STRUCT_SIZE(MH_PluginDesc, num_components), MH_ABI_MAJOR, MH_ABI_MINOR,
-                            "fixed_specs", "1.0", kComponents, std::size(kComponents)};
+const MH_PluginDesc kPlugin{MH_STRUCT_SIZE(MH_PluginDesc, option_size),
+                            MH_ABI_MAJOR,
+                            MH_ABI_MINOR,
+                            "fixed_specs",
+                            "1.0",
+                            kComponents,
+                            std::size(kComponents),
+                            sizeof(MH_ComponentDesc),
+                            sizeof(MH_OptionSpec)};
 
 std::vector<LoadedPlugin> fixed_plugins() {
   std::vector<LoadedPlugin> plugins(1);

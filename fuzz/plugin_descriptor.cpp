@@ -52,8 +52,11 @@ class FakePlugin {
     d.abi_minor = u8();
     d.name = string();
     d.version = string();
+    d.component_size = sizeof(MH_ComponentDesc);
+    d.option_size = sizeof(MH_OptionSpec);
+    declares_strides_ = d.struct_size >= MH_STRUCT_SIZE(MH_PluginDesc, option_size);
     std::tie(d.components, d.num_components) = array<MH_ComponentDesc>(&FakePlugin::component);
-    return place(&d, 1);
+    return place(&d, 1, sizeof d);
   }
 
  private:
@@ -86,21 +89,30 @@ class FakePlugin {
     return o;
   }
 
-  // A list of up to 7 elements, or NULL, with its declared count.
+  // A list of up to 7 elements, or NULL, with its declared count, laid out
+  // as the plugin's minor would compile it: sizeof apart when the descriptor
+  // declares the strides (1.2), else MH_ARRAY_STRIDE of the first element's
+  // struct_size, as an older minor's shorter struct would be.
   template <class T>
   std::pair<const T*, size_t> array(T (FakePlugin::*element)()) {
     uint8_t header = u8();
     std::vector<T> items(header & 7);
     for (T& item : items) item = (this->*element)();
-    return {(header & 0x80) || items.empty() ? nullptr : place(items.data(), items.size()), items.size()};
+    if ((header & 0x80) || items.empty()) return {nullptr, items.size()};
+    size_t stride = declares_strides_ ? sizeof(T) : MH_ARRAY_STRIDE(std::max(items[0].struct_size, sizeof(size_t)));
+    return {place(items.data(), items.size(), stride), items.size()};
   }
 
-  // Copies `items` into one block that ends where the last one's struct_size
-  // says (it always holds that struct_size field itself).
+  // Copies `items` into one block, `stride` bytes apart, each cut to what
+  // the stride holds, the last ending where its struct_size says (it always
+  // holds that struct_size field itself).
   template <class T>
-  const T* place(const T* items, size_t count) {
+  const T* place(const T* items, size_t count, size_t stride) {
     size_t last = std::clamp<size_t>(items[count - 1].struct_size, sizeof(size_t), sizeof(T));
-    return static_cast<const T*>(keep(items, (count - 1) * sizeof(T) + last));
+    std::vector<unsigned char> bytes((count - 1) * stride + last, 0);
+    for (size_t i = 0; i < count; ++i)
+      std::memcpy(bytes.data() + i * stride, &items[i], std::min({stride, sizeof(T), bytes.size() - i * stride}));
+    return static_cast<const T*>(keep(bytes.data(), bytes.size()));
   }
 
   // A function table the host only measures: struct_size and zeros (NULL
@@ -130,6 +142,7 @@ class FakePlugin {
 
   Input in_;
   size_t at_ = 0;
+  bool declares_strides_ = false;
   std::vector<std::unique_ptr<unsigned char[]>> blocks_;
 };
 

@@ -1,10 +1,16 @@
 #include "config.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <sstream>
 
 #include "embedded_default_config.hpp"
+#include "toml_nesting.hpp"
 
 namespace mh {
 namespace fs = std::filesystem;
@@ -22,6 +28,10 @@ std::vector<std::string> split_dotted(const std::string& key) {
 // that does not parse is taken as a bare string, so `data.tokenizer=byte`
 // needs no quotes.
 toml::node_view<toml::node> parsed_value(const std::string& text, toml::table& holder) {
+  if (first_nesting_beyond(text, kMaxTomlNesting)) {
+    holder = toml::table{{"v", text}};
+    return holder["v"];
+  }
   try {
     holder = toml::parse("v = " + text);
   } catch (const toml::parse_error&) {
@@ -37,6 +47,11 @@ void apply_override(toml::table& root, const std::string& item, Diagnostics& dia
     return;
   }
   std::vector<std::string> path = split_dotted(item.substr(0, eq));
+  if (path.size() > kMaxTomlNesting) {
+    diag.error("command line", "override '" + item.substr(0, 40) + "...': a key of " + std::to_string(path.size()) +
+                                   " dotted parts; a run config's keys have a few");
+    return;
+  }
   toml::table* table = &root;
   for (size_t i = 0; i + 1 < path.size(); ++i) {
     toml::node* next = table->get(path[i]);
@@ -88,6 +103,8 @@ std::string format_number(double v) {
 std::string value_problem(const MH_OptionSpec& spec, const toml::node& node) {
   if (spec.type == MH_VALUE_INT || spec.type == MH_VALUE_DOUBLE) {
     double v = node.is_integer() ? double(*node.value<int64_t>()) : *node.value<double>();
+    // NaN passes every comparison and infinity every lower bound.
+    if (!std::isfinite(v)) return "must be a finite number, got " + format_number(v);
     if ((spec.flags & MH_OPTION_HAS_MIN) && v < spec.min)
       return "must be >= " + format_number(spec.min) + ", got " + format_number(v);
     if ((spec.flags & MH_OPTION_HAS_MAX) && v > spec.max)
@@ -110,21 +127,65 @@ std::vector<std::string> known_keys(std::span<const MH_OptionSpec> specs, const 
   return keys;
 }
 
+// What kind of file system object a path is, for a message that says why it
+// cannot be read as a config.
+std::string not_regular(fs::file_type type) {
+  switch (type) {
+    case fs::file_type::directory: return "a directory";
+    case fs::file_type::fifo: return "a FIFO (reading it could wait forever)";
+    case fs::file_type::character:
+    case fs::file_type::block: return "a device";
+    case fs::file_type::socket: return "a socket";
+    default: return "not a regular file";
+  }
+}
+
+// The config's text. Only a regular file is read: a directory or a device
+// would read as empty or endless TOML and train on defaults, a FIFO hangs.
+std::optional<std::string> read_config_file(const std::string& path, Diagnostics& diag) {
+  const std::string fix = "; --config takes a TOML file";
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) {
+    diag.error(path, std::string("cannot read the config: ") + std::strerror(errno) + fix);
+    return std::nullopt;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    diag.error(path, "the config is " + not_regular(fs::status(path).type()) + fix);
+    return std::nullopt;
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in.good() && !in.eof()) {
+    diag.error(path, std::string("cannot read the config: ") + std::strerror(errno) + fix);
+    return std::nullopt;
+  }
+  return text.str();
+}
+
 }  // namespace
 
 std::optional<Config> Config::load(const std::string& path, const std::vector<std::string>& overrides,
                                    Diagnostics& diag) {
   Config config;
+  std::string text = kEmbeddedDefaultConfig;
+  config.file_ = "<embedded default config>";
+  config.base_dir_ = MEGAHOST_DEFAULT_CONFIG_DIR;
+  if (!path.empty()) {
+    config.file_ = path;
+    config.base_dir_ = fs::absolute(path).parent_path();
+    std::optional<std::string> read = read_config_file(path, diag);
+    if (!read) return std::nullopt;
+    text = std::move(*read);
+  }
+  if (auto at = first_nesting_beyond(text, kMaxTomlNesting)) {
+    diag.error(config.file_ + ":" + std::to_string(at->line) + ":" + std::to_string(at->column),
+               "nested more than " + std::to_string(kMaxTomlNesting) +
+                   " levels deep (tables, arrays, dotted-key parts); a run config needs a few");
+    return std::nullopt;
+  }
   try {
-    if (path.empty()) {
-      config.file_ = "<embedded default config>";
-      config.base_dir_ = MEGAHOST_DEFAULT_CONFIG_DIR;
-      config.root_ = toml::parse(kEmbeddedDefaultConfig, config.file_);
-    } else {
-      config.file_ = path;
-      config.base_dir_ = fs::absolute(path).parent_path();
-      config.root_ = toml::parse_file(path);
-    }
+    config.root_ = toml::parse(text, config.file_);
   } catch (const toml::parse_error& e) {
     const auto& at = e.source().begin;
     std::string where = config.file_ + (at.line > 0 ? ":" + std::to_string(at.line) + ":" + std::to_string(at.column) : "");
@@ -181,6 +242,7 @@ std::string default_problem(const MH_OptionSpec& spec) {
   if (spec.default_value == nullptr) return "";
   const std::string text = spec.default_value, quoted = "default '" + text + "' ";
   toml::table holder;
+  if (first_nesting_beyond(text, kMaxTomlNesting)) return quoted + "nests too deep to be an option's value";
   try {
     holder = toml::parse("v = " + text);
   } catch (const toml::parse_error& e) {

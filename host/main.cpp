@@ -3,17 +3,23 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "assembly.hpp"
+#include "command_line.hpp"
 #include "config.hpp"
 #include "dry_run.hpp"
+#include "launch_check.hpp"
+#include "layout_check.hpp"
+#include "output_files.hpp"
 #include "plugin_list.hpp"
 #include "plugin_loader.hpp"
 #include "registry.hpp"
 #include "run.hpp"
+#include "size_limits.hpp"
 #include "tuner/calibrate.hpp"
 #include "tuner/tune.hpp"
 
@@ -32,6 +38,26 @@ namespace {
 constexpr int kExitFailure = 1;
 constexpr int kExitBadInput = 2;
 
+// Every file this invocation may write, with the flag or key that names it.
+std::vector<mh::OutputFile> outputs(const mh::Assembly& assembly) {
+  const bool from_flag = !FLAGS_metrics_out.empty();
+  return {{from_flag ? "--metrics_out" : "output.metrics",
+           from_flag ? FLAGS_metrics_out : assembly.output.options().get_string("metrics")},
+          {"--grads_out", FLAGS_grads_out},
+          {"--calibrate_out", FLAGS_calibrate ? FLAGS_calibrate_out : ""}};
+}
+
+// The default --calibrate_out is the shipped profile's path, relative to the
+// working directory: only a path the user gave replaces a file there.
+void check_calibrate_default(mh::Diagnostics& diag) {
+  std::error_code ec;
+  if (FLAGS_calibrate && gflags::GetCommandLineFlagInfoOrDie("calibrate_out").is_default &&
+      std::filesystem::exists(FLAGS_calibrate_out, ec))
+    diag.error("--calibrate_out", "the default '" + FLAGS_calibrate_out +
+                                      "' exists (from this folder: the shipped profile?); pass --calibrate_out PATH, "
+                                      "that path itself to replace it");
+}
+
 int fail(const mh::Diagnostics& diag) {
   std::cerr << diag.report();
   std::cerr << diag.error_count() << " problem(s); nothing was run\n";
@@ -44,12 +70,13 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage("megahost --config run.toml [section.key=value ...]");
   gflags::SetVersionString("0.1.0");
   FLAGS_logtostderr = true;
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  mh::keep_standard_streams_open();
+  if (std::optional<int> status = mh::parse_command_line(argc, argv)) return *status;
   google::InitGoogleLogging(argv[0]);
   std::vector<std::string> overrides(argv + 1, argv + argc);
 
   mh::Diagnostics diag;
-  std::vector<mh::LoadedPlugin> plugins = mh::load_plugins(mh::plugin_search_path(FLAGS_plugin_path), diag);
+  std::vector<mh::LoadedPlugin> plugins = mh::load_plugins(mh::plugin_search_path(FLAGS_plugin_path, diag), diag);
   mh::Registry registry(plugins, diag);
   if (FLAGS_list_plugins) {
     std::cout << mh::list_plugins(registry);
@@ -63,6 +90,12 @@ int main(int argc, char** argv) {
   if (FLAGS_dry_run) config->replace_section("kernels", mh::dry_kernels_section(*config, registry));
   std::optional<mh::Assembly> assembly = mh::assemble(*config, registry, diag);
   if (!assembly) return fail(diag);
+  mh::check_output_files(outputs(*assembly), mh::run_inputs(*config, *assembly, plugins), diag);
+  mh::check_launch(*config, *assembly, diag);
+  check_calibrate_default(diag);
+  if (!diag.has_errors()) mh::check_layout(*config, *assembly, diag);
+  mh::check_size_products(*config, *assembly, diag);
+  if (diag.has_errors()) return fail(diag);
   std::cerr << diag.report();
 
   mh::RunFlags flags{FLAGS_dry_run, FLAGS_metrics_out, FLAGS_report_memory, FLAGS_grads_out};

@@ -11,6 +11,7 @@
 #include <megahost/error.hpp>
 
 #include "config.hpp"
+#include "descriptor_arrays.hpp"
 
 namespace mh {
 namespace fs = std::filesystem;
@@ -75,8 +76,39 @@ std::string option_problem(const MH_OptionSpec& o) {
   return "";
 }
 
+// What is wrong with an array's stride, for elements that claim up to
+// `largest` bytes; "" when it is sound.
+std::string stride_problem(const char* field, size_t stride, size_t largest) {
+  if (stride % alignof(size_t) != 0)
+    return "its " + std::string(field) + " " + std::to_string(stride) + " is not a multiple of " +
+           std::to_string(alignof(size_t)) + " (it is sizeof of the struct)";
+  if (stride < largest)
+    return "its " + std::string(field) + " " + std::to_string(stride) + " is smaller than an element's struct_size " +
+           std::to_string(largest) + ": the elements would overlap";
+  return "";
+}
+
+template <class T>
+size_t largest_struct_size(const T* array, size_t stride, size_t count) {
+  size_t largest = 0;
+  for (size_t i = 0; i < count && largest <= stride; ++i)
+    largest = std::max(largest, element(array, stride, i).struct_size);
+  return largest;
+}
+
+// What is wrong with a component's options, as the rest of "component #i ('x')...".
+std::string options_problem(const MH_PluginDesc& d, const MH_ComponentDesc& c) {
+  const size_t stride = option_stride(d, c);
+  const size_t largest = largest_struct_size(c.options, stride, c.num_options);
+  if (std::string problem = stride_problem("option_size", stride, largest); !problem.empty()) return ": " + problem;
+  for (size_t o = 0; o < c.num_options; ++o)
+    if (std::string problem = option_problem(element(c.options, stride, o)); !problem.empty())
+      return ": option #" + std::to_string(o) + " " + problem;
+  return "";
+}
+
 // What is wrong with one component, as the rest of "component #i ...".
-std::string component_problem(const MH_ComponentDesc& c) {
+std::string component_problem(const MH_PluginDesc& d, const MH_ComponentDesc& c) {
   if (c.struct_size < MH_STRUCT_SIZE(MH_ComponentDesc, api)) return " has a descriptor that is too small";
   if (c.kind < 0 || c.kind >= MH_KIND_COUNT) return " has unknown kind " + std::to_string(c.kind);
   if (c.name == nullptr || c.name[0] == '\0') return " has no name";
@@ -86,10 +118,9 @@ std::string component_problem(const MH_ComponentDesc& c) {
   if (size_t table = *static_cast<const size_t*>(c.api); table < table_size_needed(c.kind))
     return which + " has a function table of " + std::to_string(table) + " bytes; its kind needs " +
            std::to_string(table_size_needed(c.kind));
-  if (c.num_options > 0 && c.options == nullptr) return which + " has a NULL option list";
-  for (size_t o = 0; o < c.num_options; ++o)
-    if (std::string problem = option_problem(c.options[o]); !problem.empty())
-      return which + ": option #" + std::to_string(o) + " " + problem;
+  if (c.num_options == 0) return "";
+  if (c.options == nullptr) return which + " has a NULL option list";
+  if (std::string problem = options_problem(d, c); !problem.empty()) return which + problem;
   return "";
 }
 
@@ -130,6 +161,12 @@ bool load_one(const fs::path& file, LoadedPlugin& out, Diagnostics& diag) {
   return true;
 }
 
+// Plugins are named mh_<name>.so (MegahostPlugin.cmake); any other shared
+// object in a plugin folder is a library a plugin links, not one to load.
+bool is_plugin_file(const fs::path& file) {
+  return file.extension() == ".so" && file.filename().string().rfind("mh_", 0) == 0;
+}
+
 }  // namespace
 
 std::string descriptor_problem(const MH_PluginDesc* d) {
@@ -141,9 +178,13 @@ std::string descriptor_problem(const MH_PluginDesc* d) {
            ", this host speaks " + version_text(MH_ABI_MAJOR, MH_ABI_MINOR) +
            "; majors must match: rebuild it against this host's SDK";
   if (d->name == nullptr || d->version == nullptr) return "its descriptor has no name or version";
-  if (d->num_components > 0 && d->components == nullptr) return "its component list is NULL";
+  if (d->num_components == 0) return "";
+  if (d->components == nullptr) return "its component list is NULL";
+  const size_t stride = component_stride(*d);
+  const size_t largest = largest_struct_size(d->components, stride, d->num_components);
+  if (std::string problem = stride_problem("component_size", stride, largest); !problem.empty()) return problem;
   for (size_t i = 0; i < d->num_components; ++i)
-    if (std::string problem = component_problem(d->components[i]); !problem.empty())
+    if (std::string problem = component_problem(*d, element(d->components, stride, i)); !problem.empty())
       return "component #" + std::to_string(i) + problem;
   return "";
 }
@@ -153,9 +194,15 @@ const MH_HostApi* host_api() {
   return &api;
 }
 
-std::vector<fs::path> plugin_search_path(const std::string& flag_value) {
+std::vector<fs::path> plugin_search_path(const std::string& flag_value, Diagnostics& diag) {
   std::vector<fs::path> dirs;
   append_path_list(flag_value, dirs);
+  for (const auto& dir : dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec))
+      diag.error("--plugin_path", "'" + dir.string() + "' is not a folder" + (ec ? ": " + ec.message() : "") +
+                                      "; give the folders that hold the mh_*.so plugins");
+  }
   if (const char* env = std::getenv("MEGAHOST_PLUGIN_PATH")) append_path_list(env, dirs);
   fs::path exe_dir = boost::dll::program_location().parent_path().string();
   dirs.push_back(exe_dir / "plugins");
@@ -170,7 +217,7 @@ std::vector<LoadedPlugin> load_plugins(const std::vector<fs::path>& dirs, Diagno
     if (!fs::is_directory(dir, ec)) continue;
     std::vector<fs::path> files;
     for (const auto& entry : fs::directory_iterator(dir, ec))
-      if (entry.path().extension() == ".so") files.push_back(entry.path());
+      if (is_plugin_file(entry.path())) files.push_back(entry.path());
     std::sort(files.begin(), files.end());
     for (const auto& file : files) {
       LoadedPlugin plugin;

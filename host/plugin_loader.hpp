@@ -22,10 +22,12 @@ struct LoadedPlugin {
 
 // The folders searched, in order: --plugin_path entries, then
 // MEGAHOST_PLUGIN_PATH entries, then the folders installed next to the binary.
-std::vector<std::filesystem::path> plugin_search_path(const std::string& flag_value);
+// A --plugin_path entry that is not a folder is an error in `diag`.
+std::vector<std::filesystem::path> plugin_search_path(const std::string& flag_value, Diagnostics& diag);
 
-// Loads every *.so in `dirs` (sorted by name within a folder). Files that
-// are not loadable plugins are reported as errors in `diag`.
+// Loads every mh_*.so in `dirs` (sorted by name within a folder); other
+// shared objects there are a plugin's own libraries and are left alone.
+// Files that are not loadable plugins are reported as errors in `diag`.
 std::vector<LoadedPlugin> load_plugins(const std::vector<std::filesystem::path>& dirs,
                                        Diagnostics& diag);
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "descriptor_arrays.hpp"
+
 namespace mh {
 namespace {
 
@@ -41,13 +43,15 @@ const char* kind_name(int32_t kind) {
 
 Registry::Registry(const std::vector<LoadedPlugin>& plugins, Diagnostics& diag) {
   for (const auto& plugin : plugins)
-    for (size_t i = 0; i < plugin.desc->num_components; ++i) add(plugin.desc->components[i], plugin, diag);
+    for (size_t i = 0; i < plugin.desc->num_components; ++i)
+      add(element(plugin.desc->components, component_stride(*plugin.desc), i), plugin, diag);
 }
 
 void Registry::add(const MH_ComponentDesc& theirs, const LoadedPlugin& plugin, Diagnostics& diag) {
   MH_ComponentDesc& c = descs_.emplace_back(in_host_layout(&theirs));
   std::vector<MH_OptionSpec>& specs = options_.emplace_back();
-  for (size_t o = 0; o < c.num_options; ++o) specs.push_back(option_in_host_layout(&c.options[o]));
+  for (size_t o = 0; o < c.num_options; ++o)
+    specs.push_back(option_in_host_layout(&element(c.options, option_stride(*plugin.desc, c), o)));
   c.options = specs.data();
   auto [it, inserted] = components_.try_emplace({c.kind, c.name}, Component{&c, &plugin});
   if (!inserted)

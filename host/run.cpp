@@ -4,15 +4,21 @@
 
 #include <glog/logging.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <mutex>
+#include <new>
 #include <thread>
 
 #include "data/tokenizer.hpp"
 #include "checkpoint/store.hpp"
 #include "engine/trainer.hpp"
 #include "stop_signals.hpp"
+#include "rank_exits.hpp"
+#include "run_agreement.hpp"
 
 namespace mh {
 namespace {
@@ -118,6 +124,33 @@ void plan_checkpoints(RunSetup& s, const Assembly& a, const Config& config) {
     LOG(INFO) << "no checkpoint in " << s.checkpoint.dir << " yet: starting fresh";
 }
 
+// What a rank's exception says to the user; std::bad_alloc says only its name.
+std::string failure_text(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) == nullptr) return e.what();
+  return "out of host memory (std::bad_alloc); lower train.micro_batch, model.seq_len or the model's size, or see "
+         "each rank's needs with --dry_run";
+}
+
+// How long the comm waits for a peer (comm.timeout_s), the grace a failed
+// run gives its other ranks to stop.
+double comm_timeout_s(const Assembly& a) {
+  Options comm = a.slot(MH_KIND_COMM)->options.options();
+  return comm.has("timeout_s") ? comm.get_double("timeout_s") : 30;
+}
+
+// Ends the process without joining `stuck` ranks, which are inside a plugin
+// call that does not return: saying so is all the host can still do.
+[[noreturn]] void exit_without(const std::vector<int32_t>& stuck, const std::string& failure, double grace_s) {
+  std::string ranks;
+  for (int32_t r : stuck) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  LOG(ERROR) << failure;
+  LOG(ERROR) << "rank(s) " << ranks << " did not stop within comm.timeout_s = " << grace_s
+             << " s after the run failed: stuck inside a plugin call (a kernel that never returns?); exiting without them";
+  google::FlushLogFiles(google::GLOG_INFO);
+  std::fflush(nullptr);
+  std::_Exit(1);
+}
+
 // Runs every local rank on its own thread. A rank that fails aborts the
 // communicator so the others stop instead of waiting on it; the first
 // failure that is not such an abort is the one reported.
@@ -125,15 +158,18 @@ void run_ranks(const RunSetup& s) {
   std::mutex mu;
   std::string first_error, first_abort;
   std::vector<std::thread> threads;
+  RankExits exits(s.comm_info.first_rank, s.comm_info.ranks_in_process);
   for (int32_t local = 0; local < s.comm_info.ranks_in_process; ++local) {
     threads.emplace_back([&, local] {
       const int32_t rank = s.comm_info.first_rank + local;
+      bool failed = true;
       try {
         train_rank(s, local);
+        failed = false;
       } catch (const std::exception& e) {
         const Error* err = dynamic_cast<const Error*>(&e);
         bool aborted = err != nullptr && err->code() == MH_ABORTED;
-        std::string message = "rank " + std::to_string(rank) + ": " + e.what();
+        std::string message = "rank " + std::to_string(rank) + ": " + failure_text(e);
         {
           std::lock_guard lock(mu);
           std::string& slot = aborted ? first_abort : first_error;
@@ -141,7 +177,13 @@ void run_ranks(const RunSetup& s) {
         }
         s.comm_api->abort(s.comm, rank, e.what());
       }
+      exits.returned(local, failed);
     });
+  }
+  const double grace_s = comm_timeout_s(*s.assembly);
+  if (std::vector<int32_t> stuck = exits.wait(std::chrono::duration<double>(grace_s)); !stuck.empty()) {
+    std::lock_guard lock(mu);
+    exit_without(stuck, first_error.empty() ? first_abort : first_error, grace_s);
   }
   for (auto& t : threads) t.join();
   if (!first_error.empty()) throw Error(MH_INTERNAL, first_error);
@@ -169,6 +211,7 @@ int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
   s.comm = comm.get();
   s.comm_info.struct_size = sizeof(MH_CommInfo);
   check(s.comm_api->info(s.comm, &s.comm_info), comm.label());
+  agree_on_run(s.comm_api, s.comm, s.comm_info, assembly);
   Instance tensor(*assembly.slot(MH_KIND_TENSOR_PARALLEL), s.comm_info.ranks_in_process, -1);
   plan_tensor(s, tensor);
   Instance pipeline(*assembly.slot(MH_KIND_PIPELINE_PARALLEL), s.comm_info.ranks_in_process, -1);

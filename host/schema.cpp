@@ -35,6 +35,7 @@ const MH_OptionSpec kTrain[] = {
     opt_double("adam_beta2", "0.95", 0, 1, "AdamW beta2"),
     opt_double("adam_eps", "1e-8", 0, 1, "AdamW epsilon"),
     opt_double("clip_grad", "1.0", 0, 1e9, "global gradient-norm clip; 0 disables"),
+    opt_bool("skip_nonfinite", "false", "skip the update of a step whose loss or gradient norm is NaN or infinite, instead of stopping"),
     opt_int("seed", "1234", 0, 9e18, "seed of init, dropout and data order"),
     opt_int("eval_interval", "50", 0, kMaxInt, "steps between validation runs; 0 disables"),
     opt_int("eval_batches", "4", 1, kMaxInt, "micro-batches per validation run"),

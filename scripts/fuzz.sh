@@ -26,9 +26,10 @@ for target in "${targets[@]}"; do
   log=build-fuzz/fuzz-$target.log
   echo "fuzzing $target for ${seconds}s (log: $log)"
   # -timeout: an input that takes over 10 s is a finding (a hang), as is
-  # using over 2 GiB.
+  # using over 2 GiB. -max_len: inputs up to 128 KiB, past the seeds' sizes
+  # (libFuzzer's default cap), so deeply nested TOML and JSON are reached.
   if ! build-fuzz/bin/fuzz_"$target" "$work" fuzz/corpus/"$target" "${dict[@]}" -max_total_time="$seconds" \
-      -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$findings/" >"$log" 2>&1; then
+      -timeout=10 -rss_limit_mb=2048 -max_len=131072 -print_final_stats=1 -artifact_prefix="$findings/" >"$log" 2>&1; then
     failed+=("$target")
     grep -E "ERROR|runtime error|Test unit written" "$log" | head -5 || true
   fi

@@ -11,6 +11,7 @@ namespace mh::data {
 namespace {
 
 constexpr char kEndOfText[] = "<|endoftext|>";
+constexpr int kMaxVocabDepth = 2;  // the object, and a value inside it
 
 // GPT-2 gives every byte a printable stand-in so that symbols never hold
 // whitespace or control characters: the printable Latin-1 bytes ('!'..'~',
@@ -88,7 +89,15 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& vocab_file, const std::string& m
 
 void Gpt2Tokenizer::load_vocab(const std::string& vocab_file) {
   std::ifstream in = open_or_throw(vocab_file, "vocab file", "vocab_file");
-  nlohmann::json vocab = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  // A vocabulary is one flat object. Refusing depth while parsing keeps a
+  // hostile file nested 50,000 deep from reaching the recursive dump below.
+  const auto flat = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    require(depth <= kMaxVocabDepth, "gpt2 tokenizer: " + vocab_file + " nests deeper than " +
+                                         std::to_string(kMaxVocabDepth) +
+                                         " levels; a vocabulary is one JSON object of symbol -> id");
+    return true;
+  };
+  nlohmann::json vocab = nlohmann::json::parse(in, flat, /*allow_exceptions=*/false);
   require(vocab.is_object(),
           "gpt2 tokenizer: " + vocab_file +
               " is not a JSON object of symbol -> id (is it GPT-2's vocab.json?)");

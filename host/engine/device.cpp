@@ -1,6 +1,8 @@
 #include "engine/device.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
 
 namespace mh {
 
@@ -43,7 +45,29 @@ Device::Device(const Instance& kernels)
   check(api_->device_info(instance_, &info_), kernels.label() + ": device_info");
 }
 
+namespace {
+
+std::string in_units(uint64_t bytes) {
+  const bool gib = bytes >= (uint64_t{1} << 30);
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f %s", double(bytes) / double(uint64_t{1} << (gib ? 30 : 20)), gib ? "GiB" : "MiB");
+  return text;
+}
+
+}  // namespace
+
+void Device::require_fits(MemCategory category, uint64_t bytes) const {
+  const uint64_t capacity = info_.memory_bytes, after = memory_.total_current() + bytes;
+  if (capacity == 0 || info_.dry != 0 || after <= capacity) return;
+  throw Error(MH_RESOURCE_EXHAUSTED,
+              "allocating " + in_units(bytes) + " of " + category_name(category) + " would bring this rank to " +
+                  in_units(after) + ", past the " + in_units(capacity) + " its device has (" + info_.name +
+                  "); see each rank's needs with --dry_run, then lower the batch, sequence or model or add ranks "
+                  "(kernels.memory_gb sets a cpu rank's share)");
+}
+
 void* Device::alloc(MemCategory category, uint64_t bytes) {
+  require_fits(category, bytes);
   void* ptr = nullptr;
   check(api_->alloc(instance_, bytes, &ptr),
         std::string("allocating ") + std::to_string(bytes) + " bytes of " + category_name(category));

@@ -69,6 +69,11 @@ class Device {
   }
 
  private:
+  // Throws before an allocation would take this rank past its device's
+  // memory_bytes, naming both: past it the OS kills a CPU run, or a GPU
+  // allocation fails, with no word of why.
+  void require_fits(MemCategory category, uint64_t bytes) const;
+
   const MH_KernelsApi* api_;
   MH_Instance* instance_;
   MH_DeviceInfo info_{};

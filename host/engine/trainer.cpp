@@ -13,9 +13,11 @@
 
 #include "checkpoint/store.hpp"
 #include "engine/collectives.hpp"
+#include "engine/finite_check.hpp"
 #include "engine/grad_buckets.hpp"
 #include "engine/grad_sync.hpp"
 #include "engine/gradient_dump.hpp"
+#include "engine/keep_agreement.hpp"
 #include "engine/memory_report.hpp"
 #include "engine/ops.hpp"
 #include "engine/optimizer.hpp"
@@ -168,6 +170,7 @@ class RankTrainer {
       keep_.insert(keep_.end(), keep.begin(), keep.end());
       chunks_.push_back(std::make_unique<Transformer>(dev_, params_, tp_, dims_, c, std::move(keep)));
     }
+    check_keep_tables_agree(groups_.tensor, keep_, policy.label());
   }
 
   void train();
@@ -444,7 +447,9 @@ void RankTrainer::train() {
       dump_gradients(dev_, params_, groups_.tensor, s_.grads_out + (s_.pp > 1 ? ".stage" + std::to_string(coords_.pp) : ""),
                      coords_.tp == 0 && coords_.dp == 0);
     double norm = optimizer_.grad_norm(norm_ranges(), {&groups_.tensor, &groups_.pipeline});
-    optimizer_.step(st, norm);
+    const bool finite =
+        s_.dry_run || finite_step(st, loss, norm, {t.get_bool("skip_nonfinite"), leader()}, params_, dev_);
+    if (finite) optimizer_.step(st, norm);
     dev_.synchronize();
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (leader() && !s_.dry_run) {

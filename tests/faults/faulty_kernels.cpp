@@ -6,10 +6,16 @@
 //   throw  throws std::runtime_error, which the SDK's trampoline turns into
 //          an error at the boundary, as it does for any plugin,
 //   stall  blocks for stall_s seconds, then returns an error,
-//   kill   sends itself SIGKILL (a rank process dying under mpirun).
+//   kill   sends itself SIGKILL (a rank process dying under mpirun),
+//   nonfinite  (sum_squares) writes NaN into the first gradient element it reads
+//          and into the sum, as a gradient gone non-finite would.
+// Its cross-entropy statistics are ones, so that the loss of a run that
+// computes nothing is 0, a finite number.
 #include <megahost/plugin.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -25,7 +31,7 @@ class FaultyKernels {
  public:
   static constexpr MH_Kind kind = MH_KIND_KERNELS;
   static constexpr MH_OptionSpec options[] = {
-      mh::opt_choice("fault", "\"error\"", "error|throw|stall|kill", "what the faulting call does"),
+      mh::opt_choice("fault", "\"error\"", "error|throw|stall|kill|nonfinite", "what the faulting call does"),
       mh::opt("op", MH_VALUE_STRING, "\"any\"", "the call that faults: any, or a table entry (gemm, copy, ...)"),
       mh::opt_int("after", "0", 0, 1e12, "calls of `op` that succeed before the fault"),
       mh::opt_int("rank", "-1", -1, 1e6, "global rank that faults; -1: every rank"),
@@ -77,10 +83,20 @@ class FaultyKernels {
   FAULTY_OP(dropout_bwd, MH_DropoutArgs)
   FAULTY_OP(embedding, MH_EmbeddingArgs)
   FAULTY_OP(embedding_bwd, MH_EmbeddingArgs)
-  FAULTY_OP(xent, MH_XentArgs)
   FAULTY_OP(adamw, MH_AdamWArgs)
-  FAULTY_OP(sum_squares, MH_SumSquaresArgs)
 #undef FAULTY_OP
+  void xent(const MH_XentArgs& a) {
+    hit("xent");
+    if (a.step != MH_XENT_STATS) return;
+    float* sum_exp = static_cast<float*>(a.sum_exp.data);
+    std::fill(sum_exp, sum_exp + a.sum_exp.shape[0], 1.0f);
+  }
+  void sum_squares(const MH_SumSquaresArgs& a) {
+    if (fault_ != "nonfinite") return hit("sum_squares");
+    if (!armed_ || (op_ != "any" && op_ != "sum_squares") || ++calls_ <= after_) return;
+    static_cast<float*>(a.x.data)[0] = std::nanf("");
+    static_cast<float*>(a.out.data)[0] = std::nanf("");
+  }
 
  private:
   void hit(const char* op) {

@@ -36,6 +36,12 @@ class OneOptionPlugin {
   OneOptionPlugin& operator=(const OneOptionPlugin&) = delete;
 
   const MH_PluginDesc* desc() const { return &desc_; }
+  // Makes the descriptor a 1.2 one that states its arrays' strides.
+  void declare_strides(size_t component_size, size_t option_size) {
+    desc_.struct_size = MH_STRUCT_SIZE(MH_PluginDesc, option_size);
+    desc_.component_size = component_size;
+    desc_.option_size = option_size;
+  }
 
  private:
   static constexpr MH_KernelsApi kTable{sizeof(MH_KernelsApi)};
@@ -86,6 +92,27 @@ TEST(PluginDescriptor, OptionStructSizeEndingInsideDocIsReadWithoutDoc) {
   ASSERT_NE(k, nullptr);
   EXPECT_STREQ(k->desc->options[0].name, "n");
   EXPECT_EQ(k->desc->options[0].doc, nullptr);
+}
+
+// ABI 1.2: the arrays' strides come from the descriptor, and one that would
+// misalign or overlap the elements is refused rather than followed.
+TEST(PluginDescriptor, DeclaredStridesAreFollowedWhenSound) {
+  OneOptionPlugin plugin(opt_int("n", "1", 0, 8, "n"));
+  plugin.declare_strides(sizeof(MH_ComponentDesc), sizeof(MH_OptionSpec));
+  EXPECT_EQ(descriptor_problem(plugin.desc()), "");
+}
+
+TEST(PluginDescriptor, MisalignedOptionStrideIsRefused) {
+  OneOptionPlugin plugin(opt_int("n", "1", 0, 8, "n"));
+  plugin.declare_strides(sizeof(MH_ComponentDesc), sizeof(MH_OptionSpec) - 4);
+  EXPECT_THAT(descriptor_problem(plugin.desc()), HasSubstr("component #0 ('k'): its option_size 60 is not a multiple of 8"));
+}
+
+TEST(PluginDescriptor, ComponentStrideSmallerThanItsStructSizeIsRefused) {
+  OneOptionPlugin plugin(opt_int("n", "1", 0, 8, "n"));
+  plugin.declare_strides(64, sizeof(MH_OptionSpec));
+  EXPECT_THAT(descriptor_problem(plugin.desc()),
+              HasSubstr("its component_size 64 is smaller than an element's struct_size 80: the elements would overlap"));
 }
 
 }  // namespace

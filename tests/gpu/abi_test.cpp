@@ -82,7 +82,7 @@ TEST(NcclCommModule, DescribesTheNcclComponent) {
   EXPECT_STREQ(c.name, "nccl");
   ASSERT_EQ(option_names(c), (std::vector<std::string>{"world_size", "timeout_s"}));
   expect_option(c, 0, "world_size", MH_VALUE_INT, "1");
-  expect_option(c, 1, "timeout_s", MH_VALUE_DOUBLE, "60");
+  expect_option(c, 1, "timeout_s", MH_VALUE_DOUBLE, "30");
   const auto& api = *static_cast<const MH_CommApi*>(c.api);
   EXPECT_EQ(api.struct_size, MH_STRUCT_SIZE(MH_CommApi, request_destroy));
   expect_every_entry_set(api);

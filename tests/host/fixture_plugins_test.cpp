@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "data/temp_dir.hpp"
 #include "megahost_process.hpp"
 
@@ -14,6 +16,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using ::testing::Not;
 
 Outcome list_plugins(const std::string& plugin_path) {
@@ -41,6 +44,24 @@ TEST(FixturePlugins, SharedObjectWithoutEntryPointIsRefusedByName) {
   Outcome o = list_plugins(fixture("no_entry"));
   EXPECT_EQ(o.status, 2);
   EXPECT_THAT(o.err, HasSubstr(fixture("no_entry") + "/mh_no_entry.so: refused: it has no symbol mh_plugin_entry_v1"));
+}
+
+// A plugin's own helper library (here a copy of a plugin under a name
+// without mh_) may sit beside it: it is not loaded, and nothing is refused.
+TEST(FixturePlugins, SharedObjectNotNamedAsAPluginIsLeftAloneInAPluginFolder) {
+  mh::data::testing::TempDir dir;
+  std::filesystem::copy_file(fixture("no_entry") + "/mh_no_entry.so", dir.file("libhelper.so"));
+  std::filesystem::copy_file(fixture("c_only") + "/mh_c_only.so", dir.file("mh_c_only.so"));
+  Outcome o = list_plugins(dir.file(""));
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_THAT(listed(o.out, "recompute", "inputs_only"), Not(IsEmpty()));
+  EXPECT_THAT(o.err, Not(HasSubstr("libhelper")));
+}
+
+TEST(FixturePlugins, PluginPathThatIsNoFolderIsBadInput) {
+  Outcome o = list_plugins("/nonexistent/plugins");
+  EXPECT_EQ(o.status, 2);
+  EXPECT_THAT(o.err, HasSubstr("error: --plugin_path: '/nonexistent/plugins' is not a folder"));
 }
 
 TEST(FixturePlugins, CreateReturningAnErrorFailsTheRunWithItsMessage) {
@@ -73,17 +94,32 @@ TEST(FixturePlugins, DuplicateComponentComesFromTheFirstFolderOnThePathAndBothFi
               HasSubstr("warning: " + first + ": recompute component 'twin' is also provided by " + second));
 }
 
-TEST(FixturePlugins, PluginOfAnOlderMinorWithShorterStructsLoadsAndItsOptionReachesIt) {
+TEST(FixturePlugins, PluginOfAnOlderMinorWithShorterStructsLoadsAndBothItsOptionsReachIt) {
   Outcome listing = list_plugins(fixture("older_minor"));
   EXPECT_EQ(listing.status, 0) << listing.err;
   EXPECT_THAT(listed(listing.out, "recompute", "legacy"),
               ElementsAre("recompute", "legacy", "0.9.0", "1.0", fixture("older_minor") + "/mh_older_minor.so"));
   EXPECT_THAT(listing.out, HasSubstr("keep"));
+  EXPECT_THAT(listing.out, HasSubstr("quiet"));
   EXPECT_THAT(listing.out, Not(HasSubstr("SENTINEL")));
 
-  Outcome run = dry_run(fixture("older_minor"), "plugin = \"legacy\"\nkeep = \"inputs\"\n");
+  Outcome run = dry_run(fixture("older_minor"), "plugin = \"legacy\"\nkeep = \"inputs\"\nquiet = true\n");
   EXPECT_EQ(run.status, 0) << run.err;
-  EXPECT_THAT(run.out, HasSubstr("[recompute] legacy 0.9.0 from mh_older_minor.so: keep=\"inputs\""));
+  EXPECT_THAT(run.out, HasSubstr("[recompute] legacy 0.9.0 from mh_older_minor.so: keep=\"inputs\", quiet=true"));
+}
+
+// Two thread ranks in one tensor group, the policy deciding by rank.
+TEST(FixturePlugins, RecomputePolicyDecidingByRankIsRefusedWhenPlannedNotDeadlockedInBackward) {
+  mh::data::testing::TempDir dir;
+  std::vector<std::string> args{"--plugin_path", fixture("rank_dependent"), "--config",
+                                dir.write("run.toml", "[recompute]\nplugin = \"rank_dependent\"\n"),
+                                "comm.world_size=2", "parallel.tensor.size=2", "parallel.pipeline.size=1",
+                                "train.steps=1"};
+  for (const auto& o : tiny_run()) args.push_back(o);
+  Outcome o = run_megahost(args);
+  EXPECT_EQ(o.status, 1);
+  EXPECT_THAT(o.err, HasSubstr("recompute 'rank_dependent' decides differently on tensor-group rank 1 than on rank 0"));
+  EXPECT_THAT(o.err, HasSubstr("must be a function of the query alone"));
 }
 
 TEST(FixturePlugins, PluginWrittenInPlainCRunsAsARecomputePolicy) {

@@ -38,7 +38,7 @@ void expect_kernels_plugin(const MH_PluginDesc& desc, const char* plugin, const 
 }
 
 TEST(PluginEntry, CpuModuleListsTheCpuKernels) {
-  expect_kernels_plugin(*load(MH_KERNELS_CPU_MODULE), "kernels_cpu", "cpu", {"threads", "peak_gflops", "dtype"});
+  expect_kernels_plugin(*load(MH_KERNELS_CPU_MODULE), "kernels_cpu", "cpu", {"threads", "peak_gflops", "dtype", "memory_gb"});
 }
 
 TEST(PluginEntry, DryModuleListsTheDryKernels) {
@@ -47,7 +47,7 @@ TEST(PluginEntry, DryModuleListsTheDryKernels) {
 
 TEST(PluginEntry, CpuModuleCreatesAnInstanceThatComputes) {
   const MH_ComponentDesc& c = load(MH_KERNELS_CPU_MODULE)->components[0];
-  MH_NamedValue values[3]{};
+  MH_NamedValue values[4]{};
   values[0].name = "threads";
   values[0].type = MH_VALUE_INT;
   values[0].value.i = 1;
@@ -57,7 +57,10 @@ TEST(PluginEntry, CpuModuleCreatesAnInstanceThatComputes) {
   values[2].name = "dtype";
   values[2].type = MH_VALUE_STRING;
   values[2].value.s = "fp32";
-  const MH_Options options{MH_STRUCT_SIZE(MH_Options, section), values, 3, "kernels"};
+  values[3].name = "memory_gb";
+  values[3].type = MH_VALUE_DOUBLE;
+  values[3].value.d = 0;
+  const MH_Options options{MH_STRUCT_SIZE(MH_Options, section), values, 4, "kernels"};
   const MH_CreateArgs args{MH_STRUCT_SIZE(MH_CreateArgs, rank), &options, 1, 0};
   MH_Instance* self = nullptr;
   mh::check(c.create(&args, &self), "create");

@@ -81,7 +81,8 @@ uint64_t fits(const MH_Candidate&) { return uint64_t(1) << 30; }
 
 TEST(GridTuner, ItsTableIsAbi11) {
   EXPECT_EQ(static_cast<const MH_TunerApi*>(grid().api)->struct_size, MH_STRUCT_SIZE(MH_TunerApi, results));
-  EXPECT_THAT(mh::testing::describe_module(MH_TEST_PLUGIN), StartsWith("tuner_grid 0.1.0 (ABI 1.1): tuner grid [goal"));
+  const std::string abi = std::to_string(MH_ABI_MAJOR) + "." + std::to_string(MH_ABI_MINOR);  // what it was built with
+  EXPECT_THAT(mh::testing::describe_module(MH_TEST_PLUGIN), StartsWith("tuner_grid 0.1.0 (ABI " + abi + "): tuner grid [goal"));
 }
 
 TEST(GridTuner, NeedsTheProfileTheNodesAndTheMeasuringBudget) {

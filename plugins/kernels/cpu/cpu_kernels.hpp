@@ -22,6 +22,8 @@ class CpuKernels {
                  "peak GFLOP/s reported for MFU; 0 = measure a 1024^3 sgemm when created"),
       opt_choice("dtype", "\"fp32\"", "fp32|bf16",
                  "dtype of activations and GEMM inputs: fp32, or bf16 with fp32 accumulation"),
+      opt_double("memory_gb", "0", 0, 1e6,
+                 "memory each rank may use, in GiB; 0 = the machine's physical memory split between its ranks"),
   };
 
   explicit CpuKernels(const CreateContext& ctx);
@@ -53,6 +55,7 @@ class CpuKernels {
   MH_DType compute_;
   int threads_;
   int ranks_in_process_;
+  uint64_t memory_bytes_;  // this rank's share (memory_gb, or physical / ranks)
   double peak_flops_;
   std::string name_;
   cpu::BlockCache memory_;

@@ -1,5 +1,5 @@
 /*
- * Megahost plugin ABI, version 1.0.
+ * Megahost plugin ABI, version 1.2.
  *
  * This header is the whole contract between the megahost host process and
  * the shared objects it loads. It is plain C: fixed-width integers, plain
@@ -12,6 +12,11 @@
  *     starts with `struct_size`, filled with MH_STRUCT_SIZE(type, last_field)
  *     by whoever fills the struct. The reader only touches fields that lie
  *     inside struct_size. New fields are appended, never reordered or retyped.
+ *     An array of such structs (components, options) is read with the stride
+ *     the plugin compiled it with, never the reader's sizeof: MH_PluginDesc
+ *     says it (component_size, option_size; see MH_ARRAY_STRIDE for plugins
+ *     older than 1.2). Structs without struct_size (MH_NamedValue,
+ *     MH_PipeAction, MH_StageLayers, the MH_*Rate rows) never change.
  *  2. Errors. A fallible call returns MH_Error* (NULL on success). The caller
  *     owns the returned error and releases it with error->destroy(error).
  *  3. Ownership. Whoever creates an object destroys it, through the table
@@ -36,6 +41,12 @@
  *        parallelism can reduce gradient buckets while backward runs). A 1.0
  *        communicator still loads; the host then reduces with the blocking
  *        calls.
+ *   1.2  MH_PluginDesc gains component_size and option_size, the strides of
+ *        the components and options arrays, so that MH_ComponentDesc and
+ *        MH_OptionSpec can grow in a later minor (a host indexing a plugin's
+ *        array with its own sizeof reads the wrong bytes from element 1 on).
+ *        A plugin without them is read with MH_ARRAY_STRIDE of its elements'
+ *        struct_size, which is sizeof for every struct released before 1.2.
  */
 #ifndef MEGAHOST_ABI_H
 #define MEGAHOST_ABI_H
@@ -48,7 +59,7 @@ extern "C" {
 #endif
 
 #define MH_ABI_MAJOR 1
-#define MH_ABI_MINOR 1
+#define MH_ABI_MINOR 2
 
 /* The one symbol a plugin exports for ABI major 1 (see MH_EntryFn). */
 #define MH_ENTRY_SYMBOL "mh_plugin_entry_v1"
@@ -235,7 +246,20 @@ typedef struct MH_PluginDesc {
   const char* version;
   const MH_ComponentDesc* components;
   size_t num_components;
+  /* 1.2: sizeof(MH_ComponentDesc) and sizeof(MH_OptionSpec) as the plugin
+   * was compiled: the distance between consecutive elements of `components`
+   * and of every component's `options`. struct_size is not the stride: it
+   * leaves out the tail padding sizeof includes. */
+  size_t component_size;
+  size_t option_size;
 } MH_PluginDesc;
+
+/* The stride of a plugin's arrays when its MH_PluginDesc predates
+ * component_size and option_size: the first element's struct_size rounded up
+ * to the alignment of size_t, which every struct released before 1.2 has
+ * (each starts with struct_size and holds nothing more aligned). */
+#define MH_ARRAY_STRIDE(struct_size) \
+  (((struct_size) + sizeof(size_t) - 1) / sizeof(size_t) * sizeof(size_t))
 
 /* The exported entry point, named MH_ENTRY_SYMBOL. Called once, on the main
  * thread, right after loading. `host` lives as long as the process. */

@@ -313,13 +313,15 @@ MH_ComponentDesc component(const char* name, const char* version, const char* de
       ::mh::detail::host_api = host;                                                         \
       ::mh::detail::plugin_name = mh_name;                                               \
       static const MH_ComponentDesc components[] = {__VA_ARGS__};                            \
-      static const MH_PluginDesc desc{MH_STRUCT_SIZE(MH_PluginDesc, num_components),         \
+      static const MH_PluginDesc desc{MH_STRUCT_SIZE(MH_PluginDesc, option_size),            \
                                       MH_ABI_MAJOR,                                          \
                                       MH_ABI_MINOR,                                          \
                                       mh_name,                                               \
                                       mh_version,                                            \
                                       components,                                            \
-                                      sizeof(components) / sizeof(components[0])};           \
+                                      sizeof(components) / sizeof(components[0]),            \
+                                      sizeof(MH_ComponentDesc),                              \
+                                      sizeof(MH_OptionSpec)};                                \
       *out = &desc;                                                                          \
     });                                                                                      \
   }

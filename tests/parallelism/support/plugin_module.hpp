@@ -16,7 +16,7 @@ namespace mh::testing {
 inline const std::string kBuiltAbi =
     "(ABI " + std::to_string(MH_ABI_MAJOR) + "." + std::to_string(MH_ABI_MINOR) + ")";
 
-// "parallel_tensor 1.0.0 (ABI 1.1): tensor_parallel megatron [size, sequence_parallel]",
+// "parallel_tensor 1.0.0 (ABI 1.2): tensor_parallel megatron [size, sequence_parallel]",
 // one "; kind name [options]" per component.
 inline std::string describe_module(const char* path) {
   void* library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
