@@ -43,9 +43,10 @@ const MH_OptionSpec kTrain[] = {
 
 const MH_OptionSpec kData[] = {
     opt("path", MH_VALUE_STRING, "\"../data/corpus_byte\"", "indexed dataset prefix (.bin/.idx), relative to the config"),
-    opt_choice("tokenizer", "\"byte\"", "byte|gpt2", "tokenizer the dataset was made with"),
-    opt("vocab_file", MH_VALUE_STRING, "\"\"", "GPT-2 vocab.json (tokenizer = gpt2)"),
-    opt("merges_file", MH_VALUE_STRING, "\"\"", "GPT-2 merges.txt (tokenizer = gpt2)"),
+    opt_choice("tokenizer", "\"byte\"", "byte|gpt2|huggingface", "tokenizer the dataset was made with"),
+    opt("vocab_file", MH_VALUE_STRING, "\"\"", "vocab.json (tokenizer = gpt2); empty: GPT-2's, shipped"),
+    opt("merges_file", MH_VALUE_STRING, "\"\"", "merges.txt (tokenizer = gpt2); empty: GPT-2's, shipped"),
+    opt("tokenizer_file", MH_VALUE_STRING, "\"\"", "Hugging Face tokenizer.json (tokenizer = huggingface)"),
     opt("split", MH_VALUE_STRING, "\"98,2,0\"", "train,valid,test weights over documents"),
 };
 

@@ -13,9 +13,12 @@ DEFINE_string(input, "",
               "text to tokenize: file.txt (documents separated by blank lines) or file.jsonl "
               "(one JSON object per line)");
 DEFINE_string(json_key, "text", "key of the document text in each .jsonl object");
-DEFINE_string(tokenizer, "byte", "byte (bytes as tokens, vocab 257) or gpt2 (byte-level BPE)");
-DEFINE_string(vocab_file, "", "GPT-2 vocab.json, for --tokenizer=gpt2");
-DEFINE_string(merges_file, "", "GPT-2 merges.txt, for --tokenizer=gpt2");
+DEFINE_string(tokenizer, "byte",
+              "byte (bytes as tokens, vocab 257), gpt2 (GPT-2's byte-level BPE) or huggingface "
+              "(a byte-level BPE tokenizer.json)");
+DEFINE_string(vocab_file, "", "vocab.json for --tokenizer=gpt2; empty: GPT-2's own, shipped");
+DEFINE_string(merges_file, "", "merges.txt for --tokenizer=gpt2; empty: GPT-2's own, shipped");
+DEFINE_string(tokenizer_file, "", "Hugging Face tokenizer.json, for --tokenizer=huggingface");
 DEFINE_string(output_prefix, "", "writes OUTPUT_PREFIX.bin and OUTPUT_PREFIX.idx");
 DEFINE_bool(append_eod, true, "end every document with the tokenizer's end-of-document token");
 
@@ -24,7 +27,8 @@ namespace {
 void prepare() {
   mh::require(!FLAGS_input.empty(), "--input is required (a .txt or .jsonl file)");
   mh::require(!FLAGS_output_prefix.empty(), "--output_prefix is required");
-  auto tokenizer = mh::data::make_tokenizer(FLAGS_tokenizer, FLAGS_vocab_file, FLAGS_merges_file);
+  auto tokenizer = mh::data::make_tokenizer(
+      FLAGS_tokenizer, {FLAGS_vocab_file, FLAGS_merges_file, FLAGS_tokenizer_file});
   const mh::data::TokenDType dtype = mh::data::dtype_for_vocab(tokenizer->vocab_size());
   mh::data::IndexedDatasetWriter writer(FLAGS_output_prefix, dtype);
   mh::data::for_each_document(FLAGS_input, FLAGS_json_key, [&](std::string_view text) {
