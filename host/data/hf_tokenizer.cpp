@@ -23,7 +23,7 @@ class Reader {
   // The value at key of object, of the given kind, or fail naming both.
   const json& get(const json& object, const std::string& key, json::value_t kind) const {
     auto it = object.find(key.substr(key.rfind('.') + 1));
-    if (it == object.end() || it->type() != kind) fail(key, std::string("missing or not a ") + json(kind).type_name());
+    if (it == object.end() || it->type() != kind) fail(key, std::string("missing or not of type ") + json(kind).type_name());
     return *it;
   }
   // Fails unless object[key] is absent, null, false or empty: a feature
@@ -120,9 +120,13 @@ void read_added_tokens(const Reader& r, const json& root, BpeParts& parts) {
   for (size_t i = 0; i < added->size(); ++i) {
     const json& token = (*added)[i];
     const std::string key = "added_tokens[" + std::to_string(i) + "]";
+    // Added tokens extend the vocabulary at most by their number (Llama 3's
+    // follow its 128,000 ids), so a vocabulary never has holes to embed.
+    const size_t limit = parts.vocab.size() + added->size();
     if (!token.is_object() || !token.contains("id") || !token["id"].is_number_integer() || token["id"] < 0 ||
-        token["id"] > INT32_MAX - 1 || !token.contains("content") || !token["content"].is_string()) {
-      r.fail(key, "expected {\"id\": non-negative integer, \"content\": string}");
+        token["id"] >= limit || !token.contains("content") || !token["content"].is_string()) {
+      r.fail(key, "expected {\"id\": 0.." + std::to_string(limit - 1) + ", \"content\": string}, found " +
+                      token.dump());
     }
     for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
       r.require_unset(token, key + "." + flag, "added tokens are matched exactly");
