@@ -9,7 +9,7 @@
 #include <mutex>
 #include <thread>
 
-#include "data/token_range.hpp"
+#include "data/data_sources.hpp"
 #include "data/tokenizer.hpp"
 #include "engine/trainer.hpp"
 
@@ -99,15 +99,18 @@ void plan_pipeline(RunSetup& s, const Instance& pipeline) {
 }
 
 void open_data(RunSetup& s, const Assembly& a, const Config& config) {
-  Options data = a.data.options();
-  const std::string prefix = config.resolve(data.get_string("path")).string();
-  const uint64_t seed = uint64_t(a.train.options().get_int("seed"));
-  s.dataset = std::make_unique<data::IndexedDataset>(prefix);
+  Options data = a.data.options(), train = a.train.options();
   const ModelVocab vocab = model_vocab(a, config);
-  data::check_token_range(*s.dataset, vocab.size, "data.path", vocab.source);
-  s.train = std::make_unique<data::GptSamples>(*s.dataset, data::Split::kTrain, data.get_string("split"), s.dims.seq, seed);
-  if (a.train.options().get_int("eval_interval") > 0)
-    s.valid = std::make_unique<data::GptSamples>(*s.dataset, data::Split::kValid, data.get_string("split"), s.dims.seq, seed);
+  data::DataRequest request{
+      {data.get_string("path"), data.get_string("paths"), data.get_string("train_paths"),
+       data.get_string("valid_paths"), data.get_string("test_paths"), data.get_string("split")},
+      [&config](const std::string& prefix) { return config.resolve(prefix).string(); },
+      s.dims.seq, uint64_t(train.get_int("seed")), train.get_int("eval_interval") > 0,
+      train.get_int("eval_batches") == 0, vocab.size, vocab.source};
+  data::OpenedData opened = data::open_data(request);
+  s.datasets = std::move(opened.datasets);
+  s.train = std::move(opened.train);
+  s.valid = std::move(opened.valid);
 }
 
 // Runs every local rank on its own thread. A rank that fails aborts the

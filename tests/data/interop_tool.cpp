@@ -4,8 +4,12 @@
 //                         "seconds": time spent encoding, "tokens": ids in all}
 //   pretokenize [PATTERN] stdin: ["text", ...]  stdout: {"pieces": [["piece", ...], ...]}
 //                         (GPT-2's pattern by default)
+//   samples PATHS SPLIT SEQ_LEN
+//                         stdin: [index, ...]  stdout: {"samples": [[token, ...] per index]},
+//                         training samples of data.paths = PATHS, data.split = SPLIT
 //   read PREFIX           stdout: {"dtype": "uint16", "documents": [[[token, ...] per sequence]]}
 //   write PREFIX DTYPE    stdin: [[token, ...] per document], DTYPE uint16 or int32
+#include "data/data_sources.hpp"
 #include "data/indexed_dataset.hpp"
 #include "data/pretokenizer.hpp"
 #include "data/tokenizer.hpp"
@@ -51,6 +55,19 @@ json pretokenize(std::string_view pattern) {
   return {{"pieces", pieces}};
 }
 
+json samples(const std::string& paths, const std::string& split, int64_t seq_len) {
+  DataRequest request{{"", paths, "", "", "", split}, [](const std::string& p) { return p; },
+                      seq_len, 1234, false, false, INT32_MAX, "int32"};
+  OpenedData data = open_data(request);
+  json result = json::array();
+  std::vector<int32_t> tokens(static_cast<size_t>(seq_len + 1));
+  for (const json& index : json::parse(std::cin)) {
+    data.train->get(index.get<int64_t>(), tokens.data());
+    result.push_back(tokens);
+  }
+  return {{"samples", result}};
+}
+
 json read(const std::string& prefix) {
   IndexedDataset dataset(prefix);
   json documents = json::array();
@@ -81,10 +98,11 @@ json run(int argc, char** argv) {
   if (command == "encode" && argc >= 3) return encode(argv[2], argc, argv);
   if (command == "pretokenize" && argc <= 3) return pretokenize(argc == 3 ? argv[2] : kGpt2Pattern);
   if (command == "read" && argc == 3) return read(argv[2]);
+  if (command == "samples" && argc == 5) return samples(argv[2], argv[3], std::stoll(argv[4]));
   if (command == "write" && argc == 4) return write(argv[2], argv[3]);
   throw std::invalid_argument(
       "usage: data_interop_tool encode gpt2 [VOCAB MERGES] | encode huggingface FILE | "
-      "pretokenize [PATTERN] | read PREFIX | "
+      "pretokenize [PATTERN] | samples PATHS SPLIT SEQ_LEN | read PREFIX | "
       "write PREFIX uint16|int32");
 }
 
