@@ -261,9 +261,13 @@ void IndexedDatasetWriter::add_document(std::span<const int32_t> tokens) {
           prefix_ + ".bin: a document of " + std::to_string(tokens.size()) +
               " tokens is longer than a sequence may be (2^31 - 1); split it");
   for (int32_t token : tokens) {
-    require(token >= 0 && token <= max_token,
-            prefix_ + ".bin: token id " + std::to_string(token) + " does not fit " +
-                std::string(dtype_name(dtype_)) + "; choose the dtype with dtype_for_vocab()");
+    // Checked with if, not require: the message is built only on failure, on
+    // this path that runs for every token.
+    if (token < 0 || token > max_token) {
+      throw Error(MH_INVALID_ARGUMENT, prefix_ + ".bin: token id " + std::to_string(token) + " does not fit " +
+                                           std::string(dtype_name(dtype_)) +
+                                           "; choose the dtype with dtype_for_vocab()");
+    }
     range_.add(token);
   }
   if (dtype_ == TokenDType::kUint16) {
