@@ -143,14 +143,7 @@ const std::string& ByteLevelBpe::token_bytes(int32_t id) const {
 
 void ByteLevelBpe::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
   if (piece.empty()) return;
-  if (piece.size() == 1) {
-    merge(piece, out);
-    return;
-  }
-  if (piece.size() > kMaxCachedPiece) {
-    merge(piece, out);
-    return;
-  }
+  if (piece.size() == 1 || piece.size() > kMaxCachedPiece) return merge(piece, out);
   if (cache_->find(piece, out)) return;
   const size_t before = out.size();
   merge(piece, out);

@@ -74,6 +74,9 @@ std::string expand_unicode_classes(std::string_view pattern) {
       if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];
       continue;
     }
+    if (c == '[' && in_brackets && i + 1 < pattern.size() && pattern[i + 1] == ':') {
+      unsupported(pattern, "POSIX classes ([:alpha:], ...) depend on the regex library's tables");
+    }
     if (c == ']' && in_brackets) in_brackets = false;
     if (c != '\\' || i + 1 == pattern.size()) {
       out += c;
