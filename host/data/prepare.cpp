@@ -22,14 +22,15 @@ struct Tokenized {
   std::string problem;
 };
 
-// Tokenizes the batch on `workers` threads, each taking the next document.
-std::vector<Tokenized> tokenize(const std::vector<Document>& batch, const Tokenizer& tokenizer, int workers,
-                                bool append_eod, const std::string& input) {
+// Parses and tokenizes the batch on `workers` threads, each taking the next
+// document.
+std::vector<Tokenized> tokenize(std::vector<Document>& batch, const Tokenizer& tokenizer, const PrepareOptions& o) {
   std::vector<Tokenized> out(batch.size());
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i = next++; i < batch.size(); i = next++) {
-      const Document& d = batch[i];
+      Document& d = batch[i];
+      parse_document(d, o.json_keys, o.input);
       if (!d.problem.empty()) {
         out[i].problem = d.problem;
         continue;
@@ -37,16 +38,16 @@ std::vector<Tokenized> tokenize(const std::vector<Document>& batch, const Tokeni
       try {
         for (const std::string& text : d.texts) {
           std::vector<int32_t> ids = text.empty() ? std::vector<int32_t>{} : tokenizer.encode(text);
-          if (append_eod && !text.empty()) ids.push_back(tokenizer.eod_id());
+          if (o.append_eod && !text.empty()) ids.push_back(tokenizer.eod_id());
           out[i].ids.push_back(std::move(ids));
         }
       } catch (const Error& e) {
-        out[i].problem = input + ":" + std::to_string(d.line) + ": " + e.what();
+        out[i].problem = o.input + ":" + std::to_string(d.line) + ": " + e.what();
       }
     }
   };
   std::vector<std::thread> threads;
-  for (int w = 1; w < workers; ++w) threads.emplace_back(work);
+  for (int w = 1; w < o.workers; ++w) threads.emplace_back(work);
   work();
   for (auto& t : threads) t.join();
   return out;
@@ -68,7 +69,7 @@ PrepareReport prepare(const PrepareOptions& o, const Tokenizer& tokenizer, const
   require(!o.json_keys.empty(), "--json_keys names no key; give at least one, e.g. text");
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  DocumentReader reader(o.input, o.json_keys);
+  DocumentReader reader(o.input);
   auto writers = open_writers(o, dtype_for_vocab(tokenizer.vocab_size()));
   PrepareReport report;
   double reported = 0;
@@ -80,7 +81,7 @@ PrepareReport prepare(const PrepareOptions& o, const Tokenizer& tokenizer, const
            (more = reader.next(d))) {
       batch.push_back(std::move(d));
     }
-    std::vector<Tokenized> tokenized = tokenize(batch, tokenizer, o.workers, o.append_eod, o.input);
+    std::vector<Tokenized> tokenized = tokenize(batch, tokenizer, o);
     for (Tokenized& t : tokenized) {
       if (!t.problem.empty()) {
         require(o.skip_bad_documents, t.problem);

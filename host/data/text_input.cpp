@@ -50,8 +50,7 @@ int64_t invalid_utf8_at(std::string_view text) {
   return -1;
 }
 
-DocumentReader::DocumentReader(const std::string& path, std::vector<std::string> json_keys)
-    : path_(path), json_keys_(std::move(json_keys)), jsonl_(path.ends_with(".jsonl")) {
+DocumentReader::DocumentReader(const std::string& path) : path_(path), jsonl_(path.ends_with(".jsonl")) {
   require(jsonl_ || path.ends_with(".txt"),
           "input " + path +
               ": name it .txt (documents separated by blank lines) or .jsonl "
@@ -96,37 +95,42 @@ bool DocumentReader::next_txt(Document& document) {
 }
 
 bool DocumentReader::next_jsonl(Document& document) {
-  std::string line;
   do {
-    if (!next_line(line)) return false;
-  } while (is_blank(line));
+    if (!next_line(document.json)) return false;
+  } while (is_blank(document.json));
   document.line = line_number_;
-  const std::string where = path_ + ":" + std::to_string(line_number_) + ": ";
+  return true;
+}
+
+void parse_document(Document& document, const std::vector<std::string>& json_keys, const std::string& path) {
+  if (document.json.empty()) return;
+  const std::string line = std::move(document.json);
+  document.json.clear();
+  const std::string where = path + ":" + std::to_string(document.line) + ": ";
   if (int64_t bad = invalid_utf8_at(line); bad >= 0) {
     document.problem = where + "not valid UTF-8 at byte " + std::to_string(bad) +
                        " of the line; convert the file to UTF-8 or pass --skip_bad_documents";
-    return true;
+    return;
   }
   nlohmann::json object;
   try {
     object = nlohmann::json::parse(line);
   } catch (const nlohmann::json::parse_error& e) {
     document.problem = where + json_problem(e.what());
-    return true;
+    return;
   }
   if (!object.is_object()) {
     document.problem = where + "not a JSON object; a .jsonl file holds one object per line";
-    return true;
+    return;
   }
-  for (const std::string& key : json_keys_) {
+  for (const std::string& key : json_keys) {
     auto it = object.find(key);
     if (it == object.end() || !it->is_string()) {
       document.problem = where + "no string under key \"" + key + "\"; choose the keys with --json_keys";
-      return true;
+      return;
     }
     document.texts.push_back(it->get<std::string>());
   }
-  return true;
 }
 
 }  // namespace mh::data

@@ -15,9 +15,12 @@ using ::testing::IsEmpty;
 using ::testing::ThrowsMessage;
 
 std::vector<Document> documents(const std::string& path, std::vector<std::string> keys = {"text"}) {
-  DocumentReader reader(path, std::move(keys));
+  DocumentReader reader(path);
   std::vector<Document> out;
-  for (Document d; reader.next(d);) out.push_back(d);
+  for (Document d; reader.next(d);) {
+    parse_document(d, keys, path);
+    out.push_back(d);
+  }
   return out;
 }
 
