@@ -27,7 +27,7 @@ DEFINE_string(merges_file, "", "merges.txt for --tokenizer=gpt2; empty: GPT-2's 
 DEFINE_string(tokenizer_file, "", "Hugging Face tokenizer.json, for --tokenizer=huggingface");
 DEFINE_string(output_prefix, "", "writes OUTPUT_PREFIX.bin and OUTPUT_PREFIX.idx");
 DEFINE_bool(append_eod, true, "end every document with the tokenizer's end-of-document token");
-DEFINE_int32(workers, 1, "threads that tokenize; the output is the same for any number");
+DEFINE_int32(workers, 1, "threads that parse and tokenize; the output is the same for any number");
 DEFINE_bool(skip_bad_documents, false,
             "skip documents that cannot be read or tokenized (invalid UTF-8, malformed JSON, a "
             "missing key) and count them, instead of stopping at the first");
