@@ -23,7 +23,9 @@ class Reader {
   // The value at key of object, of the given kind, or fail naming both.
   const json& get(const json& object, const std::string& key, json::value_t kind) const {
     auto it = object.find(key.substr(key.rfind('.') + 1));
-    if (it == object.end() || it->type() != kind) fail(key, std::string("missing or not of type ") + json(kind).type_name());
+    if (it == object.end() || it->type() != kind) {
+      fail(key, std::string("missing or not of type ") + json(kind).type_name());
+    }
     return *it;
   }
   // Fails unless object[key] is absent, null, false or empty: a feature
@@ -92,7 +94,9 @@ void read_pre_tokenizer(const Reader& r, const json& root, BpeParts& parts) {
   const json& pre = r.get(root, "pre_tokenizer", json::value_t::object);
   const json& type = r.get(pre, "pre_tokenizer.type", json::value_t::string);
   auto byte_level = [&](const json& p, const std::string& key, bool own_regex) {
-    if (p.value("type", "") != "ByteLevel") r.fail(key + ".type", p.value("type", "null") + " is not supported here; expected ByteLevel");
+    if (p.value("type", "") != "ByteLevel") {
+      r.fail(key + ".type", p.value("type", "null") + " is not supported here; expected ByteLevel");
+    }
     parts.add_prefix_space = p.value("add_prefix_space", false);
     if (p.value("use_regex", true) != own_regex) {
       r.fail(key + ".use_regex", own_regex ? "false leaves the text uncut; megahost needs a pattern"
@@ -107,7 +111,8 @@ void read_pre_tokenizer(const Reader& r, const json& root, BpeParts& parts) {
   const json& split = steps[0];
   if (split.value("type", "") != "Split" || split.value("behavior", "") != "Isolated" ||
       split.value("invert", false) || !split.contains("pattern") || !split["pattern"].contains("Regex")) {
-    r.fail("pre_tokenizer.pretokenizers[0]", "expected a Split by a Regex with behavior Isolated, found " + split.dump());
+    r.fail("pre_tokenizer.pretokenizers[0]",
+           "expected a Split by a Regex with behavior Isolated, found " + split.dump());
   }
   parts.pattern = split["pattern"]["Regex"].get<std::string>();
   byte_level(steps[1], "pre_tokenizer.pretokenizers[1]", false);

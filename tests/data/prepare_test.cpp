@@ -34,7 +34,9 @@ class PrepareTest : public ::testing::Test {
   }
   std::string jsonl(int documents) {
     std::string text;
-    for (int d = 0; d < documents; ++d) text += "{\"text\": \"document " + std::to_string(d) + "\", \"title\": \"t\"}\n";
+    for (int d = 0; d < documents; ++d) {
+      text += "{\"text\": \"document " + std::to_string(d) + "\", \"title\": \"t\"}\n";
+    }
     return dir_.write("in.jsonl", text);
   }
 
@@ -60,7 +62,8 @@ TEST_F(PrepareTest, EachJsonKeyGetsItsOwnDataset) {
 
 TEST_F(PrepareTest, ABadDocumentStopsTheRunNamingItsLine) {
   const std::string input = dir_.write("in.jsonl", "{\"text\": \"a\"}\n{\"text\": \"\\udc00\"}\n");
-  EXPECT_THAT([&] { run(input); }, ThrowsMessage<Error>(HasSubstr("in.jsonl:2: a \\u escape is a lone UTF-16 surrogate")));
+  EXPECT_THAT([&] { run(input); },
+              ThrowsMessage<Error>(HasSubstr("in.jsonl:2: a \\u escape is a lone UTF-16 surrogate")));
 }
 
 TEST_F(PrepareTest, SkippedBadDocumentsAreCounted) {

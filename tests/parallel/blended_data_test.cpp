@@ -19,7 +19,8 @@ TEST(BlendedData, EveryLayoutSeesTheSameSamplesAsOneRank) {
   ASSERT_EQ(one.exit_code, 0) << one.log;
   ASSERT_EQ(one.losses.size(), 5u);
   EXPECT_NE(one.losses, run_layout("comm.world_size=1").losses) << "the blend changed nothing";
-  for (const char* layout : {"comm.world_size=2", "comm.world_size=4 parallel.tensor.size=2 parallel.pipeline.size=2"}) {
+  for (const char* layout :
+       {"comm.world_size=2", "comm.world_size=4 parallel.tensor.size=2 parallel.pipeline.size=2"}) {
     LayoutResult r = run_layout(std::string(kBlend) + layout);
     ASSERT_EQ(r.exit_code, 0) << layout << "\n" << r.log;
     ASSERT_EQ(r.losses.size(), one.losses.size()) << layout;
