@@ -133,10 +133,12 @@ std::vector<std::string_view> Pretokenizer::split(std::string_view text) const {
     int rc = pcre2_match(code_, subject, text.size(), start, options, match.get(), nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     // On a UTF error the start character is the offset of the bad byte.
-    require(rc > 0, "text is not valid UTF-8 at byte " +
-                        std::to_string(pcre2_get_startchar(match.get())) + " (" +
-                        pcre2_message(rc) +
-                        "); convert the input to UTF-8 or use --tokenizer=byte");
+    const bool utf_error = rc <= PCRE2_ERROR_UTF8_ERR1 && rc >= PCRE2_ERROR_UTF8_ERR21;
+    require(!utf_error, "text is not valid UTF-8 at byte " + std::to_string(pcre2_get_startchar(match.get())) +
+                            " (" + pcre2_message(rc) + "); convert the input to UTF-8 or use --tokenizer=byte");
+    // Other failures are the pattern's: backtracking or stack past PCRE2's limits.
+    require(rc > 0, "the pre-tokenizer pattern failed on this text at byte " + std::to_string(start) + ": " +
+                        pcre2_message(rc) + "; the pattern backtracks too much for it");
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.get());
     if (ovector[0] == ovector[1]) {
       // An empty match cuts nothing: step over one character.

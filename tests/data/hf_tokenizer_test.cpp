@@ -92,6 +92,12 @@ TEST(Pretokenizer, ClassesAreTokenizersNotTheSystemLibrarys) {
               ElementsAre(" \xF0\xB1\x8D\x90\xF0\xB1\x8D\x90", "'s"));
 }
 
+TEST(Pretokenizer, PatternThatBacktracksPastTheLimitIsBlamedNotTheText) {
+  Pretokenizer pretokenizer("(a|aa)+$");
+  EXPECT_THAT([&] { pretokenizer.split(std::string(60, 'a') + "!"); },
+              ThrowsMessage<Error>(HasSubstr("the pre-tokenizer pattern failed on this text")));
+}
+
 TEST(Pretokenizer, TextBetweenMatchesIsAPieceOfItsOwn) {
   EXPECT_THAT(Pretokenizer("[0-9]+").split("ab12cd3"), ElementsAre("ab", "12", "cd", "3"));
 }
