@@ -9,6 +9,7 @@
 
 #include "data/gpt2_tokenizer.hpp"
 #include "data/gpt_samples.hpp"
+#include "data/hf_tokenizer.hpp"
 #include "data/indexed_dataset.hpp"
 #include "scratch.hpp"
 #include "targets.hpp"
@@ -24,7 +25,7 @@ std::string_view next_part(std::string_view& text) {
   return part;
 }
 
-void use_tokenizer(const data::Gpt2Tokenizer& tokenizer, std::string_view text) {
+void use_tokenizer(const data::Tokenizer& tokenizer, std::string_view text) {
   tokenizer.decode(tokenizer.encode(text));
   std::vector<int32_t> every_id(size_t(tokenizer.vocab_size()));
   std::iota(every_id.begin(), every_id.end(), 0);
@@ -50,6 +51,15 @@ void gpt2_tokenizer(Input input) {
   std::string merges = scratch_file("merges.txt", next_part(rest));
   try {
     use_tokenizer(data::Gpt2Tokenizer(vocab, merges), rest);
+  } catch (const Error&) {
+  }
+}
+
+void tokenizer_json(Input input) {
+  std::string_view rest = as_text(input);
+  std::string_view json_text = next_part(rest);
+  try {
+    use_tokenizer(data::BpeTokenizer(data::parse_tokenizer_json("tokenizer.json", json_text)), rest);
   } catch (const Error&) {
   }
 }

@@ -24,6 +24,9 @@ void overrides(Input input);
 // vocab.json NUL merges.txt NUL text: loads the GPT-2 tokenizer from the two
 // files, encodes the text and decodes every id of the vocabulary.
 void gpt2_tokenizer(Input input);
+// tokenizer.json NUL text: parses a Hugging Face tokenizer.json, encodes the
+// text and decodes every id of the vocabulary.
+void tokenizer_json(Input input);
 // seq_len byte, u32 little-endian length of .idx, the .idx bytes, then the
 // .bin bytes: opens the indexed dataset, reads every sequence and the first
 // training samples.

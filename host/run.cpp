@@ -13,6 +13,7 @@
 #include <new>
 #include <thread>
 
+#include "data/data_sources.hpp"
 #include "data/tokenizer.hpp"
 #include "checkpoint/store.hpp"
 #include "engine/trainer.hpp"
@@ -36,19 +37,28 @@ MH_ModelShape model_shape(const RunSetup& s, int32_t world) {
 
 }  // namespace
 
-ModelDims global_dims(const Assembly& a, const Config& config) {
+ModelVocab model_vocab(const Assembly& a, const Config& config) {
   Options m = a.model.options(), data = a.data.options();
+  if (m.get_int("vocab") > 0) return {m.get_int("vocab"), "model.vocab"};
+  const std::string tokenizer = data.get_string("tokenizer");
+  auto file = [&](const char* key) {
+    const std::string value = data.get_string(key);
+    return value.empty() ? value : config.resolve(value).string();
+  };
+  const data::TokenizerFiles files{file("vocab_file"), file("merges_file"), file("tokenizer_file")};
+  return {data::make_tokenizer(tokenizer, files)->vocab_size(),
+          "the " + tokenizer + " tokenizer's, from data.tokenizer"};
+}
+
+ModelDims global_dims(const Assembly& a, const Config& config) {
+  Options m = a.model.options();
   ModelDims d{};
   d.layers = m.get_int("layers");
   d.hidden = m.get_int("hidden");
   d.heads = m.get_int("heads");
   d.ffn = m.get_int("ffn_hidden") > 0 ? m.get_int("ffn_hidden") : 4 * d.hidden;
   d.seq = m.get_int("seq_len");
-  int64_t vocab = m.get_int("vocab");
-  if (vocab == 0)
-    vocab = data::make_tokenizer(data.get_string("tokenizer"), config.resolve(data.get_string("vocab_file")).string(),
-                                 config.resolve(data.get_string("merges_file")).string())
-                ->vocab_size();
+  const int64_t vocab = model_vocab(a, config).size;
   d.vocab = (vocab + kVocabMultiple - 1) / kVocabMultiple * kVocabMultiple;
   d.dropout = float(m.get_double("dropout"));
   d.attention_dropout = float(m.get_double("attention_dropout"));
@@ -97,13 +107,18 @@ void plan_pipeline(RunSetup& s, const Instance& pipeline) {
 }
 
 void open_data(RunSetup& s, const Assembly& a, const Config& config) {
-  Options data = a.data.options();
-  const std::string prefix = config.resolve(data.get_string("path")).string();
-  const uint64_t seed = uint64_t(a.train.options().get_int("seed"));
-  s.dataset = std::make_unique<data::IndexedDataset>(prefix);
-  s.train = std::make_unique<data::GptSamples>(*s.dataset, data::Split::kTrain, data.get_string("split"), s.dims.seq, seed);
-  if (a.train.options().get_int("eval_interval") > 0)
-    s.valid = std::make_unique<data::GptSamples>(*s.dataset, data::Split::kValid, data.get_string("split"), s.dims.seq, seed);
+  Options data = a.data.options(), train = a.train.options();
+  const ModelVocab vocab = model_vocab(a, config);
+  data::DataRequest request{
+      {data.get_string("path"), data.get_string("paths"), data.get_string("train_paths"),
+       data.get_string("valid_paths"), data.get_string("test_paths"), data.get_string("split")},
+      [&config](const std::string& prefix) { return config.resolve(prefix).string(); },
+      s.dims.seq, uint64_t(train.get_int("seed")), train.get_int("eval_interval") > 0,
+      train.get_int("eval_batches") == 0, vocab.size, vocab.source};
+  data::OpenedData opened = data::open_data(request);
+  s.datasets = std::move(opened.datasets);
+  s.train = std::move(opened.train);
+  s.valid = std::move(opened.valid);
 }
 
 // [checkpoint] with its paths resolved against the config, and the

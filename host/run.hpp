@@ -17,6 +17,14 @@ struct RunFlags {
   std::string grads_out;
 };
 
+// The vocabulary the model's ids must lie in, before padding: model.vocab,
+// or the tokenizer's when that is 0; `source` says which, for messages.
+struct ModelVocab {
+  int64_t size;
+  std::string source;
+};
+ModelVocab model_vocab(const Assembly& assembly, const Config& config);
+
 // The model as the config describes it, the vocabulary padded as the
 // engine pads it.
 ModelDims global_dims(const Assembly& assembly, const Config& config);

@@ -38,15 +38,20 @@ const MH_OptionSpec kTrain[] = {
     opt_bool("skip_nonfinite", "false", "skip the update of a step whose loss or gradient norm is NaN or infinite, instead of stopping"),
     opt_int("seed", "1234", 0, 9e18, "seed of init, dropout and data order"),
     opt_int("eval_interval", "50", 0, kMaxInt, "steps between validation runs; 0 disables"),
-    opt_int("eval_batches", "4", 1, kMaxInt, "micro-batches per validation run"),
+    opt_int("eval_batches", "4", 0, kMaxInt, "micro-batches per validation run; 0: the whole validation split"),
     opt_int("log_interval", "10", 1, kMaxInt, "steps between log lines"),
 };
 
 const MH_OptionSpec kData[] = {
     opt("path", MH_VALUE_STRING, "\"../data/corpus_byte\"", "indexed dataset prefix (.bin/.idx), relative to the config"),
-    opt_choice("tokenizer", "\"byte\"", "byte|gpt2", "tokenizer the dataset was made with"),
-    opt("vocab_file", MH_VALUE_STRING, "\"\"", "GPT-2 vocab.json (tokenizer = gpt2)"),
-    opt("merges_file", MH_VALUE_STRING, "\"\"", "GPT-2 merges.txt (tokenizer = gpt2)"),
+    opt("paths", MH_VALUE_STRING, "\"\"", "weighted prefixes to blend, \"0.3 a 0.7 b\"; replaces path"),
+    opt("train_paths", MH_VALUE_STRING, "\"\"", "weighted prefixes used whole for training; split is then unused"),
+    opt("valid_paths", MH_VALUE_STRING, "\"\"", "weighted prefixes used whole for validation"),
+    opt("test_paths", MH_VALUE_STRING, "\"\"", "weighted prefixes used whole as the test split (checked, not evaluated)"),
+    opt_choice("tokenizer", "\"byte\"", "byte|gpt2|huggingface", "tokenizer the dataset was made with"),
+    opt("vocab_file", MH_VALUE_STRING, "\"\"", "vocab.json (tokenizer = gpt2); empty: GPT-2's, shipped"),
+    opt("merges_file", MH_VALUE_STRING, "\"\"", "merges.txt (tokenizer = gpt2); empty: GPT-2's, shipped"),
+    opt("tokenizer_file", MH_VALUE_STRING, "\"\"", "Hugging Face tokenizer.json (tokenizer = huggingface)"),
     opt("split", MH_VALUE_STRING, "\"98,2,0\"", "train,valid,test weights over documents"),
 };
 

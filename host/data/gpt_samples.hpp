@@ -12,11 +12,12 @@
 #include <vector>
 
 #include "data/indexed_dataset.hpp"
+#include "data/samples.hpp"
 #include "data/split.hpp"
 
 namespace mh::data {
 
-class GptSamples {
+class GptSamples final : public Samples {
  public:
   // Keeps a reference to dataset, which must outlive it. Throws mh::Error
   // when the split has fewer than seq_len + 1 tokens.
@@ -24,11 +25,11 @@ class GptSamples {
              int64_t seq_len, uint64_t seed);
 
   // Samples per epoch.
-  int64_t size() const { return windows_; }
+  int64_t size() const override { return windows_; }
   // Writes the seq_len + 1 tokens of sample `index` to out; index >= size()
   // continues into later epochs. Holds no state: safe to call from many
   // threads at once.
-  void get(int64_t index, int32_t* out) const;
+  void get(int64_t index, int32_t* out) const override;
 
  private:
   void read_stream(int64_t position, int64_t count, int32_t* out) const;

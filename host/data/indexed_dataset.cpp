@@ -1,7 +1,15 @@
 #include "data/indexed_dataset.hpp"
 
+#include "data/token_range.hpp"
+
 #include <megahost/error.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstring>
@@ -14,6 +22,8 @@ static_assert(std::endian::native == std::endian::little,
               "the .idx/.bin layout is little-endian and read in place");
 
 constexpr char kMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
+// fairseq's IndexedDataset (2019 and earlier), which Megatron replaced.
+constexpr char kFairseqMagic[8] = {'T', 'N', 'T', 'I', 'D', 'X', '\0', '\0'};
 constexpr uint64_t kVersion = 1;
 constexpr size_t kHeaderBytes = sizeof kMagic + 8 + 1 + 8 + 8;
 constexpr char kFix[] = "re-create the dataset with megahost_prepare";
@@ -73,6 +83,14 @@ void check_size(const std::string& path, size_t file_bytes, uint64_t sequences,
   size_t body = file_bytes - kHeaderBytes;
   bool fits =
       sequences <= body / 12 && documents <= body / 8 && sequences * 12 + documents * 8 == body;
+  // Megatron's multimodal datasets append one mode byte per sequence and
+  // say so nowhere in the header: only the size tells.
+  if (!fits && sequences <= body / 13 && documents <= body / 8 &&
+      sequences * 13 + documents * 8 == body) {
+    corrupt(path, "this is a Megatron multimodal index (a mode byte after each of its " +
+                      std::to_string(sequences) +
+                      " sequences), which megahost does not read; prepare text-only data");
+  }
   if (!fits) {
     corrupt(path, "the header announces " + std::to_string(sequences) + " sequences and " +
                       std::to_string(documents) +
@@ -100,6 +118,24 @@ void check_documents(const std::string& path, const std::vector<int64_t>& docume
     corrupt(path, "the document index ends at sequence " + std::to_string(documents.back()) +
                       " but the file has " + std::to_string(sequences) + " sequences");
   }
+}
+
+void sync_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  bool synced = fd >= 0 && ::fsync(fd) == 0;
+  if (fd >= 0) ::close(fd);
+  require(synced, "cannot flush " + path + " to disk: " + std::strerror(errno), MH_UNAVAILABLE);
+}
+
+void remove_if_present(const std::string& path) {
+  require(::unlink(path.c_str()) == 0 || errno == ENOENT,
+          "cannot replace " + path + ": " + std::strerror(errno) + "; check its folder's permissions",
+          MH_UNAVAILABLE);
+}
+
+void rename_or_throw(const std::string& from, const std::string& to) {
+  require(::rename(from.c_str(), to.c_str()) == 0,
+          "cannot rename " + from + " to " + to + ": " + std::strerror(errno), MH_UNAVAILABLE);
 }
 
 template <class T>
@@ -133,6 +169,11 @@ IndexedDataset::Index IndexedDataset::read_index(const std::string& path) {
     corrupt(path, "truncated: " + std::to_string(bytes.size()) +
                       " bytes, but the header alone is " + std::to_string(kHeaderBytes));
   }
+  if (std::memcmp(bytes.data(), kFairseqMagic, sizeof kFairseqMagic) == 0) {
+    corrupt(path, "this is a fairseq IndexedDataset index (magic TNTIDX, the format before 2020), "
+                  "which megahost does not read; re-create it from the text with megahost_prepare "
+                  "or convert it with Megatron's tools");
+  }
   if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
     corrupt(path, "bad magic: this is not a Megatron indexed dataset index (MMIDIDX)");
   }
@@ -156,6 +197,7 @@ IndexedDataset::Index IndexedDataset::read_index(const std::string& path) {
 void IndexedDataset::check_against_bin() const {
   const auto bin_bytes = static_cast<int64_t>(bin_.bytes().size());
   const auto item = static_cast<int64_t>(dtype_bytes(index_.dtype));
+  int64_t end = 0;  // where the index says the tokens end
   for (int64_t s = 0; s < sequence_count(); ++s) {
     int64_t start = index_.pointers[s], length = index_.lengths[s];
     bool inside = start >= 0 && start % item == 0 && length >= 0 && start <= bin_bytes &&
@@ -166,6 +208,14 @@ void IndexedDataset::check_against_bin() const {
                   std::to_string(start) + ") does not lie within the " + std::to_string(bin_bytes) +
                   " bytes of the file: it is truncated or does not belong to " + prefix_ + ".idx");
     }
+    end = std::max(end, start + length * item);
+  }
+  // A .bin longer than its index is another dataset's (or a half-written
+  // one's): reading it would train on tokens the index does not describe.
+  if (end != bin_bytes) {
+    corrupt(bin_.path(), "the file has " + std::to_string(bin_bytes) + " bytes but " + prefix_ +
+                             ".idx describes " + std::to_string(end) +
+                             " bytes of tokens: the two files are not one dataset");
   }
 }
 
@@ -188,9 +238,20 @@ void IndexedDataset::read(int64_t sequence, int64_t offset, int64_t count, int32
 }
 
 IndexedDatasetWriter::IndexedDatasetWriter(const std::string& prefix, TokenDType dtype)
-    : prefix_(prefix), dtype_(dtype), bin_(prefix + ".bin", std::ios::binary | std::ios::trunc) {
-  require(bin_.is_open(), "cannot create " + prefix + ".bin; check that its folder exists",
+    : prefix_(prefix),
+      dtype_(dtype),
+      temp_suffix_(".tmp-" + std::to_string(::getpid())),
+      bin_(prefix + ".bin" + temp_suffix_, std::ios::binary | std::ios::trunc) {
+  require(bin_.is_open(), "cannot create " + prefix + ".bin" + temp_suffix_ + "; check that its folder exists",
           MH_NOT_FOUND);
+}
+
+IndexedDatasetWriter::~IndexedDatasetWriter() {
+  if (finished_) return;
+  // An unfinished dataset leaves nothing behind, and whatever was at the
+  // prefix before stays as it was.
+  bin_.close();
+  for (const char* ext : {".bin", ".idx", ".range"}) ::unlink((prefix_ + ext + temp_suffix_).c_str());
 }
 
 void IndexedDatasetWriter::add_document(std::span<const int32_t> tokens) {
@@ -200,9 +261,14 @@ void IndexedDatasetWriter::add_document(std::span<const int32_t> tokens) {
           prefix_ + ".bin: a document of " + std::to_string(tokens.size()) +
               " tokens is longer than a sequence may be (2^31 - 1); split it");
   for (int32_t token : tokens) {
-    require(token >= 0 && token <= max_token,
-            prefix_ + ".bin: token id " + std::to_string(token) + " does not fit " +
-                std::string(dtype_name(dtype_)) + "; choose the dtype with dtype_for_vocab()");
+    // Checked with if, not require: the message is built only on failure, on
+    // this path that runs for every token.
+    if (token < 0 || token > max_token) {
+      throw Error(MH_INVALID_ARGUMENT, prefix_ + ".bin: token id " + std::to_string(token) + " does not fit " +
+                                           std::string(dtype_name(dtype_)) +
+                                           "; choose the dtype with dtype_for_vocab()");
+    }
+    range_.add(token);
   }
   if (dtype_ == TokenDType::kUint16) {
     std::vector<uint16_t> narrow(tokens.begin(), tokens.end());
@@ -215,9 +281,7 @@ void IndexedDatasetWriter::add_document(std::span<const int32_t> tokens) {
   tokens_ += static_cast<int64_t>(tokens.size());
 }
 
-void IndexedDatasetWriter::finish() {
-  bin_.close();
-  require(!bin_.fail(), "cannot write " + prefix_ + ".bin (disk full?)", MH_UNAVAILABLE);
+void IndexedDatasetWriter::write_index(const std::string& path) const {
   const uint64_t sequences = lengths_.size();
   const uint64_t documents = sequences + 1;
   const auto code = static_cast<uint8_t>(dtype_);
@@ -227,7 +291,7 @@ void IndexedDatasetWriter::finish() {
     bytes += static_cast<uint64_t>(lengths_[s]) * dtype_bytes(dtype_);
     document_index[s + 1] = static_cast<int64_t>(s + 1);
   }
-  std::ofstream idx(prefix_ + ".idx", std::ios::binary | std::ios::trunc);
+  std::ofstream idx(path, std::ios::binary | std::ios::trunc);
   auto put = [&idx](const void* data, size_t size) {
     idx.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
   };
@@ -240,7 +304,22 @@ void IndexedDatasetWriter::finish() {
   put(pointers.data(), pointers.size() * sizeof(int64_t));
   put(document_index.data(), document_index.size() * sizeof(int64_t));
   idx.close();
-  require(!idx.fail(), "cannot write " + prefix_ + ".idx (disk full?)", MH_UNAVAILABLE);
+  require(!idx.fail(), "cannot write " + path + " (disk full?)", MH_UNAVAILABLE);
+}
+
+void IndexedDatasetWriter::finish() {
+  bin_.close();
+  require(!bin_.fail(), "cannot write " + prefix_ + ".bin (disk full?)", MH_UNAVAILABLE);
+  const std::string bin = prefix_ + ".bin", idx = prefix_ + ".idx", range = prefix_ + ".range";
+  write_index(idx + temp_suffix_);
+  write_token_range(range + temp_suffix_, bin + temp_suffix_, idx + temp_suffix_, range_);
+  for (const std::string& path : {bin, idx, range}) sync_file(path + temp_suffix_);
+  // The old index goes first, so no moment pairs an old .idx with the new
+  // .bin; the new index comes last, so a crash in between leaves no dataset
+  // rather than a wrong one.
+  for (const std::string& path : {idx, range}) remove_if_present(path);
+  for (const std::string& path : {bin, range, idx}) rename_or_throw(path + temp_suffix_, path);
+  finished_ = true;
 }
 
 }  // namespace mh::data

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "data/mapped_file.hpp"
+#include "data/token_range.hpp"
 
 namespace mh::data {
 
@@ -42,6 +43,9 @@ class IndexedDataset {
   // The first sequence of document d; d == document_count() gives the end.
   int64_t document_begin(int64_t document) const { return index_.documents.at(document); }
   int32_t sequence_length(int64_t sequence) const { return index_.lengths.at(sequence); }
+  // The token bytes of .bin, exactly as long as the index says.
+  std::span<const std::byte> bin_bytes() const { return bin_.bytes(); }
+  const std::string& bin_path() const { return bin_.path(); }
   // Copies tokens [offset, offset + count) of a sequence into out.
   void read(int64_t sequence, int64_t offset, int64_t count, int32_t* out) const;
 
@@ -60,11 +64,17 @@ class IndexedDataset {
   MappedFile bin_;
 };
 
-// Writes a dataset one document (one sequence) at a time; prefix.idx appears
-// only at finish(), so an interrupted run leaves no readable half dataset.
+// Writes a dataset one document (one sequence) at a time into temporary
+// files (prefix.bin.tmp-PID, ...), which finish() renames into place: a run
+// that fails or is interrupted leaves the dataset that was there before, or
+// none, never a half-written one or an old index over new tokens. finish()
+// also writes the prefix.range sidecar (token_range.hpp).
 class IndexedDatasetWriter {
  public:
   IndexedDatasetWriter(const std::string& prefix, TokenDType dtype);
+  ~IndexedDatasetWriter();
+  IndexedDatasetWriter(const IndexedDatasetWriter&) = delete;
+  IndexedDatasetWriter& operator=(const IndexedDatasetWriter&) = delete;
 
   // Throws mh::Error when a token does not fit the dtype.
   void add_document(std::span<const int32_t> tokens);
@@ -74,11 +84,16 @@ class IndexedDatasetWriter {
   int64_t token_count() const { return tokens_; }
 
  private:
+  void write_index(const std::string& path) const;
+
   std::string prefix_;
   TokenDType dtype_;
+  std::string temp_suffix_;
   std::ofstream bin_;
   std::vector<int32_t> lengths_;
   int64_t tokens_ = 0;
+  TokenRange range_;
+  bool finished_ = false;
 };
 
 }  // namespace mh::data

@@ -1,42 +1,77 @@
-// megahost_prepare: tokenizes a text corpus into a Megatron indexed dataset
+// megahost_prepare: tokenizes a text corpus into Megatron indexed datasets
 // (PREFIX.bin + PREFIX.idx) that the training engine reads. See docs/data.md.
 #include "data/indexed_dataset.hpp"
-#include "data/text_input.hpp"
+#include "data/prepare.hpp"
 #include "data/tokenizer.hpp"
 
 #include <gflags/gflags.h>
 #include <megahost/error.hpp>
+#include <unistd.h>
 
+#include <cstdio>
 #include <iostream>
+#include <sstream>
 
 DEFINE_string(input, "",
               "text to tokenize: file.txt (documents separated by blank lines) or file.jsonl "
               "(one JSON object per line)");
-DEFINE_string(json_key, "text", "key of the document text in each .jsonl object");
-DEFINE_string(tokenizer, "byte", "byte (bytes as tokens, vocab 257) or gpt2 (byte-level BPE)");
-DEFINE_string(vocab_file, "", "GPT-2 vocab.json, for --tokenizer=gpt2");
-DEFINE_string(merges_file, "", "GPT-2 merges.txt, for --tokenizer=gpt2");
+DEFINE_string(json_keys, "text",
+              "keys of the document texts in each .jsonl object, separated by commas; with several "
+              "keys each gets its own dataset, OUTPUT_PREFIX_<key>");
+DEFINE_string(json_key, "", "one key, as --json_keys (kept for older command lines)");
+DEFINE_string(tokenizer, "byte",
+              "byte (bytes as tokens, vocab 257), gpt2 (GPT-2's byte-level BPE) or huggingface "
+              "(a byte-level BPE tokenizer.json)");
+DEFINE_string(vocab_file, "", "vocab.json for --tokenizer=gpt2; empty: GPT-2's own, shipped");
+DEFINE_string(merges_file, "", "merges.txt for --tokenizer=gpt2; empty: GPT-2's own, shipped");
+DEFINE_string(tokenizer_file, "", "Hugging Face tokenizer.json, for --tokenizer=huggingface");
 DEFINE_string(output_prefix, "", "writes OUTPUT_PREFIX.bin and OUTPUT_PREFIX.idx");
 DEFINE_bool(append_eod, true, "end every document with the tokenizer's end-of-document token");
+DEFINE_int32(workers, 1, "threads that parse and tokenize; the output is the same for any number");
+DEFINE_bool(skip_bad_documents, false,
+            "skip documents that cannot be read or tokenized (invalid UTF-8, malformed JSON, a "
+            "missing key) and count them, instead of stopping at the first");
 
 namespace {
+
+std::vector<std::string> json_keys() {
+  const std::string keys = FLAGS_json_key.empty() ? FLAGS_json_keys : FLAGS_json_key;
+  std::vector<std::string> out;
+  std::stringstream in(keys);
+  for (std::string key; std::getline(in, key, ',');)
+    if (!key.empty()) out.push_back(key);
+  return out;
+}
+
+std::string rate(const mh::data::PrepareReport& r) {
+  char line[160];
+  std::snprintf(line, sizeof line, "%lld documents, %lld tokens, %.1f MB read in %.1f s (%.1f MB/s)",
+                static_cast<long long>(r.documents), static_cast<long long>(r.tokens), r.bytes_read / 1e6,
+                r.seconds, r.seconds > 0 ? r.bytes_read / 1e6 / r.seconds : 0.0);
+  return line;
+}
 
 void prepare() {
   mh::require(!FLAGS_input.empty(), "--input is required (a .txt or .jsonl file)");
   mh::require(!FLAGS_output_prefix.empty(), "--output_prefix is required");
-  auto tokenizer = mh::data::make_tokenizer(FLAGS_tokenizer, FLAGS_vocab_file, FLAGS_merges_file);
-  const mh::data::TokenDType dtype = mh::data::dtype_for_vocab(tokenizer->vocab_size());
-  mh::data::IndexedDatasetWriter writer(FLAGS_output_prefix, dtype);
-  mh::data::for_each_document(FLAGS_input, FLAGS_json_key, [&](std::string_view text) {
-    std::vector<int32_t> ids = tokenizer->encode(text);
-    if (FLAGS_append_eod) ids.push_back(tokenizer->eod_id());
-    writer.add_document(ids);
-  });
-  writer.finish();
-  std::cout << "megahost_prepare: wrote " << writer.document_count() << " documents, "
-            << writer.token_count() << " tokens (" << FLAGS_tokenizer << " tokenizer, vocab "
-            << tokenizer->vocab_size() << ", " << mh::data::dtype_name(dtype) << ") to "
-            << FLAGS_output_prefix << ".bin and .idx\n";
+  auto tokenizer = mh::data::make_tokenizer(
+      FLAGS_tokenizer, {FLAGS_vocab_file, FLAGS_merges_file, FLAGS_tokenizer_file});
+  mh::data::PrepareOptions options{FLAGS_input,      json_keys(),   FLAGS_output_prefix,
+                                   FLAGS_append_eod, FLAGS_workers, FLAGS_skip_bad_documents};
+  // On a terminal the progress line redraws itself; in a log it is one line a second.
+  const char end = ::isatty(STDERR_FILENO) ? '\r' : '\n';
+  mh::data::PrepareReport report = mh::data::prepare(
+      options, *tokenizer, [end](const auto& r) { std::cerr << "megahost_prepare: " << rate(r) << end << std::flush; });
+  if (end == '\r') std::cerr << "\n";
+  const auto dtype = mh::data::dtype_for_vocab(tokenizer->vocab_size());
+  std::cout << "megahost_prepare: wrote " << rate(report) << " (" << FLAGS_tokenizer << " tokenizer, vocab "
+            << tokenizer->vocab_size() << ", " << mh::data::dtype_name(dtype) << ", " << FLAGS_workers
+            << " worker(s)) to " << FLAGS_output_prefix << (options.json_keys.size() > 1 ? "_<key>" : "")
+            << ".bin and .idx\n";
+  if (report.skipped > 0) {
+    std::cout << "megahost_prepare: skipped " << report.skipped << " bad document(s); the first: "
+              << report.first_skipped << "\n";
+  }
 }
 
 }  // namespace

@@ -2,17 +2,23 @@
 
 #include "data/byte_tokenizer.hpp"
 #include "data/gpt2_tokenizer.hpp"
+#include "data/hf_tokenizer.hpp"
 
 #include <megahost/error.hpp>
 
 namespace mh::data {
 
-std::unique_ptr<Tokenizer> make_tokenizer(std::string_view name, const std::string& vocab_file,
-                                          const std::string& merges_file) {
+std::unique_ptr<Tokenizer> make_tokenizer(std::string_view name, const TokenizerFiles& files) {
   if (name == "byte") return std::make_unique<ByteTokenizer>();
-  if (name == "gpt2") return std::make_unique<Gpt2Tokenizer>(vocab_file, merges_file);
-  throw Error(MH_INVALID_ARGUMENT,
-              "unknown tokenizer '" + std::string(name) + "'; choose \"byte\" or \"gpt2\"");
+  if (name == "gpt2") return std::make_unique<Gpt2Tokenizer>(files.vocab_file, files.merges_file);
+  if (name == "huggingface") {
+    require(!files.tokenizer_file.empty(),
+            "the huggingface tokenizer needs its tokenizer.json: give data.tokenizer_file "
+            "(megahost_prepare: --tokenizer_file)");
+    return std::make_unique<HfTokenizer>(files.tokenizer_file);
+  }
+  throw Error(MH_INVALID_ARGUMENT, "unknown tokenizer '" + std::string(name) +
+                                       "'; choose \"byte\", \"gpt2\" or \"huggingface\"");
 }
 
 }  // namespace mh::data

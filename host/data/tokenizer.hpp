@@ -25,9 +25,14 @@ class Tokenizer {
   virtual int32_t eod_id() const = 0;
 };
 
-// name is "byte" or "gpt2"; the GPT-2 tokenizer needs vocab_file (vocab.json)
-// and merges_file (merges.txt), the byte tokenizer takes neither.
-std::unique_ptr<Tokenizer> make_tokenizer(std::string_view name, const std::string& vocab_file,
-                                          const std::string& merges_file);
+// The files a tokenizer is loaded from; empty where not given.
+struct TokenizerFiles {
+  std::string vocab_file;      // gpt2: vocab.json (empty: the shipped GPT-2 one)
+  std::string merges_file;     // gpt2: merges.txt (empty: the shipped GPT-2 one)
+  std::string tokenizer_file;  // huggingface: tokenizer.json (required)
+};
+
+// name is "byte" (no files), "gpt2" or "huggingface".
+std::unique_ptr<Tokenizer> make_tokenizer(std::string_view name, const TokenizerFiles& files);
 
 }  // namespace mh::data

@@ -185,7 +185,7 @@ class RankTrainer {
   AdamWConfig adamw_config() const;
   DataSync plan_data_sync() const;
   GradSyncGroups grad_sync_groups();
-  MicroBatch load(const data::GptSamples& samples, int64_t first_sample, uint64_t key);
+  MicroBatch load(const data::Samples& samples, int64_t first_sample, uint64_t key);
   double step(int64_t step);
   double evaluate(int64_t step);
   double sum_over_model(double local);
@@ -249,7 +249,7 @@ GradSyncGroups RankTrainer::grad_sync_groups() {
   return g;
 }
 
-MicroBatch RankTrainer::load(const data::GptSamples& samples, int64_t first_sample, uint64_t key) {
+MicroBatch RankTrainer::load(const data::Samples& samples, int64_t first_sample, uint64_t key) {
   const int64_t S = dims_.seq, B = dims_.micro_batch, N = dims_.rows(), n = dims_.local_rows();
   std::vector<int32_t> window(static_cast<size_t>(S + 1)), ids(static_cast<size_t>(N)),
       targets(static_cast<size_t>(N)), positions(static_cast<size_t>(n));
@@ -420,7 +420,10 @@ std::vector<GroupRange> RankTrainer::norm_ranges() const {
 }
 
 double RankTrainer::evaluate(int64_t step) {
-  const int64_t batches = s_.assembly->train.options().get_int("eval_batches"), b = s_.micro_batch;
+  const int64_t b = s_.micro_batch, asked = s_.assembly->train.options().get_int("eval_batches");
+  // eval_batches = 0: the whole validation split, the last micro-batch filled
+  // from its start again.
+  const int64_t batches = asked > 0 ? asked : (s_.valid->size() + s_.dp * b - 1) / (s_.dp * b);
   PipelineStage stage(dev_, groups_.pipeline, chunks_, dims_, {});
   double loss = 0;
   for (int64_t k = 0; k < batches; ++k) {

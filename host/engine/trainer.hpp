@@ -16,7 +16,8 @@
 
 #include "assembly.hpp"
 #include "checkpoint/checkpointer.hpp"
-#include "data/gpt_samples.hpp"
+#include "data/indexed_dataset.hpp"
+#include "data/samples.hpp"
 #include "engine/model.hpp"
 #include "metrics.hpp"
 
@@ -35,8 +36,8 @@ struct RunSetup {
   int32_t tp = 1, pp = 1, dp = 1;
   ModelDims dims{};  // global dims; each rank sets tp_rank
   int64_t steps = 0, global_batch = 0, micro_batch = 0, microbatches = 0;
-  std::unique_ptr<data::IndexedDataset> dataset;
-  std::unique_ptr<data::GptSamples> train, valid;
+  std::vector<std::unique_ptr<data::IndexedDataset>> datasets;
+  std::unique_ptr<data::Samples> train, valid;
   bool dry_run = false, report_memory = false;
   std::string grads_out;  // full gradients of the last step, for equivalence tests
   std::unique_ptr<MetricsWriter> metrics;

@@ -62,7 +62,7 @@ def run(command, stdin=None):
 
 
 def check_encodings(tool, folder, tokenizer, cases):
-    output = run([tool, "encode", folder / "vocab.json", folder / "merges.txt"],
+    output = run([tool, "encode", "gpt2", folder / "vocab.json", folder / "merges.txt"],
                  stdin=json.dumps(cases))
     ours = json.loads(output)
     failures = 0

@@ -42,9 +42,9 @@ TEST(ByteTokenizer, DecodingAnIdOutsideTheVocabularyIsAnError) {
 }
 
 TEST(MakeTokenizer, ByNameOrAClearError) {
-  EXPECT_EQ(make_tokenizer("byte", "", "")->vocab_size(), 257);
-  EXPECT_THAT([] { make_tokenizer("sentencepiece", "", ""); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("choose \"byte\" or \"gpt2\"")));
+  EXPECT_EQ(make_tokenizer("byte", {})->vocab_size(), 257);
+  EXPECT_THAT([] { make_tokenizer("sentencepiece", {}); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("choose \"byte\", \"gpt2\" or \"huggingface\"")));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-# Regenerates data/corpus_byte.{bin,idx} from data/corpus.txt with
+# Regenerates data/corpus_byte.{bin,idx,range} from data/corpus.txt with
 # megahost_prepare and fails unless the result is byte-identical to what is
 # shipped. Run by ctest (data.corpus_byte_reproducible).
 #   cmake -DPREPARE=<megahost_prepare> -DDATA_DIR=<repo>/data -DWORK_DIR=<dir> -P check_corpus.cmake
@@ -9,7 +9,7 @@ execute_process(
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "megahost_prepare failed (${rc})")
 endif()
-foreach(ext bin idx)
+foreach(ext bin idx range)
   execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${prefix}.${ext}"
                           "${DATA_DIR}/corpus_byte.${ext}"
                   RESULT_VARIABLE differ)

@@ -99,7 +99,7 @@ TEST_F(Gpt2TokenizerTest, MissingFilesNameTheFlag) {
 }
 
 TEST(Gpt2Pretokenizer, SplitsContractionsWordsAndWhitespaceLikeGpt2) {
-  Gpt2Pretokenizer pretokenizer;
+  Pretokenizer pretokenizer(kGpt2Pattern);
   // A whitespace run leaves its last character to the piece after it, even a
   // newline that then stands alone before a word.
   EXPECT_THAT(pretokenizer.split("I'm here  now\n\nok"),
@@ -107,12 +107,12 @@ TEST(Gpt2Pretokenizer, SplitsContractionsWordsAndWhitespaceLikeGpt2) {
 }
 
 TEST(Gpt2Pretokenizer, SplitsNumbersFromPunctuation) {
-  EXPECT_THAT(Gpt2Pretokenizer().split("x 123 4.5!!"),
+  EXPECT_THAT(Pretokenizer(kGpt2Pattern).split("x 123 4.5!!"),
               ElementsAre("x", " 123", " 4", ".", "5", "!!"));
 }
 
 TEST(Gpt2Pretokenizer, UnicodeLettersFormWords) {
-  EXPECT_THAT(Gpt2Pretokenizer().split("\xE6\x9D\xB1\xE4\xBA\xAC caf\xC3\xA9 end   "),
+  EXPECT_THAT(Pretokenizer(kGpt2Pattern).split("\xE6\x9D\xB1\xE4\xBA\xAC caf\xC3\xA9 end   "),
               ElementsAre("\xE6\x9D\xB1\xE4\xBA\xAC", " caf\xC3\xA9", " end", "   "));
 }
 

@@ -188,5 +188,50 @@ TEST_F(IndexedDatasetTest, NegativeLength) {
   expect_error(".bin", "sequence 0 (-3 tokens");
 }
 
+TEST_F(IndexedDatasetTest, IndexPairedWithALargerBinIsRefused) {
+  write(TokenDType::kUint16);
+  std::ofstream(prefix_ + ".bin", std::ios::binary | std::ios::app) << "more";
+  expect_error(".bin", "the file has 16 bytes but " + prefix_ + ".idx describes 12 bytes");
+}
+
+TEST_F(IndexedDatasetTest, FailedWriteLeavesThePreviousDatasetAsItWas) {
+  write(TokenDType::kUint16);
+  {
+    IndexedDatasetWriter failing(prefix_, TokenDType::kUint16);
+    failing.add_document(std::vector<int32_t>(100, 9));
+  }  // destroyed without finish(), as when the input fails partway
+  IndexedDataset dataset(prefix_);
+  ASSERT_EQ(dataset.document_count(), 4);
+  EXPECT_EQ(read_all(dataset, 2), kDocuments[2]);
+  for (const auto& entry : std::filesystem::directory_iterator(dir_.file(""))) {
+    EXPECT_THAT(entry.path().string(), ::testing::Not(HasSubstr(".tmp-"))) << "left behind";
+  }
+}
+
+TEST_F(IndexedDatasetTest, FinishedRewriteReplacesBothFiles) {
+  write(TokenDType::kUint16);
+  IndexedDatasetWriter writer(prefix_, TokenDType::kUint16);
+  writer.add_document(std::vector<int32_t>{4, 5});
+  writer.finish();
+  IndexedDataset dataset(prefix_);
+  ASSERT_EQ(dataset.document_count(), 1);
+  EXPECT_EQ(read_all(dataset, 0), (std::vector<int32_t>{4, 5}));
+}
+
+TEST_F(IndexedDatasetTest, FairseqIndexIsNamedAsSuch) {
+  write(TokenDType::kUint16);
+  std::fstream idx(prefix_ + ".idx", std::ios::binary | std::ios::in | std::ios::out);
+  idx.write("TNTIDX\0\0", 8);
+  idx.close();
+  expect_error(".idx", "fairseq IndexedDataset index");
+}
+
+TEST_F(IndexedDatasetTest, MultimodalIndexIsNamedAsSuch) {
+  write(TokenDType::kUint16);
+  // Megatron's multimodal index: one mode byte per sequence after the arrays.
+  std::ofstream(prefix_ + ".idx", std::ios::binary | std::ios::app) << std::string(4, '\0');
+  expect_error(".idx", "Megatron multimodal index");
+}
+
 }  // namespace
 }  // namespace mh::data

@@ -1,12 +1,22 @@
 // The C++ side of the Python interoperability checks, JSON in and out:
-//   encode VOCAB MERGES   stdin: ["text", ...]  stdout: {"ids": [[...]], "decoded": ["...", ...]}
+//   encode gpt2 [VOCAB MERGES] | encode huggingface TOKENIZER_JSON
+//                         stdin: ["text", ...]  stdout: {"ids": [[...]], "decoded": ["...", ...],
+//                         "seconds": time spent encoding, "tokens": ids in all}
+//   pretokenize [PATTERN] stdin: ["text", ...]  stdout: {"pieces": [["piece", ...], ...]}
+//                         (GPT-2's pattern by default)
+//   samples PATHS SPLIT SEQ_LEN
+//                         stdin: [index, ...]  stdout: {"samples": [[token, ...] per index]},
+//                         training samples of data.paths = PATHS, data.split = SPLIT
 //   read PREFIX           stdout: {"dtype": "uint16", "documents": [[[token, ...] per sequence]]}
 //   write PREFIX DTYPE    stdin: [[token, ...] per document], DTYPE uint16 or int32
-#include "data/gpt2_tokenizer.hpp"
+#include "data/data_sources.hpp"
 #include "data/indexed_dataset.hpp"
+#include "data/pretokenizer.hpp"
+#include "data/tokenizer.hpp"
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <iostream>
 #include <string_view>
 
@@ -15,15 +25,47 @@ namespace {
 using nlohmann::json;
 using namespace mh::data;
 
-json encode(const std::string& vocab, const std::string& merges) {
-  Gpt2Tokenizer tokenizer(vocab, merges);
-  json result = {{"ids", json::array()}, {"decoded", json::array()}};
-  for (const json& text : json::parse(std::cin)) {
-    std::vector<int32_t> ids = tokenizer.encode(text.get<std::string>());
-    result["ids"].push_back(ids);
-    result["decoded"].push_back(tokenizer.decode(ids));
+json encode(std::string_view name, int argc, char** argv) {
+  TokenizerFiles files;
+  if (name == "gpt2" && argc == 5) files = {argv[3], argv[4], ""};
+  if (name == "huggingface" && argc == 4) files.tokenizer_file = argv[3];
+  auto tokenizer = make_tokenizer(name, files);
+  std::vector<std::string> texts = json::parse(std::cin).get<std::vector<std::string>>();
+  std::vector<std::vector<int32_t>> ids;
+  const auto start = std::chrono::steady_clock::now();
+  for (const std::string& text : texts) ids.push_back(tokenizer->encode(text));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  json result = {{"ids", ids}, {"decoded", json::array()}, {"seconds", seconds}, {"tokens", 0}};
+  for (const auto& one : ids) {
+    result["decoded"].push_back(tokenizer->decode(one));
+    result["tokens"] = result["tokens"].get<int64_t>() + static_cast<int64_t>(one.size());
   }
   return result;
+}
+
+json pretokenize(std::string_view pattern) {
+  Pretokenizer pretokenizer(pattern);
+  json pieces = json::array();
+  for (const json& text_json : json::parse(std::cin)) {
+    const std::string text = text_json.get<std::string>();  // the pieces are views into it
+    json one = json::array();
+    for (std::string_view piece : pretokenizer.split(text)) one.push_back(piece);
+    pieces.push_back(one);
+  }
+  return {{"pieces", pieces}};
+}
+
+json samples(const std::string& paths, const std::string& split, int64_t seq_len) {
+  DataRequest request{{"", paths, "", "", "", split}, [](const std::string& p) { return p; },
+                      seq_len, 1234, false, false, INT32_MAX, "int32"};
+  OpenedData data = open_data(request);
+  json result = json::array();
+  std::vector<int32_t> tokens(static_cast<size_t>(seq_len + 1));
+  for (const json& index : json::parse(std::cin)) {
+    data.train->get(index.get<int64_t>(), tokens.data());
+    result.push_back(tokens);
+  }
+  return {{"samples", result}};
 }
 
 json read(const std::string& prefix) {
@@ -53,11 +95,14 @@ json write(const std::string& prefix, std::string_view dtype) {
 
 json run(int argc, char** argv) {
   const std::string_view command = argc > 1 ? argv[1] : "";
-  if (command == "encode" && argc == 4) return encode(argv[2], argv[3]);
+  if (command == "encode" && argc >= 3) return encode(argv[2], argc, argv);
+  if (command == "pretokenize" && argc <= 3) return pretokenize(argc == 3 ? argv[2] : kGpt2Pattern);
   if (command == "read" && argc == 3) return read(argv[2]);
+  if (command == "samples" && argc == 5) return samples(argv[2], argv[3], std::stoll(argv[4]));
   if (command == "write" && argc == 4) return write(argv[2], argv[3]);
   throw std::invalid_argument(
-      "usage: data_interop_tool encode VOCAB MERGES | read PREFIX | "
+      "usage: data_interop_tool encode gpt2 [VOCAB MERGES] | encode huggingface FILE | "
+      "pretokenize [PATTERN] | samples PATHS SPLIT SEQ_LEN | read PREFIX | "
       "write PREFIX uint16|int32");
 }
 

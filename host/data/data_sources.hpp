@@ -1,0 +1,47 @@
+// The datasets of a run and the samples of its splits, from the [data] keys:
+//   path         one dataset prefix, cut by split (the original key)
+//   paths        weighted prefixes, "0.3 data/a 0.7 data/b" (Megatron's
+//                --data-path): each dataset is cut by split, and each split
+//                blends the datasets' parts of it by the weights
+//   train_paths, valid_paths, test_paths
+//                weighted prefixes used whole for one split each (Megatron's
+//                --train-data-path, ...); split is then not used
+// Every dataset's token ids are checked against the model's vocabulary.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/indexed_dataset.hpp"
+#include "data/samples.hpp"
+
+namespace mh::data {
+
+struct DataKeys {
+  std::string path, paths, train_paths, valid_paths, test_paths, split;
+};
+
+struct DataRequest {
+  DataKeys keys;
+  std::function<std::string(const std::string&)> resolve;  // a prefix as written -> a path
+  int64_t seq_len;
+  uint64_t seed;
+  bool valid;        // open a validation split
+  bool whole_valid;  // validation visits every window of every dataset once
+  int64_t vocab;     // ids must be 0..vocab-1
+  std::string vocab_source;
+};
+
+struct OpenedData {
+  std::vector<std::unique_ptr<IndexedDataset>> datasets;
+  std::unique_ptr<Samples> train, valid;  // valid only when requested
+};
+
+// Throws mh::Error naming the key and the fix for bad lists, a dataset that
+// cannot be opened, ids outside the vocabulary, or a split too short.
+OpenedData open_data(const DataRequest& request);
+
+}  // namespace mh::data

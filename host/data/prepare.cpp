@@ -1,0 +1,107 @@
+#include "data/prepare.hpp"
+
+#include "data/indexed_dataset.hpp"
+#include "data/text_input.hpp"
+
+#include <megahost/error.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+
+namespace mh::data {
+namespace {
+
+// Documents tokenized between two writes: enough to keep every worker busy.
+constexpr size_t kBatchDocuments = 4096;
+constexpr int64_t kBatchBytes = 16 << 20;
+
+struct Tokenized {
+  std::vector<std::vector<int32_t>> ids;  // per key
+  std::string problem;
+};
+
+// Parses and tokenizes the batch on `workers` threads, each taking the next
+// document.
+std::vector<Tokenized> tokenize(std::vector<Document>& batch, const Tokenizer& tokenizer, const PrepareOptions& o) {
+  std::vector<Tokenized> out(batch.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < batch.size(); i = next++) {
+      Document& d = batch[i];
+      parse_document(d, o.json_keys, o.input);
+      if (!d.problem.empty()) {
+        out[i].problem = d.problem;
+        continue;
+      }
+      try {
+        for (const std::string& text : d.texts) {
+          std::vector<int32_t> ids = text.empty() ? std::vector<int32_t>{} : tokenizer.encode(text);
+          if (o.append_eod && !text.empty()) ids.push_back(tokenizer.eod_id());
+          out[i].ids.push_back(std::move(ids));
+        }
+      } catch (const Error& e) {
+        out[i].problem = o.input + ":" + std::to_string(d.line) + ": " + e.what();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int w = 1; w < o.workers; ++w) threads.emplace_back(work);
+  work();
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+std::vector<std::unique_ptr<IndexedDatasetWriter>> open_writers(const PrepareOptions& o, TokenDType dtype) {
+  std::vector<std::unique_ptr<IndexedDatasetWriter>> writers;
+  for (const std::string& key : o.json_keys) {
+    const std::string prefix = o.json_keys.size() == 1 ? o.output_prefix : o.output_prefix + "_" + key;
+    writers.push_back(std::make_unique<IndexedDatasetWriter>(prefix, dtype));
+  }
+  return writers;
+}
+
+}  // namespace
+
+PrepareReport prepare(const PrepareOptions& o, const Tokenizer& tokenizer, const OnProgress& on_progress) {
+  require(o.workers >= 1, "--workers must be at least 1, got " + std::to_string(o.workers));
+  require(!o.json_keys.empty(), "--json_keys names no key; give at least one, e.g. text");
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  DocumentReader reader(o.input);
+  auto writers = open_writers(o, dtype_for_vocab(tokenizer.vocab_size()));
+  PrepareReport report;
+  double reported = 0;
+  for (bool more = true; more;) {
+    std::vector<Document> batch;
+    const int64_t batch_start = reader.bytes_read();
+    Document d;
+    while (batch.size() < kBatchDocuments && reader.bytes_read() - batch_start < kBatchBytes &&
+           (more = reader.next(d))) {
+      batch.push_back(std::move(d));
+    }
+    std::vector<Tokenized> tokenized = tokenize(batch, tokenizer, o);
+    for (Tokenized& t : tokenized) {
+      if (!t.problem.empty()) {
+        require(o.skip_bad_documents, t.problem);
+        if (report.skipped++ == 0) report.first_skipped = t.problem;
+        continue;
+      }
+      for (size_t k = 0; k < writers.size(); ++k) {
+        if (t.ids[k].empty()) continue;  // an empty text is no document
+        writers[k]->add_document(t.ids[k]);
+        report.tokens += static_cast<int64_t>(t.ids[k].size());
+      }
+    }
+    report.documents = writers[0]->document_count();
+    report.bytes_read = reader.bytes_read();
+    report.seconds = elapsed();
+    if (on_progress && report.seconds - reported >= 1.0) on_progress(report), reported = report.seconds;
+  }
+  for (auto& w : writers) w->finish();
+  report.seconds = elapsed();
+  return report;
+}
+
+}  // namespace mh::data

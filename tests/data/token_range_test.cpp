@@ -1,0 +1,92 @@
+#include "data/token_range.hpp"
+
+#include "data/indexed_dataset.hpp"
+#include "temp_dir.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <megahost/error.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+namespace mh::data {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+class TokenRangeTest : public ::testing::Test {
+ protected:
+  std::string write(TokenDType dtype, const std::vector<std::vector<int32_t>>& documents) {
+    IndexedDatasetWriter writer(prefix_, dtype);
+    for (const auto& document : documents) writer.add_document(document);
+    writer.finish();
+    return prefix_;
+  }
+  // Overwrites the first token of .bin with `id`, as a foreign writer might.
+  void patch_first_int32(int32_t id) {
+    std::fstream bin(prefix_ + ".bin", std::ios::binary | std::ios::in | std::ios::out);
+    bin.write(reinterpret_cast<const char*>(&id), sizeof id);
+  }
+
+  testing::TempDir dir_;
+  std::string prefix_ = dir_.file("tokens");
+};
+
+TEST_F(TokenRangeTest, PrepareStoresTheRangeBesideTheDataset) {
+  write(TokenDType::kUint16, {{5, 300}, {7}});
+  ASSERT_TRUE(std::filesystem::exists(prefix_ + ".range"));
+  IndexedDataset dataset(prefix_);
+  TokenRange range = dataset_token_range(dataset);
+  EXPECT_EQ(range.tokens, 3);
+  EXPECT_EQ(range.min, 5);
+  EXPECT_EQ(range.max, 300);
+}
+
+TEST_F(TokenRangeTest, DatasetWithoutSidecarIsScannedOnceAndCached) {
+  write(TokenDType::kUint16, {{5, 300}, {7}});
+  std::filesystem::remove(prefix_ + ".range");
+  IndexedDataset dataset(prefix_);
+  EXPECT_EQ(dataset_token_range(dataset).max, 300);
+  EXPECT_TRUE(std::filesystem::exists(prefix_ + ".range"));
+}
+
+TEST_F(TokenRangeTest, SidecarOfAnotherDatasetIsNotBelieved) {
+  write(TokenDType::kUint16, {{5, 300}, {7}});
+  std::filesystem::copy_file(prefix_ + ".range", dir_.file("old.range"));
+  write(TokenDType::kUint16, {{5, 30000}});
+  std::filesystem::copy_file(dir_.file("old.range"), prefix_ + ".range",
+                             std::filesystem::copy_options::overwrite_existing);
+  IndexedDataset dataset(prefix_);
+  EXPECT_EQ(dataset_token_range(dataset).max, 30000);
+}
+
+TEST_F(TokenRangeTest, IdsAtOrAboveTheVocabularyAreRefusedWithTheNumbers) {
+  write(TokenDType::kUint16, {{15496, 50256}, {11}});
+  IndexedDataset dataset(prefix_);
+  EXPECT_THAT([&] { check_token_range(dataset, 257, "data.path", "the byte tokenizer's"); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("data.path"), HasSubstr(prefix_),
+                                         HasSubstr("token ids 11..50256"),
+                                         HasSubstr("vocabulary is 257"),
+                                         HasSubstr("model.vocab to at least 50257"))));
+}
+
+TEST_F(TokenRangeTest, NegativeIdsAreRefused) {
+  write(TokenDType::kInt32, {{1, 2}});
+  std::filesystem::remove(prefix_ + ".range");
+  patch_first_int32(-4);
+  IndexedDataset dataset(prefix_);
+  EXPECT_THAT([&] { check_token_range(dataset, 70000, "data.path", "model.vocab"); },
+              ThrowsMessage<Error>(HasSubstr("token ids -4..2")));
+}
+
+TEST_F(TokenRangeTest, IdsInsideTheVocabularyPass) {
+  write(TokenDType::kUint16, {{0, 256}});
+  IndexedDataset dataset(prefix_);
+  EXPECT_NO_THROW(check_token_range(dataset, 257, "data.path", "the byte tokenizer's"));
+}
+
+}  // namespace
+}  // namespace mh::data
