@@ -78,18 +78,6 @@ std::optional<Slot> assemble_slot(const Config& config, const Registry& registry
   return Slot{spec.section, spec.kind, component, std::move(options)};
 }
 
-// The gpt2 tokenizer reads two files; left unset they would resolve to the
-// config's folder and fail later with "Is a directory".
-void check_tokenizer_files(const Config& config, const OptionValues& data, Diagnostics& diag) {
-  Options o = data.options();  // a key with a bad value is absent (reported already)
-  if (!o.has("tokenizer") || o.get_string("tokenizer") != "gpt2") return;
-  for (const char* key : {"vocab_file", "merges_file"})
-    if (o.has(key) && o.get_string(key).empty())
-      diag.error(config.where(find_table(config.root(), "data")),
-                 std::string("data.tokenizer = \"gpt2\" needs data.") + key + ", GPT-2's " +
-                     (std::string(key) == "vocab_file" ? "vocab.json" : "merges.txt") + ", relative to the config");
-}
-
 std::string value_text(const MH_NamedValue& v) {
   std::ostringstream out;
   switch (v.type) {
@@ -110,7 +98,6 @@ std::optional<Assembly> assemble(const Config& config, const Registry& registry,
   size_t i = 0;
   for (const auto& s : host_sections())
     *host[i++] = validate_section(config, find_table(config.root(), s.name), s.name, s.specs, {}, diag);
-  check_tokenizer_files(config, a.data, diag);
   for (const auto& spec : slot_specs())
     if (auto slot = assemble_slot(config, registry, spec, diag)) a.slots.push_back(std::move(*slot));
   if (diag.has_errors()) return std::nullopt;

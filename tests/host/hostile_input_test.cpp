@@ -144,13 +144,6 @@ TEST_F(HostileInput, WorldThatIsNotTensorTimesPipelineTimesDataIsBadInputAtTheCo
                                          "parallel.pipeline.size (2)"));
 }
 
-TEST_F(HostileInput, Gpt2TokenizerWithoutItsFilesNamesTheKeysInsteadOfReadingAFolder) {
-  Outcome o = run("[data]\ntokenizer = \"gpt2\"\n");
-  expect_refused(o, 2);
-  EXPECT_THAT(o.err, HasSubstr(config_ + ":1:1: data.tokenizer = \"gpt2\" needs data.vocab_file, GPT-2's vocab.json"));
-  EXPECT_THAT(o.err, HasSubstr("needs data.merges_file, GPT-2's merges.txt"));
-}
-
 // 10^12 sequences of 100 tokens: no machine holds the batch's tokens.
 TEST_F(HostileInput, BatchTooLargeForMemorySaysSoAndWhatToLower) {
 #ifdef __SANITIZE_ADDRESS__
