@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "assembly.hpp"
@@ -54,7 +55,9 @@ class FakePlugin {
     d.version = string();
     d.component_size = sizeof(MH_ComponentDesc);
     d.option_size = sizeof(MH_OptionSpec);
-    declares_strides_ = d.struct_size >= MH_STRUCT_SIZE(MH_PluginDesc, option_size);
+    // Each stride counts as declared only where struct_size reaches it, as the host reads them.
+    declares_component_size_ = d.struct_size >= MH_STRUCT_SIZE(MH_PluginDesc, component_size);
+    declares_option_size_ = d.struct_size >= MH_STRUCT_SIZE(MH_PluginDesc, option_size);
     std::tie(d.components, d.num_components) = array<MH_ComponentDesc>(&FakePlugin::component);
     return place(&d, 1, sizeof d);
   }
@@ -91,7 +94,7 @@ class FakePlugin {
 
   // A list of up to 7 elements, or NULL, with its declared count, laid out
   // as the plugin's minor would compile it: sizeof apart when the descriptor
-  // declares the strides (1.2), else MH_ARRAY_STRIDE of the first element's
+  // declares that array's stride (1.2), else MH_ARRAY_STRIDE of the first element's
   // struct_size, as an older minor's shorter struct would be.
   template <class T>
   std::pair<const T*, size_t> array(T (FakePlugin::*element)()) {
@@ -99,7 +102,8 @@ class FakePlugin {
     std::vector<T> items(header & 7);
     for (T& item : items) item = (this->*element)();
     if ((header & 0x80) || items.empty()) return {nullptr, items.size()};
-    size_t stride = declares_strides_ ? sizeof(T) : MH_ARRAY_STRIDE(std::max(items[0].struct_size, sizeof(size_t)));
+    const bool declared = std::is_same_v<T, MH_ComponentDesc> ? declares_component_size_ : declares_option_size_;
+    size_t stride = declared ? sizeof(T) : MH_ARRAY_STRIDE(std::max(items[0].struct_size, sizeof(size_t)));
     return {place(items.data(), items.size(), stride), items.size()};
   }
 
@@ -142,7 +146,7 @@ class FakePlugin {
 
   Input in_;
   size_t at_ = 0;
-  bool declares_strides_ = false;
+  bool declares_component_size_ = false, declares_option_size_ = false;
   std::vector<std::unique_ptr<unsigned char[]>> blocks_;
 };
 
