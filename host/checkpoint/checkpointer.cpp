@@ -37,7 +37,7 @@ nlohmann::json slices_json(const std::vector<Region>& regions) {
   return out;
 }
 
-// The part of `want` that `have` covers, or nothing.
+// The overlap of `a` and `b` into `out`; false when they do not overlap.
 bool intersect(const Rect& a, const Rect& b, Rect& out) {
   const int64_t r0 = std::max(a.row, b.row), r1 = std::min(a.row + a.rows, b.row + b.rows);
   const int64_t c0 = std::max(a.col, b.col), c1 = std::min(a.col + a.cols, b.col + b.cols);
@@ -253,8 +253,7 @@ void Checkpointer::commit_and_report(const std::vector<int32_t>& states) {
             << double(bytes) / 1e6 / seconds << " MB/s" << (options_.async ? ", written in the background)" : ")");
 }
 
-Metadata Checkpointer::load(const std::string& path) {
-  const Metadata meta = read_metadata(path);
+void Checkpointer::load(const std::string& path, const Metadata& meta) {
   VerifiedFiles files(path, meta);
   std::vector<float> host;
   for (const Region& r : state_.held) {
@@ -273,7 +272,6 @@ Metadata Checkpointer::load(const std::string& path) {
                                            std::to_string(r.rect.numel()) + " elements this rank needs");
     device_.to_device(r.data, host.data(), region_bytes(r));
   }
-  return meta;
 }
 
 }  // namespace mh::ckpt

@@ -54,9 +54,10 @@ class Checkpointer {
   void settle(const std::vector<int32_t>& states);
   // Finishes an outstanding asynchronous save (every rank calls it).
   void wait();
-  // Fills every region this rank holds from the checkpoint at `path` and
-  // returns its metadata; moments absent from it are left as they are.
-  Metadata load(const std::string& path);
+  // Fills every region this rank holds from the checkpoint at `path`,
+  // whose metadata (read_metadata) is `meta`; moments absent from it are
+  // left as they are.
+  void load(const std::string& path, const Metadata& meta);
   // Bytes this rank writes per checkpoint and, when asynchronous, stages.
   uint64_t save_bytes() const;
   // A dry run's save: writes nothing, but an asynchronous one's staging

@@ -350,7 +350,7 @@ int64_t RankTrainer::resume() {
   require(diff.empty(), "checkpoint " + path + " is of another model:" + listed +
                             "\nset [model] as the checkpoint was saved, or load a checkpoint of this model");
   const auto started = std::chrono::steady_clock::now();
-  checkpointer_.load(path);
+  checkpointer_.load(path, saved);
   params_.refresh_gemm_weights();
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   consumed_ = saved.consumed_samples;

@@ -4,8 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "data/temp_dir.hpp"
-#include "megahost_process.hpp"
+#include "config_file_test.hpp"
 
 namespace mh::host::testing {
 namespace {
@@ -13,15 +12,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-class BadInput : public ::testing::Test {
+class BadInput : public ConfigFileTest {
  protected:
-  // megahost on `toml` (written to run.toml) with command-line `overrides`.
-  Outcome run(const std::string& toml, const std::vector<std::string>& overrides = {}) {
-    config_ = dir_.write("run.toml", toml);
-    std::vector<std::string> args{"--config", config_};
-    args.insert(args.end(), overrides.begin(), overrides.end());
-    return run_megahost(args);
-  }
   // "<config>:line:col: ", the prefix of a located problem.
   std::string at(int line, int column) const {
     return config_ + ":" + std::to_string(line) + ":" + std::to_string(column) + ": ";
@@ -31,9 +23,6 @@ class BadInput : public ::testing::Test {
     EXPECT_THAT(o.err, HasSubstr(std::to_string(problems) + " problem(s); nothing was run\n"));
     EXPECT_THAT(o.out, Not(HasSubstr("assembled")));
   }
-
-  mh::data::testing::TempDir dir_;
-  std::string config_;
 };
 
 TEST_F(BadInput, MalformedTomlIsReportedWithFileLineAndColumn) {

@@ -10,8 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "data/temp_dir.hpp"
-#include "megahost_process.hpp"
+#include "config_file_test.hpp"
 
 namespace mh::host::testing {
 namespace {
@@ -19,14 +18,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-class HostileInput : public ::testing::Test {
+class HostileInput : public ConfigFileTest {
  protected:
-  Outcome run(const std::string& toml, const std::vector<std::string>& overrides = {}) {
-    config_ = dir_.write("run.toml", toml);
-    std::vector<std::string> args{"--config", config_};
-    args.insert(args.end(), overrides.begin(), overrides.end());
-    return run_megahost(args);
-  }
   static void expect_refused(const Outcome& o, int problems) {
     EXPECT_EQ(o.status, 2) << o.err;
     EXPECT_THAT(o.err, HasSubstr(std::to_string(problems) + " problem(s); nothing was run\n"));
@@ -36,9 +29,6 @@ class HostileInput : public ::testing::Test {
     for (size_t i = 1; i < parts; ++i) key += ".a";
     return key;
   }
-
-  mh::data::testing::TempDir dir_;
-  std::string config_;
 };
 
 TEST_F(HostileInput, TablesNestedFortyThousandDeepAreRefusedBeforeParsing) {
