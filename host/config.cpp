@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "embedded_default_config.hpp"
+#include "model_preset.hpp"
 #include "toml_nesting.hpp"
 
 namespace mh {
@@ -193,6 +194,7 @@ std::optional<Config> Config::load(const std::string& path, const std::vector<st
     return std::nullopt;
   }
   for (const auto& item : overrides) apply_override(config.root_, item, diag);
+  apply_arch_preset(config.root_);
   return config;
 }
 

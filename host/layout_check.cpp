@@ -33,8 +33,7 @@ void report(MH_Error* raw, const Config& config, const Slot& slot, Diagnostics& 
 
 MH_ModelShape shape(const ModelDims& d, const Assembly& a, int32_t world) {
   Options train = a.train.options();
-  return MH_ModelShape{sizeof(MH_ModelShape), d.layers, d.hidden, d.heads, d.ffn, d.seq, d.vocab,
-                       train.get_int("micro_batch"), train.get_int("global_batch"), world};
+  return model_shape(d, train.get_int("micro_batch"), train.get_int("global_batch"), world);
 }
 
 // The tensor size, or 0 when the plan failed (reported).

@@ -30,12 +30,27 @@ namespace {
 constexpr int64_t kVocabMultiple = 128;
 
 MH_ModelShape model_shape(const RunSetup& s, int32_t world) {
-  const ModelDims& d = s.dims;
-  return MH_ModelShape{sizeof(MH_ModelShape), d.layers, d.hidden, d.heads, d.ffn, d.seq, d.vocab,
-                       s.micro_batch,          s.global_batch, world};
+  return model_shape(s.dims, s.micro_batch, s.global_batch, world);
 }
 
 }  // namespace
+
+MH_ModelShape model_shape(const ModelDims& d, int64_t micro_batch, int64_t global_batch, int32_t world) {
+  return MH_ModelShape{sizeof(MH_ModelShape),
+                       d.layers,
+                       d.hidden,
+                       d.heads,
+                       d.ffn,
+                       d.seq,
+                       d.vocab,
+                       micro_batch,
+                       global_batch,
+                       world,
+                       d.spec.activation == MlpActivation::kSwiglu,
+                       d.spec.position == Position::kRope,
+                       d.kv(),
+                       !d.spec.tie_embeddings};
+}
 
 ModelVocab model_vocab(const Assembly& a, const Config& config) {
   Options m = a.model.options(), data = a.data.options();
@@ -50,22 +65,55 @@ ModelVocab model_vocab(const Assembly& a, const Config& config) {
           "the " + tokenizer + " tokenizer's, from data.tokenizer"};
 }
 
+namespace {
+
+ModelSpec model_spec(const Options& m) {
+  ModelSpec spec;
+  spec.norm = m.get_string("normalization") == "rmsnorm" ? Norm::kRmsNorm : Norm::kLayerNorm;
+  spec.position = m.get_string("position") == "rope" ? Position::kRope : Position::kLearned;
+  spec.activation = m.get_string("activation") == "swiglu" ? MlpActivation::kSwiglu : MlpActivation::kGelu;
+  spec.tie_embeddings = m.get_bool("tie_embeddings");
+  spec.bias = m.get_bool("bias");
+  spec.rope_theta = float(m.get_double("rope_theta"));
+  return spec;
+}
+
+// 4h for GeLU; for SwiGLU, whose three matrices would otherwise hold 1.5x
+// the parameters, Llama's 2/3 of 4h rounded up to a multiple of 256.
+int64_t default_ffn(const ModelDims& d) {
+  if (d.spec.activation == MlpActivation::kGelu) return 4 * d.hidden;
+  return (8 * d.hidden / 3 + 255) / 256 * 256;
+}
+
+void check_heads(const ModelDims& d) {
+  require(d.hidden % d.heads == 0, "model.hidden = " + std::to_string(d.hidden) + " is not divisible by model.heads = " +
+                                       std::to_string(d.heads) + "; pick heads that divide hidden");
+  require(d.heads % d.kv() == 0, "model.kv_heads = " + std::to_string(d.kv()) + " does not divide model.heads = " +
+                                     std::to_string(d.heads) + "; each key/value head serves a whole group of heads");
+  require(d.spec.position != Position::kRope || d.head_dim() % 2 == 0,
+          "model.position = \"rope\" rotates pairs of features, but the head size hidden/heads = " +
+              std::to_string(d.head_dim()) + " is odd; pick an even head size");
+}
+
+}  // namespace
+
 ModelDims global_dims(const Assembly& a, const Config& config) {
   Options m = a.model.options();
   ModelDims d{};
+  d.spec = model_spec(m);
   d.layers = m.get_int("layers");
   d.hidden = m.get_int("hidden");
   d.heads = m.get_int("heads");
-  d.ffn = m.get_int("ffn_hidden") > 0 ? m.get_int("ffn_hidden") : 4 * d.hidden;
+  d.kv_heads = m.get_int("kv_heads") > 0 ? m.get_int("kv_heads") : d.heads;
+  d.ffn = m.get_int("ffn_hidden") > 0 ? m.get_int("ffn_hidden") : default_ffn(d);
   d.seq = m.get_int("seq_len");
-  const int64_t vocab = model_vocab(a, config).size;
-  d.vocab = (vocab + kVocabMultiple - 1) / kVocabMultiple * kVocabMultiple;
+  d.vocab_size = model_vocab(a, config).size;
+  d.vocab = (d.vocab_size + kVocabMultiple - 1) / kVocabMultiple * kVocabMultiple;
   d.dropout = float(m.get_double("dropout"));
   d.attention_dropout = float(m.get_double("attention_dropout"));
   d.init_std = float(m.get_double("init_std"));
   d.layernorm_eps = float(m.get_double("layernorm_eps"));
-  require(d.hidden % d.heads == 0, "model.hidden = " + std::to_string(d.hidden) + " is not divisible by model.heads = " +
-                                       std::to_string(d.heads) + "; pick heads that divide hidden");
+  check_heads(d);
   return d;
 }
 
@@ -76,6 +124,9 @@ void plan_tensor(RunSetup& s, const Instance& tensor) {
   s.tensor_plan.struct_size = sizeof(MH_TensorPlan);
   check(tensor.api<MH_TensorParallelApi>()->plan(tensor.get(), &shape, &s.tensor_plan), tensor.label());
   s.tp = s.tensor_plan.size;
+  // A third party's plan may not know key/value heads; the engine needs whole groups per rank.
+  require(s.dims.kv() % s.tp == 0, tensor.label() + " planned parallel.tensor.size = " + std::to_string(s.tp) +
+                                       ", which does not divide model.kv_heads = " + std::to_string(s.dims.kv()));
   s.dims.tp = s.tp;
   s.dims.sp = s.tensor_plan.sequence_parallel != 0;
 }

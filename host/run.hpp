@@ -28,6 +28,8 @@ ModelVocab model_vocab(const Assembly& assembly, const Config& config);
 // The model as the config describes it, the vocabulary padded as the
 // engine pads it.
 ModelDims global_dims(const Assembly& assembly, const Config& config);
+// The shape the planning plugins see.
+MH_ModelShape model_shape(const ModelDims& d, int64_t micro_batch, int64_t global_batch, int32_t world);
 
 // Returns the process exit status; throws mh::Error on failure.
 int run(const Assembly& assembly, const Config& config, const RunFlags& flags);

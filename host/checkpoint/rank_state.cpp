@@ -15,8 +15,8 @@ Rect shard_rect(const ParamInfo& p, int32_t tp_rank) {
 bool writes(const ParamSet& params, const ParamInfo& p, int id, const RankRole& role, bool replicated_over_data) {
   if (replicated_over_data && role.dp_rank != 0) return false;
   if (p.shard == MH_SHARD_NONE && role.tp_rank != 0) return false;
-  // The first stage (which holds the position table too) writes the tied embedding.
-  return id != params.wte() || params.wpe() >= 0;
+  // The first stage writes the tied embedding, not the last stage's copy.
+  return id != params.wte() || !params.embedding_copy();
 }
 
 void add_state(std::vector<Region>& out, const std::string& prefix, const ParamInfo& p, const Rect& shard,

@@ -62,6 +62,14 @@ class Device {
 
   // Calls one op of the table with struct_size filled in; throws mh::Error
   // naming the op when it fails.
+  // Throws when the kernels' table ends before `op` (an older minor).
+  template <class Fn>
+  void require_op(Fn MH_KernelsApi::*op, const char* name, const std::string& needed_by) const {
+    const size_t end = size_t(reinterpret_cast<const char*>(&(api_->*op)) - reinterpret_cast<const char*>(api_)) +
+                       sizeof(Fn);
+    require(api_->struct_size >= end, std::string("the kernels plugin has no ") + name + ", which " + needed_by +
+                                          " needs; rebuild it against SDK 1.3 or later");
+  }
   template <class Args>
   void run(MH_Error* (*const MH_KernelsApi::*op)(MH_Instance*, const Args*), Args args, const char* what) {
     args.struct_size = sizeof(Args);

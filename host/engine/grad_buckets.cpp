@@ -42,12 +42,14 @@ GradBucket bucket_of(const ParamSet& params, std::vector<int> ids, bool whole_bu
 std::vector<int> backward_order(const ParamSet& params, const std::vector<ChunkSpec>& chunks) {
   std::vector<int> order;
   for (auto c = chunks.rbegin(); c != chunks.rend(); ++c) {
-    if (c->last) order.insert(order.end(), {params.lnf_w(), params.lnf_b()});
+    if (c->last)
+      for (int id : params.head_ids())
+        if (id != params.wte()) order.push_back(id);
     for (int64_t l = c->first_layer + c->layers - 1; l >= c->first_layer; --l) {
-      const std::array<int, 12> ids = params.layer(l).ids();
+      const std::vector<int> ids = params.layer(l).ids();
       order.insert(order.end(), ids.begin(), ids.end());
     }
-    if (c->first) order.push_back(params.wpe());
+    if (c->first && params.wpe() >= 0) order.push_back(params.wpe());
   }
   if (params.wte() >= 0) order.push_back(params.wte());
   return order;

@@ -26,7 +26,7 @@ GradSync::GradSync(ParamSet& params, Optimizer& optimizer, std::vector<GradBucke
   }
   // A stage holding both ends of the model finalises the tied embedding
   // twice: in the output layer's backward and the embedding's.
-  if (params.wte() >= 0) uses_[size_t(params.wte())] = (params.wpe() >= 0 ? 1 : 0) + (params.lnf_w() >= 0 ? 1 : 0);
+  if (params.wte() >= 0) uses_[size_t(params.wte())] = params.wte_uses();
   stats_.buckets = int32_t(buckets_.size());
   reset();
 }

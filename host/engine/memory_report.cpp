@@ -2,12 +2,16 @@
 
 #include <algorithm>
 
+#include "engine/parts/attention.hpp"
+#include "engine/parts/mlp.hpp"
+
 namespace mh {
 
+// The layer's own activations (its input, the norms' outputs, the residual
+// after attention and the branches' dropout masks) and those of its parts.
 double activation_bytes(const ModelDims& d, double e, MH_Activation a) {
-  const double s = double(d.seq), b = double(d.micro_batch), h = double(d.hidden), heads = double(d.heads);
-  const double t = double(d.tp), f = double(d.ffn), t_sp = d.sp ? t : 1.0;
-  const double sbh = s * b * h, as2b = heads * s * s * b;
+  const double t_sp = d.sp ? double(d.tp) : 1.0;
+  const double sbh = double(d.seq) * double(d.micro_batch) * double(d.hidden);
   switch (a) {
     case MH_ACT_LAYER_INPUT:
     case MH_ACT_LN1:
@@ -15,14 +19,7 @@ double activation_bytes(const ModelDims& d, double e, MH_Activation a) {
     case MH_ACT_LN2: return e * sbh / t_sp;
     case MH_ACT_ATTN_DROP_MASK:
     case MH_ACT_MLP_DROP_MASK: return sbh / t_sp;
-    case MH_ACT_QKV: return 3 * e * sbh / t;
-    case MH_ACT_CONTEXT: return e * sbh / t;
-    case MH_ACT_ATTN_SCORES:
-    case MH_ACT_ATTN_PROBS: return e * as2b / t;
-    case MH_ACT_ATTN_MASK: return as2b / t;
-    case MH_ACT_FC1:
-    case MH_ACT_GELU: return e * s * b * f / t;
-    default: return 0;
+    default: return AttentionPart::activation_bytes(d, e, a) + MlpPart::activation_bytes(d, e, a);
   }
 }
 

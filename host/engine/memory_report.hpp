@@ -21,10 +21,13 @@ struct ActivationFormula {
 };
 
 // The bytes the paper counts for one activation of one layer, with
-// activations of e bytes and 1-byte masks. Summed over every activation:
-// sbh(4e+2)/t_sp + sbh(4e + 2e f/h)/t + a s^2 b (2e+1)/t, where t_sp is t
-// with sequence parallelism and 1 without (e = 2, f = 4h gives the paper's
-// sbh(10 + 24/t + 5as/(ht)) and, with SP, (sbh/t)(34 + 5as/h)).
+// activations of e bytes and 1-byte masks, for the layer's parts. Summed
+// over every activation: sbh(4e+2)/t_sp + sbh(e(2 + 2k/a) + c e f/h)/t +
+// a s^2 b (2e+1)/t, where t_sp is t with sequence parallelism and 1
+// without, k the key/value heads and c = 2 for GeLU (FC1's output and
+// GeLU's), 3 for SwiGLU (gate and up, and their product). e = 2, k = a,
+// f = 4h, GeLU give the paper's sbh(10 + 24/t + 5as/(ht)) and, with SP,
+// (sbh/t)(34 + 5as/h); docs/models.md gives the others.
 double activation_bytes(const ModelDims& d, double element_bytes, MH_Activation a);
 
 // Per layer: the average over layers of what the policy keeps, so full

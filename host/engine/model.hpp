@@ -1,28 +1,54 @@
-// Dimensions of the model as one rank sees them. One-letter names follow
-// the paper: s sequence, b micro-batch, h hidden, a heads, f MLP inner size,
-// V vocabulary, t tensor-parallel size. The residual stream is laid out
-// [s, b, h] (sequence first), so a sequence shard is a contiguous block of
-// rows; "rows" below means s*b.
+// Dimensions of the model as one rank sees them, and the specification of
+// its parts. One-letter names follow the paper: s sequence, b micro-batch,
+// h hidden, a heads, k key/value heads, f MLP inner size, V vocabulary, t
+// tensor-parallel size. The residual stream is laid out [s, b, h] (sequence
+// first), so a sequence shard is a contiguous block of rows; "rows" below
+// means s*b.
 #pragma once
 
 #include <cstdint>
 
 namespace mh {
 
+// The parts a layer is assembled from (docs/models.md). GPT-2 and Llama are
+// two specifications, set by model.arch as presets of these.
+enum class Norm { kLayerNorm, kRmsNorm };
+enum class Position { kLearned, kRope };
+enum class MlpActivation { kGelu, kSwiglu };
+
+struct ModelSpec {
+  Norm norm = Norm::kLayerNorm;
+  Position position = Position::kLearned;
+  MlpActivation activation = MlpActivation::kGelu;
+  bool tie_embeddings = true;  // the output layer reads the token embedding
+  bool bias = true;            // biases on the linear layers
+  float rope_theta = 10000;
+};
+
 struct ModelDims {
   int64_t layers, hidden, heads, ffn, seq, vocab, micro_batch;
+  int64_t kv_heads = 0;      // 0 means heads (full multi-head attention)
+  int64_t vocab_size = 0;    // the tokenizer's; vocab is it padded, 0 means vocab
   int32_t tp = 1, tp_rank = 0;
   bool sp = false;
   float dropout = 0, attention_dropout = 0, init_std = 0.02f, layernorm_eps = 1e-5f;
+  ModelSpec spec;
 
   int64_t head_dim() const { return hidden / heads; }
+  int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t local_heads() const { return heads / tp; }
+  int64_t local_kv_heads() const { return kv() / tp; }
   int64_t local_hidden() const { return hidden / tp; }   // attention width on this rank
+  // Q, K and V of the rank's heads: a + 2k heads of head_dim each, over t.
+  int64_t local_qkv() const { return (heads + 2 * kv()) / tp * head_dim(); }
   int64_t local_ffn() const { return ffn / tp; }
+  // FC1's output: the gate beside the up projection under SwiGLU.
+  int64_t local_fc1() const { return spec.activation == MlpActivation::kSwiglu ? 2 * local_ffn() : local_ffn(); }
   int64_t local_vocab() const { return vocab / tp; }
   int64_t vocab_start() const { return tp_rank * local_vocab(); }
+  int64_t real_vocab() const { return vocab_size > 0 ? vocab_size : vocab; }
   int64_t rows() const { return seq * micro_batch; }
-  // Rows of the layernorm and dropout regions: a sequence shard with SP.
+  // Rows of the norm and dropout regions: a sequence shard with SP.
   int64_t local_rows() const { return sp ? rows() / tp : rows(); }
   int64_t first_local_row() const { return sp ? tp_rank * local_rows() : 0; }
 };

@@ -46,4 +46,11 @@ void embedding(Device& d, TypedPtr table, int64_t table_rows, const int32_t* ids
 void embedding_bwd(Device& d, TypedPtr dtable, int64_t table_rows, const int32_t* ids, TypedPtr dout, int64_t n,
                    int64_t h, int64_t id_start);
 
+void rmsnorm(Device& d, TypedPtr x, const float* weight, TypedPtr out, float* rstd, int64_t n, int64_t c, float eps);
+void rmsnorm_bwd(Device& d, TypedPtr dout, TypedPtr x, const float* weight, const float* rstd, float* dx,
+                 float* dweight, int64_t n, int64_t c);
+void rope(Device& d, MH_Tensor view, int64_t position_offset, float theta, bool inverse);
+void swiglu(Device& d, TypedPtr x, TypedPtr out, int64_t n, int64_t f);
+void swiglu_bwd(Device& d, TypedPtr x, TypedPtr dout, TypedPtr dx, int64_t n, int64_t f);
+
 }  // namespace mh::ops

@@ -20,35 +20,18 @@ uint64_t fnv1a(const std::string& text) {
 ParamSet::ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& plan, uint64_t seed,
                    const OwnedParts& owned, int64_t pad_to)
     : dims_(dims), pad_to_(pad_to), layers_(size_t(dims.layers)), device_(device) {
-  const int64_t h = dims.hidden, f = dims.ffn;
-  const float std = dims.init_std;
-  // Output projections of the residual branches start smaller so the
-  // residual stream's variance does not grow with depth (GPT-2, Megatron).
-  const float out_std = std / std::sqrt(2.0f * float(dims.layers));
-  auto sharded = [&](MH_Weight w) { return plan.shard[w]; };
-  auto bias_shard = [&](MH_Weight w) { return sharded(w) == MH_SHARD_ROWS ? MH_SHARD_COLS : MH_SHARD_NONE; };
-  if (owned.embedding || owned.head)
-    wte_ = add("wte", dims.vocab, h, sharded(MH_W_EMBEDDING), ParamGroup::kShardedDecay, std, 0);
-  if (owned.embedding) wpe_ = add("wpe", dims.seq, h, MH_SHARD_NONE, ParamGroup::kReplicatedDecay, std, 0);
-  for (int64_t l : owned.layers) {
-    std::string p = "layers." + std::to_string(l) + ".";
-    LayerParamIds& ids = layers_[size_t(l)];
-    ids.ln1_w = add(p + "ln1_w", 1, h, MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 1);
-    ids.ln1_b = add(p + "ln1_b", 1, h, MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 0);
-    ids.qkv_w = add(p + "qkv_w", 3 * h, h, sharded(MH_W_QKV), ParamGroup::kShardedDecay, std, 0);
-    ids.qkv_b = add(p + "qkv_b", 1, 3 * h, bias_shard(MH_W_QKV), ParamGroup::kShardedNoDecay, 0, 0);
-    ids.proj_w = add(p + "proj_w", h, h, sharded(MH_W_PROJ), ParamGroup::kShardedDecay, out_std, 0);
-    ids.proj_b = add(p + "proj_b", 1, h, MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 0);
-    ids.ln2_w = add(p + "ln2_w", 1, h, MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 1);
-    ids.ln2_b = add(p + "ln2_b", 1, h, MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 0);
-    ids.fc1_w = add(p + "fc1_w", f, h, sharded(MH_W_FC1), ParamGroup::kShardedDecay, std, 0);
-    ids.fc1_b = add(p + "fc1_b", 1, f, bias_shard(MH_W_FC1), ParamGroup::kShardedNoDecay, 0, 0);
-    ids.fc2_w = add(p + "fc2_w", h, f, sharded(MH_W_FC2), ParamGroup::kShardedDecay, out_std, 0);
-    ids.fc2_b = add(p + "fc2_b", 1, h, MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 0);
-  }
+  const int64_t h = dims.hidden;
+  const MH_ShardDim vocab_shard = MH_ShardDim(plan.shard[MH_W_EMBEDDING]);
+  const bool tied = dims.spec.tie_embeddings;
+  if (owned.embedding || (owned.head && tied))
+    wte_ = add("wte", dims.vocab, h, vocab_shard, ParamGroup::kShardedDecay, dims.init_std, 0);
+  tied_copy_ = tied && owned.head && !owned.embedding;
+  if (owned.embedding && dims.spec.position == Position::kLearned)
+    wpe_ = add("wpe", dims.seq, h, MH_SHARD_NONE, ParamGroup::kReplicatedDecay, dims.init_std, 0);
+  for (int64_t l : owned.layers) add_layer(l, plan);
   if (owned.head) {
-    lnf_w_ = add("lnf_w", 1, h, MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 1);
-    lnf_b_ = add("lnf_b", 1, h, MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 0);
+    add_norm("lnf", lnf_w_, lnf_b_);
+    head_w_ = tied ? wte_ : add("lm_head", dims.vocab, h, vocab_shard, ParamGroup::kShardedDecay, dims.init_std, 0);
   }
   layout();
 
@@ -60,6 +43,65 @@ ParamSet::ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& p
     gemm_copy_ = Buffer(device, MemCategory::kParams, n, compute);
   upload_initial_values(seed);
   refresh_gemm_weights();
+}
+
+void ParamSet::add_norm(const std::string& name, int& w, int& b) {
+  w = add(name + "_w", 1, dims_.hidden, MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 1);
+  if (dims_.spec.norm == Norm::kLayerNorm)
+    b = add(name + "_b", 1, dims_.hidden, MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 0);
+}
+
+// Column-parallel weights (QKV, gate, FC1) shard their output rows and bias;
+// row-parallel ones (proj, FC2) their input columns, their bias replicated.
+void ParamSet::add_layer(int64_t l, const MH_TensorPlan& plan) {
+  const ModelDims& d = dims_;
+  const int64_t h = d.hidden, f = d.ffn, qkv = (d.heads + 2 * d.kv()) * d.head_dim();
+  // Output projections of the residual branches start smaller so the
+  // residual stream's variance does not grow with depth (GPT-2, Megatron).
+  const float std = d.init_std, out_std = std / std::sqrt(2.0f * float(d.layers));
+  const std::string p = "layers." + std::to_string(l) + ".";
+  LayerParamIds& ids = layers_[size_t(l)];
+  auto linear = [&](const char* name, int64_t out, int64_t in, MH_Weight weight, float init, int& w, int& b) {
+    const int32_t shard = plan.shard[weight];
+    w = add(p + name + "_w", out, in, shard, ParamGroup::kShardedDecay, init, 0);
+    if (!d.spec.bias) return;
+    const bool column = shard == MH_SHARD_ROWS;
+    b = add(p + name + "_b", 1, out, column ? MH_SHARD_COLS : MH_SHARD_NONE,
+            column ? ParamGroup::kShardedNoDecay : ParamGroup::kReplicatedNoDecay, 0, 0);
+  };
+  add_norm(p + "ln1", ids.ln1_w, ids.ln1_b);
+  linear("qkv", qkv, h, MH_W_QKV, std, ids.qkv_w, ids.qkv_b);
+  linear("proj", h, d.heads * d.head_dim(), MH_W_PROJ, out_std, ids.proj_w, ids.proj_b);
+  add_norm(p + "ln2", ids.ln2_w, ids.ln2_b);
+  if (d.spec.activation == MlpActivation::kSwiglu) linear("gate", f, h, MH_W_FC1, std, ids.gate_w, ids.gate_b);
+  linear("fc1", f, h, MH_W_FC1, std, ids.fc1_w, ids.fc1_b);
+  linear("fc2", h, f, MH_W_FC2, out_std, ids.fc2_w, ids.fc2_b);
+}
+
+std::vector<int> LayerParamIds::ids() const {
+  std::vector<int> out;
+  for (int id : {fc2_w, fc2_b, fc1_w, fc1_b, gate_w, gate_b, ln2_w, ln2_b, proj_w, proj_b, qkv_w, qkv_b, ln1_w, ln1_b})
+    if (id >= 0) out.push_back(id);
+  return out;
+}
+
+std::vector<int> ParamSet::head_ids() const {
+  std::vector<int> out;
+  for (int id : {lnf_w_, lnf_b_, head_w_})
+    if (id >= 0) out.push_back(id);
+  return out;
+}
+
+std::vector<int> ParamSet::embedding_ids() const {
+  std::vector<int> out;
+  for (int id : {wpe_, wte_})
+    if (id >= 0) out.push_back(id);
+  return out;
+}
+
+int ParamSet::wte_uses() const {
+  const bool input = wte_ >= 0 && !tied_copy_, output = head_w_ >= 0 && head_w_ == wte_;
+  return int(input) + int(output);
 }
 
 void ParamSet::upload_initial_values(uint64_t seed) {

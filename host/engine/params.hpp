@@ -22,7 +22,7 @@
 namespace mh {
 
 enum class ParamGroup {
-  kShardedDecay,       // tensor-parallel shards with weight decay: wte, QKV, proj, FC1, FC2
+  kShardedDecay,       // tensor-parallel shards with weight decay: wte, QKV, proj, FC1, FC2, lm_head
   kShardedNoDecay,     // column-parallel biases
   kReplicatedDecay,    // the position table
   kReplicatedNoDecay,  // layernorms and row-parallel biases
@@ -42,13 +42,13 @@ struct ParamInfo {
   int64_t numel() const { return rows * cols; }
 };
 
-// Indices into ParamSet::infos of one layer's parameters.
+// Indices into ParamSet::infos of one layer's parameters; -1 for those its
+// specification lacks (biases, layernorm's shift, SwiGLU's gate).
 struct LayerParamIds {
-  int ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b;
-  // All twelve, last used first (the order backward reaches them).
-  std::array<int, 12> ids() const {
-    return {fc2_w, fc2_b, fc1_w, fc1_b, ln2_w, ln2_b, proj_w, proj_b, qkv_w, qkv_b, ln1_w, ln1_b};
-  }
+  int ln1_w = -1, ln1_b = -1, qkv_w = -1, qkv_b = -1, proj_w = -1, proj_b = -1, ln2_w = -1, ln2_b = -1;
+  int gate_w = -1, gate_b = -1, fc1_w = -1, fc1_b = -1, fc2_w = -1, fc2_b = -1;
+  // Those present, last used first (the order backward reaches them).
+  std::vector<int> ids() const;
 };
 
 struct GroupRange {
@@ -59,7 +59,7 @@ struct GroupRange {
 struct OwnedParts {
   std::vector<int64_t> layers;  // global indices, ascending
   bool embedding = true;        // token and position tables (first stage)
-  bool head = true;             // final layernorm and the tied output (last stage)
+  bool head = true;             // final norm and the output layer (last stage)
 };
 
 class ParamSet {
@@ -84,11 +84,23 @@ class ParamSet {
   const std::vector<ParamInfo>& infos() const { return infos_; }
   // Global layer l, which this rank must own.
   const LayerParamIds& layer(int64_t l) const { return layers_.at(size_t(l)); }
-  // -1 where the rank does not hold the parameter.
+  // -1 where the rank does not hold the parameter or the model lacks it.
   int wte() const { return wte_; }
   int wpe() const { return wpe_; }
   int lnf_w() const { return lnf_w_; }
   int lnf_b() const { return lnf_b_; }
+  // The output layer's weight: the token embedding when tied, else lm_head.
+  int head_w() const { return head_w_; }
+  // The output end's parameters (final norm, output layer) and the input
+  // end's (position table, token table), as backward finalises them.
+  std::vector<int> head_ids() const;
+  std::vector<int> embedding_ids() const;
+  // Whether the rank holds the token table only as the tied output layer of
+  // the last stage: the first stage holds the original.
+  bool embedding_copy() const { return tied_copy_; }
+  // Backward passes the rank makes over the token table's gradient: 2 on a
+  // stage holding both ends of a tied model, else 1.
+  int wte_uses() const;
   GroupRange group(ParamGroup g) const { return groups_[static_cast<size_t>(g)]; }
   Buffer& values() { return values_; }
   Buffer& grads() { return grads_; }
@@ -101,6 +113,9 @@ class ParamSet {
  private:
   int add(std::string name, int64_t global_rows, int64_t global_cols, int32_t shard, ParamGroup group,
           float init_std, float init_value);
+  // A norm's scale (and shift under layernorm) of width h.
+  void add_norm(const std::string& name, int& w, int& b);
+  void add_layer(int64_t l, const MH_TensorPlan& plan);
   void layout();
   void upload_initial_values(uint64_t seed);
 
@@ -108,7 +123,8 @@ class ParamSet {
   int64_t pad_to_;
   std::vector<ParamInfo> infos_;
   std::vector<LayerParamIds> layers_;  // indexed by global layer; only owned ones are filled
-  int wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1;
+  int wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1, head_w_ = -1;
+  bool tied_copy_ = false;
   std::array<GroupRange, kParamGroups> groups_{};
   Device& device_;
   Buffer values_, grads_;

@@ -245,7 +245,7 @@ GradSyncGroups RankTrainer::grad_sync_groups() {
   GradSyncGroups g;
   if (s_.dp > 1) g.data = &groups_.data;
   if (s_.tensor_plan.reduce_norm_grads && s_.tp > 1) g.tensor = &groups_.tensor;
-  if (s_.pp > 1 && params_.wte() >= 0) g.embedding = &groups_.embedding;
+  if (s_.pp > 1 && s_.dims.spec.tie_embeddings && params_.wte() >= 0) g.embedding = &groups_.embedding;
   return g;
 }
 
@@ -410,7 +410,7 @@ std::vector<GroupRange> RankTrainer::norm_ranges() const {
     bool replicated = group == ParamGroup::kReplicatedDecay || group == ParamGroup::kReplicatedNoDecay;
     GroupRange r = params_.group(group);
     if (replicated && coords_.tp != 0) continue;
-    if (group == ParamGroup::kShardedDecay && s_.pp > 1 && coords_.pp != 0 && params_.wte() >= 0) {
+    if (group == ParamGroup::kShardedDecay && params_.embedding_copy()) {
       const int64_t skip = params_.info(params_.wte()).numel();  // wte comes first in its group
       r = GroupRange{r.offset + skip, r.count - skip};
     }

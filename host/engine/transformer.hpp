@@ -1,6 +1,9 @@
-// The GPT model of one rank for one micro-batch: embeddings, the layers
-// (attention + MLP, pre-LayerNorm), final layernorm and tied output with a
-// vocabulary-parallel cross-entropy; backward mirrors forward in reverse.
+// The decoder of one rank for one micro-batch: embeddings, the layers, the
+// final norm and the output layer with a vocabulary-parallel cross-entropy;
+// backward mirrors forward in reverse. A layer is assembled from the parts
+// the model's specification names (engine/parts/): norm, attention with its
+// position encoding, norm, MLP with its activation, each branch closed by
+// its output projection, dropout and the residual add (pre-norm).
 //
 // Recomputation is generic: forward keeps what the recompute policy said to
 // keep (KeepTable); backward recomputes, in forward order, whatever a layer
@@ -20,6 +23,9 @@
 #include "engine/device.hpp"
 #include "engine/model.hpp"
 #include "engine/params.hpp"
+#include "engine/parts/attention.hpp"
+#include "engine/parts/mlp.hpp"
+#include "engine/parts/norm.hpp"
 #include "engine/tensor_parallel.hpp"
 
 namespace mh {
@@ -53,6 +59,7 @@ using GradsFinalised = std::function<void(std::span<const int> param_ids)>;
 class Transformer {
  public:
   // keep: the recompute policy's decisions for the chunk's layers, in order.
+  // Throws naming the op when the kernels lack one the specification needs.
   Transformer(Device& device, ParamSet& params, TensorParallel& tp, const ModelDims& dims, ChunkSpec chunk,
               KeepTable keep);
 
@@ -79,16 +86,15 @@ class Transformer {
   void embed_bwd(ForwardState& st, const MicroBatch& mb, const float* dres);
   void layer_forward(ForwardState& st, int64_t l, const MicroBatch& mb, float p, float attn_p, bool need_output);
   void layer_backward(ForwardState& st, int64_t l, float* dres);
-  void attention_core(ForwardState& st, int64_t l, const MicroBatch& mb, float attn_p);
-  void attention_bwd(ForwardState& st, int64_t l, TypedPtr dctx, TypedPtr dqkv);
+  // out [n, h] = residual + dropout(exit(branch_in @ W^T) + bias): a branch's
+  // output projection; bias -1 when the model has none.
   void residual_branch(ForwardState& st, int64_t l, const MicroBatch& mb, int site, TypedPtr branch_in,
                        int64_t branch_width, int w, int b, TypedPtr residual, MH_Activation mask, TypedPtr out,
                        float p);
-  Buffer norm(TypedPtr x, int w, int b);
-  // dout [n, h]; x and out: the layernorm's input and kept output; dx += ...
-  void norm_bwd(TypedPtr dout, TypedPtr x, const Buffer& out, int w, int b, float* dx);
-  // A buffer in the compute dtype.
-  Buffer activation(MemCategory category, int64_t elements);
+  // Its backward from dres: accumulates W's and the bias's gradients and
+  // returns the gradient of branch_in [rows, branch_width].
+  Buffer residual_branch_bwd(ForwardState& st, int64_t l, const float* dres, TypedPtr branch_in,
+                             int64_t branch_width, int w, int b, MH_Activation mask);
   double head_forward(ForwardState& st, const MicroBatch& mb);
   void head_backward(ForwardState& st, const MicroBatch& mb, float loss_scale, float* dres);
   // Makes sure every activation layer l's backward reads is present.
@@ -102,6 +108,7 @@ class Transformer {
   float* P(int id) const { return params_.value(id); }
   TypedPtr W(int id) const { return params_.gemm_weight(id); }
   float* G(int id) const { return params_.grad(id); }
+  Buffer activation(MemCategory category, int64_t elements) const { return ctx_.activation(category, elements); }
 
   Device& dev_;
   ParamSet& params_;
@@ -109,6 +116,10 @@ class Transformer {
   ModelDims d_;
   ChunkSpec chunk_;
   KeepTable keep_;
+  PartContext ctx_;
+  NormPart norm_;
+  AttentionPart attention_;
+  MlpPart mlp_;
 };
 
 }  // namespace mh

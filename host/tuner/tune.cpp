@@ -63,8 +63,7 @@ class TunerSession {
 MH_ModelShape model_shape(const Assembly& assembly, const Config& config, int32_t devices) {
   const ModelDims d = global_dims(assembly, config);
   Options train = assembly.train.options();
-  return MH_ModelShape{sizeof(MH_ModelShape), d.layers, d.hidden, d.heads, d.ffn, d.seq, d.vocab,
-                       train.get_int("micro_batch"), train.get_int("global_batch"), devices};
+  return model_shape(d, train.get_int("micro_batch"), train.get_int("global_batch"), devices);
 }
 
 // Whether the engine shards optimizer state over d replicas: then memory

@@ -1,5 +1,7 @@
 // The whole model's hand-written backward against central finite
-// differences of its forward, for a sample of every parameter tensor.
+// differences of its forward, for a sample of every parameter tensor, for
+// each part a specification can choose (norm, position encoding, attention
+// heads, MLP activation, biases, tied output).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,14 +18,17 @@
 namespace mh {
 namespace {
 
-ModelDims tiny_dims() {
+ModelDims tiny_dims(const ModelSpec& spec, int64_t kv_heads) {
   ModelDims d{};
+  d.spec = spec;
+  d.kv_heads = kv_heads;
   d.layers = 2;
   d.hidden = 16;
-  d.heads = 2;
+  d.heads = 4;
   d.ffn = 64;
   d.seq = 8;
   d.vocab = 32;
+  d.vocab_size = 30;  // two padded ids, which the loss must ignore
   d.micro_batch = 2;
   d.dropout = 0;
   d.attention_dropout = 0;
@@ -72,8 +77,8 @@ MicroBatch batch(Device& dev, const ModelDims& d) {
   std::mt19937 gen(3);
   std::vector<int32_t> ids(size_t(d.rows())), targets(size_t(d.rows())), pos(size_t(d.rows()));
   for (int64_t r = 0; r < d.rows(); ++r) {
-    ids[size_t(r)] = int32_t(gen() % d.vocab);
-    targets[size_t(r)] = int32_t(gen() % d.vocab);
+    ids[size_t(r)] = int32_t(gen() % d.real_vocab());
+    targets[size_t(r)] = int32_t(gen() % d.real_vocab());
     pos[size_t(r)] = int32_t(r / d.micro_batch);
   }
   MicroBatch mb;
@@ -86,9 +91,35 @@ MicroBatch batch(Device& dev, const ModelDims& d) {
   return mb;
 }
 
-TEST(GradientCheck, WholeModelBackwardMatchesFiniteDifferences) {
+struct Variant {
+  const char* name;
+  ModelSpec spec;
+  int64_t kv_heads;
+};
+
+ModelSpec spec(Norm norm, Position position, MlpActivation activation, bool tie, bool bias) {
+  ModelSpec s;
+  s.norm = norm;
+  s.position = position;
+  s.activation = activation;
+  s.tie_embeddings = tie;
+  s.bias = bias;
+  return s;
+}
+
+const Variant kVariants[] = {
+    {"gpt2", spec(Norm::kLayerNorm, Position::kLearned, MlpActivation::kGelu, true, true), 4},
+    {"llama_gqa", spec(Norm::kRmsNorm, Position::kRope, MlpActivation::kSwiglu, false, false), 2},
+    {"llama_mqa", spec(Norm::kRmsNorm, Position::kRope, MlpActivation::kSwiglu, false, false), 1},
+    {"swiglu_bias_untied", spec(Norm::kLayerNorm, Position::kLearned, MlpActivation::kSwiglu, false, true), 2},
+    {"rmsnorm_rope_gelu_bias", spec(Norm::kRmsNorm, Position::kRope, MlpActivation::kGelu, true, true), 4},
+};
+
+class GradientCheck : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(GradientCheck, WholeModelBackwardMatchesFiniteDifferences) {
   test::EngineEnv env("[model]\nlayers = 2\n");
-  ModelDims d = tiny_dims();
+  ModelDims d = tiny_dims(GetParam().spec, GetParam().kv_heads);
   Model m(env, d);
   MicroBatch mb = batch(m.dev, d);
   const double scale = 1.0 / double(d.rows());
@@ -116,6 +147,9 @@ TEST(GradientCheck, WholeModelBackwardMatchesFiniteDifferences) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Variants, GradientCheck, ::testing::ValuesIn(kVariants),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace mh

@@ -49,6 +49,10 @@ const Shape kShapes[] = {
                    "model.hidden=256 model.heads=2 model.seq_len=64"},
     {"t1_bf16", "comm.world_size=1 kernels.dtype=bf16"},
     {"t2_sp_bf16", "comm.world_size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true kernels.dtype=bf16"},
+    {"llama_gqa_t2_sp", "comm.world_size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true "
+                        "model.arch=llama model.kv_heads=2"},
+    {"llama_mqa_t1_bf16", "comm.world_size=1 kernels.dtype=bf16 model.arch=llama model.kv_heads=1"},
+    {"swiglu_t2", "comm.world_size=2 parallel.tensor.size=2 model.activation=swiglu"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ActivationMemory, ::testing::ValuesIn(kShapes),
@@ -72,6 +76,18 @@ TEST(ActivationMemory, Bf16PerLayerIsThePapersFormulaLiterally) {
   MemoryRecord two = dry("comm.world_size=1 kernels.dtype=bf16", 2), four = dry("comm.world_size=1 kernels.dtype=bf16", 4);
   ASSERT_FALSE(four.activations.empty());
   EXPECT_DOUBLE_EQ(four.formula_per_layer, 34 * s * b * h + 5 * a * s * s * b);
+  EXPECT_NEAR((four.activations[0] - two.activations[0]) / 2.0, four.formula_per_layer, 0.05 * four.formula_per_layer);
+}
+
+// Llama's parts by hand (docs/models.md): bf16, t = 1, k = a/2, SwiGLU with
+// f = 256 (Llama's rule for h = 64): sbh(4e+2) + sbh e(2 + 2k/a) + 3e sbf +
+// a s^2 b (2e+1) = 40 sbh + 5 a s^2 b.
+TEST(ActivationMemory, LlamaPerLayerFollowsItsParts) {
+  const double s = 32, b = 2, h = 64, a = 4;  // small.toml
+  const std::string llama = "comm.world_size=1 kernels.dtype=bf16 model.arch=llama model.kv_heads=2";
+  MemoryRecord two = dry(llama, 2), four = dry(llama, 4);
+  ASSERT_FALSE(four.activations.empty());
+  EXPECT_DOUBLE_EQ(four.formula_per_layer, 40 * s * b * h + 5 * a * s * s * b);
   EXPECT_NEAR((four.activations[0] - two.activations[0]) / 2.0, four.formula_per_layer, 0.05 * four.formula_per_layer);
 }
 

@@ -25,14 +25,14 @@ double decode_stage_seconds(const Machine& mc, const Model& model, const Layout&
   Pricer pr(mc, model, l, w, w.busy_stages(1, l.p), false);
   const int64_t b = l.b, h = pr.h, hl = pr.hl, fl = pr.fl, g = pr.g;
   pr.vec("layernorm", b * h);
-  pr.gemm(1, b, 3 * hl, h);
+  pr.gemm(1, b, pr.ql, h);
   pr.gemm(g, 1, context, pr.dh);
   pr.vec("softmax", g * context);
   pr.gemm(g, 1, pr.dh, context);
   pr.gemm(1, b, h, hl);
   if (l.t > 1) pr.tp(Coll::kAllReduce, pr.act(b * h));
   pr.vec("layernorm", b * h);
-  pr.gemm(1, b, fl, h);
+  pr.gemm(1, b, pr.f1l, h);
   pr.vec("gelu", b * fl);
   pr.gemm(1, b, h, fl);
   if (l.t > 1) pr.tp(Coll::kAllReduce, pr.act(b * h));
@@ -44,13 +44,14 @@ double decode_stage_seconds(const Machine& mc, const Model& model, const Layout&
 uint64_t memory_per_rank(const Machine& mc, const Model& m, const Layout& l, const InferenceRequest& r) {
   const double e = mc.element_bytes();
   const double weights = double(params_per_rank(m, l, 0)) * e;
+  // K and V of the key/value heads only: grouped-query attention's saving.
   const double cache = 2.0 * double(m.layers / l.p) * double(l.b) * double(r.prompt + r.output) *
-                       double(m.hidden / l.t) * e;
+                       double(m.kv() * (m.hidden / m.heads) / l.t) * e;
   // The prompt's largest transients: scores and probabilities, the MLP's
   // inner activations and a few residual-stream tensors.
   const double rows = double(l.b * r.prompt);
   const double transients = 2 * double(l.b * m.heads / l.t) * double(r.prompt * r.prompt) * e +
-                            2 * rows * double(m.ffn / l.t) * e + 4 * rows * double(m.hidden) * e;
+                            2 * rows * double(m.fc1() / l.t) * e + 4 * rows * double(m.hidden) * e;
   return uint64_t(weights + cache + transients);
 }
 

@@ -5,7 +5,13 @@
 namespace mh::tuner {
 
 Model Model::from(const MH_ModelShape& s) {
-  return Model{s.layers, s.hidden, s.heads, s.ffn_hidden, s.seq_len, s.vocab, s.global_batch};
+  Model m{s.layers, s.hidden, s.heads, s.ffn_hidden, s.seq_len, s.vocab, s.global_batch};
+  if (s.struct_size < MH_STRUCT_SIZE(MH_ModelShape, untied_output)) return m;  // a 1.2 host: GPT-2's parts
+  m.kv_heads = s.kv_heads;
+  m.gated = s.gated_mlp != 0;
+  m.untied = s.untied_output != 0;
+  m.rotary = s.rotary != 0;
+  return m;
 }
 
 Placement Placement::of(const Layout& l, int32_t devices_per_node, bool shared_device) {

@@ -14,6 +14,16 @@ namespace mh::tuner {
 
 struct Model {
   int64_t layers, hidden, heads, ffn, seq, vocab, global_batch;
+  int64_t kv_heads = 0;    // key/value heads (grouped-query attention); 0 means heads
+  bool gated = false;      // SwiGLU: a gate GEMM beside FC1
+  bool untied = false;     // the output layer has its own weight
+  bool rotary = false;     // RoPE instead of a position table
+
+  int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
+  // Q, K and V of all heads: (a + 2k) head_dim.
+  int64_t qkv() const { return (heads + 2 * kv()) * (hidden / heads); }
+  // FC1's width: the gate beside the up projection under SwiGLU.
+  int64_t fc1() const { return gated ? 2 * ffn : ffn; }
 
   static Model from(const MH_ModelShape& shape);
 };

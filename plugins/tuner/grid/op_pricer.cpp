@@ -16,7 +16,8 @@ Seconds Seconds::operator*(double k) const { return Seconds{gemm * k, vector * k
 Pricer::Pricer(const Machine& machine, const Model& model, const Layout& l, const Placement& w, Sharing sharing,
                bool train)
     : s(model.seq), h(model.hidden), V(model.vocab / l.t), n(model.seq * l.b), nl(l.sp ? n / l.t : n),
-      hl(h / l.t), fl(model.ffn / l.t), g(int64_t(l.b) * model.heads / l.t), dh(h / model.heads), mc_(machine),
+      hl(h / l.t), fl(model.ffn / l.t), g(int64_t(l.b) * model.heads / l.t), dh(h / model.heads),
+      ql(model.qkv() / l.t), f1l(model.fc1() / l.t), gated(model.gated), rotary(model.rotary), mc_(machine),
       l_(l), w_(w), sharing_(sharing), train_(train) {}
 
 Seconds Pricer::take() { return std::exchange(out_, Seconds{}); }
@@ -65,18 +66,36 @@ void Pricer::residual_branch(int64_t width) {
   dropout(nl * h);
 }
 
+// Ops without a profile rate of their own (RoPE, SwiGLU) are priced by
+// their memory traffic at the streaming rate: `passes` reads and writes of
+// `elements` activations. RMSNorm moves what layernorm moves.
+void Pricer::traffic(double elements, double passes) {
+  out_.vector += mc_.stream_seconds(elements * passes * mc_.element_bytes(), sharing_);
+}
+
+// Q (hl wide) and K ((ql - hl) / 2 wide) rotated in place, forward or back.
+void Pricer::rope() {
+  if (rotary) traffic(double(n) * double(hl + (ql - hl) / 2), 2);
+}
+
+void Pricer::activation_forward() {
+  if (gated) traffic(double(n * fl), 3);  // gate and up in, product out
+  else vec("gelu", n * fl);
+}
+
 void Pricer::layer_forward() {
   vec("layernorm", nl * h);
   enter_fwd();
-  gemm(1, n, 3 * hl, h);
-  vec("bias_add", n * 3 * hl);
+  gemm(1, n, ql, h);
+  vec("bias_add", n * ql);
+  rope();
   attention_forward();
   residual_branch(hl);
   vec("layernorm", nl * h);
   enter_fwd();
-  gemm(1, n, fl, h);
-  vec("bias_add", n * fl);
-  vec("gelu", n * fl);
+  gemm(1, n, f1l, h);
+  vec("bias_add", n * f1l);
+  activation_forward();
   residual_branch(fl);
 }
 
@@ -97,9 +116,10 @@ void Pricer::residual_branch_backward() {
 void Pricer::layer_backward() {
   residual_branch_backward();
   linear_backward(fl, h, false);
-  vec("gelu_bwd", n * fl);
-  vec("bias_bwd", n * fl);
-  linear_backward(h, fl, true);
+  if (gated) traffic(double(n * fl), 5);  // gate, up and dout in; both gradients out
+  else vec("gelu_bwd", n * fl);
+  vec("bias_bwd", n * f1l);
+  linear_backward(h, f1l, true);
   enter_bwd();
   vec("layernorm_bwd", nl * h);
   residual_branch_backward();
@@ -110,8 +130,9 @@ void Pricer::layer_backward() {
   vec("softmax_bwd", g * s * s);
   gemm(g, s, dh, s);  // dQ = dS K
   gemm(g, s, dh, s);  // dK = dS^T Q
-  vec("bias_bwd", n * 3 * hl);
-  linear_backward(h, 3 * hl, true);
+  rope();
+  vec("bias_bwd", n * ql);
+  linear_backward(h, ql, true);
   enter_bwd();
   vec("layernorm_bwd", nl * h);
 }

@@ -3,7 +3,8 @@
 // models. Dimensions as in host/engine/model.hpp: n rows (s * b), nl the
 // rows of the layernorm and dropout regions (n / t with SP), hl = h / t,
 // fl = f / t, V the local vocabulary, g = b * a / t attention groups, dh the
-// head size.
+// head size; the model's parts (docs/models.md) set the widths of QKV and
+// FC1 and which ops run.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +50,8 @@ class Pricer {
   void head_forward_backward();
 
   const int64_t s, h, V, n, nl, hl, fl, g, dh;
+  const int64_t ql, f1l;  // QKV's and FC1's local widths
+  const bool gated, rotary;
 
  private:
   void dropout(int64_t elements);
@@ -59,6 +62,9 @@ class Pricer {
   void residual_branch(int64_t width);
   void residual_branch_backward();
   void linear_backward(int64_t in, int64_t out, bool regather);
+  void traffic(double elements, double passes);
+  void rope();
+  void activation_forward();
 
   const Machine& mc_;
   const Layout& l_;

@@ -52,6 +52,8 @@ std::vector<std::string> problems(const Layout& l, const Model& m, int32_t devic
     out.push_back("t*p*d = " + str(l.t) + "*" + str(l.p) + "*" + str(l.d) + " = " + str(l.world()) + " is not the " +
                   str(devices) + " devices of the cluster");
   if (m.heads % l.t != 0) out.push_back("t = " + str(l.t) + " does not divide the " + str(m.heads) + " heads");
+  else if (m.kv() % l.t != 0)
+    out.push_back("t = " + str(l.t) + " does not divide the " + str(m.kv()) + " key/value heads");
   else if (m.ffn % l.t != 0 || m.vocab % l.t != 0)
     out.push_back("t = " + str(l.t) + " does not divide ffn_hidden = " + str(m.ffn) + " or the padded vocabulary " + str(m.vocab));
   if (l.sp && m.seq % l.t != 0)
@@ -77,7 +79,7 @@ std::vector<int64_t> common_divisors(int64_t n, int64_t m) {
 // they split and the devices.
 template <class F>
 void for_each_split(const SearchLists& lists, const Model& m, int32_t devices, F&& f) {
-  for (int64_t t : int_list(lists.tensor, common_divisors(m.heads, devices), "tuner.tensor"))
+  for (int64_t t : int_list(lists.tensor, common_divisors(m.kv(), devices), "tuner.tensor"))
     for (int64_t p : int_list(lists.pipeline, common_divisors(m.layers, std::max<int64_t>(1, devices / t)), "tuner.pipeline"))
       for (int64_t d : int_list(lists.data, {std::max<int64_t>(1, devices / (t * p))}, "tuner.data"))
         f(int32_t(t), int32_t(p), int32_t(d));

@@ -110,16 +110,20 @@ StepCost training_step(const Machine& machine, const Model& model, const Layout&
 
 double model_flops(const Model& m) {
   const double B = double(m.global_batch), s = double(m.seq), h = double(m.hidden), f = double(m.ffn);
-  const double layer = 2 * B * s * (4 * h * h + 2 * h * f) + 4 * B * s * s * h;
+  const double mlp_matrices = m.gated ? 3 : 2;
+  const double layer = 2 * B * s * (double(m.qkv()) * h + h * h + mlp_matrices * h * f) + 4 * B * s * s * h;
   return 3 * (double(m.layers) * layer + 2 * B * s * h * double(m.vocab));
 }
 
 int64_t params_per_rank(const Model& m, const Layout& l, int32_t stage) {
-  const int64_t h = m.hidden, f = m.ffn, t = l.t;
-  const int64_t layer = 4 * h + (3 * h * h + 3 * h) / t + h * h / t + h + (f * h + f) / t + h * f / t + h;
+  const int64_t h = m.hidden, f = m.ffn, t = l.t, q = m.qkv(), f1 = m.fc1();
+  // Norms and biases counted as GPT-2's (a few h per layer); a Llama-style
+  // model has fewer, which moves nothing the tuner decides.
+  const int64_t layer = 4 * h + (q * h + q) / t + h * h / t + h + (f1 * h + f1) / t + h * f / t + h;
   int64_t out = layer * (m.layers / l.p);
-  if (stage == 0 || stage == l.p - 1) out += m.vocab / t * h;  // the tied embedding
-  if (stage == 0) out += m.seq * h;
+  if (stage == 0 || stage == l.p - 1) out += m.vocab / t * h;  // the embedding, or its tied copy, or lm_head
+  if (stage == 0 && !m.rotary) out += m.seq * h;
+  if (stage == 0 && stage == l.p - 1 && m.untied) out += m.vocab / t * h;
   if (stage == l.p - 1) out += 2 * h;
   return out;
 }

@@ -1,0 +1,141 @@
+#include "engine/parts/attention.hpp"
+
+#include <cmath>
+
+#include "engine/ops.hpp"
+
+namespace mh {
+namespace {
+
+constexpr auto kAct = MemCategory::kActivations;
+constexpr auto kWork = MemCategory::kWorkspace;
+
+// Per-group strides of the QKV, scores and context buffers. The batched
+// GEMMs run once per query head i of a group, each over all (sample,
+// group) pairs: batch index b * groups + g.
+struct Heads {
+  int64_t groups, m, S, D, batch;
+
+  explicit Heads(const ModelDims& d)
+      : groups(d.local_kv_heads()), m(d.heads / d.kv()), S(d.seq), D(d.head_dim()),
+        batch(d.micro_batch * d.local_kv_heads()) {}
+
+  // Slot j of each group in QKV: query head j < m, then K (m), then V (m + 1).
+  MH_Tensor qkv(TypedPtr p, int64_t j) const {
+    return view((p + j * D).data, p.dtype, {batch, S, D}, {(m + 2) * D, batch * (m + 2) * D, 1});
+  }
+  // Query head i's [S, S] scores of every (sample, group): [b, a/t, s, s].
+  MH_Tensor scores(TypedPtr p, int64_t i) const {
+    return view((p + i * S * S).data, p.dtype, {batch, S, S}, {m * S * S, S, 1});
+  }
+  // Query head i's context, in the [s, b, a/t * D] rows of the projection's input.
+  MH_Tensor context(TypedPtr p, int64_t i) const {
+    return view((p + i * D).data, p.dtype, {batch, S, D}, {m * D, batch * m * D, 1});
+  }
+  int64_t score_elements() const { return batch * m * S * S; }
+};
+
+}  // namespace
+
+void AttentionPart::forward(LayerActivations& A, const LayerParamIds& w, float attn_p,
+                            const MH_RngSpan& probs_rng) const {
+  if (!A.has(MH_ACT_QKV)) projection(A, w);
+  core(A, attn_p, probs_rng);
+}
+
+void AttentionPart::projection(LayerActivations& A, const LayerParamIds& w) const {
+  const int64_t N = c_.d.rows(), h = c_.d.hidden, q = c_.d.local_qkv();
+  Buffer gathered;
+  TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN1].ptr(), gathered);
+  A[MH_ACT_QKV] = c_.activation(kAct, N * q);
+  ops::linear(c_.dev, in, c_.W(w.qkv_w), A[MH_ACT_QKV].ptr(), N, h, q);
+  if (w.qkv_b >= 0) ops::bias_add(c_.dev, A[MH_ACT_QKV].ptr(), c_.P(w.qkv_b), N, q);
+  if (c_.d.spec.position == Position::kRope) rotate(A[MH_ACT_QKV].ptr(), false);
+}
+
+void AttentionPart::rotate(TypedPtr qkv, bool inverse) const {
+  const Heads H(c_.d);
+  for (int64_t j = 0; j <= H.m; ++j) ops::rope(c_.dev, H.qkv(qkv, j), 0, c_.d.spec.rope_theta, inverse);
+}
+
+void AttentionPart::core(LayerActivations& A, float attn_p, const MH_RngSpan& probs_rng) const {
+  const Heads H(c_.d);
+  const int64_t n = H.score_elements();
+  const TypedPtr qkv = A[MH_ACT_QKV].ptr();
+  if (!A.has(MH_ACT_ATTN_SCORES)) {
+    A[MH_ACT_ATTN_SCORES] = c_.activation(kAct, n);
+    for (int64_t i = 0; i < H.m; ++i)
+      ops::gemm(c_.dev, H.qkv(qkv, i), H.qkv(qkv, H.m), H.scores(A[MH_ACT_ATTN_SCORES].ptr(), i), false, true, 0);
+    MH_SoftmaxArgs s{};
+    s.x = A[MH_ACT_ATTN_SCORES].t({n / (H.S * H.S), H.S, H.S});
+    s.out = s.x;
+    s.scale = 1.0f / std::sqrt(float(H.D));
+    c_.dev.run(&MH_KernelsApi::softmax, s, "softmax");
+  }
+  if (!A.has(MH_ACT_ATTN_PROBS) || !A.has(MH_ACT_ATTN_MASK)) {
+    A[MH_ACT_ATTN_PROBS] = c_.activation(kAct, n);
+    A[MH_ACT_ATTN_MASK] = Buffer(c_.dev, kAct, n, MH_U8);
+    ops::dropout(c_.dev, A[MH_ACT_ATTN_SCORES].ptr(), {}, A[MH_ACT_ATTN_PROBS].ptr(),
+                 static_cast<uint8_t*>(A[MH_ACT_ATTN_MASK].data()), n, attn_p, probs_rng);
+  }
+  if (!A.has(MH_ACT_CONTEXT)) {
+    A[MH_ACT_CONTEXT] = c_.activation(kAct, c_.d.rows() * c_.d.local_hidden());
+    for (int64_t i = 0; i < H.m; ++i)
+      ops::gemm(c_.dev, H.scores(A[MH_ACT_ATTN_PROBS].ptr(), i), H.qkv(qkv, H.m + 1),
+                H.context(A[MH_ACT_CONTEXT].ptr(), i), false, false, 0);
+  }
+}
+
+void AttentionPart::backward(LayerActivations& A, const LayerParamIds& w, TypedPtr dctx, Buffer& dx) const {
+  const int64_t N = c_.d.rows(), h = c_.d.hidden, q = c_.d.local_qkv();
+  Buffer dqkv = c_.activation(kWork, N * q), gathered;
+  core_bwd(A, dctx, dqkv.ptr());
+  if (c_.d.spec.position == Position::kRope) rotate(dqkv.ptr(), true);
+  if (w.qkv_b >= 0) ops::bias_bwd(c_.dev, dqkv.ptr(), c_.G(w.qkv_b), N, q);
+  TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN1].ptr(), gathered);
+  ops::linear_dw(c_.dev, dqkv.ptr(), in, c_.G(w.qkv_w), N, h, q);
+  gathered.release();
+  ops::linear_dx(c_.dev, dqkv.ptr(), c_.W(w.qkv_w), dx.f32(), N, h, q);
+}
+
+// A group's K and V serve its m query heads, so their gradients sum over
+// the heads: the first head's GEMM writes, the others accumulate.
+void AttentionPart::core_bwd(LayerActivations& A, TypedPtr dctx, TypedPtr dqkv) const {
+  const Heads H(c_.d);
+  const int64_t n = H.score_elements();
+  const TypedPtr qkv = A[MH_ACT_QKV].ptr(), probs = A[MH_ACT_ATTN_PROBS].ptr();
+  Buffer dprobs = c_.activation(kWork, n);
+  const TypedPtr dp = dprobs.ptr();
+  for (int64_t i = 0; i < H.m; ++i) {
+    const MH_Tensor dc = H.context(dctx, i);
+    ops::gemm(c_.dev, dc, H.qkv(qkv, H.m + 1), H.scores(dp, i), false, true, 0);                   // dP = dC V^T
+    ops::gemm(c_.dev, H.scores(probs, i), dc, H.qkv(dqkv, H.m + 1), true, false, i > 0 ? 1.f : 0.f);  // dV += P^T dC
+  }
+  ops::dropout_bwd(c_.dev, dp, static_cast<uint8_t*>(A[MH_ACT_ATTN_MASK].data()), dp, n, c_.d.attention_dropout);
+  MH_SoftmaxArgs s{};
+  s.out = A[MH_ACT_ATTN_SCORES].t({n / (H.S * H.S), H.S, H.S});
+  s.dout = dprobs.t({n / (H.S * H.S), H.S, H.S});
+  s.dx = s.dout;
+  s.scale = 1.0f / std::sqrt(float(H.D));
+  c_.dev.run(&MH_KernelsApi::softmax_bwd, s, "softmax_bwd");
+  for (int64_t i = 0; i < H.m; ++i) {
+    ops::gemm(c_.dev, H.scores(dp, i), H.qkv(qkv, H.m), H.qkv(dqkv, i), false, false, 0);                  // dQ = dS K
+    ops::gemm(c_.dev, H.scores(dp, i), H.qkv(qkv, i), H.qkv(dqkv, H.m), true, false, i > 0 ? 1.f : 0.f);  // dK += dS^T Q
+  }
+}
+
+double AttentionPart::activation_bytes(const ModelDims& d, double e, MH_Activation a) {
+  const double s = double(d.seq), b = double(d.micro_batch), t = double(d.tp);
+  const double sbh = s * b * double(d.hidden), as2b = double(d.heads) * s * s * b;
+  const double kv_share = double(d.kv()) / double(d.heads);
+  switch (a) {
+    case MH_ACT_QKV: return (1 + 2 * kv_share) * e * sbh / t;
+    case MH_ACT_CONTEXT: return e * sbh / t;
+    case MH_ACT_ATTN_SCORES:
+    case MH_ACT_ATTN_PROBS: return e * as2b / t;
+    case MH_ACT_ATTN_MASK: return as2b / t;
+    default: return 0;
+  }
+}
+
+}  // namespace mh

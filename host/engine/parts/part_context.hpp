@@ -1,0 +1,27 @@
+// What every part of a layer works with: the device, the rank's parameters,
+// the tensor-parallel boundaries and the model's dimensions.
+#pragma once
+
+#include "engine/device.hpp"
+#include "engine/model.hpp"
+#include "engine/params.hpp"
+#include "engine/tensor_parallel.hpp"
+
+namespace mh {
+
+struct PartContext {
+  Device& dev;
+  ParamSet& params;
+  TensorParallel& tp;
+  const ModelDims& d;
+
+  float* P(int id) const { return params.value(id); }
+  TypedPtr W(int id) const { return params.gemm_weight(id); }
+  float* G(int id) const { return params.grad(id); }
+  // A buffer in the compute dtype.
+  Buffer activation(MemCategory category, int64_t elements) const {
+    return Buffer(dev, category, elements, dev.info().compute_dtype);
+  }
+};
+
+}  // namespace mh

@@ -1,0 +1,127 @@
+// Every model variant computes the same function on every layout as on one
+// rank (losses within 1e-5 relative over 5 steps, gathered gradients within
+// 1e-4), with dropout on; and recomputation changes nothing, bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "layout_run.hpp"
+
+namespace mh::test {
+namespace {
+
+// Dropout stays on so that masks, recomputed or sharded, are checked too.
+constexpr const char* kDropout = " model.dropout=0.1 model.attention_dropout=0.1";
+
+struct Variant {
+  const char* name;
+  const char* model;
+};
+
+const Variant kLlamaGqa{"llama_gqa", "model.arch=llama model.kv_heads=2"};
+const Variant kLlamaMqa{"llama_mqa", "model.arch=llama model.kv_heads=1"};
+// SwiGLU with biases takes the strided-bias path; untied without RoPE keeps
+// the position table beside an lm_head.
+const Variant kSwigluBias{"swiglu_bias", "model.activation=swiglu model.kv_heads=2 model.tie_embeddings=false"};
+const Variant kRmsRopeGelu{"rmsnorm_rope_gelu_nobias", "model.normalization=rmsnorm model.position=rope model.bias=false"};
+
+struct Case {
+  const char* name;
+  Variant variant;
+  const char* layout;
+  bool mpi = false;
+  int ranks = 0;
+  bool compare_grads = true;  // the distributed optimizer's gradients are per-rank shards
+};
+
+const LayoutResult& single_rank(const Variant& v) {
+  static std::map<std::string, LayoutResult> cache;
+  auto it = cache.find(v.name);
+  if (it == cache.end()) it = cache.emplace(v.name, run_layout(std::string("comm.world_size=1 ") + v.model + kDropout)).first;
+  return it->second;
+}
+
+class VariantSameFunctionAsOneRank : public ::testing::TestWithParam<Case> {};
+
+TEST_P(VariantSameFunctionAsOneRank, LossesAndGradientsMatch) {
+  const Case& c = GetParam();
+  const LayoutResult& ref = single_rank(c.variant);
+  ASSERT_EQ(ref.exit_code, 0) << ref.log;
+  ASSERT_EQ(ref.losses.size(), 5u) << ref.log;
+  LayoutResult r = run_layout(std::string(c.layout) + " " + c.variant.model + kDropout, c.mpi, c.ranks);
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  ASSERT_EQ(r.losses.size(), ref.losses.size()) << r.log;
+  for (size_t i = 0; i < ref.losses.size(); ++i)
+    EXPECT_NEAR(r.losses[i], ref.losses[i], 1e-5 * std::fabs(ref.losses[i])) << "step " << i + 1;
+  if (!c.compare_grads) return;
+  ASSERT_EQ(r.grads.size(), ref.grads.size());
+  for (const auto& [name, g] : ref.grads) {
+    ASSERT_EQ(r.grads.count(name), 1u) << name;
+    EXPECT_LE(relative_difference(r.grads.at(name), g), 1e-4) << name;
+  }
+}
+
+const Case kCases[] = {
+    {"llama_gqa_tp2", kLlamaGqa, "comm.world_size=2 parallel.tensor.size=2"},
+    {"llama_gqa_tp2_sp", kLlamaGqa, "comm.world_size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true"},
+    {"llama_gqa_pp2", kLlamaGqa, "comm.world_size=2 parallel.pipeline.size=2"},
+    {"llama_gqa_pp2_interleaved", kLlamaGqa,
+     "comm.world_size=2 parallel.pipeline.size=2 parallel.pipeline.schedule=interleaved parallel.pipeline.virtual_stages=2"},
+    {"llama_gqa_dp2", kLlamaGqa, "comm.world_size=2"},
+    {"llama_gqa_tp2_sp_pp2_dp2", kLlamaGqa,
+     "comm.world_size=8 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true parallel.pipeline.size=2"},
+    {"llama_gqa_dp2_distributed_optimizer", kLlamaGqa, "comm.world_size=2 parallel.data.distributed_optimizer=true",
+     false, 0, false},
+    {"llama_gqa_mpi2_tp2_sp", kLlamaGqa, "comm.plugin=mpi parallel.tensor.size=2 parallel.tensor.sequence_parallel=true",
+     true, 2},
+    {"llama_mqa_pp2_dp2", kLlamaMqa, "comm.world_size=4 parallel.pipeline.size=2"},
+    {"swiglu_bias_tp2_sp_pp2", kSwigluBias,
+     "comm.world_size=4 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true parallel.pipeline.size=2"},
+    {"rmsnorm_rope_gelu_nobias_tp4_sp", kRmsRopeGelu,
+     "comm.world_size=4 parallel.tensor.size=4 parallel.tensor.sequence_parallel=true"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Variants, VariantSameFunctionAsOneRank, ::testing::ValuesIn(kCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+class VariantRecompute : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(VariantRecompute, GivesBitIdenticalLossesAndGradients) {
+  const std::string layout = std::string("comm.world_size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true ") +
+                             kLlamaGqa.model + kDropout + " ";
+  static const LayoutResult keep_all = run_layout(layout + "recompute.plugin=none");
+  ASSERT_EQ(keep_all.exit_code, 0) << keep_all.log;
+  LayoutResult r = run_layout(layout + GetParam());
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_EQ(r.losses, keep_all.losses);
+  ASSERT_EQ(r.grads.size(), keep_all.grads.size());
+  for (const auto& [name, g] : keep_all.grads) EXPECT_EQ(r.grads.at(name), g) << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, VariantRecompute,
+                         ::testing::Values("recompute.plugin=selective",
+                                           "recompute.plugin=full recompute.method=uniform recompute.num_layers=2",
+                                           "recompute.plugin=full recompute.method=block recompute.num_layers=1"));
+
+TEST(ModelVariants, TensorParallelSizeMustDivideKeyValueHeads) {
+  LayoutResult r = run_layout("comm.world_size=2 parallel.tensor.size=2 model.arch=llama model.kv_heads=1");
+  EXPECT_EQ(r.exit_code, 2) << r.log;
+  EXPECT_NE(r.log.find("model.kv_heads"), std::string::npos) << r.log;
+}
+
+TEST(ModelVariants, LlamaPresetHasNoPositionTableBiasesOrTiedOutput) {
+  const LayoutResult& r = single_rank(kLlamaGqa);
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_EQ(r.grads.count("wpe"), 0u);
+  EXPECT_EQ(r.grads.count("layers.0.qkv_b"), 0u);
+  EXPECT_EQ(r.grads.count("layers.0.ln1_b"), 0u);
+  EXPECT_EQ(r.grads.count("lm_head"), 1u);
+  EXPECT_EQ(r.grads.count("layers.0.gate_w"), 1u);
+  // h = 64, a = 4, k = 2: Q of 4 heads and K, V of 2, head size 16.
+  EXPECT_EQ(r.grads.at("layers.0.qkv_w").size(), size_t((4 + 2 * 2) * 16 * 64));
+}
+
+}  // namespace
+}  // namespace mh::test
