@@ -143,4 +143,51 @@ void embedding_bwd(Device& d, TypedPtr dtable, int64_t table_rows, const int32_t
   d.run(&MH_KernelsApi::embedding_bwd, a, "embedding_bwd");
 }
 
+void rmsnorm(Device& d, TypedPtr x, const float* weight, TypedPtr out, float* rstd, int64_t n, int64_t c, float eps) {
+  MH_RmsNormArgs a{};
+  a.x = x.t({n, c});
+  a.weight = flat(weight, c, MH_F32);
+  a.out = out.t({n, c});
+  a.rstd = flat(rstd, n, MH_F32);
+  a.eps = eps;
+  d.run(&MH_KernelsApi::rmsnorm, a, "rmsnorm");
+}
+
+void rmsnorm_bwd(Device& d, TypedPtr dout, TypedPtr x, const float* weight, const float* rstd, float* dx,
+                 float* dweight, int64_t n, int64_t c) {
+  MH_RmsNormBwdArgs a{};
+  a.dout = dout.t({n, c});
+  a.x = x.t({n, c});
+  a.weight = flat(weight, c, MH_F32);
+  a.rstd = flat(rstd, n, MH_F32);
+  a.dx = view(dx, MH_F32, {n, c});
+  a.dweight = flat(dweight, c, MH_F32);
+  d.run(&MH_KernelsApi::rmsnorm_bwd, a, "rmsnorm_bwd");
+}
+
+void rope(Device& d, MH_Tensor heads, int64_t position_offset, float theta, bool inverse) {
+  MH_RopeArgs a{};
+  a.x = heads;
+  a.out = heads;
+  a.position_offset = position_offset;
+  a.theta = theta;
+  a.inverse = inverse;
+  d.run(&MH_KernelsApi::rope, a, "rope");
+}
+
+void swiglu(Device& d, TypedPtr x, TypedPtr out, int64_t n, int64_t f) {
+  MH_SwigluArgs a{};
+  a.x = x.t({n, 2 * f});
+  a.out = out.t({n, f});
+  d.run(&MH_KernelsApi::swiglu, a, "swiglu");
+}
+
+void swiglu_bwd(Device& d, TypedPtr x, TypedPtr dout, TypedPtr dx, int64_t n, int64_t f) {
+  MH_SwigluArgs a{};
+  a.x = x.t({n, 2 * f});
+  a.dout = dout.t({n, f});
+  a.dx = dx.t({n, 2 * f});
+  d.run(&MH_KernelsApi::swiglu_bwd, a, "swiglu_bwd");
+}
+
 }  // namespace mh::ops

@@ -1,5 +1,5 @@
 /*
- * Megahost plugin ABI, version 1.2.
+ * Megahost plugin ABI, version 1.3.
  *
  * This header is the whole contract between the megahost host process and
  * the shared objects it loads. It is plain C: fixed-width integers, plain
@@ -47,6 +47,12 @@
  *        array with its own sizeof reads the wrong bytes from element 1 on).
  *        A plugin without them is read with MH_ARRAY_STRIDE of its elements'
  *        struct_size, which is sizeof for every struct released before 1.2.
+ *   1.3  kernels: MH_KernelsApi gains rmsnorm, rmsnorm_bwd, rope, swiglu and
+ *        swiglu_bwd (the Llama family's norm, position encoding and MLP);
+ *        MH_XentArgs gains id_limit, so the padded vocabulary stays out of
+ *        the softmax. A 1.2 kernels plugin still loads and runs GPT-2; the
+ *        host names the op it lacks when a model needs one. A 1.2 plugin
+ *        reads the shorter MH_XentArgs and so counts padded ids.
  */
 #ifndef MEGAHOST_ABI_H
 #define MEGAHOST_ABI_H
@@ -59,7 +65,7 @@ extern "C" {
 #endif
 
 #define MH_ABI_MAJOR 1
-#define MH_ABI_MINOR 2
+#define MH_ABI_MINOR 3
 
 /* The one symbol a plugin exports for ABI major 1 (see MH_EntryFn). */
 #define MH_ENTRY_SYMBOL "mh_plugin_entry_v1"
@@ -390,6 +396,9 @@ typedef struct MH_XentArgs {
   MH_Tensor logits, targets, row_max, sum_exp, target_logit;
   int64_t id_start;
   float scale;
+  int64_t id_limit;         /* since 1.3: global ids >= id_limit (when > 0) are not
+                             * in the vocabulary: excluded from row_max and sum_exp,
+                             * and their gradient is 0 */
 } MH_XentArgs;
 
 /* AdamW with bias correction on n contiguous f32 elements:
@@ -407,6 +416,56 @@ typedef struct MH_SumSquaresArgs {
   size_t struct_size;
   MH_Tensor x, out;
 } MH_SumSquaresArgs;
+
+/* Since 1.3. RMSNorm: out[n, :] = x[n, :] * rstd[n] * weight[:],
+ * rstd[n] = 1 / sqrt(mean_c(x[n, c]^2) + eps). x, out: [N, C] in the compute
+ * dtype (f32 or bf16); weight: [C] f32; rstd: [N] f32, written for the
+ * backward. out may equal x. */
+typedef struct MH_RmsNormArgs {
+  size_t struct_size;
+  MH_Tensor x, weight, out, rstd;
+  float eps;
+} MH_RmsNormArgs;
+
+/* dx += ...; dweight += ... (gradients accumulate, as layernorm_bwd's).
+ * dout: compute dtype or f32 (as layernorm_bwd accepts); dx, dweight: f32. */
+typedef struct MH_RmsNormBwdArgs {
+  size_t struct_size;
+  MH_Tensor dout, x, weight, rstd, dx, dweight;
+} MH_RmsNormBwdArgs;
+
+/* Since 1.3. Rotary position embedding, "rotate half" convention (GPT-NeoX,
+ * Llama, Hugging Face): x and out are 3-D views [G, S, D] strided like gemm's
+ * views (strides[0] batch, strides[1] row, innermost contiguous); row s of
+ * every batch is at position p = position_offset + s; for i < D/2 the pair
+ * (i, i + D/2) rotates by the angle p * theta^(-2i/D):
+ *   out[i] = x[i] cos - x[i + D/2] sin;   out[i + D/2] = x[i + D/2] cos + x[i] sin.
+ * D is even. out may equal x (in place); otherwise the two do not overlap.
+ * inverse != 0 rotates by the negative angle, which is the backward (dx from
+ * dout). Angles and sin/cos in f32 at least, inv_freq computed as Hugging
+ * Face does (1 / theta^(2i/D) in f32), so logits match transformers to 1e-5
+ * relative. */
+typedef struct MH_RopeArgs {
+  size_t struct_size;
+  MH_Tensor x, out;
+  int64_t position_offset;
+  float theta;
+  int32_t inverse;
+} MH_RopeArgs;
+
+/* Since 1.3. SwiGLU over x [N, 2F] holding the gate in columns [0, F) and the
+ * up projection in [F, 2F) of each row (rows may have a leading dimension
+ * > 2F per strides[0]):
+ *   forward:  out[n, j] = silu(x[n, j]) * x[n, F + j], silu(g) = g / (1 + exp(-g));  out [N, F]
+ *   backward: dx[n, j] = dout[n, j] * x[n, F + j] * silu'(x[n, j]);
+ *             dx[n, F + j] = dout[n, j] * silu(x[n, j]);
+ *             dx [N, 2F] is written (not accumulated) and may alias neither x nor dout.
+ * All in the compute dtype (f32 or bf16), math in f32. The forward reads
+ * x and out; the backward x, dout and dx. */
+typedef struct MH_SwigluArgs {
+  size_t struct_size;
+  MH_Tensor x, out, dout, dx;
+} MH_SwigluArgs;
 
 typedef enum MH_CopyKind { MH_HOST_TO_DEVICE = 0, MH_DEVICE_TO_HOST = 1, MH_DEVICE_TO_DEVICE = 2 } MH_CopyKind;
 
@@ -438,6 +497,13 @@ typedef struct MH_KernelsApi {
   MH_Error* (*xent)(MH_Instance* self, const MH_XentArgs* args);
   MH_Error* (*adamw)(MH_Instance* self, const MH_AdamWArgs* args);
   MH_Error* (*sum_squares)(MH_Instance* self, const MH_SumSquaresArgs* args);
+  /* Since 1.3; absent from a 1.2 table (struct_size ends before them). The
+   * host checks struct_size before it calls any of them. */
+  MH_Error* (*rmsnorm)(MH_Instance* self, const MH_RmsNormArgs* args);
+  MH_Error* (*rmsnorm_bwd)(MH_Instance* self, const MH_RmsNormBwdArgs* args);
+  MH_Error* (*rope)(MH_Instance* self, const MH_RopeArgs* args);
+  MH_Error* (*swiglu)(MH_Instance* self, const MH_SwigluArgs* args);
+  MH_Error* (*swiglu_bwd)(MH_Instance* self, const MH_SwigluArgs* args);
 } MH_KernelsApi;
 
 /* ------------------------------------------------------------------------

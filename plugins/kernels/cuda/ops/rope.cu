@@ -1,0 +1,35 @@
+// Rotary position embedding, "rotate half": one thread per pair (i, i + D/2).
+#include "ops/device.cuh"
+
+namespace mh::kernels::gpu {
+namespace {
+
+// The angle is formed in f32 as Hugging Face forms it: inv_freq =
+// 1 / theta^(2i/D), times the position, both in f32.
+__global__ void rope_kernel(Floats out, RopeStrides out_strides, Floats x, RopeStrides x_strides, int64_t G, int64_t S,
+                            int64_t D, int64_t position_offset, float theta, float sign) {
+  const int64_t half = D / 2, pairs = G * S * half;
+  for (int64_t k = first_index(); k < pairs; k += grid_stride()) {
+    const int64_t i = k % half, row = k / half, g = row / S, s = row % S;
+    const float inv_freq = 1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(D));
+    float sin_angle, cos_angle;
+    sincosf(static_cast<float>(position_offset + s) * inv_freq, &sin_angle, &cos_angle);
+    sin_angle *= sign;
+    const int64_t xi = g * x_strides.batch + s * x_strides.row + i;
+    const int64_t oi = g * out_strides.batch + s * out_strides.row + i;
+    const float a = load(x, xi), b = load(x, xi + half);
+    store(out, oi, a * cos_angle - b * sin_angle);
+    store(out, oi + half, b * cos_angle + a * sin_angle);
+  }
+}
+
+}  // namespace
+
+void rope(cudaStream_t stream, Floats out, RopeStrides out_strides, Floats x, RopeStrides x_strides, int64_t G,
+          int64_t S, int64_t D, int64_t position_offset, float theta, bool inverse) {
+  rope_kernel<<<blocks_for(G * S * (D / 2)), kThreads, 0, stream>>>(out, out_strides, x, x_strides, G, S, D,
+                                                                    position_offset, theta, inverse ? -1.0f : 1.0f);
+  check_launch("rope");
+}
+
+}  // namespace mh::kernels::gpu
