@@ -20,9 +20,10 @@ MH_Tensor view_of(std::vector<float>& buffer, const Layout& l) {
 }
 
 // The angle of pair i at position p as Hugging Face forms it: inv_freq =
-// 1 / theta^(2i/D) in f32, times p in f32. Its cos and sin in double.
+// 1 / theta^(2i/D) in f32 (the power correctly rounded), times p in f32.
 double hf_angle(int64_t p, int64_t i, int64_t D) {
-  const float inv_freq = 1.0f / std::pow(kTheta, static_cast<float>(2 * i) / static_cast<float>(D));
+  const float exponent = static_cast<float>(2 * i) / static_cast<float>(D);
+  const float inv_freq = 1.0f / static_cast<float>(std::pow(double{kTheta}, double{exponent}));
   return static_cast<double>(static_cast<float>(p) * inv_freq);
 }
 

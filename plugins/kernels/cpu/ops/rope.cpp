@@ -8,9 +8,11 @@ namespace mh::kernels::cpu {
 namespace {
 
 // cos and sin of position (offset + s) times frequency i, as [S, D/2] each.
-// The angle is formed in f32 exactly as Hugging Face forms it (inv_freq =
-// 1 / theta^(2i/D) in f32, times the position in f32); its cos and sin are
-// taken in double and rounded once, so they are the f32 values of that angle.
+// The angle is formed in f32 as Hugging Face forms it: the exponent 2i/D in
+// f32, theta to that power rounded to f32 (pow in double, so the cuda kernels
+// get the same bits: a last-bit difference in inv_freq moves the angle at
+// position 4000 by 2e-4), its reciprocal in f32, times the position in f32.
+// cos and sin of that angle are taken in double and rounded once.
 struct RotationTable {
   std::vector<float> cos, sin;
 };
@@ -18,7 +20,10 @@ struct RotationTable {
 RotationTable rotation_table(int64_t S, int64_t half, int64_t offset, float theta, bool inverse, int threads) {
   std::vector<float> inv_freq(static_cast<size_t>(half));
   const float D = static_cast<float>(2 * half);
-  for (int64_t i = 0; i < half; ++i) inv_freq[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / D);
+  for (int64_t i = 0; i < half; ++i) {
+    const float exponent = static_cast<float>(2 * i) / D;
+    inv_freq[i] = 1.0f / static_cast<float>(std::pow(static_cast<double>(theta), static_cast<double>(exponent)));
+  }
   RotationTable t{std::vector<float>(static_cast<size_t>(S * half)), std::vector<float>(static_cast<size_t>(S * half))};
   const double sign = inverse ? -1.0 : 1.0;
 #pragma omp parallel for num_threads(team(threads, 16 * S * half)) schedule(static)

@@ -4,14 +4,17 @@
 namespace mh::kernels::gpu {
 namespace {
 
-// The angle is formed in f32 as Hugging Face forms it: inv_freq =
-// 1 / theta^(2i/D), times the position, both in f32.
+// The angle is formed in f32 as Hugging Face forms it, with the same bits as
+// the cpu kernels' (ops/rope.cpp there says why theta^(2i/D) is taken in
+// double): the exponent, the reciprocal and the product with the position in
+// f32. sincosf of it is within 2 ulp.
 __global__ void rope_kernel(Floats out, RopeStrides out_strides, Floats x, RopeStrides x_strides, int64_t G, int64_t S,
                             int64_t D, int64_t position_offset, float theta, float sign) {
   const int64_t half = D / 2, pairs = G * S * half;
   for (int64_t k = first_index(); k < pairs; k += grid_stride()) {
     const int64_t i = k % half, row = k / half, g = row / S, s = row % S;
-    const float inv_freq = 1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(D));
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(D);
+    const float inv_freq = 1.0f / static_cast<float>(pow(static_cast<double>(theta), static_cast<double>(exponent)));
     float sin_angle, cos_angle;
     sincosf(static_cast<float>(position_offset + s) * inv_freq, &sin_angle, &cos_angle);
     sin_angle *= sign;
