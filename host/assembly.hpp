@@ -47,6 +47,7 @@ class Instance {
   const Api* api() const {
     return static_cast<const Api*>(slot_->component->desc->api);
   }
+  const Component& component() const { return *slot_->component; }
   // "parallel.tensor 'megatron'", for messages.
   std::string label() const;
 

@@ -38,7 +38,10 @@ MH_Tensor view(void* data, int32_t dtype, std::initializer_list<int64_t> shape,
 }
 
 Device::Device(const Instance& kernels)
-    : api_(kernels.api<MH_KernelsApi>()), instance_(kernels.get()) {
+    : api_(kernels.api<MH_KernelsApi>()),
+      component_(kernels.component().desc->name),
+      abi_minor_(kernels.component().plugin->desc->abi_minor),
+      instance_(kernels.get()) {
   require(api_->struct_size >= MH_STRUCT_SIZE(MH_KernelsApi, sum_squares),
           kernels.label() + " has an incomplete kernels table", MH_INTERNAL);
   info_.struct_size = sizeof(info_);
@@ -46,6 +49,12 @@ Device::Device(const Instance& kernels)
 }
 
 namespace {
+
+// The minor that added the table member ending at byte `end`: every member
+// before rmsnorm was in 1.0 (the constructor requires them).
+const char* minor_adding(size_t end) {
+  return end > MH_STRUCT_SIZE(MH_KernelsApi, sum_squares) ? "1.3" : "1.0";
+}
 
 std::string in_units(uint64_t bytes) {
   const bool gib = bytes >= (uint64_t{1} << 30);
@@ -64,6 +73,13 @@ void Device::require_fits(MemCategory category, uint64_t bytes) const {
                   in_units(after) + ", past the " + in_units(capacity) + " its device has (" + info_.name +
                   "); see each rank's needs with --dry_run, then lower the batch, sequence or model or add ranks "
                   "(kernels.memory_gb sets a cpu rank's share)");
+}
+
+void Device::throw_missing_op(const char* name, size_t end, const std::string& needed_by) const {
+  throw Error(MH_INVALID_ARGUMENT, "kernels plugin \"" + component_ + "\" (ABI " + std::to_string(MH_ABI_MAJOR) + "." +
+                                       std::to_string(abi_minor_) + ") has no " + name +
+                                       (needed_by.empty() ? "" : ", which " + needed_by + " needs") +
+                                       "; rebuild the plugin against SDK " + minor_adding(end) + " or later");
 }
 
 void* Device::alloc(MemCategory category, uint64_t bytes) {

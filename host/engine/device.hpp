@@ -61,19 +61,25 @@ class Device {
   void synchronize();
 
   // Calls one op of the table with struct_size filled in; throws mh::Error
-  // naming the op when it fails.
-  // Throws when the kernels' table ends before `op` (an older minor).
-  template <class Fn>
-  void require_op(Fn MH_KernelsApi::*op, const char* name, const std::string& needed_by) const {
-    const size_t end = size_t(reinterpret_cast<const char*>(&(api_->*op)) - reinterpret_cast<const char*>(api_)) +
-                       sizeof(Fn);
-    require(api_->struct_size >= end, std::string("the kernels plugin has no ") + name + ", which " + needed_by +
-                                          " needs; rebuild it against SDK 1.3 or later");
-  }
+  // naming the op when it fails, or when the plugin's table predates it.
   template <class Args>
   void run(MH_Error* (*const MH_KernelsApi::*op)(MH_Instance*, const Args*), Args args, const char* what) {
+    require_op(op, what, "");
     args.struct_size = sizeof(Args);
     check((api_->*op)(instance_, &args), std::string("kernels op ") + what);
+  }
+
+  // Throws MH_INVALID_ARGUMENT (bad input: the run asks for what the plugin
+  // cannot do) unless the kernels table reaches `op`, a member added in a
+  // later minor than the plugin's: 'kernels plugin "cpu" (ABI 1.2) has no
+  // rmsnorm, which <needed_by> needs; rebuild ...'. needed_by names the
+  // config key that asks for it, e.g. model.normalization = "rmsnorm"; empty
+  // leaves that clause out.
+  template <class Op>
+  void require_op(Op MH_KernelsApi::*op, const char* name, const std::string& needed_by) const {
+    const auto* table = reinterpret_cast<const char*>(api_);
+    const size_t end = size_t(reinterpret_cast<const char*>(&(api_->*op)) - table) + sizeof(Op);
+    if (end > api_->struct_size) throw_missing_op(name, end, needed_by);
   }
 
  private:
@@ -81,8 +87,11 @@ class Device {
   // memory_bytes, naming both: past it the OS kills a CPU run, or a GPU
   // allocation fails, with no word of why.
   void require_fits(MemCategory category, uint64_t bytes) const;
+  [[noreturn]] void throw_missing_op(const char* name, size_t end, const std::string& needed_by) const;
 
   const MH_KernelsApi* api_;
+  std::string component_;  // the kernels component's name, for messages
+  uint32_t abi_minor_;     // the minor its plugin was built against
   MH_Instance* instance_;
   MH_DeviceInfo info_{};
   MemoryTracker memory_;

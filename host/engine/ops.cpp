@@ -165,10 +165,10 @@ void rmsnorm_bwd(Device& d, TypedPtr dout, TypedPtr x, const float* weight, cons
   d.run(&MH_KernelsApi::rmsnorm_bwd, a, "rmsnorm_bwd");
 }
 
-void rope(Device& d, MH_Tensor v, int64_t position_offset, float theta, bool inverse) {
+void rope(Device& d, MH_Tensor heads, int64_t position_offset, float theta, bool inverse) {
   MH_RopeArgs a{};
-  a.x = v;
-  a.out = v;
+  a.x = heads;
+  a.out = heads;
   a.position_offset = position_offset;
   a.theta = theta;
   a.inverse = inverse;

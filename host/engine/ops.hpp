@@ -46,11 +46,18 @@ void embedding(Device& d, TypedPtr table, int64_t table_rows, const int32_t* ids
 void embedding_bwd(Device& d, TypedPtr dtable, int64_t table_rows, const int32_t* ids, TypedPtr dout, int64_t n,
                    int64_t h, int64_t id_start);
 
+// Since ABI 1.3; a caller checks Device::require_op before a model needs them.
+// out [n, c] = x * rstd * weight (RMSNorm); weight f32 [c]; rstd f32 [n], kept for the backward.
 void rmsnorm(Device& d, TypedPtr x, const float* weight, TypedPtr out, float* rstd, int64_t n, int64_t c, float eps);
+// dx [n, c] += ..., dweight [c] += ... (both f32).
 void rmsnorm_bwd(Device& d, TypedPtr dout, TypedPtr x, const float* weight, const float* rstd, float* dx,
                  float* dweight, int64_t n, int64_t c);
-void rope(Device& d, MH_Tensor view, int64_t position_offset, float theta, bool inverse);
+// Rotates the [G, S, D] view (gemm-style strides) in place, row s at position
+// position_offset + s; inverse rotates back, which is the backward.
+void rope(Device& d, MH_Tensor heads, int64_t position_offset, float theta, bool inverse);
+// out [n, f] = silu(x[:, :f]) * x[:, f:], x [n, 2f].
 void swiglu(Device& d, TypedPtr x, TypedPtr out, int64_t n, int64_t f);
+// dx [n, 2f] = (dgate, dup) from dout [n, f]; written, not accumulated; dx aliases neither x nor dout.
 void swiglu_bwd(Device& d, TypedPtr x, TypedPtr dout, TypedPtr dx, int64_t n, int64_t f);
 
 }  // namespace mh::ops

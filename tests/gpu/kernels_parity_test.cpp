@@ -312,6 +312,107 @@ TEST_P(Parity, CrossEntropyInThreeSteps) {
   }
 }
 
+// A vocabulary padded past id_limit = 900 (this shard: ids [100, 1100)):
+// the padded logits take no part and get gradient 0 on both.
+TEST_P(Parity, CrossEntropyLeavesIdsPastTheLimitOut) {
+  const int64_t N = 17, V = 1000, id_start = 100, id_limit = 900;
+  Pair logits = random({N, V}, act(), -5.0f, 5.0f), targets = integers({N}, 0, 899);
+  Pair row_max = filled({N}, MH_F32, kNaN), sum_exp = filled({N}, MH_F32, kNaN);
+  Pair target_logit = filled({N}, MH_F32, kNaN);
+  for (int32_t step = MH_XENT_MAX; step <= MH_XENT_BWD; ++step) {
+    run(&MH_KernelsApi::xent, [&](MH_XentArgs& a, Side s) {
+      a.step = step;
+      a.logits = logits.on(s);
+      a.targets = targets.on(s);
+      a.row_max = row_max.on(s);
+      a.sum_exp = sum_exp.on(s);
+      a.target_logit = target_logit.on(s);
+      a.id_start = id_start;
+      a.scale = 1.0f / N;
+      a.id_limit = id_limit;
+    });
+  }
+  expect_close(row_max, "row_max");
+  expect_close(sum_exp, "sum_exp");
+  expect_close(logits, "dlogits");
+  const std::vector<float> dlogits = logits.gpu();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t v = id_limit - id_start; v < V; ++v) ASSERT_EQ(dlogits[n * V + v], 0.0f) << n << ", " << v;
+}
+
+TEST_P(Parity, RmsNormForwardAndBackward) {
+  const int64_t N = 37, C = 301;
+  Pair x = random({N, C}, act(), -2.0f, 3.0f), w = random({C}, MH_F32, 0.5f, 1.5f);
+  Pair out = filled({N, C}, act(), kNaN), rstd = filled({N}, MH_F32, kNaN);
+  run(&MH_KernelsApi::rmsnorm, [&](MH_RmsNormArgs& a, Side s) {
+    a.x = x.on(s);
+    a.weight = w.on(s);
+    a.out = out.on(s);
+    a.rstd = rstd.on(s);
+    a.eps = 1e-5f;
+  });
+  expect_close(out, "out");
+  expect_close(rstd, "rstd");
+  for (int32_t dout_dtype : act_and_f32()) {
+    Pair dout = random({N, C}, dout_dtype), dx = random({N, C}, MH_F32), dw = random({C}, MH_F32);
+    run(&MH_KernelsApi::rmsnorm_bwd, [&](MH_RmsNormBwdArgs& a, Side s) {
+      a.dout = dout.on(s);
+      a.x = x.on(s);
+      a.weight = w.on(s);
+      a.rstd = rstd.on(s);
+      a.dx = dx.on(s);
+      a.dweight = dw.on(s);
+    });
+    expect_close(dx, "dx");
+    expect_close(dw, "dweight");
+  }
+}
+
+// Q rotated in place and K out of place inside a fused [S, G, 3, D] QKV
+// buffer, at positions up to 4000, forward and inverse; V stays as it was.
+TEST_P(Parity, RopeOnStridedQkvHeads) {
+  const int64_t S = 33, G = 6, D = 66, offset = 3967;
+  Pair qkv = random({S, G, 3, D}, act());
+  Pair k_out = filled({G, S, D}, act(), kNaN);
+  auto head = [&](int64_t which, Side s) { return qkv.strided(s, {G, S, D}, {3 * D, G * 3 * D, 1}, which * D); };
+  for (int32_t inverse : {0, 1}) {
+    run(&MH_KernelsApi::rope, [&](MH_RopeArgs& a, Side s) {
+      a.x = a.out = head(0, s);
+      a.position_offset = offset;
+      a.theta = 10000.0f;
+      a.inverse = inverse;
+    });
+    run(&MH_KernelsApi::rope, [&](MH_RopeArgs& a, Side s) {
+      a.x = head(1, s);
+      a.out = k_out.on(s);
+      a.position_offset = offset;
+      a.theta = 500000.0f;
+      a.inverse = inverse;
+    });
+    expect_close(qkv, "qkv, inverse " + std::to_string(inverse));
+    expect_close(k_out, "k out of place, inverse " + std::to_string(inverse));
+  }
+}
+
+// x inside wider rows (the fused gate and up projections of a row of 2F + 5).
+TEST_P(Parity, SwigluForwardAndBackward) {
+  const int64_t N = 29, F = 347, ld = 2 * F + 5;
+  Pair x = random({N, ld}, act(), -6.0f, 6.0f), out = filled({N, F}, act(), kNaN);
+  auto gate_up = [&](Side s) { return x.strided(s, {N, 2 * F}, {ld, 1}); };
+  run(&MH_KernelsApi::swiglu, [&](MH_SwigluArgs& a, Side s) {
+    a.x = gate_up(s);
+    a.out = out.on(s);
+  });
+  expect_close(out, "out");
+  Pair dout = random({N, F}, act()), dx = filled({N, 2 * F}, act(), kNaN);
+  run(&MH_KernelsApi::swiglu_bwd, [&](MH_SwigluArgs& a, Side s) {
+    a.x = gate_up(s);
+    a.dout = dout.on(s);
+    a.dx = dx.on(s);
+  });
+  expect_close(dx, "dx");
+}
+
 TEST_P(Parity, AdamWStep) {
   const int64_t n = 10007;
   Pair param = random({n}, MH_F32), grad = random({n}, MH_F32, -0.1f, 0.1f);

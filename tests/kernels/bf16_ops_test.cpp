@@ -273,9 +273,9 @@ TEST(Bf16, CrossEntropyOnBf16LogitsKeepsF32Statistics) {
   for (int32_t step = MH_XENT_MAX; step <= MH_XENT_BWD; ++step)
     run_both(&MH_KernelsApi::xent, [&](bool bf) {
       float* v = stats[bf].data();
-      return MH_XentArgs{MH_STRUCT_SIZE(MH_XentArgs, scale), step, logits.view(bf, {rows, vocab}),
+      return MH_XentArgs{MH_STRUCT_SIZE(MH_XentArgs, id_limit), step, logits.view(bf, {rows, vocab}),
                          view(targets, {rows}), view(v, MH_F32, {rows}), view(v + rows, MH_F32, {rows}),
-                         view(v + 2 * rows, MH_F32, {rows}), 0, 1.0f};
+                         view(v + 2 * rows, MH_F32, {rows}), 0, 1.0f, 0};
     });
   EXPECT_LT(relative_error(stats[1], stats[0]), kF32Tolerance);
   EXPECT_LT(relative_error(logits.bf16_values(), logits.f32), kBf16Tolerance);

@@ -12,7 +12,8 @@ namespace mh::kernels::test {
 inline constexpr uint64_t kExampleBufferBytes = 1 << 14;
 
 struct ExampleArgs {
-  // N = 4 rows of C = 6, G = 2 groups of S = 3, V = 5, R = 7 table rows.
+  // N = 4 rows of C = 6, G = 2 groups of S = 3, V = 5, R = 7 table rows,
+  // head size D = 4, F = 3 SwiGLU columns.
   explicit ExampleArgs(const std::function<void*()>& buffer) {
     auto f32 = [&](std::vector<int64_t> shape) { return view(buffer(), MH_F32, std::move(shape)); };
     gemm.struct_size = MH_STRUCT_SIZE(MH_GemmArgs, beta);
@@ -71,7 +72,7 @@ struct ExampleArgs {
     embedding.ids = view(buffer(), MH_I32, {4});
     embedding.out = f32({4, 6});
 
-    xent.struct_size = MH_STRUCT_SIZE(MH_XentArgs, scale);
+    xent.struct_size = MH_STRUCT_SIZE(MH_XentArgs, id_limit);
     xent.step = MH_XENT_MAX;
     xent.logits = f32({4, 5});
     xent.targets = view(buffer(), MH_I32, {4});
@@ -94,6 +95,32 @@ struct ExampleArgs {
     sum_squares.struct_size = MH_STRUCT_SIZE(MH_SumSquaresArgs, out);
     sum_squares.x = f32({24});
     sum_squares.out = f32({1});
+
+    rmsnorm.struct_size = MH_STRUCT_SIZE(MH_RmsNormArgs, eps);
+    rmsnorm.x = f32({4, 6});
+    rmsnorm.weight = f32({6});
+    rmsnorm.out = f32({4, 6});
+    rmsnorm.rstd = f32({4});
+    rmsnorm.eps = 1e-5f;
+
+    rmsnorm_bwd.struct_size = MH_STRUCT_SIZE(MH_RmsNormBwdArgs, dweight);
+    rmsnorm_bwd.dout = f32({4, 6});
+    rmsnorm_bwd.x = f32({4, 6});
+    rmsnorm_bwd.weight = f32({6});
+    rmsnorm_bwd.rstd = f32({4});
+    rmsnorm_bwd.dx = f32({4, 6});
+    rmsnorm_bwd.dweight = f32({6});
+
+    rope.struct_size = MH_STRUCT_SIZE(MH_RopeArgs, inverse);
+    rope.x = f32({2, 3, 4});
+    rope.out = f32({2, 3, 4});
+    rope.theta = 10000.0f;
+
+    swiglu.struct_size = MH_STRUCT_SIZE(MH_SwigluArgs, dx);
+    swiglu.x = f32({4, 6});
+    swiglu.out = f32({4, 3});
+    swiglu.dout = f32({4, 3});
+    swiglu.dx = f32({4, 6});
   }
 
   MH_GemmArgs gemm{};
@@ -107,6 +134,10 @@ struct ExampleArgs {
   MH_XentArgs xent{};
   MH_AdamWArgs adamw{};
   MH_SumSquaresArgs sum_squares{};
+  MH_RmsNormArgs rmsnorm{};
+  MH_RmsNormBwdArgs rmsnorm_bwd{};
+  MH_RopeArgs rope{};
+  MH_SwigluArgs swiglu{};
 };
 
 // Runs every op of the table once on the example arguments.
@@ -133,6 +164,11 @@ void run_every_op(const Instance<T>& k, ExampleArgs e) {
   }
   k.run(&MH_KernelsApi::adamw, e.adamw);
   k.run(&MH_KernelsApi::sum_squares, e.sum_squares);
+  k.run(&MH_KernelsApi::rmsnorm, e.rmsnorm);
+  k.run(&MH_KernelsApi::rmsnorm_bwd, e.rmsnorm_bwd);
+  k.run(&MH_KernelsApi::rope, e.rope);
+  k.run(&MH_KernelsApi::swiglu, e.swiglu);
+  k.run(&MH_KernelsApi::swiglu_bwd, e.swiglu);
 }
 
 }  // namespace mh::kernels::test

@@ -183,6 +183,63 @@ const BadCall kBadCalls[] = {
        e.sum_squares.out.shape[0] = 2;
        return api.sum_squares(self, &e.sum_squares);
      }},
+    {"xent_id_limit", MH_INVALID_ARGUMENT, "xent: id_limit must be >= 0 (0: no limit), got -1",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.xent.id_limit = -1;
+       return api.xent(self, &e.xent);
+     }},
+    {"rmsnorm_struct_size", MH_INVALID_ARGUMENT, "bytes ABI 1.3 defines (fill it with MH_STRUCT_SIZE)",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.rmsnorm.struct_size = MH_STRUCT_SIZE(MH_RmsNormArgs, rstd);
+       return api.rmsnorm(self, &e.rmsnorm);
+     }},
+    {"rmsnorm_weight_length", MH_INVALID_ARGUMENT, "rmsnorm: weight [5] has 5 elements, expected 6",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.rmsnorm.weight.shape[0] = 5;
+       return api.rmsnorm(self, &e.rmsnorm);
+     }},
+    {"rmsnorm_bwd_dx_dtype", MH_UNIMPLEMENTED, "rmsnorm_bwd: dx is bf16, but this kernels component",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.rmsnorm_bwd.dx.dtype = MH_BF16;
+       return api.rmsnorm_bwd(self, &e.rmsnorm_bwd);
+     }},
+    {"rope_odd_head_size", MH_INVALID_ARGUMENT, "rope: the head size D = 3 must be even",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.rope.x = view(e.rope.x.data, MH_F32, {2, 3, 3});
+       e.rope.out = view(e.rope.out.data, MH_F32, {2, 3, 3});
+       return api.rope(self, &e.rope);
+     }},
+    {"rope_overlapping_rows", MH_INVALID_ARGUMENT, "rope: the rows of x [2, 3, 4] overlap with strides [4, 2, 1]",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.rope.x = with_strides(e.rope.x, {4, 2, 1});
+       return api.rope(self, &e.rope);
+     }},
+    {"rope_partly_overlapping_out", MH_INVALID_ARGUMENT, "rope: out overlaps x, which the op does not allow",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.rope.out.data = static_cast<float*>(e.rope.x.data) + 2;
+       return api.rope(self, &e.rope);
+     }},
+    {"rope_theta", MH_INVALID_ARGUMENT, "rope: theta must be a finite base > 0 (10000 in Llama 2), got 0",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.rope.theta = 0.0f;
+       return api.rope(self, &e.rope);
+     }},
+    {"swiglu_odd_columns", MH_INVALID_ARGUMENT, "swiglu: x [4, 5] must have an even number of columns",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.swiglu.x.shape[1] = 5;
+       return api.swiglu(self, &e.swiglu);
+     }},
+    {"swiglu_row_stride", MH_INVALID_ARGUMENT,
+     "swiglu: x [4, 6] needs unit column stride and a row stride of at least its columns, got strides [5, 1]",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.swiglu.x.strides[0] = 5;
+       return api.swiglu(self, &e.swiglu);
+     }},
+    {"swiglu_bwd_dx_aliases_x", MH_INVALID_ARGUMENT, "swiglu_bwd: dx overlaps x, which the op does not allow",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.swiglu.dx = e.swiglu.x;
+       return api.swiglu_bwd(self, &e.swiglu);
+     }},
     {"copy_kind", MH_INVALID_ARGUMENT, "copy: kind 5 is not an MH_CopyKind (0 to 2)",
      [](auto& api, auto* self, ExampleArgs& e) { return api.copy(self, e.gemm.a.data, e.gemm.b.data, 4, 5); }},
 };

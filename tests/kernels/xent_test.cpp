@@ -1,12 +1,14 @@
 #include "test_util.hpp"
 
+#include <algorithm>
+
 namespace mh::kernels::test {
 namespace {
 
 // One rank's view of the cross-entropy: logits (N, V) of the vocabulary
 // shard [id_start, id_start + V), and the per-row vectors.
 struct Xent {
-  int64_t N, V, id_start;
+  int64_t N, V, id_start, id_limit = 0;
   std::vector<float> logits;
   std::vector<int32_t> targets;
   std::vector<float> row_max, sum_exp, target_logit;
@@ -17,7 +19,7 @@ struct Xent {
 
   void step(const Cpu& cpu, MH_XentStep step, float scale = 1.0f) {
     MH_XentArgs args{};
-    args.struct_size = MH_STRUCT_SIZE(MH_XentArgs, scale);
+    args.struct_size = MH_STRUCT_SIZE(MH_XentArgs, id_limit);
     args.step = step;
     args.logits = view(logits, {N, V});
     args.targets = view(targets, {N});
@@ -26,6 +28,7 @@ struct Xent {
     args.target_logit = view(target_logit, {N});
     args.id_start = id_start;
     args.scale = scale;
+    args.id_limit = id_limit;
     cpu.run(&MH_KernelsApi::xent, args);
   }
 };
@@ -104,6 +107,77 @@ TEST(Xent, VocabularyShardsCombineToTheWholeResult) {
       const float shard = v < split ? a.logits[n * split + v] : b.logits[n * (V - split) + v - split];
       EXPECT_NEAR(shard, whole.logits[n * V + v], 1e-6) << n << ", " << v;
     }
+}
+
+// Runs the three steps on two vocabulary shards, combining them between the
+// steps as the collectives do.
+void run_sharded(const Cpu& cpu, Xent& a, Xent& b, float scale) {
+  a.step(cpu, MH_XENT_MAX);
+  b.step(cpu, MH_XENT_MAX);
+  for (int64_t n = 0; n < a.N; ++n) a.row_max[n] = b.row_max[n] = std::max(a.row_max[n], b.row_max[n]);
+  a.step(cpu, MH_XENT_STATS);
+  b.step(cpu, MH_XENT_STATS);
+  for (int64_t n = 0; n < a.N; ++n) {
+    a.sum_exp[n] = b.sum_exp[n] = a.sum_exp[n] + b.sum_exp[n];
+    a.target_logit[n] = b.target_logit[n] = a.target_logit[n] + b.target_logit[n];
+  }
+  a.step(cpu, MH_XENT_BWD, scale);
+  b.step(cpu, MH_XENT_BWD, scale);
+}
+
+// A vocabulary of `vocab` ids padded to V = 12 and split into shards [0, 5)
+// and [5, 12): the padded logits (large, so that counting them would show)
+// take no part, and the result is that of the unpadded vocabulary. With
+// vocab 9 the limit falls inside the second shard; with 4, inside the first,
+// and the second shard is padding only.
+TEST(Xent, IdsPastTheLimitAreLeftOutOfEveryShard) {
+  constexpr int64_t N = 4, V = 12, split = 5;
+  const Cpu cpu;
+  for (int64_t vocab : {int64_t{9}, int64_t{4}}) {
+    SCOPED_TRACE("vocab " + std::to_string(vocab));
+    std::vector<float> logits = random_floats(N * V, 4, -3.0f, 3.0f), real, left, right;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t v = 0; v < V; ++v) {
+        if (v >= vocab) logits[n * V + v] = 40.0f;
+        else real.push_back(logits[n * V + v]);
+        (v < split ? left : right).push_back(logits[n * V + v]);
+      }
+    const std::vector<int32_t> targets = {0, 3, int32_t(vocab - 1), 2};
+    Xent whole(real, targets, vocab, 0), a(left, targets, split, 0), b(right, targets, V - split, split);
+    a.id_limit = b.id_limit = vocab;
+    whole.step(cpu, MH_XENT_MAX);
+    whole.step(cpu, MH_XENT_STATS);
+    whole.step(cpu, MH_XENT_BWD, 0.5f);
+    run_sharded(cpu, a, b, 0.5f);
+    EXPECT_EQ(a.row_max, whole.row_max);
+    EXPECT_EQ(a.target_logit, whole.target_logit);
+    EXPECT_TRUE(all_close(a.sum_exp, whole.sum_exp, 1e-6, 0));
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t v = 0; v < V; ++v) {
+        const float grad = v < split ? a.logits[n * split + v] : b.logits[n * (V - split) + v - split];
+        EXPECT_NEAR(grad, v < vocab ? whole.logits[n * vocab + v] : 0.0f, 1e-6) << n << ", " << v;
+      }
+  }
+}
+
+// id_limit 0 and a caller built against ABI 1.2 (its struct ends before
+// id_limit) count every column.
+TEST(Xent, WithoutALimitEveryColumnCounts) {
+  constexpr int64_t N = 2, V = 6;
+  std::vector<float> logits = random_floats(N * V, 5);
+  const Cpu cpu;
+  for (size_t struct_size : {MH_STRUCT_SIZE(MH_XentArgs, id_limit), MH_STRUCT_SIZE(MH_XentArgs, scale)}) {
+    std::vector<float> row_max(N);
+    MH_XentArgs args{};
+    args.struct_size = struct_size;
+    args.step = MH_XENT_MAX;
+    args.logits = view(logits, {N, V});
+    args.row_max = view(row_max, {N});
+    args.id_limit = struct_size == MH_STRUCT_SIZE(MH_XentArgs, scale) ? 1 : 0;  // not read when outside the struct
+    cpu.run(&MH_KernelsApi::xent, args);
+    for (int64_t n = 0; n < N; ++n)
+      EXPECT_EQ(row_max[n], *std::max_element(logits.begin() + n * V, logits.begin() + (n + 1) * V)) << struct_size;
+  }
 }
 
 }  // namespace

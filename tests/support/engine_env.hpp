@@ -20,8 +20,12 @@ namespace mh::test {
 
 class EngineEnv {
  public:
-  explicit EngineEnv(const std::string& toml, const std::vector<std::string>& overrides = {}) {
-    plugins_ = load_plugins({MEGAHOST_TEST_PLUGIN_DIR}, diag_);
+  // `more_plugin_dirs` are searched after the built plugins (fixtures).
+  explicit EngineEnv(const std::string& toml, const std::vector<std::string>& overrides = {},
+                     const std::vector<std::filesystem::path>& more_plugin_dirs = {}) {
+    std::vector<std::filesystem::path> dirs{MEGAHOST_TEST_PLUGIN_DIR};
+    dirs.insert(dirs.end(), more_plugin_dirs.begin(), more_plugin_dirs.end());
+    plugins_ = load_plugins(dirs, diag_);
     registry_ = std::make_unique<Registry>(plugins_, diag_);
     path_ = std::filesystem::temp_directory_path() /
             ("megahost_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++) + ".toml");

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
+#include <cstdint>
 #include <string>
+#include <utility>
 
 namespace mh::kernels {
 namespace {
@@ -33,12 +36,12 @@ int64_t numel(const MH_Tensor& t) {
   return n;
 }
 
-// A caller that forgot struct_size, or one older than ABI 1.0, would hand us
-// fields we must not read.
-void check_struct(const char* op, size_t got, size_t want) {
+// A caller that forgot struct_size, or one older than the ABI minor that
+// introduced the op (`since`), would hand us fields we must not read.
+void check_struct(const char* op, size_t got, size_t want, const char* since = "1.0") {
   if (got < want)
-    fail(op, "args.struct_size is " + to_string(got) + ", smaller than the " + to_string(want) +
-                 " bytes ABI 1.0 defines (fill it with MH_STRUCT_SIZE)");
+    fail(op, "args.struct_size is " + to_string(got) + ", smaller than the " + to_string(want) + " bytes ABI " +
+                 since + " defines (fill it with MH_STRUCT_SIZE)");
 }
 
 // Which dtypes a tensor of the compute dtype may hold instead. Mixed
@@ -111,11 +114,51 @@ void vector(const char* op, const std::string& name, const MH_Tensor& t, int64_t
 }
 
 void same_matrix(const char* op, const std::string& name, const MH_Tensor& t, Matrix want,
-                 const std::string& like, MH_DType compute) {
-  Matrix got = matrix(op, name, t, compute, compute);
+                 const std::string& like, MH_DType compute, MH_DType dtype) {
+  Matrix got = matrix(op, name, t, dtype, compute);
   if (got.rows != want.rows || got.cols != want.cols)
     fail(op, name + " " + shape_of(t) + " is " + rows_cols(got) + " as rows x cols, expected " +
                  rows_cols(want) + " like " + like);
+}
+
+void same_matrix(const char* op, const std::string& name, const MH_Tensor& t, Matrix want,
+                 const std::string& like, MH_DType compute) {
+  same_matrix(op, name, t, want, like, compute, compute);
+}
+
+// Bytes of one element (only float dtypes reach the overlap checks).
+int64_t element_bytes(int32_t dtype) { return dtype == MH_F32 ? 4 : 2; }
+
+// The bytes from a view's first element to one past its last.
+std::pair<uintptr_t, uintptr_t> extent(const MH_Tensor& t) {
+  int64_t last = 0;
+  for (int32_t i = 0; i < t.ndim; ++i) last += (t.shape[i] - 1) * t.strides[i];
+  const auto first = reinterpret_cast<uintptr_t>(t.data);
+  return {first, first + static_cast<uintptr_t>((last + 1) * element_bytes(t.dtype))};
+}
+
+bool overlap(const MH_Tensor& a, const MH_Tensor& b) {
+  if (numel(a) == 0 || numel(b) == 0) return false;
+  const auto [a_first, a_end] = extent(a);
+  const auto [b_first, b_end] = extent(b);
+  return a_first < b_end && b_first < a_end;
+}
+
+void disjoint_from(const char* op, const std::string& name, const MH_Tensor& t, const std::string& other_name,
+                   const MH_Tensor& other) {
+  if (overlap(t, other)) fail(op, name + " overlaps " + other_name + ", which the op does not allow");
+}
+
+// A [rows, cols] view whose rows lie strides[0] >= cols apart, innermost
+// contiguous: SwiGLU's input is the first 2F columns of a wider row.
+Matrix strided_rows(const char* op, const std::string& name, const MH_Tensor& t, MH_DType compute) {
+  check_view(op, name, t);
+  check_dtype(op, name, t, compute, compute);
+  if (t.ndim != 2) fail(op, name + " must be a 2-D view [rows, cols], got " + shape_of(t));
+  if ((t.shape[1] > 1 && t.strides[1] != 1) || (t.shape[0] > 1 && t.strides[0] < t.shape[1]))
+    fail(op, name + " " + shape_of(t) + " needs unit column stride and a row stride of at least its columns, "
+                 "got strides " + list(t.strides, t.ndim));
+  return {t.shape[0], t.shape[1]};
 }
 
 // One operand of a GEMM: [batch, rows, cols] with unit column stride; BLAS
@@ -329,9 +372,13 @@ EmbeddingDims check_embedding(const MH_EmbeddingArgs& args, MH_DType compute, co
   return {tokens, table.rows, table.cols};
 }
 
-Matrix check_xent(const MH_XentArgs& args, MH_DType compute) {
+XentDims check_xent(const MH_XentArgs& args, MH_DType compute) {
   const char* op = "xent";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_XentArgs, scale));
+  // A 1.2 caller's struct ends before id_limit: every column counts.
+  const bool has_limit = args.struct_size >= MH_STRUCT_SIZE(MH_XentArgs, id_limit);
+  const int64_t id_limit = has_limit ? args.id_limit : 0;
+  if (id_limit < 0) fail(op, "id_limit must be >= 0 (0: no limit), got " + to_string(id_limit));
   if (args.step < MH_XENT_MAX || args.step > MH_XENT_BWD)
     fail(op, "step " + to_string(args.step) + " is not an MH_XentStep (0 to 2)");
   const Matrix logits = matrix(op, "logits", args.logits, compute, compute);
@@ -341,7 +388,8 @@ Matrix check_xent(const MH_XentArgs& args, MH_DType compute) {
     vector(op, "sum_exp", args.sum_exp, logits.rows, MH_F32, compute);
   }
   if (args.step == MH_XENT_STATS) vector(op, "target_logit", args.target_logit, logits.rows, MH_F32, compute);
-  return logits;
+  const int64_t in_vocab = id_limit > 0 ? std::clamp(id_limit - args.id_start, int64_t{0}, logits.cols) : logits.cols;
+  return {logits.rows, logits.cols, in_vocab};
 }
 
 int64_t check_adamw(const MH_AdamWArgs& args) {
@@ -363,6 +411,108 @@ int64_t check_sum_squares(const MH_SumSquaresArgs& args, MH_DType compute) {
   const int64_t n = elements(op, "x", args.x, compute, compute);
   vector(op, "out", args.out, 1, MH_F32, compute);
   return n;
+}
+
+Matrix check_rmsnorm(const MH_RmsNormArgs& args, MH_DType compute) {
+  const char* op = "rmsnorm";
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_RmsNormArgs, eps), "1.3");
+  const Matrix x = matrix(op, "x", args.x, compute, compute);
+  vector(op, "weight", args.weight, x.cols, MH_F32, compute);
+  same_matrix(op, "out", args.out, x, "x", compute);
+  vector(op, "rstd", args.rstd, x.rows, MH_F32, compute);
+  same_dtype_if_aliased(op, "out", args.out, "x", args.x);
+  if (!(args.eps >= 0.0f)) fail(op, "eps must be >= 0, got " + to_string(args.eps));
+  return x;
+}
+
+Matrix check_rmsnorm_bwd(const MH_RmsNormBwdArgs& args, MH_DType compute) {
+  const char* op = "rmsnorm_bwd";
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_RmsNormBwdArgs, dweight), "1.3");
+  const Matrix x = matrix(op, "x", args.x, compute, compute);
+  same_matrix(op, "dout", args.dout, x, "x", compute);
+  same_matrix(op, "dx", args.dx, x, "x", compute, MH_F32);
+  vector(op, "weight", args.weight, x.cols, MH_F32, compute);
+  vector(op, "dweight", args.dweight, x.cols, MH_F32, compute);
+  vector(op, "rstd", args.rstd, x.rows, MH_F32, compute);
+  same_dtype_if_aliased(op, "dx", args.dx, "dout", args.dout);
+  return x;
+}
+
+namespace {
+
+// A [G, S, D] view as gemm's: unit innermost stride, rows S apart by
+// strides[1], batches by strides[0], and no two rows overlapping.
+RopeDims rope_view(const char* op, const std::string& name, const MH_Tensor& t, MH_DType compute) {
+  check_view(op, name, t);
+  check_dtype(op, name, t, compute, compute);
+  if (t.ndim != 3) fail(op, name + " must be a 3-D view [G, S, D], got " + shape_of(t));
+  const RopeDims d{t.shape[0], t.shape[1], t.shape[2]};
+  if (d.groups * d.seq * d.dim == 0) return d;
+  if (t.strides[2] != 1) fail(op, name + " must have unit innermost stride, got strides " + list(t.strides, 3));
+  const bool rows_apart = d.groups > 1 ? disjoint(t) : d.seq == 1 || t.strides[1] >= d.dim;
+  if (t.strides[0] < 0 || t.strides[1] < 0 || !rows_apart)
+    fail(op, "the rows of " + name + " " + shape_of(t) + " overlap with strides " + list(t.strides, 3) +
+                 " (rows must lie at least D apart, batch after batch or side by side)");
+  return d;
+}
+
+}  // namespace
+
+RopeDims check_rope(const MH_RopeArgs& args, MH_DType compute) {
+  const char* op = "rope";
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_RopeArgs, inverse), "1.3");
+  const RopeDims x = rope_view(op, "x", args.x, compute);
+  const RopeDims out = rope_view(op, "out", args.out, compute);
+  if (out.groups != x.groups || out.seq != x.seq || out.dim != x.dim)
+    fail(op, "out " + shape_of(args.out) + " differs from x " + shape_of(args.x));
+  if (x.dim % 2 != 0) fail(op, "the head size D = " + to_string(x.dim) + " must be even (pairs i, i + D/2)");
+  if (args.out.data == args.x.data) {
+    same_dtype_if_aliased(op, "out", args.out, "x", args.x);
+    if (args.out.strides[0] != args.x.strides[0] || args.out.strides[1] != args.x.strides[1])
+      fail(op, "out is x in place but with strides " + list(args.out.strides, 3) + " instead of " +
+                   list(args.x.strides, 3));
+  } else {
+    disjoint_from(op, "out", args.out, "x", args.x);
+  }
+  if (!(args.theta > 0.0f) || std::isinf(args.theta))
+    fail(op, "theta must be a finite base > 0 (10000 in Llama 2), got " + to_string(args.theta));
+  if (args.position_offset < 0)
+    fail(op, "position_offset must be >= 0, got " + to_string(args.position_offset));
+  return x;
+}
+
+namespace {
+
+// x [N, 2F] (gate, then up, in a row of stride >= 2F)
+SwigluDims swiglu_input(const char* op, const MH_SwigluArgs& args, MH_DType compute) {
+  const Matrix x = strided_rows(op, "x", args.x, compute);
+  if (x.cols % 2 != 0)
+    fail(op, "x " + shape_of(args.x) + " must have an even number of columns: the gate, then the up projection");
+  return {x.rows, x.cols / 2};
+}
+
+}  // namespace
+
+SwigluDims check_swiglu(const MH_SwigluArgs& args, MH_DType compute) {
+  const char* op = "swiglu";
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_SwigluArgs, dx), "1.3");
+  const SwigluDims d = swiglu_input(op, args, compute);
+  same_matrix(op, "out", args.out, {d.rows, d.ffn}, "x's rows x half its columns", compute);
+  disjoint_from(op, "out", args.out, "x", args.x);
+  return d;
+}
+
+SwigluDims check_swiglu_bwd(const MH_SwigluArgs& args, MH_DType compute) {
+  const char* op = "swiglu_bwd";
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_SwigluArgs, dx), "1.3");
+  const SwigluDims d = swiglu_input(op, args, compute);
+  same_matrix(op, "dout", args.dout, {d.rows, d.ffn}, "x's rows x half its columns", compute);
+  const Matrix dx = strided_rows(op, "dx", args.dx, compute);
+  if (dx.rows != d.rows || dx.cols != 2 * d.ffn)
+    fail(op, "dx " + shape_of(args.dx) + " must have the shape of x " + shape_of(args.x));
+  disjoint_from(op, "dx", args.dx, "x", args.x);
+  disjoint_from(op, "dx", args.dx, "dout", args.dout);
+  return d;
 }
 
 void check_copy(const void* dst, const void* src, uint64_t bytes, int32_t kind) {

@@ -38,6 +38,22 @@ struct EmbeddingDims {
   int64_t tokens, rows, cols;
 };
 
+// logits [rows, cols]; the first `in_vocab` columns hold ids below id_limit
+// (all of them when id_limit is 0 or the args predate it)
+struct XentDims {
+  int64_t rows, cols, in_vocab;
+};
+
+// x, out: [groups, seq, dim] views; the row stride of x and out is each one's strides[1]
+struct RopeDims {
+  int64_t groups, seq, dim;
+};
+
+// x [rows, 2 ffn] (gate, then up) and out or dout [rows, ffn]
+struct SwigluDims {
+  int64_t rows, ffn;
+};
+
 GemmDims check_gemm(const MH_GemmArgs& args, MH_DType compute);
 Matrix check_layernorm(const MH_LayerNormArgs& args, MH_DType compute);
 Matrix check_layernorm_bwd(const MH_LayerNormBwdArgs& args, MH_DType compute);
@@ -53,9 +69,15 @@ int64_t check_dropout_bwd(const MH_DropoutArgs& args, MH_DType compute);
 // Forward and backward (dtable in `table`, dout in `out`) take the same views.
 EmbeddingDims check_embedding(const MH_EmbeddingArgs& args, MH_DType compute, const char* op);
 // logits as [N, V]; checks the tensors the step reads and writes.
-Matrix check_xent(const MH_XentArgs& args, MH_DType compute);
+XentDims check_xent(const MH_XentArgs& args, MH_DType compute);
 int64_t check_adamw(const MH_AdamWArgs& args);
 int64_t check_sum_squares(const MH_SumSquaresArgs& args, MH_DType compute);
+Matrix check_rmsnorm(const MH_RmsNormArgs& args, MH_DType compute);
+Matrix check_rmsnorm_bwd(const MH_RmsNormBwdArgs& args, MH_DType compute);
+RopeDims check_rope(const MH_RopeArgs& args, MH_DType compute);
+// Forward reads x and writes out; backward reads x and dout and writes dx.
+SwigluDims check_swiglu(const MH_SwigluArgs& args, MH_DType compute);
+SwigluDims check_swiglu_bwd(const MH_SwigluArgs& args, MH_DType compute);
 void check_copy(const void* dst, const void* src, uint64_t bytes, int32_t kind);
 
 const char* dtype_name(int32_t dtype);

@@ -211,17 +211,17 @@ void CpuKernels::embedding_bwd(const MH_EmbeddingArgs& args) {
 }
 
 void CpuKernels::xent(const MH_XentArgs& args) {
-  const Matrix logits = check_xent(args, compute_);
+  const XentDims d = check_xent(args, compute_);
   cpu::F32Staging s(threads_);
   switch (args.step) {
-    case MH_XENT_MAX: cpu::xent_max(f32(args.row_max), s.in(args.logits), logits.rows, logits.cols, threads_); break;
+    case MH_XENT_MAX: cpu::xent_max(f32(args.row_max), s.in(args.logits), d.rows, d.cols, d.in_vocab, threads_); break;
     case MH_XENT_STATS:
       cpu::xent_stats(f32(args.sum_exp), f32(args.target_logit), s.in(args.logits), f32(args.row_max),
-                      i32(args.targets), args.id_start, logits.rows, logits.cols, threads_);
+                      i32(args.targets), args.id_start, d.rows, d.cols, d.in_vocab, threads_);
       break;
     case MH_XENT_BWD:
       cpu::xent_backward(s.out(args.logits), f32(args.row_max), f32(args.sum_exp), i32(args.targets), args.id_start,
-                         args.scale, logits.rows, logits.cols, threads_);
+                         args.scale, d.rows, d.cols, d.in_vocab, threads_);
       break;
   }
   s.write_back();
@@ -237,6 +237,45 @@ void CpuKernels::sum_squares(const MH_SumSquaresArgs& args) {
   const int64_t n = check_sum_squares(args, compute_);
   cpu::F32Staging s(threads_);
   cpu::sum_squares(f32(args.out), s.in(args.x), n, threads_);
+}
+
+void CpuKernels::rmsnorm(const MH_RmsNormArgs& args) {
+  const Matrix x = check_rmsnorm(args, compute_);
+  cpu::F32Staging s(threads_);
+  cpu::rmsnorm_forward(s.out(args.out), f32(args.rstd), s.in(args.x), f32(args.weight), x.rows, x.cols, args.eps,
+                       threads_);
+  s.write_back();
+}
+
+void CpuKernels::rmsnorm_bwd(const MH_RmsNormBwdArgs& args) {
+  const Matrix x = check_rmsnorm_bwd(args, compute_);
+  cpu::F32Staging s(threads_);
+  cpu::rmsnorm_backward(f32(args.dx), f32(args.dweight), s.in(args.dout), s.in(args.x), f32(args.weight),
+                        f32(args.rstd), x.rows, x.cols, threads_);
+}
+
+void CpuKernels::rope(const MH_RopeArgs& args) {
+  const RopeDims d = check_rope(args, compute_);
+  cpu::F32Staging s(threads_);
+  const float* x = s.in(args.x);
+  cpu::rope(s.out(args.out), {args.out.strides[0], args.out.strides[1]}, x, {args.x.strides[0], args.x.strides[1]},
+            d.groups, d.seq, d.dim, args.position_offset, args.theta, args.inverse != 0, threads_);
+  s.write_back();
+}
+
+void CpuKernels::swiglu(const MH_SwigluArgs& args) {
+  const SwigluDims d = check_swiglu(args, compute_);
+  cpu::F32Staging s(threads_);
+  cpu::swiglu_forward(s.out(args.out), s.in(args.x), args.x.strides[0], d.rows, d.ffn, threads_);
+  s.write_back();
+}
+
+void CpuKernels::swiglu_bwd(const MH_SwigluArgs& args) {
+  const SwigluDims d = check_swiglu_bwd(args, compute_);
+  cpu::F32Staging s(threads_);
+  cpu::swiglu_backward(s.out(args.dx), args.dx.strides[0], s.in(args.x), args.x.strides[0], s.in(args.dout), d.rows,
+                       d.ffn, threads_);
+  s.write_back();
 }
 
 }  // namespace mh::kernels

@@ -50,6 +50,11 @@ class CpuKernels {
   void xent(const MH_XentArgs& args);
   void adamw(const MH_AdamWArgs& args);
   void sum_squares(const MH_SumSquaresArgs& args);
+  void rmsnorm(const MH_RmsNormArgs& args);
+  void rmsnorm_bwd(const MH_RmsNormBwdArgs& args);
+  void rope(const MH_RopeArgs& args);
+  void swiglu(const MH_SwigluArgs& args);
+  void swiglu_bwd(const MH_SwigluArgs& args);
 
  private:
   MH_DType compute_;

@@ -203,17 +203,17 @@ void CudaKernels::embedding_bwd(const MH_EmbeddingArgs& a) {
 }
 
 void CudaKernels::xent(const MH_XentArgs& a) {
-  const Matrix logits = check_xent(a, compute_);
+  const XentDims d = check_xent(a, compute_);
   cudaStream_t stream = on_device();
   switch (a.step) {
-    case MH_XENT_MAX: gpu::xent_max(stream, f32(a.row_max), floats(a.logits), logits.rows, logits.cols); break;
+    case MH_XENT_MAX: gpu::xent_max(stream, f32(a.row_max), floats(a.logits), d.rows, d.cols, d.in_vocab); break;
     case MH_XENT_STATS:
       gpu::xent_stats(stream, f32(a.sum_exp), f32(a.target_logit), floats(a.logits), f32(a.row_max), i32(a.targets),
-                      a.id_start, logits.rows, logits.cols);
+                      a.id_start, d.rows, d.cols, d.in_vocab);
       break;
     case MH_XENT_BWD:
       gpu::xent_backward(stream, floats(a.logits), f32(a.row_max), f32(a.sum_exp), i32(a.targets), a.id_start,
-                         a.scale, logits.rows, logits.cols);
+                         a.scale, d.rows, d.cols, d.in_vocab);
       break;
   }
 }
@@ -232,6 +232,35 @@ void CudaKernels::sum_squares(const MH_SumSquaresArgs& a) {
   const int64_t n = check_sum_squares(a, compute_);
   cudaStream_t stream = on_device();
   gpu::sum_squares(stream, f32(a.out), floats(a.x), n, scratch(gpu::kSumScratchBytes));
+}
+
+void CudaKernels::rmsnorm(const MH_RmsNormArgs& a) {
+  const Matrix x = check_rmsnorm(a, compute_);
+  gpu::rmsnorm_forward(on_device(), floats(a.out), f32(a.rstd), floats(a.x), f32(a.weight), x.rows, x.cols, a.eps);
+}
+
+void CudaKernels::rmsnorm_bwd(const MH_RmsNormBwdArgs& a) {
+  const Matrix x = check_rmsnorm_bwd(a, compute_);
+  cudaStream_t stream = on_device();
+  gpu::rmsnorm_backward(stream, f32(a.dx), f32(a.dweight), floats(a.dout), floats(a.x), f32(a.weight), f32(a.rstd),
+                        x.rows, x.cols, scratch(gpu::column_scratch_bytes(x.cols)));
+}
+
+void CudaKernels::rope(const MH_RopeArgs& a) {
+  const RopeDims d = check_rope(a, compute_);
+  gpu::rope(on_device(), floats(a.out), {a.out.strides[0], a.out.strides[1]}, floats(a.x),
+            {a.x.strides[0], a.x.strides[1]}, d.groups, d.seq, d.dim, a.position_offset, a.theta, a.inverse != 0);
+}
+
+void CudaKernels::swiglu(const MH_SwigluArgs& a) {
+  const SwigluDims d = check_swiglu(a, compute_);
+  gpu::swiglu_forward(on_device(), floats(a.out), floats(a.x), a.x.strides[0], d.rows, d.ffn);
+}
+
+void CudaKernels::swiglu_bwd(const MH_SwigluArgs& a) {
+  const SwigluDims d = check_swiglu_bwd(a, compute_);
+  gpu::swiglu_backward(on_device(), floats(a.dx), a.dx.strides[0], floats(a.x), a.x.strides[0], floats(a.dout),
+                       d.rows, d.ffn);
 }
 
 }  // namespace mh::kernels

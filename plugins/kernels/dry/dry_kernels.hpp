@@ -42,6 +42,11 @@ class DryKernels {
   void xent(const MH_XentArgs& args) { check_xent(args, compute_); }
   void adamw(const MH_AdamWArgs& args) { check_adamw(args); }
   void sum_squares(const MH_SumSquaresArgs& args) { check_sum_squares(args, compute_); }
+  void rmsnorm(const MH_RmsNormArgs& args) { check_rmsnorm(args, compute_); }
+  void rmsnorm_bwd(const MH_RmsNormBwdArgs& args) { check_rmsnorm_bwd(args, compute_); }
+  void rope(const MH_RopeArgs& args) { check_rope(args, compute_); }
+  void swiglu(const MH_SwigluArgs& args) { check_swiglu(args, compute_); }
+  void swiglu_bwd(const MH_SwigluArgs& args) { check_swiglu_bwd(args, compute_); }
 
  private:
   MH_DType compute_;

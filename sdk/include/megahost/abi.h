@@ -53,6 +53,8 @@
  *        the softmax. A 1.2 kernels plugin still loads and runs GPT-2; the
  *        host names the op it lacks when a model needs one. A 1.2 plugin
  *        reads the shorter MH_XentArgs and so counts padded ids.
+ *        MH_ModelShape gains gated_mlp, rotary, kv_heads and untied_output,
+ *        the model's parts the planners and the tuner price (docs/models.md).
  */
 #ifndef MEGAHOST_ABI_H
 #define MEGAHOST_ABI_H

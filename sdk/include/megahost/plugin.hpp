@@ -69,11 +69,22 @@ inline void log(MH_LogLevel level, const std::string& message) {
 
 // Kernels: device_info(MH_DeviceInfo&), void* alloc(uint64_t), free(void*)
 // noexcept, copy(dst, src, bytes, MH_CopyKind), synchronize(), void* stream(),
-// and one method per op taking its args struct by const reference.
+// and one method per op taking its args struct by const reference. The ops
+// of ABI 1.3 (rmsnorm, rmsnorm_bwd, rope, swiglu, swiglu_bwd) come together:
+// a class without them gets a 1.2 table.
 template <class T>
 const MH_KernelsApi* kernels_api() {
-  static const MH_KernelsApi api{
-      MH_STRUCT_SIZE(MH_KernelsApi, sum_squares),
+  static constexpr bool v1_3 = requires(T& t, const MH_RmsNormArgs& n, const MH_RmsNormBwdArgs& nb,
+                                        const MH_RopeArgs& r, const MH_SwigluArgs& s) {
+    t.rmsnorm(n);
+    t.rmsnorm_bwd(nb);
+    t.rope(r);
+    t.swiglu(s);
+    t.swiglu_bwd(s);
+  };
+  static const MH_KernelsApi api = [] {
+    MH_KernelsApi a{
+      v1_3 ? MH_STRUCT_SIZE(MH_KernelsApi, swiglu_bwd) : MH_STRUCT_SIZE(MH_KernelsApi, sum_squares),
       [](MH_Instance* self, MH_DeviceInfo* out) -> MH_Error* {
         return guard([&] { detail::fill_out(out, [&](MH_DeviceInfo& i) { detail::as<T>(self)->device_info(i); }); });
       },
@@ -101,7 +112,17 @@ const MH_KernelsApi* kernels_api() {
       MH_TRAMPOLINE(T, xent, MH_XentArgs),
       MH_TRAMPOLINE(T, adamw, MH_AdamWArgs),
       MH_TRAMPOLINE(T, sum_squares, MH_SumSquaresArgs),
-  };
+      nullptr, nullptr, nullptr, nullptr, nullptr,  // the 1.3 ops, filled below when T has them
+    };
+    if constexpr (v1_3) {
+      a.rmsnorm = MH_TRAMPOLINE(T, rmsnorm, MH_RmsNormArgs);
+      a.rmsnorm_bwd = MH_TRAMPOLINE(T, rmsnorm_bwd, MH_RmsNormBwdArgs);
+      a.rope = MH_TRAMPOLINE(T, rope, MH_RopeArgs);
+      a.swiglu = MH_TRAMPOLINE(T, swiglu, MH_SwigluArgs);
+      a.swiglu_bwd = MH_TRAMPOLINE(T, swiglu_bwd, MH_SwigluArgs);
+    }
+    return a;
+  }();
   return &api;
 }
 

@@ -72,13 +72,15 @@ void embedding_forward(float* out, const float* table, const int32_t* ids, int64
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t id_start, int64_t N,
                         int64_t R, int64_t C, int threads);
 
-// logits (N, V) hold ids [id_start, id_start + V); row_max, sum_exp, target_logit, targets (N)
-void xent_max(float* row_max, const float* logits, int64_t N, int64_t V, int threads);
+// logits (N, V) hold ids [id_start, id_start + V), of which the first
+// in_vocab columns are in the vocabulary (the rest are padding: left out of
+// the max and the sum, gradient 0); row_max, sum_exp, target_logit, targets (N)
+void xent_max(float* row_max, const float* logits, int64_t N, int64_t V, int64_t in_vocab, int threads);
 void xent_stats(float* sum_exp, float* target_logit, const float* logits, const float* row_max,
-                const int32_t* targets, int64_t id_start, int64_t N, int64_t V, int threads);
+                const int32_t* targets, int64_t id_start, int64_t N, int64_t V, int64_t in_vocab, int threads);
 // logits <- scale * (softmax - onehot(target)), in place
 void xent_backward(float* logits, const float* row_max, const float* sum_exp, const int32_t* targets,
-                   int64_t id_start, float scale, int64_t N, int64_t V, int threads);
+                   int64_t id_start, float scale, int64_t N, int64_t V, int64_t in_vocab, int threads);
 
 // param, m, v, grad (n); t counts steps from 1
 void adamw(float* param, float* m, float* v, const float* grad, float lr, float beta1, float beta2, float eps,
@@ -86,5 +88,28 @@ void adamw(float* param, float* m, float* v, const float* grad, float lr, float 
 
 // out[0] += sum of x^2; x (n)
 void sum_squares(float* out, const float* x, int64_t n, int threads);
+
+// out, x (N, C); weight (C); rstd (N); out may alias x
+void rmsnorm_forward(float* out, float* rstd, const float* x, const float* weight, int64_t N, int64_t C, float eps,
+                     int threads);
+// dx (N, C) +=; dweight (C) +=; dout, x (N, C); weight (C); rstd (N)
+void rmsnorm_backward(float* dx, float* dweight, const float* dout, const float* x, const float* weight,
+                      const float* rstd, int64_t N, int64_t C, int threads);
+
+// Where the rows of a [G, S, D] view lie: row s of batch g starts at
+// g * batch + s * row elements from the data.
+struct RowStrides {
+  int64_t batch, row;
+};
+// out, x (G, S, D): each row's pairs (i, i + D/2) rotated by position (position_offset + s)
+// times theta^(-2i/D), or back when inverse; out may be x
+void rope(float* out, RowStrides out_strides, const float* x, RowStrides x_strides, int64_t G, int64_t S, int64_t D,
+          int64_t position_offset, float theta, bool inverse, int threads);
+
+// out (N, F) = silu(gate) * up, with x (N, 2F) in rows ldx apart: gate, then up
+void swiglu_forward(float* out, const float* x, int64_t ldx, int64_t N, int64_t F, int threads);
+// dx (N, 2F, rows lddx apart) = [dout * up * silu'(gate), dout * silu(gate)]; dout (N, F)
+void swiglu_backward(float* dx, int64_t lddx, const float* x, int64_t ldx, const float* dout, int64_t N, int64_t F,
+                     int threads);
 
 }  // namespace mh::kernels::cpu

@@ -77,14 +77,15 @@ void embedding_forward(cudaStream_t stream, Floats out, Floats table, const int3
 void embedding_backward(cudaStream_t stream, Floats dtable, Floats dout, const int32_t* ids, int64_t id_start,
                         int64_t N, int64_t R, int64_t C);
 
-// logits (N, V) hold ids [id_start, id_start + V); row_max, sum_exp,
-// target_logit, targets (N).
-void xent_max(cudaStream_t stream, float* row_max, Floats logits, int64_t N, int64_t V);
+// logits (N, V) hold ids [id_start, id_start + V), of which the first
+// in_vocab columns are in the vocabulary (the rest are padding: left out of
+// the max and the sum, gradient 0); row_max, sum_exp, target_logit, targets (N).
+void xent_max(cudaStream_t stream, float* row_max, Floats logits, int64_t N, int64_t V, int64_t in_vocab);
 void xent_stats(cudaStream_t stream, float* sum_exp, float* target_logit, Floats logits, const float* row_max,
-                const int32_t* targets, int64_t id_start, int64_t N, int64_t V);
+                const int32_t* targets, int64_t id_start, int64_t N, int64_t V, int64_t in_vocab);
 // logits <- scale * (softmax - onehot(target)), in place
 void xent_backward(cudaStream_t stream, Floats logits, const float* row_max, const float* sum_exp,
-                   const int32_t* targets, int64_t id_start, float scale, int64_t N, int64_t V);
+                   const int32_t* targets, int64_t id_start, float scale, int64_t N, int64_t V, int64_t in_vocab);
 
 // The scalars of one AdamW step; corrections are 1 - beta^t.
 struct AdamWStep {
@@ -97,5 +98,29 @@ void adamw(cudaStream_t stream, float* param, float* m, float* v, const float* g
 // out[0] (f32) += sum of x^2, accumulated in double in a fixed order.
 // scratch: kSumScratchBytes.
 void sum_squares(cudaStream_t stream, float* out, Floats x, int64_t n, void* scratch);
+
+// out, x (N, C); weight (C), rstd (N) f32. out may alias x.
+void rmsnorm_forward(cudaStream_t stream, Floats out, float* rstd, Floats x, const float* weight, int64_t N, int64_t C,
+                     float eps);
+// dx (N, C) f32 +=; dweight (C) f32 +=; dout, x (N, C); weight (C), rstd (N)
+// f32. dx may alias dout. scratch: column_scratch_bytes(C).
+void rmsnorm_backward(cudaStream_t stream, float* dx, float* dweight, Floats dout, Floats x, const float* weight,
+                      const float* rstd, int64_t N, int64_t C, void* scratch);
+
+// Where the rows of a [G, S, D] view lie: row s of batch g starts at
+// g * batch + s * row elements from the data.
+struct RopeStrides {
+  int64_t batch, row;
+};
+// out, x (G, S, D): each row's pairs (i, i + D/2) rotated by position
+// (position_offset + s) times theta^(-2i/D), or back when inverse; out may be x.
+void rope(cudaStream_t stream, Floats out, RopeStrides out_strides, Floats x, RopeStrides x_strides, int64_t G,
+          int64_t S, int64_t D, int64_t position_offset, float theta, bool inverse);
+
+// out (N, F) = silu(gate) * up, with x (N, 2F) in rows ldx apart: gate, then up.
+void swiglu_forward(cudaStream_t stream, Floats out, Floats x, int64_t ldx, int64_t N, int64_t F);
+// dx (N, 2F, rows lddx apart) = [dout * up * silu'(gate), dout * silu(gate)]; dout (N, F).
+void swiglu_backward(cudaStream_t stream, Floats dx, int64_t lddx, Floats x, int64_t ldx, Floats dout, int64_t N,
+                     int64_t F);
 
 }  // namespace mh::kernels::gpu
