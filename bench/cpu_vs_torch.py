@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Megahost's CPU training step against PyTorch's, same model, same machine, same run.
 
-For each config ("tiny", "small" of shared/research/baselines.md) and each repetition:
+For each config ("tiny", "small" of shared/research/baselines.md, and "llama_small": the "small"
+shape as a Llama-style model: RMSNorm, RoPE, SwiGLU with Llama's ffn rule, 4:1 grouped-query
+attention, no biases, untied output) and each repetition:
   1. a short OpenBLAS sgemm loop (square N, 2 threads): the machine's sgemm peak right now;
   2. Megahost (its CLI, with overrides) and the PyTorch model, in alternating order,
      each for `warmup + measured` optimizer steps in a fresh process.
@@ -35,6 +37,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = {
     "tiny": dict(layers=4, hidden=256, heads=4, seq=128, batch=8, vocab=256, warmup=2, measured=5),
     "small": dict(layers=12, hidden=768, heads=12, seq=256, batch=4, vocab=50304, warmup=1, measured=3),
+    "llama_small": dict(layers=12, hidden=768, heads=12, kv_heads=3, ffn=2048, seq=256, batch=4, vocab=50304,
+                        warmup=1, measured=3, llama=True),
 }
 
 # AdamW as in baselines.md (llm.c's main): lr 1e-4, betas 0.9/0.999, eps 1e-8, no weight
@@ -44,6 +48,10 @@ LR, BETA1, BETA2, EPS, CLIP = 1e-4, 0.9, 0.999, 1e-8, 1.0
 
 def param_count(c, with_wpe=True):
     h, L, V, T = c["hidden"], c["layers"], c["vocab"], c["seq"]
+    if c.get("llama"):  # qkv, proj, gate/up/down, two RMSNorm scales; the final norm; wte and lm_head
+        kv = c["kv_heads"] * h // c["heads"]
+        per_layer = h * (h + 2 * kv) + h * h + 3 * h * c["ffn"] + 2 * h
+        return 2 * V * h + L * per_layer + h
     per_layer = 12 * h * h + 13 * h
     n = V * h + L * per_layer + 2 * h
     return n + (T * h if with_wpe else 0)
@@ -223,7 +231,63 @@ def torch_worker(args):
             logits = self.lnf(x) @ self.wte.weight.t()  # tied lm_head
             return F.cross_entropy(logits.view(-1, V), targets.reshape(-1))
 
-    model = GPT()
+    class LlamaBlock(nn.Module):
+        def __init__(self):
+            super().__init__()
+            F_, K = c["ffn"], c["kv_heads"]
+            self.n1, self.n2 = nn.Parameter(torch.ones(h)), nn.Parameter(torch.ones(h))
+            self.qkv = nn.Linear(h, h + 2 * K * D, bias=False)
+            self.proj = nn.Linear(h, h, bias=False)
+            self.gate, self.up = nn.Linear(h, F_, bias=False), nn.Linear(h, F_, bias=False)
+            self.down = nn.Linear(F_, h, bias=False)
+            self.K = K
+
+        def forward(self, x, mask, cos, sin):
+            q, k, v = self.qkv(rms(x, self.n1)).split([h, self.K * D, self.K * D], dim=2)
+            q = q.view(B, T, H, D).transpose(1, 2)
+            k, v = (t.view(B, T, self.K, D).transpose(1, 2) for t in (k, v))
+            q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+            k, v = (t.repeat_interleave(H // self.K, dim=1) for t in (k, v))
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
+            att = F.softmax(att.masked_fill(mask, float("-inf")), dim=-1)
+            y = (att @ v).transpose(1, 2).contiguous().view(B, T, h)
+            x = x + self.proj(y)
+            z = rms(x, self.n2)
+            return x + self.down(F.silu(self.gate(z)) * self.up(z))
+
+    def rms(x, w):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w
+
+    def rotate(x, cos, sin):
+        x1, x2 = x[..., : D // 2], x[..., D // 2:]
+        return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+    class Llama(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(V, h)
+            self.blocks = nn.ModuleList(LlamaBlock() for _ in range(L))
+            self.norm = nn.Parameter(torch.ones(h))
+            self.lm_head = nn.Linear(h, V, bias=False)
+            for name, p in self.named_parameters():
+                if p.dim() == 2:
+                    std = 0.02 / math.sqrt(2 * L) if name.endswith(("proj.weight", "down.weight")) else 0.02
+                    nn.init.normal_(p, 0.0, std)
+            inv = 1.0 / (10000.0 ** (torch.arange(0, D, 2).float() / D))
+            freqs = torch.outer(torch.arange(T).float(), inv)
+            emb = torch.cat((freqs, freqs), dim=-1)
+            self.register_buffer("cos", emb.cos())
+            self.register_buffer("sin", emb.sin())
+            self.register_buffer("mask", torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1))
+
+        def forward(self, ids, targets):
+            x = self.wte(ids)
+            for blk in self.blocks:
+                x = blk(x, self.mask, self.cos, self.sin)
+            logits = self.lm_head(rms(x, self.norm))
+            return F.cross_entropy(logits.view(-1, V), targets.reshape(-1))
+
+    model = Llama() if c.get("llama") else GPT()
     n_params = sum(p.numel() for p in model.parameters())
     assert n_params == param_count(c), (n_params, param_count(c))
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(BETA1, BETA2), eps=EPS, weight_decay=0.0)
@@ -260,6 +324,12 @@ def run_torch(args, name, raw_dir, tag):
 # ---------------------------------------------------------------- Megahost
 
 
+def llama_keys(c):
+    if not c.get("llama"):
+        return ""
+    return f'arch = "llama"\nkv_heads = {c["kv_heads"]}\nffn_hidden = {c["ffn"]}\n'
+
+
 def megahost_config(name, args, path):
     """Writes the run's whole TOML (nothing taken from configs/default.toml, which
     is a 3D-parallel demo): one rank, no parallelism, no recompute, no dropout."""
@@ -272,7 +342,7 @@ hidden = {c["hidden"]}
 heads = {c["heads"]}
 seq_len = {c["seq"]}
 vocab = {c["vocab"]}          # a multiple of 128, so the padded vocabulary is exactly this
-dropout = 0.0
+{llama_keys(c)}dropout = 0.0
 attention_dropout = 0.0
 init_std = 0.02
 
@@ -360,7 +430,7 @@ def med(xs):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--configs", default="tiny,small", help="comma-separated: tiny, small")
+    p.add_argument("--configs", default="tiny,small,llama_small", help="comma-separated: tiny, small, llama_small")
     p.add_argument("--reps", type=int, default=3, help="repetitions of each (megahost, torch) pair")
     p.add_argument("--out", default="/tmp/megahost-bench", help="output directory (JSON + raw logs)")
     p.add_argument("--megahost", default=os.path.join(REPO, "build-bench", "bin", "megahost"))

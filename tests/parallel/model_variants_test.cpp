@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <ostream>
 #include <string>
 
 #include "layout_run.hpp"
@@ -35,6 +36,9 @@ struct Case {
   int ranks = 0;
   bool compare_grads = true;  // the distributed optimizer's gradients are per-rank shards
 };
+
+// gtest names a parameter by printing it.
+void PrintTo(const Case& c, std::ostream* out) { *out << c.name; }
 
 const LayoutResult& single_rank(const Variant& v) {
   static std::map<std::string, LayoutResult> cache;
@@ -100,10 +104,13 @@ TEST_P(VariantRecompute, GivesBitIdenticalLossesAndGradients) {
   for (const auto& [name, g] : keep_all.grads) EXPECT_EQ(r.grads.at(name), g) << name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, VariantRecompute,
-                         ::testing::Values("recompute.plugin=selective",
-                                           "recompute.plugin=full recompute.method=uniform recompute.num_layers=2",
-                                           "recompute.plugin=full recompute.method=block recompute.num_layers=1"));
+const char* const kPolicies[] = {"recompute.plugin=selective",
+                                 "recompute.plugin=full recompute.method=uniform recompute.num_layers=2",
+                                 "recompute.plugin=full recompute.method=block recompute.num_layers=1"};
+
+INSTANTIATE_TEST_SUITE_P(Policies, VariantRecompute, ::testing::ValuesIn(kPolicies), [](const auto& info) {
+  return std::string(info.index == 0 ? "selective" : info.index == 1 ? "full_uniform_2" : "full_block_1");
+});
 
 TEST(ModelVariants, TensorParallelSizeMustDivideKeyValueHeads) {
   LayoutResult r = run_layout("comm.world_size=2 parallel.tensor.size=2 model.arch=llama model.kv_heads=1");

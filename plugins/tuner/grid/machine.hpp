@@ -35,6 +35,9 @@ class Machine {
   double gemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t k, Sharing sharing) const;
   // A memory-bound kernels op over `elements` elements.
   double vector_seconds(std::string_view op, double elements, Sharing sharing) const;
+  // Moving `bytes` through memory at the rate of the plain "elementwise" op:
+  // the price of ops a profile has no rate of their own for.
+  double stream_seconds(double bytes, Sharing sharing) const;
   // A collective of `bytes` (the full gathered or reduced size) over `ranks`.
   double collective_seconds(Coll op, double bytes, int ranks, int level) const;
 
@@ -78,8 +81,6 @@ class Machine {
   // nearest one outside them.
   double seconds_per_element(std::string_view op, Level level, double elements) const;
   double gemm_rate(const double coords[4], Level level) const;
-  // Moving `bytes` through memory at the rate of the plain "elementwise" op.
-  double stream_seconds(double bytes, Sharing sharing) const;
 
   std::string name_;
   double peak_flops_;
