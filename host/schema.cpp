@@ -20,6 +20,14 @@ const MH_OptionSpec kModel[] = {
     opt_double("attention_dropout", "0.1", 0, 0.99, "dropout on the attention probabilities"),
     opt_double("init_std", "0.02", 0, 10, "standard deviation of the normal weight init"),
     opt_double("layernorm_eps", "1e-5", 0, 1, "layernorm epsilon"),
+    opt_choice("arch", "\"gpt2\"", "gpt2|llama", "preset of the variant keys below (docs/models.md); keys set explicitly win"),
+    opt_choice("normalization", "\"layernorm\"", "layernorm|rmsnorm", "norm in each layer and before the output"),
+    opt_choice("position", "\"learned\"", "learned|rope", "learned position table or rotary embedding"),
+    opt_double("rope_theta", "10000", 1, 1e12, "RoPE base (position = \"rope\")"),
+    opt_choice("activation", "\"gelu\"", "gelu|swiglu", "MLP activation"),
+    opt_int("kv_heads", "0", 0, 100000, "key/value heads (grouped-query attention); 0 means heads"),
+    opt_bool("tie_embeddings", "true", "the output layer shares the token embedding"),
+    opt_bool("bias", "true", "biases on the linear layers"),
 };
 
 const MH_OptionSpec kTrain[] = {
