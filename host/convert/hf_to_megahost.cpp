@@ -56,6 +56,8 @@ ckpt::Metadata import_hf(const std::string& in, const std::string& out, const Im
   meta.model = shape;
   meta.layout = ckpt::Layout{};
   if (meta.dtype.empty()) meta.dtype = "fp32";
+  if (meta.schedule.is_null()) meta.schedule = nlohmann::json::object();
+  if (meta.tokenizer.is_null()) meta.tokenizer = {{"vocab_padded", shape.vocab}};
   std::vector<safetensors::Entry> entries;
   for (const Link& l : links) {
     const auto global = megahost_shape(l.megahost, shape);

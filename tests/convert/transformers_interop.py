@@ -222,6 +222,7 @@ def main():
         ap.add_argument(f"--{tool}", required=True)
     tools = ap.parse_args()
     torch.set_num_threads(1)
+    transformers.utils.logging.disable_progress_bar()
     print(f"torch {torch.__version__}, transformers {transformers.__version__}")
     with tempfile.TemporaryDirectory() as tmp:
         for name, maker, _ in MODELS:
