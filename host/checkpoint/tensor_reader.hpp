@@ -12,9 +12,6 @@
 
 namespace mh::ckpt {
 
-// The overlap of rectangles `a` and `b` into `out`; false when they do not overlap.
-bool intersect(const Rect& a, const Rect& b, Rect& out);
-
 class TensorReader {
  public:
   // `meta` is the checkpoint's metadata (read_metadata(dir)); it must outlive the reader.

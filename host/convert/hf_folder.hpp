@@ -38,7 +38,6 @@ class HfFolder {
   // (GPT2LMHeadModel, LlamaForCausalLM) that the bare models' files lack;
   // buffers (GPT-2's attn.bias, attn.masked_bias; rotary_emb.inv_freq) left out.
   std::vector<std::string> names() const;
-  bool has(const std::string& name) const { return tensors_.count(name) == 1; }
   // The tensor in f32; throws naming the folder and the tensor when it is
   // absent or of another dtype than F32 and BF16.
   HfTensor get(const std::string& name) const;

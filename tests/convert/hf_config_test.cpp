@@ -108,8 +108,12 @@ TEST(HfConfig, ModelKeysSayWhichFieldFixesEach) {
   for (const ModelKey& k : model_keys(hf)) {
     if (k.key == "hidden") hidden = k.hf_field == "n_embd" && k.value == 768 && k.rule == ModelKey::kEqual;
     if (k.key == "ffn_hidden") ffn = k.value == 3072 && k.zero_means_this;
-    if (k.key == "seq_len") EXPECT_EQ(k.rule, ModelKey::kAtMost);
-    if (k.key == "dropout") EXPECT_EQ(k.rule, ModelKey::kDefault);
+    if (k.key == "seq_len") {
+      EXPECT_EQ(k.rule, ModelKey::kAtMost);
+    }
+    if (k.key == "dropout") {
+      EXPECT_EQ(k.rule, ModelKey::kDefault);
+    }
   }
   EXPECT_TRUE(hidden);
   EXPECT_TRUE(ffn);

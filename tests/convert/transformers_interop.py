@@ -194,11 +194,13 @@ def parity(tools, tmp, name, maker, data, tokens):
           f"error {worst[0]:.1e} ({worst[1]})")
     assert loss_error <= TOLERANCE and worst[0] <= TOLERANCE, (loss_error, worst)
 
-    # Three steps of training, exported: transformers computes the loss that
-    # Megahost computes at those weights (step 4's, before its update).
+    # Three steps of training on two tensor-parallel ranks (so the export
+    # assembles sliced tensors), exported: transformers computes the loss that
+    # Megahost computes at those weights (step 4's, before its update, on one rank).
     trained = os.path.join(tmp, f"{name}_trained")
     config = write_config(tmp, f"{name}_train", data, hf, steps=3, extra=f'dir = "{trained}"')
-    run(tools.megahost, "--config", config, "--metrics_out", os.path.join(tmp, f"{name}_train.jsonl"))
+    run(tools.megahost, "--config", config, "comm.world_size=2", "parallel.tensor.size=2",
+        "--metrics_out", os.path.join(tmp, f"{name}_train.jsonl"))
     step3 = os.path.join(trained, "step_000000003")
     config = write_config(tmp, f"{name}_step4", data, step3, steps=4)
     metrics = os.path.join(tmp, f"{name}_step4.jsonl")
