@@ -11,6 +11,8 @@ Target find_target(std::string_view name) {
   if (name == "plugin_descriptor") return &plugin_descriptor;
   if (name == "checkpoint_metadata") return &checkpoint_metadata;
   if (name == "safetensors_header") return &safetensors_header;
+  if (name == "hf_config") return &hf_config;
+  if (name == "shard_index") return &shard_index;
   return nullptr;
 }
 

@@ -41,6 +41,12 @@ void checkpoint_metadata(Input input);
 // A safetensors file: its header parsed and checked against the file's size.
 void safetensors_header(Input input);
 
+// A Hugging Face config.json: parsed as the model it describes, and what is
+// accepted written and read back.
+void hf_config(Input input);
+// A model.safetensors.index.json: its weight_map of shard file names.
+void shard_index(Input input);
+
 // The target called `name` ("config", ...), or nullptr.
 using Target = void (*)(Input);
 Target find_target(std::string_view name);

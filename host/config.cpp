@@ -1,5 +1,7 @@
 #include "config.hpp"
 
+#include <megahost/error.hpp>
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -9,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "convert/hf_config.hpp"
+#include "convert/hf_folder.hpp"
 #include "embedded_default_config.hpp"
 #include "model_preset.hpp"
 #include "toml_nesting.hpp"
@@ -194,8 +198,72 @@ std::optional<Config> Config::load(const std::string& path, const std::vector<st
     return std::nullopt;
   }
   for (const auto& item : overrides) apply_override(config.root_, item, diag);
+  // The Hugging Face folder's keys first: they are as set as the user's.
+  config.merge_hf_model(diag);
   apply_arch_preset(config.root_);
   return config;
+}
+
+namespace {
+
+void insert_value(toml::table& table, const std::string& key, const nlohmann::json& v) {
+  if (v.is_boolean()) table.insert_or_assign(key, v.get<bool>());
+  else if (v.is_number_integer()) table.insert_or_assign(key, v.get<int64_t>());
+  else if (v.is_number()) table.insert_or_assign(key, v.get<double>());
+  else table.insert_or_assign(key, v.get<std::string>());
+}
+
+// Whether the user's [model] value says what config.json says, under the key's rule.
+bool agrees(const toml::node& node, const convert::ModelKey& k) {
+  const nlohmann::json& v = k.value;
+  if (v.is_boolean()) return node.is_boolean() && *node.value<bool>() == v.get<bool>();
+  if (v.is_string()) return node.is_string() && *node.value<std::string>() == v.get<std::string>();
+  if (!node.is_number()) return false;
+  const double mine = node.is_integer() ? double(*node.value<int64_t>()) : *node.value<double>();
+  const double theirs = v.get<double>();
+  if (k.zero_means_this && mine == 0) return true;
+  if (k.rule == convert::ModelKey::kAtMost) return mine <= theirs;
+  return std::abs(mine - theirs) <= 1e-9 * std::abs(theirs);
+}
+
+std::string node_text(const toml::node& node) {
+  std::ostringstream out;
+  out << toml::node_view<const toml::node>(&node);
+  return out.str();
+}
+
+}  // namespace
+
+void Config::merge_hf_model(Diagnostics& diag) {
+  const toml::node* load = root_.at_path("checkpoint.load").node();
+  if (load == nullptr || !load->is_string()) return;
+  const std::string value = *load->value<std::string>();
+  if (value.empty() || value == "auto") return;
+  const std::string dir = resolve(value).string();
+  if (!convert::is_hf_folder(dir)) return;
+  convert::HfModel hf;
+  try {
+    hf = convert::read_hf_config(dir);
+  } catch (const Error& e) {
+    diag.error(where(*load), std::string("checkpoint.load: ") + e.what());
+    return;
+  }
+  toml::node* section = root_.get("model");
+  if (section == nullptr) section = root_.insert("model", toml::table{}).first->second.as_table();
+  if (!section->is_table()) return;  // validating [model] reports it
+  toml::table& model = *section->as_table();
+  const std::string file = dir + "/" + convert::kConfigFile;
+  for (const convert::ModelKey& k : convert::model_keys(hf)) {
+    const toml::node* mine = model.get(k.key);
+    if (mine == nullptr) {
+      insert_value(model, k.key, k.value);
+      continue;
+    }
+    if (k.rule == convert::ModelKey::kDefault || agrees(*mine, k)) continue;
+    diag.error(where(*mine), "model." + k.key + " = " + node_text(*mine) + " but " + file + " has " + k.hf_field +
+                                 " = " + k.hf_value.dump() + (k.rule == convert::ModelKey::kAtMost ? " (at most that)" : "") +
+                                 "; remove model." + k.key + " to take the model's value");
+  }
 }
 
 std::string Config::where(const toml::node& node) const {

@@ -38,6 +38,10 @@ class Config {
   std::filesystem::path resolve(const std::string& path) const;
 
  private:
+  // checkpoint.load naming a Hugging Face folder: [model] takes the keys its
+  // config.json fixes; a key the user set that contradicts one is an error.
+  void merge_hf_model(Diagnostics& diag);
+
   std::string file_;
   std::filesystem::path base_dir_;
   toml::table root_;

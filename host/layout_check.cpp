@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "kernel_ops_check.hpp"
 #include "run.hpp"
 
 namespace mh {
@@ -79,6 +80,7 @@ void check_layout(const Config& config, const Assembly& a, Diagnostics& diag) {
     diag.error(config.where(find_table(config.root(), "model")), e.what());
     return;
   }
+  check_kernel_ops(config, a, dims.spec, diag);
   const int32_t world = known_world(a);
   if (world <= 0) return;
   try {

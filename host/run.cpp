@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <thread>
@@ -16,6 +17,8 @@
 #include "data/data_sources.hpp"
 #include "data/tokenizer.hpp"
 #include "checkpoint/store.hpp"
+#include "convert/hf_folder.hpp"
+#include "convert/hf_to_megahost.hpp"
 #include "engine/trainer.hpp"
 #include "stop_signals.hpp"
 #include "rank_exits.hpp"
@@ -23,11 +26,6 @@
 
 namespace mh {
 namespace {
-
-// Megatron pads the vocabulary so the output layer splits evenly and runs
-// on aligned shapes; a fixed multiple keeps the model identical on every
-// tensor-parallel size that divides it.
-constexpr int64_t kVocabMultiple = 128;
 
 MH_ModelShape model_shape(const RunSetup& s, int32_t world) {
   return model_shape(s.dims, s.micro_batch, s.global_batch, world);
@@ -108,7 +106,7 @@ ModelDims global_dims(const Assembly& a, const Config& config) {
   d.ffn = m.get_int("ffn_hidden") > 0 ? m.get_int("ffn_hidden") : default_ffn(d);
   d.seq = m.get_int("seq_len");
   d.vocab_size = model_vocab(a, config).size;
-  d.vocab = (d.vocab_size + kVocabMultiple - 1) / kVocabMultiple * kVocabMultiple;
+  d.vocab = ckpt::padded_vocab(d.vocab_size);
   d.dropout = float(m.get_double("dropout"));
   d.attention_dropout = float(m.get_double("attention_dropout"));
   d.init_std = float(m.get_double("init_std"));
@@ -172,9 +170,33 @@ void open_data(RunSetup& s, const Assembly& a, const Config& config) {
   s.valid = std::move(opened.valid);
 }
 
+// An imported model carries this run's own settings, so that loading it
+// reads as a start from step 0, not as a resume with changed settings.
+ckpt::Metadata run_settings(const RunSetup& s, const Assembly& a) {
+  Options t = a.train.options();
+  const int64_t decay = t.get_int("decay_steps");
+  ckpt::Metadata m;
+  m.global_batch = s.global_batch;
+  m.micro_batch = s.micro_batch;
+  m.seed = uint64_t(t.get_int("seed"));
+  m.schedule = {{"lr", t.get_double("lr")},
+                {"min_lr", t.get_double("min_lr")},
+                {"warmup_steps", t.get_int("warmup_steps")},
+                {"decay_steps", decay > 0 ? decay : s.steps},
+                {"weight_decay", t.get_double("weight_decay")},
+                {"adam_beta1", t.get_double("adam_beta1")},
+                {"adam_beta2", t.get_double("adam_beta2")},
+                {"adam_eps", t.get_double("adam_eps")},
+                {"clip_grad", t.get_double("clip_grad")}};
+  m.tokenizer = {{"name", a.data.options().get_string("tokenizer")}, {"vocab_padded", s.dims.vocab}};
+  return m;
+}
+
 // [checkpoint] with its paths resolved against the config, and the
-// checkpoint to resume from. A dry run saves and loads nothing.
-void plan_checkpoints(RunSetup& s, const Assembly& a, const Config& config) {
+// checkpoint to resume from. A dry run saves and loads nothing. A Hugging
+// Face folder (its config.json already merged into [model]) is imported
+// into a temporary checkpoint, which the result holds until the run ends.
+std::unique_ptr<convert::TemporaryImport> plan_checkpoints(RunSetup& s, const Assembly& a, const Config& config) {
   Options c = a.checkpoint.options();
   auto path = [&](const std::string& p) { return p.empty() ? p : config.resolve(p).string(); };
   s.checkpoint = ckpt::Options{path(c.get_string("dir")), c.get_string("load"), c.get_int("interval"),
@@ -182,12 +204,19 @@ void plan_checkpoints(RunSetup& s, const Assembly& a, const Config& config) {
   const std::string load = s.checkpoint.load == "auto" ? "auto" : path(s.checkpoint.load);
   require(load != "auto" || !s.checkpoint.dir.empty(),
           "checkpoint.load = \"auto\" resumes from checkpoint.dir, which is not set; set checkpoint.dir");
-  if (s.dry_run) return;
+  if (s.dry_run) return nullptr;
   // Before step 1, not at the first save an hour later.
   if (!s.checkpoint.dir.empty()) ckpt::check_writable(s.checkpoint.dir);
+  if (load != "auto" && convert::is_hf_folder(load)) {
+    auto imported = std::make_unique<convert::TemporaryImport>(load, convert::ImportOptions{s.dims.seq, run_settings(s, a)});
+    s.resume_from = imported->checkpoint();
+    LOG(INFO) << "starting from the Hugging Face model " << load << " (imported at step 0, AdamW's moments at zero)";
+    return imported;
+  }
   s.resume_from = ckpt::resolve_load(load, s.checkpoint.dir);
   if (load == "auto" && s.resume_from.empty())
     LOG(INFO) << "no checkpoint in " << s.checkpoint.dir << " yet: starting fresh";
+  return nullptr;
 }
 
 // What a rank's exception says to the user; std::bad_alloc says only its name.
@@ -283,7 +312,7 @@ int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
   Instance pipeline(*assembly.slot(MH_KIND_PIPELINE_PARALLEL), s.comm_info.ranks_in_process, -1);
   plan_pipeline(s, pipeline);
   open_data(s, assembly, config);
-  plan_checkpoints(s, assembly, config);
+  const std::unique_ptr<convert::TemporaryImport> imported = plan_checkpoints(s, assembly, config);
   s.tokenizer = assembly.data.options().get_string("tokenizer");
   std::string metrics = flags.metrics_out.empty() ? assembly.output.options().get_string("metrics") : flags.metrics_out;
   s.metrics = std::make_unique<MetricsWriter>(s.comm_info.first_rank == 0 ? metrics : "");

@@ -6,12 +6,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 #include <memory>
 
 #include "checkpoint/failpoint.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "checkpoint/store.hpp"
+#include "checkpoint/tensor_reader.hpp"
 
 namespace mh::ckpt {
 namespace {
@@ -35,51 +35,6 @@ nlohmann::json slices_json(const std::vector<Region>& regions) {
                    {"offset", {r.rect.row, r.rect.col}},
                    {"shape", {r.rect.rows, r.rect.cols}}});
   return out;
-}
-
-// The overlap of `a` and `b` into `out`; false when they do not overlap.
-bool intersect(const Rect& a, const Rect& b, Rect& out) {
-  const int64_t r0 = std::max(a.row, b.row), r1 = std::min(a.row + a.rows, b.row + b.rows);
-  const int64_t c0 = std::max(a.col, b.col), c1 = std::min(a.col + a.cols, b.col + b.cols);
-  out = Rect{r0, c0, r1 - r0, c1 - c0};
-  return r1 > r0 && c1 > c0;
-}
-
-// A checkpoint's files, each opened and verified once.
-class VerifiedFiles {
- public:
-  VerifiedFiles(const std::string& dir, const Metadata& meta) : dir_(dir), meta_(meta) {}
-
-  const safetensors::File& get(const std::string& name) {
-    auto it = open_.find(name);
-    if (it != open_.end()) return *it->second;
-    const std::string path = dir_ + "/" + name;
-    verify_file(path, meta_.files.at(name));
-    return *open_.emplace(name, std::make_unique<safetensors::File>(path)).first->second;
-  }
-
- private:
-  std::string dir_;
-  const Metadata& meta_;
-  std::map<std::string, std::unique_ptr<safetensors::File>> open_;
-};
-
-// Copies what slice `s` holds of `want` into `out` (want's row-major
-// elements); returns the elements copied.
-int64_t copy_slice(VerifiedFiles& files, const std::string& tensor, const SliceRef& s, const Rect& want, float* out) {
-  Rect part;
-  if (!intersect(s.rect, want, part)) return 0;
-  const safetensors::File& file = files.get(s.file);
-  std::span<const std::byte> bytes = file.data(s.key);
-  const auto& info = file.header().tensors.at(s.key);
-  require(info.dtype == "F32" && info.shape == std::vector<int64_t>{s.rect.rows, s.rect.cols},
-          file.path() + ": tensor '" + s.key + "' is not the F32 [" + std::to_string(s.rect.rows) + ", " +
-              std::to_string(s.rect.cols) + "] slice of '" + tensor + "' the index describes");
-  const float* src = reinterpret_cast<const float*>(bytes.data());
-  for (int64_t r = part.row; r < part.row + part.rows; ++r)
-    std::copy_n(src + (r - s.rect.row) * s.rect.cols + (part.col - s.rect.col), part.cols,
-                out + (r - want.row) * want.cols + (part.col - want.col));
-  return part.numel();
 }
 
 struct HostCopy {
@@ -254,7 +209,7 @@ void Checkpointer::commit_and_report(const std::vector<int32_t>& states) {
 }
 
 void Checkpointer::load(const std::string& path, const Metadata& meta) {
-  VerifiedFiles files(path, meta);
+  TensorReader reader(path, meta);
   std::vector<float> host;
   for (const Region& r : state_.held) {
     auto it = meta.tensors.find(r.tensor);
@@ -266,8 +221,7 @@ void Checkpointer::load(const std::string& path, const Metadata& meta) {
                                              ", " + std::to_string(it->second.shape[1]) + "], this model's is [" +
                                              std::to_string(r.shape[0]) + ", " + std::to_string(r.shape[1]) + "]");
     host.assign(size_t(r.rect.numel()), 0.f);
-    int64_t covered = 0;
-    for (const SliceRef& s : it->second.slices) covered += copy_slice(files, r.tensor, s, r.rect, host.data());
+    const int64_t covered = reader.read(r.tensor, it->second, r.rect, host.data());
     require(covered == r.rect.numel(), path + ": tensor '" + r.tensor + "' has " + std::to_string(covered) + " of the " +
                                            std::to_string(r.rect.numel()) + " elements this rank needs");
     device_.to_device(r.data, host.data(), region_bytes(r));

@@ -31,9 +31,40 @@ std::array<int64_t, 2> pair(const json& j, const char* key, const std::string& w
   return {v[0], v[1]};
 }
 
+// Field `key` of `j` as T, or `fallback` when absent (checkpoints written
+// before the field existed).
+template <class T>
+T optional_field(const json& j, const char* key, T fallback, const std::string& where) {
+  return j.contains(key) ? field<T>(j, key, where) : fallback;
+}
+
+std::string choice(const json& j, const char* key, const std::string& fallback, std::initializer_list<const char*> allowed,
+                   const std::string& where) {
+  const std::string v = optional_field<std::string>(j, key, fallback, where);
+  for (const char* a : allowed)
+    if (v == a) return v;
+  throw Error(MH_INVALID_ARGUMENT, where + ": '" + key + "' is \"" + v + "\", which this Megahost does not know");
+}
+
 ModelShape parse_model(const json& j, const std::string& where) {
   ModelShape m{field<int64_t>(j, "layers", where), field<int64_t>(j, "hidden", where), field<int64_t>(j, "heads", where),
                field<int64_t>(j, "ffn_hidden", where), field<int64_t>(j, "seq_len", where), field<int64_t>(j, "vocab", where)};
+  require(m.layers > 0 && m.hidden > 0 && m.heads > 0 && m.ffn > 0 && m.seq_len > 0 && m.vocab > 0 &&
+              m.hidden % m.heads == 0,
+          where + ": layers, hidden, heads, ffn_hidden, seq_len and vocab must be positive, heads dividing hidden");
+  const ModelShape gpt2;
+  m.vocab_size = optional_field<int64_t>(j, "vocab_size", 0, where);
+  m.arch = choice(j, "arch", gpt2.arch, {"gpt2", "llama"}, where);
+  m.normalization = choice(j, "normalization", gpt2.normalization, {"layernorm", "rmsnorm"}, where);
+  m.position = choice(j, "position", gpt2.position, {"learned", "rope"}, where);
+  m.rope_theta = optional_field<double>(j, "rope_theta", gpt2.rope_theta, where);
+  m.activation = choice(j, "activation", gpt2.activation, {"gelu", "swiglu"}, where);
+  m.kv_heads = optional_field<int64_t>(j, "kv_heads", 0, where);
+  m.tie_embeddings = optional_field<bool>(j, "tie_embeddings", gpt2.tie_embeddings, where);
+  m.bias = optional_field<bool>(j, "bias", gpt2.bias, where);
+  m.norm_eps = optional_field<double>(j, "norm_eps", gpt2.norm_eps, where);
+  require(m.vocab_size >= 0 && m.vocab_size <= m.vocab && m.kv_heads >= 0 && (m.kv() <= m.heads && m.heads % m.kv() == 0),
+          where + ": vocab_size must lie in [0, vocab] and kv_heads divide heads");
   return m;
 }
 
@@ -89,8 +120,23 @@ json to_json(const Metadata& m) {
   j["seed"] = m.seed;
   j["dtype"] = m.dtype;
   j["optimizer"] = m.optimizer;
-  j["model"] = {{"layers", m.model.layers}, {"hidden", m.model.hidden},   {"heads", m.model.heads},
-                {"ffn_hidden", m.model.ffn}, {"seq_len", m.model.seq_len}, {"vocab", m.model.vocab}};
+  const ModelShape& s = m.model;
+  j["model"] = {{"layers", s.layers},
+                {"hidden", s.hidden},
+                {"heads", s.heads},
+                {"ffn_hidden", s.ffn},
+                {"seq_len", s.seq_len},
+                {"vocab", s.vocab},
+                {"vocab_size", s.vocab_size},
+                {"arch", s.arch},
+                {"normalization", s.normalization},
+                {"position", s.position},
+                {"rope_theta", s.rope_theta},
+                {"activation", s.activation},
+                {"kv_heads", s.kv()},
+                {"tie_embeddings", s.tie_embeddings},
+                {"bias", s.bias},
+                {"norm_eps", s.norm_eps}};
   j["layout"] = {{"tensor", m.layout.tensor},
                  {"pipeline", m.layout.pipeline},
                  {"data", m.layout.data},
@@ -158,6 +204,17 @@ std::vector<std::string> shape_differences(const ModelShape& saved, const ModelS
   compare("ffn_hidden", saved.ffn, run.ffn);
   compare("seq_len", saved.seq_len, run.seq_len);
   compare("vocab (padded)", saved.vocab, run.vocab);
+  if (saved.vocab_size > 0 && run.vocab_size > 0) compare("vocab", saved.vocab_size, run.vocab_size);
+  compare("kv_heads", saved.kv(), run.kv());
+  auto compare_text = [&](const char* key, const std::string& a, const std::string& b) {
+    if (a != b) out.push_back(std::string("model.") + key + ": checkpoint \"" + a + "\", this run \"" + b + "\"");
+  };
+  compare_text("normalization", saved.normalization, run.normalization);
+  compare_text("position", saved.position, run.position);
+  compare_text("activation", saved.activation, run.activation);
+  auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
+  compare_text("tie_embeddings", flag(saved.tie_embeddings), flag(run.tie_embeddings));
+  compare_text("bias", flag(saved.bias), flag(run.bias));
   return out;
 }
 

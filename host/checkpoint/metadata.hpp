@@ -42,9 +42,26 @@ struct FileEntry {
   std::string xxh3;  // 16 hex digits of the whole file's XXH3-64
 };
 
-// The dimensions a checkpoint fixes; every other setting may change on load.
+// Megatron pads the vocabulary so the output layer splits evenly and runs
+// on aligned shapes; a fixed multiple keeps the model identical on every
+// tensor-parallel size that divides it.
+constexpr int64_t kVocabMultiple = 128;
+inline int64_t padded_vocab(int64_t vocab) { return (vocab + kVocabMultiple - 1) / kVocabMultiple * kVocabMultiple; }
+
+// The model a checkpoint holds: its dimensions and variant ([model]'s keys).
+// A checkpoint written before the variant keys reads as GPT-2 (the defaults).
 struct ModelShape {
   int64_t layers = 0, hidden = 0, heads = 0, ffn = 0, seq_len = 0, vocab = 0;  // vocab as padded
+  int64_t vocab_size = 0;  // unpadded; 0 where the checkpoint predates it
+  std::string arch = "gpt2", normalization = "layernorm", position = "learned";
+  double rope_theta = 10000;
+  std::string activation = "gelu";
+  int64_t kv_heads = 0;  // 0 means heads
+  bool tie_embeddings = true, bias = true;
+  double norm_eps = 1e-5;
+
+  int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
+  int64_t head_dim() const { return hidden / heads; }
 };
 
 struct Layout {
@@ -76,8 +93,9 @@ Metadata parse_metadata(std::string_view text, const std::string& path);
 // Reads DIR/metadata.json.
 Metadata read_metadata(const std::string& dir);
 
-// "model.hidden: checkpoint 256, this run 128" for each dimension that
-// differs; empty when the model matches.
+// "model.hidden: checkpoint 256, this run 128" for each dimension or
+// variant key that differs (the ones that decide which tensors exist and
+// their shapes); empty when the model matches.
 std::vector<std::string> shape_differences(const ModelShape& saved, const ModelShape& run);
 
 }  // namespace mh::ckpt

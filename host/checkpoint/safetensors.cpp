@@ -199,8 +199,7 @@ std::string hex(uint64_t value) {
   return text;
 }
 
-File::File(const std::string& path)
-    : map_(path, "the checkpoint is incomplete; load another one"), header_(parse_header(map_.bytes(), path)) {}
+File::File(const std::string& path, std::string_view fix) : map_(path, fix), header_(parse_header(map_.bytes(), path)) {}
 
 std::span<const std::byte> File::data(const std::string& key) const {
   auto it = header_.tensors.find(key);

@@ -14,6 +14,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "data/mapped_file.hpp"
@@ -71,7 +72,8 @@ std::string hex(uint64_t value);
 // A file mapped read-only with its header parsed.
 class File {
  public:
-  explicit File(const std::string& path);
+  // `fix` ends the message when the file cannot be opened.
+  explicit File(const std::string& path, std::string_view fix = "the checkpoint is incomplete; load another one");
   const Header& header() const { return header_; }
   const std::string& path() const { return map_.path(); }
   std::span<const std::byte> bytes() const { return map_.bytes(); }

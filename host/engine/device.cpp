@@ -75,11 +75,15 @@ void Device::require_fits(MemCategory category, uint64_t bytes) const {
                   "(kernels.memory_gb sets a cpu rank's share)");
 }
 
+std::string missing_op_message(const std::string& component, uint32_t abi_minor, const char* name, size_t end,
+                               const std::string& needed_by) {
+  return "kernels plugin \"" + component + "\" (ABI " + std::to_string(MH_ABI_MAJOR) + "." + std::to_string(abi_minor) +
+         ") has no " + name + (needed_by.empty() ? "" : ", which " + needed_by + " needs") +
+         "; rebuild the plugin against SDK " + minor_adding(end) + " or later";
+}
+
 void Device::throw_missing_op(const char* name, size_t end, const std::string& needed_by) const {
-  throw Error(MH_INVALID_ARGUMENT, "kernels plugin \"" + component_ + "\" (ABI " + std::to_string(MH_ABI_MAJOR) + "." +
-                                       std::to_string(abi_minor_) + ") has no " + name +
-                                       (needed_by.empty() ? "" : ", which " + needed_by + " needs") +
-                                       "; rebuild the plugin against SDK " + minor_adding(end) + " or later");
+  throw Error(MH_INVALID_ARGUMENT, missing_op_message(component_, abi_minor_, name, end, needed_by));
 }
 
 void* Device::alloc(MemCategory category, uint64_t bytes) {

@@ -41,6 +41,11 @@ struct TypedPtr {
   MH_Tensor t(std::initializer_list<int64_t> shape) const { return view(data, dtype, shape); }
 };
 
+// 'kernels plugin "cpu" (ABI 1.2) has no rmsnorm, which <needed_by> needs;
+// rebuild ...' for a table of `abi_minor` ending before byte `end`.
+std::string missing_op_message(const std::string& component, uint32_t abi_minor, const char* name, size_t end,
+                               const std::string& needed_by);
+
 class Device {
  public:
   explicit Device(const Instance& kernels);

@@ -320,6 +320,28 @@ StepExchange RankTrainer::exchange(double hw_flops) {
   return e;
 }
 
+// The model as a checkpoint records it: [model]'s dimensions and parts.
+ckpt::ModelShape checkpoint_model(const ModelDims& d, const std::string& arch) {
+  ckpt::ModelShape m;
+  m.layers = d.layers;
+  m.hidden = d.hidden;
+  m.heads = d.heads;
+  m.ffn = d.ffn;
+  m.seq_len = d.seq;
+  m.vocab = d.vocab;
+  m.vocab_size = d.real_vocab();
+  m.arch = arch;
+  m.normalization = d.spec.norm == Norm::kRmsNorm ? "rmsnorm" : "layernorm";
+  m.position = d.spec.position == Position::kRope ? "rope" : "learned";
+  m.rope_theta = d.spec.rope_theta;
+  m.activation = d.spec.activation == MlpActivation::kSwiglu ? "swiglu" : "gelu";
+  m.kv_heads = d.kv();
+  m.tie_embeddings = d.spec.tie_embeddings;
+  m.bias = d.spec.bias;
+  m.norm_eps = d.layernorm_eps;
+  return m;
+}
+
 ckpt::Metadata RankTrainer::checkpoint_metadata(int64_t step) const {
   const AdamWConfig c = adamw_config();
   ckpt::Metadata m;
@@ -328,7 +350,7 @@ ckpt::Metadata RankTrainer::checkpoint_metadata(int64_t step) const {
   m.global_batch = s_.global_batch;
   m.micro_batch = s_.micro_batch;
   m.seed = seed();
-  m.model = {dims_.layers, dims_.hidden, dims_.heads, dims_.ffn, dims_.seq, dims_.vocab};
+  m.model = checkpoint_model(dims_, s_.assembly->model.options().get_string("arch"));
   m.layout = {s_.tp, s_.pp, s_.dp, s_.virtual_stages, s_.comm_info.world_size, dims_.sp, data_sync_.distributed};
   m.schedule = {{"lr", c.lr}, {"min_lr", c.min_lr}, {"warmup_steps", c.warmup_steps}, {"decay_steps", c.decay_steps},
                 {"weight_decay", c.weight_decay}, {"adam_beta1", c.beta1}, {"adam_beta2", c.beta2},
@@ -344,7 +366,7 @@ int64_t RankTrainer::resume() {
   const std::string& path = s_.resume_from;
   const ckpt::Metadata saved = ckpt::read_metadata(path);
   const std::vector<std::string> diff =
-      ckpt::shape_differences(saved.model, {dims_.layers, dims_.hidden, dims_.heads, dims_.ffn, dims_.seq, dims_.vocab});
+      ckpt::shape_differences(saved.model, checkpoint_model(dims_, saved.model.arch));
   std::string listed;
   for (const std::string& d : diff) listed += "\n  " + d;
   require(diff.empty(), "checkpoint " + path + " is of another model:" + listed +

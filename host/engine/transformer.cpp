@@ -18,21 +18,6 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// The ops a specification needs beyond those every kernels table has.
-void require_kernel_ops(Device& dev, const ModelSpec& spec) {
-  if (spec.norm == Norm::kRmsNorm) {
-    const char* why = "model.normalization = \"rmsnorm\"";
-    dev.require_op(&MH_KernelsApi::rmsnorm, "rmsnorm", why);
-    dev.require_op(&MH_KernelsApi::rmsnorm_bwd, "rmsnorm_bwd", why);
-  }
-  if (spec.position == Position::kRope) dev.require_op(&MH_KernelsApi::rope, "rope", "model.position = \"rope\"");
-  if (spec.activation == MlpActivation::kSwiglu) {
-    const char* why = "model.activation = \"swiglu\"";
-    dev.require_op(&MH_KernelsApi::swiglu, "swiglu", why);
-    dev.require_op(&MH_KernelsApi::swiglu_bwd, "swiglu_bwd", why);
-  }
-}
-
 }  // namespace
 
 Transformer::Transformer(Device& device, ParamSet& params, TensorParallel& tp, const ModelDims& dims, ChunkSpec chunk,
@@ -46,9 +31,7 @@ Transformer::Transformer(Device& device, ParamSet& params, TensorParallel& tp, c
       ctx_{device, params, tp, d_},
       norm_(ctx_),
       attention_(ctx_),
-      mlp_(ctx_) {
-  require_kernel_ops(device, dims.spec);
-}
+      mlp_(ctx_) {}
 
 MH_RngSpan Transformer::hidden_span(const MicroBatch& mb, int64_t layer, int site) const {
   // The local rows are one contiguous block of the [s, b, h] tensor.

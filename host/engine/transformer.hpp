@@ -59,7 +59,6 @@ using GradsFinalised = std::function<void(std::span<const int> param_ids)>;
 class Transformer {
  public:
   // keep: the recompute policy's decisions for the chunk's layers, in order.
-  // Throws naming the op when the kernels lack one the specification needs.
   Transformer(Device& device, ParamSet& params, TensorParallel& tp, const ModelDims& dims, ChunkSpec chunk,
               KeepTable keep);
 

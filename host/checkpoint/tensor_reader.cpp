@@ -1,0 +1,50 @@
+#include "checkpoint/tensor_reader.hpp"
+
+#include <megahost/error.hpp>
+
+#include <algorithm>
+
+#include "checkpoint/store.hpp"
+
+namespace mh::ckpt {
+namespace {
+
+// The overlap of rectangles `a` and `b` into `out`; false when they do not overlap.
+bool intersect(const Rect& a, const Rect& b, Rect& out) {
+  const int64_t r0 = std::max(a.row, b.row), r1 = std::min(a.row + a.rows, b.row + b.rows);
+  const int64_t c0 = std::max(a.col, b.col), c1 = std::min(a.col + a.cols, b.col + b.cols);
+  out = Rect{r0, c0, r1 - r0, c1 - c0};
+  return r1 > r0 && c1 > c0;
+}
+
+}  // namespace
+
+const safetensors::File& TensorReader::file(const std::string& name) {
+  auto it = open_.find(name);
+  if (it != open_.end()) return *it->second;
+  const std::string path = dir_ + "/" + name;
+  verify_file(path, meta_.files.at(name));
+  return *open_.emplace(name, std::make_unique<safetensors::File>(path)).first->second;
+}
+
+int64_t TensorReader::read(const std::string& tensor, const TensorEntry& entry, const Rect& want, float* out) {
+  int64_t covered = 0;
+  for (const SliceRef& s : entry.slices) {
+    Rect part;
+    if (!intersect(s.rect, want, part)) continue;
+    const safetensors::File& f = file(s.file);
+    std::span<const std::byte> bytes = f.data(s.key);
+    const auto& info = f.header().tensors.at(s.key);
+    require(info.dtype == "F32" && info.shape == std::vector<int64_t>{s.rect.rows, s.rect.cols},
+            f.path() + ": tensor '" + s.key + "' is not the F32 [" + std::to_string(s.rect.rows) + ", " +
+                std::to_string(s.rect.cols) + "] slice of '" + tensor + "' the index describes");
+    const float* src = reinterpret_cast<const float*>(bytes.data());
+    for (int64_t r = part.row; r < part.row + part.rows; ++r)
+      std::copy_n(src + (r - s.rect.row) * s.rect.cols + (part.col - s.rect.col), part.cols,
+                  out + (r - want.row) * want.cols + (part.col - want.col));
+    covered += part.numel();
+  }
+  return covered;
+}
+
+}  // namespace mh::ckpt

@@ -1,0 +1,254 @@
+#include "convert/hf_config.hpp"
+
+#include <megahost/error.hpp>
+
+#include <cmath>
+#include <optional>
+#include <fstream>
+#include <sstream>
+
+#include "checkpoint/json_limits.hpp"
+
+namespace mh::convert {
+namespace {
+
+using json = nlohmann::json;
+
+// Reads config.json fields with the class's defaults, naming the file and
+// field in every error.
+class Fields {
+ public:
+  Fields(const json& j, const std::string& path) : j_(j), path_(path) {}
+
+  int64_t count(const char* key, std::optional<int64_t> fallback = std::nullopt) const {
+    const json* v = find(key);
+    if (v == nullptr || v->is_null()) return required(key, fallback);
+    require(v->is_number_integer() && v->get<int64_t>() > 0 && v->get<int64_t>() <= int64_t(1) << 40,
+            where(key) + " must be a positive integer, got " + v->dump());
+    return v->get<int64_t>();
+  }
+  double number(const char* key, double fallback) const {
+    const json* v = find(key);
+    if (v == nullptr || v->is_null()) return fallback;
+    require(v->is_number() && std::isfinite(v->get<double>()) && v->get<double>() >= 0,
+            where(key) + " must be a non-negative number, got " + v->dump());
+    return v->get<double>();
+  }
+  bool flag(const char* key, bool fallback) const {
+    const json* v = find(key);
+    if (v == nullptr || v->is_null()) return fallback;
+    require(v->is_boolean(), where(key) + " must be true or false, got " + v->dump());
+    return v->get<bool>();
+  }
+  std::string text(const char* key, const std::string& fallback) const {
+    const json* v = find(key);
+    if (v == nullptr || v->is_null()) return fallback;
+    require(v->is_string(), where(key) + " must be a string, got " + v->dump());
+    return v->get<std::string>();
+  }
+  bool present(const char* key) const { return find(key) != nullptr && !find(key)->is_null(); }
+  std::string where(const char* key) const { return path_ + ": \"" + key + "\""; }
+
+ private:
+  const json* find(const char* key) const { return j_.contains(key) ? &j_.at(key) : nullptr; }
+  int64_t required(const char* key, std::optional<int64_t> fallback) const {
+    require(fallback.has_value(), path_ + ": missing \"" + key + "\"; a config.json saved by transformers has it");
+    return *fallback;
+  }
+  const json& j_;
+  const std::string& path_;
+};
+
+// Llama's MLP width when intermediate_size is not given, and Megahost's
+// ffn_hidden = 0 with swiglu: 256 * ceil(int(8 h / 3) / 256).
+int64_t swiglu_ffn(int64_t hidden) { return (8 * hidden / 3 + 255) / 256 * 256; }
+
+void require_value(bool ok, const Fields& f, const char* key, const std::string& why) {
+  require(ok, f.where(key) + ": " + why);
+}
+
+HfModel parse_gpt2(const Fields& f) {
+  HfModel hf;
+  hf.cls = HfClass::kGpt2;
+  ckpt::ModelShape& m = hf.shape;
+  m.arch = "gpt2";
+  m.layers = f.count("n_layer", 12);
+  m.hidden = f.count("n_embd", 768);
+  m.heads = f.count("n_head", 12);
+  m.ffn = f.count("n_inner", 4 * m.hidden);
+  m.seq_len = f.count("n_positions", 1024);
+  m.vocab_size = f.count("vocab_size", 50257);
+  m.norm_eps = f.number("layer_norm_epsilon", 1e-5);
+  m.tie_embeddings = f.flag("tie_word_embeddings", true);
+  const std::string act = f.text("activation_function", "gelu_new");
+  require_value(act == "gelu_new" || act == "gelu_pytorch_tanh", f, "activation_function",
+                "is \"" + act + "\"; Megahost's GeLU is the tanh approximation (\"gelu_new\"), so only that converts");
+  require_value(f.flag("scale_attn_weights", true), f, "scale_attn_weights",
+                "false is not supported: Megahost scales attention scores by 1/sqrt(head size)");
+  require_value(!f.flag("scale_attn_by_inverse_layer_idx", false), f, "scale_attn_by_inverse_layer_idx",
+                "true is not supported (Megahost does not scale by layer)");
+  require_value(!f.flag("add_cross_attention", false), f, "add_cross_attention", "true is not supported (a decoder only)");
+  hf.dropout = f.number("resid_pdrop", 0.1);
+  hf.attention_dropout = f.number("attn_pdrop", 0.1);
+  return hf;
+}
+
+HfModel parse_llama(const Fields& f) {
+  HfModel hf;
+  hf.cls = HfClass::kLlama;
+  ckpt::ModelShape& m = hf.shape;
+  m.arch = "llama";
+  m.normalization = "rmsnorm";
+  m.position = "rope";
+  m.activation = "swiglu";
+  m.layers = f.count("num_hidden_layers", 32);
+  m.hidden = f.count("hidden_size", 4096);
+  m.heads = f.count("num_attention_heads", 32);
+  m.kv_heads = f.count("num_key_value_heads", m.heads);
+  m.ffn = f.count("intermediate_size", 11008);
+  m.seq_len = f.count("max_position_embeddings", 2048);
+  m.vocab_size = f.count("vocab_size", 32000);
+  m.norm_eps = f.number("rms_norm_eps", 1e-6);
+  m.rope_theta = f.number("rope_theta", 10000);
+  m.tie_embeddings = f.flag("tie_word_embeddings", false);
+  m.bias = f.flag("attention_bias", false);
+  require_value(f.flag("mlp_bias", false) == m.bias, f, "mlp_bias",
+                "differs from attention_bias; Megahost's model.bias puts biases on every linear layer or none");
+  const std::string act = f.text("hidden_act", "silu");
+  require_value(act == "silu", f, "hidden_act", "is \"" + act + "\"; Megahost's swiglu gates with SiLU (\"silu\")");
+  require_value(!f.present("rope_scaling"), f, "rope_scaling",
+                "is set; Megahost's RoPE has no scaling: convert a model without it");
+  require_value(!f.present("head_dim") || f.count("head_dim") * m.heads == m.hidden, f, "head_dim",
+                "must be hidden_size / num_attention_heads (Megahost's head size)");
+  require_value(m.kv_heads <= m.heads && m.heads % m.kv_heads == 0, f, "num_key_value_heads",
+                "must divide num_attention_heads");
+  hf.attention_dropout = f.number("attention_dropout", 0);
+  return hf;
+}
+
+std::string model_type(const json& j, const std::string& path) {
+  if (j.contains("model_type") && j["model_type"].is_string()) return j["model_type"].get<std::string>();
+  if (j.contains("architectures") && j["architectures"].is_array())
+    for (const json& a : j["architectures"]) {
+      if (a == "GPT2LMHeadModel" || a == "GPT2Model") return "gpt2";
+      if (a == "LlamaForCausalLM" || a == "LlamaModel") return "llama";
+    }
+  throw Error(MH_INVALID_ARGUMENT, path + ": no \"model_type\" (nor a known \"architectures\"); Megahost converts "
+                                          "\"gpt2\" (GPT2LMHeadModel) and \"llama\" (LlamaForCausalLM)");
+}
+
+}  // namespace
+
+const char* class_name(HfClass c) { return c == HfClass::kGpt2 ? "GPT2LMHeadModel" : "LlamaForCausalLM"; }
+
+HfModel parse_hf_config(std::string_view text, const std::string& path) {
+  const json j = parse_json_limited(text, path, 16);
+  require(j.is_object(), path + ": not a JSON object; a Hugging Face config.json is one");
+  const std::string type = model_type(j, path);
+  const Fields f(j, path);
+  require(type == "gpt2" || type == "llama", path + ": \"model_type\" is \"" + type +
+                                                 "\"; Megahost converts \"gpt2\" and \"llama\" models");
+  HfModel hf = type == "gpt2" ? parse_gpt2(f) : parse_llama(f);
+  ckpt::ModelShape& m = hf.shape;
+  require(m.hidden % m.heads == 0, path + ": the hidden size " + std::to_string(m.hidden) +
+                                       " is not divisible by the number of heads " + std::to_string(m.heads));
+  m.vocab = ckpt::padded_vocab(m.vocab_size);
+  return hf;
+}
+
+HfModel read_hf_config(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  std::ifstream in(path, std::ios::binary);
+  require(in.good(), path + ": cannot be read; a Hugging Face model folder holds config.json", MH_NOT_FOUND);
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_hf_config(text.str(), path);
+}
+
+HfClass hf_class(const ckpt::ModelShape& m) {
+  const bool gpt2 = m.normalization == "layernorm" && m.position == "learned" && m.activation == "gelu";
+  const bool llama = m.normalization == "rmsnorm" && m.position == "rope" && m.activation == "swiglu";
+  const std::string keys = "model.normalization = \"" + m.normalization + "\", position = \"" + m.position +
+                           "\", activation = \"" + m.activation + "\"";
+  require(gpt2 || llama, keys + ": neither GPT2LMHeadModel (layernorm, learned, gelu) nor LlamaForCausalLM "
+                                "(rmsnorm, rope, swiglu) computes this combination");
+  if (llama) return HfClass::kLlama;
+  require(m.bias, "model.bias = false: GPT2LMHeadModel has biases on every linear layer; export a model with bias = true");
+  require(m.kv() == m.heads, "model.kv_heads = " + std::to_string(m.kv_heads) +
+                                 ": GPT2LMHeadModel has no grouped-query attention (kv_heads must equal heads)");
+  return HfClass::kGpt2;
+}
+
+std::string hf_config_json(const ckpt::ModelShape& m, const std::string& torch_dtype) {
+  nlohmann::ordered_json j;
+  const HfClass cls = hf_class(m);
+  j["architectures"] = {class_name(cls)};
+  if (cls == HfClass::kGpt2) {
+    j["model_type"] = "gpt2";
+    j["activation_function"] = "gelu_new";
+    j["n_layer"] = m.layers;
+    j["n_embd"] = m.hidden;
+    j["n_head"] = m.heads;
+    j["n_inner"] = m.ffn;
+    j["n_positions"] = m.seq_len;
+    j["layer_norm_epsilon"] = m.norm_eps;
+    j["scale_attn_weights"] = true;
+    j["scale_attn_by_inverse_layer_idx"] = false;
+  } else {
+    j["model_type"] = "llama";
+    j["hidden_act"] = "silu";
+    j["num_hidden_layers"] = m.layers;
+    j["hidden_size"] = m.hidden;
+    j["num_attention_heads"] = m.heads;
+    j["num_key_value_heads"] = m.kv();
+    j["head_dim"] = m.head_dim();
+    j["intermediate_size"] = m.ffn;
+    j["max_position_embeddings"] = m.seq_len;
+    j["rms_norm_eps"] = m.norm_eps;
+    j["rope_theta"] = m.rope_theta;
+    j["rope_scaling"] = nullptr;
+    j["attention_bias"] = m.bias;
+    j["mlp_bias"] = m.bias;
+  }
+  j["vocab_size"] = m.vocab_size;
+  j["tie_word_embeddings"] = m.tie_embeddings;
+  j["torch_dtype"] = torch_dtype;
+  return j.dump(2) + "\n";
+}
+
+std::vector<ModelKey> model_keys(const HfModel& hf) {
+  const ckpt::ModelShape& m = hf.shape;
+  const bool gpt2 = hf.cls == HfClass::kGpt2;
+  auto pick = [gpt2](const char* gpt2_name, const char* llama_name) { return std::string(gpt2 ? gpt2_name : llama_name); };
+  const int64_t derived_ffn = m.activation == "swiglu" ? swiglu_ffn(m.hidden) : 4 * m.hidden;
+  std::vector<ModelKey> keys;
+  auto add = [&](const char* key, json value, std::string hf_field, ModelKey::Rule rule = ModelKey::kEqual,
+                 bool zero_means_this = false) {
+    keys.push_back({key, value, std::move(hf_field), value, rule, zero_means_this});
+  };
+  // Keys the class itself fixes: config.json names them through model_type.
+  auto by_class = [&](const char* key, json value) {
+    keys.push_back({key, std::move(value), "model_type", m.arch, ModelKey::kEqual, false});
+  };
+  by_class("arch", m.arch);
+  add("layers", m.layers, pick("n_layer", "num_hidden_layers"));
+  add("hidden", m.hidden, pick("n_embd", "hidden_size"));
+  add("heads", m.heads, pick("n_head", "num_attention_heads"));
+  add("kv_heads", m.kv(), pick("n_head", "num_key_value_heads"), ModelKey::kEqual, m.kv() == m.heads);
+  add("ffn_hidden", m.ffn, pick("n_inner", "intermediate_size"), ModelKey::kEqual, m.ffn == derived_ffn);
+  add("seq_len", m.seq_len, pick("n_positions", "max_position_embeddings"), ModelKey::kAtMost);
+  add("vocab", m.vocab_size, "vocab_size");
+  add("layernorm_eps", m.norm_eps, pick("layer_norm_epsilon", "rms_norm_eps"));
+  by_class("normalization", m.normalization);
+  by_class("position", m.position);
+  by_class("activation", m.activation);
+  add("tie_embeddings", m.tie_embeddings, "tie_word_embeddings");
+  if (gpt2) by_class("bias", true);
+  else add("bias", m.bias, "attention_bias");
+  if (!gpt2) add("rope_theta", m.rope_theta, "rope_theta");
+  add("dropout", hf.dropout, pick("resid_pdrop", "model_type"), ModelKey::kDefault);
+  add("attention_dropout", hf.attention_dropout, pick("attn_pdrop", "attention_dropout"), ModelKey::kDefault);
+  return keys;
+}
+
+}  // namespace mh::convert

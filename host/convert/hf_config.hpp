@@ -1,0 +1,57 @@
+// A Hugging Face config.json (GPT2Config, LlamaConfig) and the model it
+// describes, as Megahost's [model] keys: reading one to import a model or
+// to fill [model] for a run that loads it, writing one on export.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/metadata.hpp"
+
+namespace mh::convert {
+
+// The transformers classes Megahost's models map to.
+enum class HfClass { kGpt2, kLlama };
+const char* class_name(HfClass c);  // "GPT2LMHeadModel", "LlamaForCausalLM"
+
+struct HfModel {
+  HfClass cls = HfClass::kGpt2;
+  // vocab padded, vocab_size as the file's; seq_len the positions it was made for.
+  ckpt::ModelShape shape;
+  double dropout = 0, attention_dropout = 0;  // training settings, not the model's shape
+};
+
+// Parses config.json's text (`path` names it in errors), with the class's
+// defaults for absent fields as transformers applies them. Throws naming the
+// field and the fix for anything Megahost cannot compute the same way.
+HfModel parse_hf_config(std::string_view text, const std::string& path);
+// Reads DIR/config.json.
+HfModel read_hf_config(const std::string& dir);
+
+// The class that computes `m`; throws naming the [model] keys that neither
+// class can express.
+HfClass hf_class(const ckpt::ModelShape& m);
+// config.json for `m` (its vocab_size unpadded), tensors stored as
+// `torch_dtype` ("float32", "bfloat16").
+std::string hf_config_json(const ckpt::ModelShape& m, const std::string& torch_dtype);
+
+// One [model] key a config.json fixes, for a run that loads the folder.
+struct ModelKey {
+  enum Rule {
+    kEqual,   // the user's value must equal it
+    kAtMost,  // the user's value may be smaller (seq_len: fewer positions)
+    kDefault  // taken when the user set none; the user's value wins
+  };
+  std::string key;             // "hidden"
+  nlohmann::json value;        // 768
+  std::string hf_field;        // "hidden_size"
+  nlohmann::json hf_value;     // the field's value as config.json has it
+  Rule rule = kEqual;
+  bool zero_means_this = false;  // [model]'s 0 ("derive it") gives the same value
+};
+std::vector<ModelKey> model_keys(const HfModel& hf);
+
+}  // namespace mh::convert

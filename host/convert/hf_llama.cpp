@@ -1,0 +1,30 @@
+#include "convert/hf_llama.hpp"
+
+namespace mh::convert {
+
+std::vector<Link> llama_links(const ckpt::ModelShape& m) {
+  using enum Transform;
+  std::vector<Link> links = {{"wte", {"embed_tokens.weight"}, kVocab}};
+  for (int64_t l = 0; l < m.layers; ++l) {
+    const std::string mh = "layers." + std::to_string(l) + ".", hf = "layers." + std::to_string(l) + ".";
+    const std::string attn = hf + "self_attn.", mlp = hf + "mlp.";
+    auto linear = [&](const std::string& name, const std::string& hf_name, Transform t = kSame) {
+      links.push_back({mh + name + "_w", {hf_name + ".weight"}, t});
+      if (m.bias) links.push_back({mh + name + "_b", {hf_name + ".bias"}, t});
+    };
+    links.push_back({mh + "ln1_w", {hf + "input_layernorm.weight"}, kSame});
+    links.push_back({mh + "qkv_w", {attn + "q_proj.weight", attn + "k_proj.weight", attn + "v_proj.weight"}, kSplitQkv});
+    if (m.bias)
+      links.push_back({mh + "qkv_b", {attn + "q_proj.bias", attn + "k_proj.bias", attn + "v_proj.bias"}, kSplitQkv});
+    linear("proj", attn + "o_proj");
+    links.push_back({mh + "ln2_w", {hf + "post_attention_layernorm.weight"}, kSame});
+    linear("gate", mlp + "gate_proj");
+    linear("fc1", mlp + "up_proj");
+    linear("fc2", mlp + "down_proj");
+  }
+  links.push_back({"lnf_w", {"norm.weight"}, kSame});
+  if (!m.tie_embeddings) links.push_back({"lm_head", {"lm_head.weight"}, kVocab});
+  return links;
+}
+
+}  // namespace mh::convert

@@ -1,0 +1,71 @@
+#include "convert/megahost_to_hf.hpp"
+
+#include <megahost/error.hpp>
+
+#include "checkpoint/store.hpp"
+#include "checkpoint/tensor_reader.hpp"
+#include "convert/hf_config.hpp"
+#include "convert/tensor_map.hpp"
+
+namespace mh::convert {
+namespace {
+
+Matrix read_global(ckpt::TensorReader& reader, const ckpt::Metadata& meta, const std::string& dir,
+                   const std::string& name, const std::array<int64_t, 2>& shape) {
+  auto it = meta.tensors.find(name);
+  require(it != meta.tensors.end(), dir + "/" + ckpt::kMetadataFile + ": tensor '" + name +
+                                        "' is missing from the index; the checkpoint is not of the model it describes");
+  require(it->second.shape == shape, dir + ": tensor '" + name + "' is [" + std::to_string(it->second.shape[0]) + ", " +
+                                         std::to_string(it->second.shape[1]) + "], its model makes it [" +
+                                         std::to_string(shape[0]) + ", " + std::to_string(shape[1]) + "]");
+  Matrix t{shape[0], shape[1], std::vector<float>(size_t(shape[0] * shape[1]))};
+  const int64_t covered = reader.read(name, it->second, ckpt::Rect{0, 0, shape[0], shape[1]}, t.data.data());
+  require(covered == shape[0] * shape[1], dir + ": tensor '" + name + "': its slices cover " + std::to_string(covered) +
+                                              " of " + std::to_string(shape[0] * shape[1]) + " elements");
+  return t;
+}
+
+}  // namespace
+
+std::string export_hf(const std::string& in, const std::string& out, const ShardOptions& options) {
+  const std::string dir = ckpt::resolve_load(in, "");
+  const ckpt::Metadata meta = ckpt::read_metadata(dir);
+  ckpt::ModelShape shape = meta.model;
+  std::string note;
+  if (shape.vocab_size == 0) {
+    shape.vocab_size = shape.vocab;
+    note = dir + " predates the recorded vocabulary size: all " + std::to_string(shape.vocab) +
+           " rows of the padded vocabulary are exported (vocab_size " + std::to_string(shape.vocab) + ")";
+  }
+  const HfClass cls = hf_class(shape);
+  const std::string prefix = cls == HfClass::kGpt2 ? "transformer." : "model.";
+  const std::vector<Link> links = model_links(shape);
+  std::vector<HfEntry> entries;
+  std::vector<std::pair<size_t, size_t>> source;  // entry -> (link, its k-th HF tensor)
+  for (size_t l = 0; l < links.size(); ++l) {
+    const auto shapes = hf_shapes(links[l], shape);
+    for (size_t k = 0; k < links[l].hf.size(); ++k) {
+      const std::string& name = links[l].hf[k];
+      entries.push_back({name == "lm_head.weight" ? name : prefix + name, shapes[k]});
+      source.emplace_back(l, k);
+    }
+  }
+  ckpt::TensorReader reader(dir, meta);
+  size_t cached = links.size();
+  std::vector<HfTensor> tensors;  // the HF tensors of link `cached`
+  const std::string torch_dtype = options.dtype == "BF16" ? "bfloat16" : "float32";
+  write_hf_folder(out, hf_config_json(shape, torch_dtype), entries, options,
+                  [&](size_t i) -> const std::vector<float>& {
+                    const auto [l, k] = source[i];
+                    if (l != cached) {
+                      const Link& link = links[l];
+                      tensors = to_hf(link, shape,
+                                      read_global(reader, meta, dir, link.megahost, megahost_shape(link.megahost, shape)));
+                      cached = l;
+                    }
+                    return tensors[k].data;
+                  });
+  return note;
+}
+
+}  // namespace mh::convert

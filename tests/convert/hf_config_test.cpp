@@ -1,0 +1,123 @@
+// config.json: what Megahost reads from GPT2Config and LlamaConfig, what it
+// refuses, and what it writes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <megahost/error.hpp>
+
+#include "convert/hf_config.hpp"
+#include "hf_fixture.hpp"
+
+namespace mh::convert {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string refusal(const std::string& text) {
+  try {
+    parse_hf_config(text, "/m/config.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(HfConfig, Gpt2FieldsAndClassDefaults) {
+  const HfModel hf = parse_hf_config(
+      R"({"model_type": "gpt2", "n_embd": 64, "n_layer": 3, "n_head": 4, "vocab_size": 300, "n_positions": 32})", "c");
+  EXPECT_EQ(hf.cls, HfClass::kGpt2);
+  const ckpt::ModelShape& m = hf.shape;
+  EXPECT_EQ(m.layers, 3);
+  EXPECT_EQ(m.hidden, 64);
+  EXPECT_EQ(m.ffn, 256);  // n_inner absent: 4 * n_embd
+  EXPECT_EQ(m.vocab_size, 300);
+  EXPECT_EQ(m.vocab, 384);  // padded to a multiple of 128
+  EXPECT_EQ(m.seq_len, 32);
+  EXPECT_TRUE(m.tie_embeddings);
+  EXPECT_DOUBLE_EQ(hf.dropout, 0.1);
+}
+
+TEST(HfConfig, LlamaFieldsAndClassDefaults) {
+  const HfModel hf = parse_hf_config(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64,
+      "intermediate_size": 172, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+      "vocab_size": 256, "rope_theta": 500000.0, "rope_scaling": null, "head_dim": 16})", "c");
+  EXPECT_EQ(hf.cls, HfClass::kLlama);
+  const ckpt::ModelShape& m = hf.shape;
+  EXPECT_EQ(m.kv(), 2);
+  EXPECT_EQ(m.normalization, "rmsnorm");
+  EXPECT_EQ(m.position, "rope");
+  EXPECT_EQ(m.activation, "swiglu");
+  EXPECT_FALSE(m.tie_embeddings);
+  EXPECT_FALSE(m.bias);
+  EXPECT_DOUBLE_EQ(m.rope_theta, 500000);
+  EXPECT_DOUBLE_EQ(m.norm_eps, 1e-6);
+  EXPECT_EQ(m.seq_len, 2048);
+}
+
+TEST(HfConfig, WhatMegahostCannotComputeIsRefusedNamingTheField) {
+  EXPECT_THAT(refusal(R"({"model_type": "gpt2", "activation_function": "gelu"})"),
+              HasSubstr("\"activation_function\""));
+  EXPECT_THAT(refusal(R"({"model_type": "gpt2", "scale_attn_by_inverse_layer_idx": true})"),
+              HasSubstr("scale_attn_by_inverse_layer_idx"));
+  EXPECT_THAT(refusal(R"({"model_type": "llama", "rope_scaling": {"type": "linear", "factor": 2}})"),
+              HasSubstr("\"rope_scaling\""));
+  EXPECT_THAT(refusal(R"({"model_type": "llama", "attention_bias": true})"), HasSubstr("\"mlp_bias\""));
+  EXPECT_THAT(refusal(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "head_dim": 32})"),
+              HasSubstr("\"head_dim\""));
+  EXPECT_THAT(refusal(R"({"model_type": "bert"})"), HasSubstr("\"bert\""));
+  EXPECT_THAT(refusal(R"({"model_type": "gpt2", "n_embd": -3})"), HasSubstr("/m/config.json: \"n_embd\""));
+  EXPECT_THAT(refusal(R"({"model_type": "gpt2", "n_embd": 10, "n_head": 4})"), HasSubstr("not divisible"));
+  EXPECT_THAT(refusal("[1, 2"), HasSubstr("not valid JSON"));
+}
+
+TEST(HfConfig, WrittenConfigReadsBackAsTheSameModel) {
+  for (const ckpt::ModelShape& m : {testing::tiny_gpt2(), testing::tiny_llama()}) {
+    const ckpt::ModelShape back = parse_hf_config(hf_config_json(m, "float32"), "c").shape;
+    EXPECT_EQ(back.layers, m.layers);
+    EXPECT_EQ(back.hidden, m.hidden);
+    EXPECT_EQ(back.heads, m.heads);
+    EXPECT_EQ(back.kv(), m.kv());
+    EXPECT_EQ(back.ffn, m.ffn);
+    EXPECT_EQ(back.seq_len, m.seq_len);
+    EXPECT_EQ(back.vocab_size, m.vocab_size);
+    EXPECT_EQ(back.vocab, m.vocab);
+    EXPECT_EQ(back.normalization, m.normalization);
+    EXPECT_EQ(back.tie_embeddings, m.tie_embeddings);
+    EXPECT_EQ(back.bias, m.bias);
+    EXPECT_DOUBLE_EQ(back.norm_eps, m.norm_eps);
+  }
+}
+
+TEST(HfConfig, AModelNeitherClassExpressesNamesItsKeys) {
+  ckpt::ModelShape m = testing::tiny_gpt2();
+  m.position = "rope";
+  try {
+    hf_class(m);
+    FAIL() << "layernorm + rope was accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("model.normalization = \"layernorm\", position = \"rope\""));
+  }
+  m.position = "learned";
+  m.bias = false;
+  EXPECT_THROW(hf_class(m), Error);
+}
+
+TEST(HfConfig, ModelKeysSayWhichFieldFixesEach) {
+  const HfModel hf = parse_hf_config(R"({"model_type": "gpt2", "n_embd": 768, "n_inner": null})", "c");
+  bool hidden = false, ffn = false;
+  for (const ModelKey& k : model_keys(hf)) {
+    if (k.key == "hidden") hidden = k.hf_field == "n_embd" && k.value == 768 && k.rule == ModelKey::kEqual;
+    if (k.key == "ffn_hidden") ffn = k.value == 3072 && k.zero_means_this;
+    if (k.key == "seq_len") {
+      EXPECT_EQ(k.rule, ModelKey::kAtMost);
+    }
+    if (k.key == "dropout") {
+      EXPECT_EQ(k.rule, ModelKey::kDefault);
+    }
+  }
+  EXPECT_TRUE(hidden);
+  EXPECT_TRUE(ffn);
+}
+
+}  // namespace
+}  // namespace mh::convert
