@@ -99,6 +99,15 @@ def prepare_dataset(tools, tmp):
     return prefix, torch.tensor([tokens])
 
 
+def variant_keys(config):
+    """[model] overrides that give a Megahost checkpoint of this model the run's model."""
+    if config.model_type != "llama":
+        return []
+    return ["model.arch=llama", f"model.kv_heads={config.num_key_value_heads}",
+            f"model.ffn_hidden={config.intermediate_size}", f"model.layernorm_eps={config.rms_norm_eps}",
+            f"model.tie_embeddings={str(config.tie_word_embeddings).lower()}"]
+
+
 def write_config(tmp, name, data, load, steps, extra=""):
     path = os.path.join(tmp, f"{name}.toml")
     with open(path, "w") as f:
@@ -206,7 +215,7 @@ def parity(tools, tmp, name, maker, data, tokens):
     metrics = os.path.join(tmp, f"{name}_step4.jsonl")
     run(tools.megahost, "--config", config, "model.vocab=384", "model.seq_len=32", "model.layers=2",
         "model.hidden=64", "model.heads=4", "model.dropout=0", "model.attention_dropout=0",
-        "--metrics_out", metrics)
+        *variant_keys(model.config), "--metrics_out", metrics)
     exported = os.path.join(tmp, f"{name}_exported")
     run(tools.convert, "--input", step3, "--output", exported)
     with torch.no_grad():
