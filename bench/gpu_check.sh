@@ -54,7 +54,10 @@ stage() {  # stage <name> <function>: runs it; the function may set `result`
   result=ok
   echo "=== $name"
   "$2" || status=$?
-  ((status == 0)) || { result="FAILED: $result" && failed=1; }
+  if ((status != 0)); then
+    failed=1
+    if [[ $result == ok ]]; then result=FAILED; else result="FAILED: $result"; fi
+  fi
   printf '%s\t%d\t%s\n' "$name" $((SECONDS - start)) "$result" >>"$scratch/stages.tsv"
   return $status
 }
@@ -93,7 +96,7 @@ first() {
 }
 
 # nvcc, cuBLAS and NCCL as CMake arguments (cmake_args) and include folders
-# for every compile (includes). A library outside the toolkit is handed to
+# for every C++ and CUDA compile (includes: the .cu files include cublas_v2.h). A library outside the toolkit is handed to
 # CMake by its full path; a wheel ships only the versioned name (libnccl.so.2).
 find_cuda() {
   local nvcc toolkit wheels places=() libs=() incs=() header library lt
@@ -137,7 +140,7 @@ cuda_arch() {
 }
 
 # The bundle's packages unpacked into $deps, and what CMake needs to build
-# against them: the prefix, its multiarch include folder (cblas.h; a
+# against them: the prefix, its find modules, its multiarch include folder (cblas.h; a
 # compiler searches only /usr's by itself), pkg-config reading the prefix's
 # .pc files, and an RPATH that also serves the libraries' own dependencies
 # (DT_RPATH, not DT_RUNPATH: libopenblas finds libgfortran through it).
@@ -155,7 +158,11 @@ use_bundle() {
     cmake_args+=("-DPKG_CONFIG_EXECUTABLE=$deps/bin/pkg-config")
   fi
   includes+=("$deps/usr/include/$multiarch")
-  cmake_args+=("-DCMAKE_PREFIX_PATH=$deps/usr" "-DCMAKE_BUILD_RPATH=$lib")
+  # Debian's glog-config.cmake names its find modules' folder by absolute
+  # path (/usr/share/glog/cmake); the prefix's copies go on the module path.
+  local modules
+  modules=$(find "$deps/usr/share" -mindepth 3 -maxdepth 3 -name 'Find*.cmake' -printf '%h\n' | sort -u | paste -sd';')
+  cmake_args+=("-DCMAKE_PREFIX_PATH=$deps/usr" "-DCMAKE_MODULE_PATH=$modules" "-DCMAKE_BUILD_RPATH=$lib")
   local kind
   for kind in EXE SHARED MODULE; do
     cmake_args+=("-DCMAKE_${kind}_LINKER_FLAGS=-Wl,--disable-new-dtags")
@@ -166,7 +173,8 @@ run_cmake() {
   local list
   list=$(IFS=';' && echo "${includes[*]}")
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CUDA_ARCHITECTURES=$arch" \
-    "-DCMAKE_CXX_STANDARD_INCLUDE_DIRECTORIES=$list" "${cmake_args[@]}" >>"$out/build.log" 2>&1
+    "-DCMAKE_CXX_STANDARD_INCLUDE_DIRECTORIES=$list" "-DCMAKE_CUDA_STANDARD_INCLUDE_DIRECTORIES=$list" \
+    "${cmake_args[@]}" >>"$out/build.log" 2>&1
 }
 
 # The system's libraries first; the bundle where the system lacks one (then
@@ -183,6 +191,7 @@ configure() {
   echo "CUDA architecture: $arch"
   if grep -qs "^CMAKE_PREFIX_PATH:.*=$deps/usr$" "$build/CMakeCache.txt"; then
     use_bundle && run_cmake && result="against the bundle" && return 0
+    [[ $result != ok ]] || result="cmake failed (see build.log)"
     return 1
   fi
   if run_cmake; then

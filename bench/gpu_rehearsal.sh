@@ -34,7 +34,7 @@ mirror=${MIRROR:-http://deb.debian.org/debian}
 mkdir -p "$work"
 
 # What the build needs of ours, none of which the root may hold.
-our_packages=(libboost-dev libtomlplusplus-dev libgflags-dev libgoogle-glog-dev libgtest-dev libopenblas-dev
+our_packages=(libboost-dev libtomlplusplus-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev libopenblas-dev
   nlohmann-json3-dev libpcre2-dev libxxhash-dev libopenmpi-dev pkgconf pkg-config)
 
 make_root() {
@@ -60,7 +60,7 @@ lay_out_cuda() {
   rm -rf "$toolkit" "$wheels" "$root/usr/local/cuda"
   mkdir -p "$toolkit/lib" "$wheels/cu13/include" "$wheels/cu13/lib" "$wheels/nccl/include" "$wheels/nccl/lib"
   copy "$cuda/bin" "$cuda/nvvm" "$cuda/include" "$toolkit/"
-  copy "$cuda"/lib/{libcudart.so*,libcudadevrt.a,libculibos.a,stubs,cmake} "$toolkit/lib/"
+  copy "$cuda"/lib/{libcudart*,libcudadevrt.a,libculibos.a,stubs,cmake} "$toolkit/lib/"
   ln -s lib "$toolkit/lib64"
   mv "$toolkit"/include/cublas* "$wheels/cu13/include/"
   mv "$toolkit"/include/nccl*.h "$wheels/nccl/include/"
@@ -106,7 +106,8 @@ mount_into "$work/build" /build
 
 echo "gpu_rehearsal: bench/gpu_check.sh in $root, no network"
 status=0
-unshare --net chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 \
+TIMEFORMAT="gpu_rehearsal: the check took %0R s, %0U s user and %0S s system CPU time"
+time unshare --net chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 \
   PATH=/usr/local/cuda/bin:/usr/local/bin:/usr/bin:/bin \
   GPU_BUNDLE=/bundle GPU_BUILD=/build JOBS="${JOBS:-2}" CCACHE_DIR=/ccache \
   CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache \

@@ -21,7 +21,7 @@ usage="usage: scripts/gpu-bundle.sh DIR"
 dir=$1
 max_bytes=$((40 * 1024 * 1024))
 libraries=(
-  libboost-dev libtomlplusplus-dev libgflags-dev libgoogle-glog-dev libgtest-dev libopenblas-dev
+  libboost-dev libtomlplusplus-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev libopenblas-dev
   nlohmann-json3-dev libpcre2-dev libxxhash-dev pkgconf
 )
 
