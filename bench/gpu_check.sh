@@ -95,9 +95,11 @@ first() {
   return 1
 }
 
-# nvcc, cuBLAS and NCCL as CMake arguments (cmake_args) and include folders
-# for every C++ and CUDA compile (includes: the .cu files include cublas_v2.h). A library outside the toolkit is handed to
-# CMake by its full path; a wheel ships only the versioned name (libnccl.so.2).
+# nvcc, cuBLAS and NCCL as CMake arguments (cmake_args), and include folders
+# for every C++ and CUDA compile (includes; the .cu files include
+# cublas_v2.h). The libraries are handed to CMake by their full paths: a
+# wheel ships only the versioned name (libnccl.so.2), which find_library
+# does not take.
 find_cuda() {
   local nvcc toolkit wheels places=() libs=() incs=() header library lt
   mapfile -t wheels < <(wheel_folders)
@@ -140,10 +142,11 @@ cuda_arch() {
 }
 
 # The bundle's packages unpacked into $deps, and what CMake needs to build
-# against them: the prefix, its find modules, its multiarch include folder (cblas.h; a
-# compiler searches only /usr's by itself), pkg-config reading the prefix's
-# .pc files, and an RPATH that also serves the libraries' own dependencies
-# (DT_RPATH, not DT_RUNPATH: libopenblas finds libgfortran through it).
+# against them: the prefix, its find modules, its multiarch include folder
+# (cblas.h; a compiler searches only /usr's by itself), pkg-config reading
+# the prefix's .pc files, and an RPATH that also serves the libraries' own
+# dependencies (DT_RPATH, not DT_RUNPATH: libopenblas finds libgfortran
+# through it).
 use_bundle() {
   python3 scripts/unpack_bundle.py "$bundle" "$deps" || {
     result="cannot use the bundle $bundle (see above); write one with scripts/gpu-bundle.sh $bundle on Debian 12"
@@ -315,7 +318,8 @@ dry_run() {
 }
 
 train() {
-  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 >"$scratch/memory_used_mib.txt" 2>/dev/null &
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 \
+    >"$scratch/memory_used_mib.txt" 2>/dev/null &
   local sampler=$! status=0
   # shellcheck disable=SC2046
   megahost training $(run_settings) --metrics_out "$out/train.jsonl" --report_memory || status=$?
@@ -338,7 +342,8 @@ devices = {r["dtype"]: r for r in records("device.jsonl")}
 if devices:
     bf16, fp32 = devices["bf16"], devices["fp32"]
     rows.append(("device", f"{bf16['name']}, {bf16['memory_bytes'] / 2**30:.0f} GiB"))
-    rows.append(("GEMM peak (cuBLAS)", f"bf16 {bf16['peak_flops'] / 1e12:.1f} TFLOP/s, fp32 {fp32['peak_flops'] / 1e12:.1f}"))
+    rows.append(("GEMM peak (cuBLAS)",
+                 f"bf16 {bf16['peak_flops'] / 1e12:.1f} TFLOP/s, fp32 {fp32['peak_flops'] / 1e12:.1f}"))
 elif no_device:
     rows.append(("device", no_device))
 steps = [r for r in records("train.jsonl") if "tokens_per_s" in r]
@@ -347,8 +352,10 @@ if steps:
     median = lambda key: statistics.median(r.get(key, r["tflops"]) for r in timed)
     peak = devices["bf16"]["peak_flops"]
     rows.append(("training", f"{dtype}, {len(steps)} steps, loss {steps[0]['loss']:.3f} -> {steps[-1]['loss']:.3f}"))
-    rows.append(("tokens/s", f"{median('tokens_per_s'):.0f} (median of steps {len(steps) - len(timed) + 1}-{len(steps)})"))
-    rows.append(("MFU / HFU", f"{100 * median('tflops') * 1e12 / peak:.1f}% / {100 * median('hw_tflops') * 1e12 / peak:.1f}%"
+    first = len(steps) - len(timed) + 1
+    rows.append(("tokens/s", f"{median('tokens_per_s'):.0f} (median of steps {first}-{len(steps)})"))
+    mfu, hfu = (100 * median(key) * 1e12 / peak for key in ("tflops", "hw_tflops"))
+    rows.append(("MFU / HFU", f"{mfu:.1f}% / {hfu:.1f}%"
                  f" of the measured bf16 peak ({median('tflops'):.1f} model TFLOP/s)"))
 dry, real = final_memory("dry.jsonl"), final_memory("train.jsonl")
 mib = lambda b: f"{b / 2**20:.0f} MiB"

@@ -34,8 +34,8 @@ mirror=${MIRROR:-http://deb.debian.org/debian}
 mkdir -p "$work"
 
 # What the build needs of ours, none of which the root may hold.
-our_packages=(libboost-dev libtomlplusplus-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev libopenblas-dev
-  nlohmann-json3-dev libpcre2-dev libxxhash-dev libopenmpi-dev pkgconf pkg-config)
+our_packages=(libboost-dev libtomlplusplus-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
+  libopenblas-dev nlohmann-json3-dev libpcre2-dev libxxhash-dev libopenmpi-dev pkgconf pkg-config)
 
 make_root() {
   [[ -f $root/.rehearsal-root ]] && return 0

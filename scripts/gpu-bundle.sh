@@ -56,7 +56,8 @@ while read -r name version arch; do
   [[ -f $dir/$file ]] || { echo "gpu-bundle: apt did not write $dir/$file" >&2 && exit 1; }
   size=$(stat -c %s "$dir/$file")
   total=$((total + size))
-  lines+=("$(printf 'package\t%s\t%s\t%s\t%s\t%s' "$name" "$version" "$file" "$size" "$(sha256sum "$dir/$file" | cut -d' ' -f1)")")
+  sha256=$(sha256sum "$dir/$file" | cut -d' ' -f1)
+  lines+=("$(printf 'package\t%s\t%s\t%s\t%s\t%s' "$name" "$version" "$file" "$size" "$sha256")")
   needs=$(dpkg-deb -f "$dir/$file" Depends | sed -nE 's/.*libc6 \(>= ([^)]+)\).*/\1/p')
   for v in $needs; do
     dpkg --compare-versions "$v" gt "$glibc" && glibc=$v

@@ -53,7 +53,8 @@ def read_manifest(bundle):
         elif len(fields) == 2:
             settings[fields[0]] = fields[1]
         else:
-            raise BundleError(f"{path}:{number}: cannot read '{line}'; write the bundle again with scripts/gpu-bundle.sh")
+            raise BundleError(f"{path}:{number}: cannot read '{line}'; "
+                              "write the bundle again with scripts/gpu-bundle.sh")
     for key in ("architecture", "glibc"):
         if key not in settings:
             raise BundleError(f"{path}: no '{key}' line; write the bundle again with scripts/gpu-bundle.sh")
@@ -73,7 +74,8 @@ def check_machine(settings, manifest):
     libc, version = platform.libc_ver()
     if libc != "glibc" or version_tuple(version) < version_tuple(settings["glibc"]):
         raise BundleError(f"{manifest}: the packages need glibc >= {settings['glibc']}, this machine has "
-                          f"{libc or 'no glibc'} {version}; install the build's libraries from this system's own packages")
+                          f"{libc or 'no glibc'} {version}; "
+                          "install the build's libraries from this system's own packages")
 
 
 def check_file(bundle, name, size, sha256):
