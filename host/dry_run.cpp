@@ -1,5 +1,8 @@
 #include "dry_run.hpp"
 
+#include "launch_check.hpp"
+
+#include <algorithm>
 #include <string>
 #include <string_view>
 
@@ -32,6 +35,15 @@ toml::table dry_kernels_section(const Config& config, const Registry& registry) 
   toml::table dry{{"plugin", "dry"}};
   if (!dtype.empty()) dry.insert("dtype", dtype);
   return dry;
+}
+
+std::optional<toml::table> dry_comm_section(const Config& config) {
+  const toml::node_view comm = config.root()["comm"];
+  std::string variable;
+  if (comm["plugin"].value_or(std::string("threads")) == "threads" || mpi_launched_size(variable) > 1) return std::nullopt;
+  toml::table threads{{"plugin", "threads"}, {"world_size", std::max<int64_t>(1, comm["world_size"].value_or(int64_t{1}))}};
+  if (const toml::node* timeout = comm["timeout_s"].node()) threads.insert("timeout_s", *timeout);
+  return threads;
 }
 
 }  // namespace mh

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -87,7 +88,10 @@ int main(int argc, char** argv) {
   if (!config) return fail(diag);
   // A dry run is the same run against kernels that allocate and compute
   // nothing, so its memory accounting is exact and free.
-  if (FLAGS_dry_run) config->replace_section("kernels", mh::dry_kernels_section(*config, registry));
+  if (FLAGS_dry_run) {
+    config->replace_section("kernels", mh::dry_kernels_section(*config, registry));
+    if (std::optional<toml::table> comm = mh::dry_comm_section(*config)) config->replace_section("comm", *comm);
+  }
   std::optional<mh::Assembly> assembly = mh::assemble(*config, registry, diag);
   if (!assembly) return fail(diag);
   mh::check_output_files(outputs(*assembly), mh::run_inputs(*config, *assembly, plugins), diag);

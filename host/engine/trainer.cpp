@@ -25,6 +25,7 @@
 #include "engine/pipeline_schedule.hpp"
 #include "engine/tensor_parallel.hpp"
 #include "engine/transformer.hpp"
+#include "plugin_loader.hpp"
 #include "stop_signals.hpp"
 
 namespace mh {
@@ -149,12 +150,13 @@ class RankTrainer {
       : s_(s),
         rank_(s.comm_info.first_rank + local),
         coords_(coordinates(s, rank_)),
-        kernels_(*s.assembly->slot(MH_KIND_KERNELS), s.comm_info.ranks_in_process, rank_),
+        kernels_(*s.assembly->slot(MH_KIND_KERNELS), s.comm_info.ranks_on_node, rank_),
         dev_(kernels_),
         groups_(make_groups(s, local, rank_, dev_)),
         dims_(rank_dims()),
         chunk_specs_(stage_chunks(s, coords_.pp)),
-        params_(dev_, dims_, s.tensor_plan, seed(), owned_parts(chunk_specs_), s.dp),
+        params_(dev_, dims_, s.tensor_plan, seed(), owned_parts(chunk_specs_), s.dp,
+                !shards_optimizer_state(*s.assembly, s.dp)),
         tp_(dev_, groups_.tensor, s.tensor_plan, dims_),
         data_sync_(plan_data_sync()),
         optimizer_(dev_, params_, adamw_config(), data_sync_.distributed ? &groups_.data : nullptr,
@@ -238,6 +240,11 @@ DataSync RankTrainer::plan_data_sync() const {
   plan.struct_size = sizeof(plan);
   check(data.api<MH_DataParallelApi>()->plan(data.get(), s_.dp, bytes.data(), bytes.size(), &plan), data.label());
   plan.overlap = plan.overlap != 0 && s_.dp > 1;
+  const Slot& comm = *s_.assembly->slot(MH_KIND_COMM);
+  require(plan.distributed_optimizer == 0 || s_.dp == 1 || comm.component->plugin->desc->abi_minor >= 3,
+          "parallel.data.distributed_optimizer reduce-scatters in place, which communicators support since ABI 1.3; "
+          "comm '" + std::string(comm.component->desc->name) + "' was built against ABI 1." +
+              std::to_string(comm.component->plugin->desc->abi_minor) + ": rebuild it, or turn the option off");
   return DataSync{plan.distributed_optimizer != 0 && s_.dp > 1, plan.overlap != 0, make_buckets(params_, order, plan)};
 }
 
@@ -351,7 +358,7 @@ int64_t RankTrainer::resume() {
                             "\nset [model] as the checkpoint was saved, or load a checkpoint of this model");
   const auto started = std::chrono::steady_clock::now();
   checkpointer_.load(path, saved);
-  params_.refresh_gemm_weights();
+  optimizer_.publish();
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   consumed_ = saved.consumed_samples;
   if (!leader()) return saved.step;
@@ -435,10 +442,10 @@ double RankTrainer::evaluate(int64_t step) {
 
 void RankTrainer::train() {
   Options t = s_.assembly->train.options();
-  const int64_t eval_interval = t.get_int("eval_interval"), log_interval = t.get_int("log_interval");
-  Progress progress(s_.steps);
+  const int64_t eval_interval = t.get_int("eval_interval");
   const double flops = model_flops(dims_, s_.global_batch);
-  const double peak = dev_.info().peak_flops * double(s_.comm_info.world_size);
+  const double world = double(s_.comm_info.world_size), peak = dev_.info().peak_flops;
+  if (leader()) LOG(INFO) << "rank 0 computes on " << dev_.info().name;
   const int64_t first = s_.resume_from.empty() ? 1 : resume() + 1;
   for (int64_t st = first; st <= s_.steps; ++st) {
     auto start = std::chrono::steady_clock::now();
@@ -456,30 +463,34 @@ void RankTrainer::train() {
     dev_.synchronize();
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (leader() && !s_.dry_run) {
-      double tokens_per_s = double(s_.global_batch * dims_.seq) / seconds;
+      // Per device, as Megatron reports them: the sum over ranks divided by the ranks.
+      const double tokens_per_s = double(s_.global_batch * dims_.seq) / seconds;
+      const double tflops = flops / seconds / world / 1e12, hw_tflops = hw_flops / seconds / world / 1e12;
       s_.metrics->write({{"step", st},
                          {"loss", loss},
                          {"lr", learning_rate(adamw_config(), st)},
                          {"grad_norm", norm},
                          {"step_s", seconds},
                          {"tokens_per_s", tokens_per_s},
-                         {"tflops", flops / seconds / 1e12},
-                         {"mfu", peak > 0 ? flops / seconds / peak : 0.0},
-                         {"hw_tflops", hw_flops / seconds / 1e12},
-                         {"hfu", peak > 0 ? hw_flops / seconds / peak : 0.0},
+                         {"tflops", tflops},
+                         {"mfu", peak > 0 ? tflops * 1e12 / peak : 0.0},
+                         {"hw_tflops", hw_tflops},
+                         {"hfu", peak > 0 ? hw_tflops * 1e12 / peak : 0.0},
+                         {"skipped", !finite},
                          {"stage_busy_s", stage_busy_},
                          {"stage_idle_s", stage_idle_},
                          {"grad_buckets", grad_sync_.stats().buckets},
                          {"grad_buckets_in_backward", grad_sync_.stats().started_in_backward},
                          {"grad_overlap_s", grad_sync_.stats().overlap_s},
                          {"grad_wait_s", grad_sync_.stats().wait_s}});
-      progress.update(st, loss, tokens_per_s, st % log_interval == 0 || st == s_.steps);
+      s_.log->step({st, consumed_, loss, learning_rate(adamw_config(), st), norm, seconds, tokens_per_s, tflops,
+                    !finite, !finite, dev_.memory().total_peak()});
     }
     if (!s_.dry_run && eval_interval > 0 && (st % eval_interval == 0 || st == s_.steps)) {
       double val = evaluate(st);
       if (leader()) {
         s_.metrics->write({{"step", st}, {"val_loss", val}});
-        LOG(INFO) << "step " << st << " validation loss " << val;
+        s_.log->validation(st, val);
       }
     }
     checkpointer_.settle(ex.writers);
@@ -494,7 +505,6 @@ void RankTrainer::train() {
   }
   checkpointer_.wait();
   if (s_.dry_run && checkpointer_.saving()) checkpointer_.dry_save();
-  if (leader()) progress.finish();
   finish();
 }
 
@@ -535,6 +545,16 @@ void RankTrainer::finish() {
 }
 
 }  // namespace
+
+bool shards_optimizer_state(const Assembly& assembly, int32_t d) {
+  if (d <= 1) return false;
+  Instance data(*assembly.slot(MH_KIND_DATA_PARALLEL), 1, -1);
+  const uint64_t one = 4;
+  MH_DataPlan plan{};
+  plan.struct_size = sizeof(plan);
+  check(data.api<MH_DataParallelApi>()->plan(data.get(), d, &one, 1, &plan), data.label());
+  return plan.distributed_optimizer != 0;
+}
 
 void train_rank(const RunSetup& setup, int32_t local) {
   RankTrainer trainer(setup, local);
