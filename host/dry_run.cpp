@@ -38,12 +38,15 @@ toml::table dry_kernels_section(const Config& config, const Registry& registry) 
 }
 
 std::optional<toml::table> dry_comm_section(const Config& config) {
-  const toml::node_view comm = config.root()["comm"];
   std::string variable;
-  if (comm["plugin"].value_or(std::string("threads")) == "threads" || mpi_launched_size(variable) > 1) return std::nullopt;
-  toml::table threads{{"plugin", "threads"}, {"world_size", std::max<int64_t>(1, comm["world_size"].value_or(int64_t{1}))}};
-  if (const toml::node* timeout = comm["timeout_s"].node()) threads.insert("timeout_s", *timeout);
-  return threads;
+  if (mpi_launched_size(variable) > 1) return std::nullopt;
+  const toml::node_view comm = config.root()["comm"];
+  const int64_t world = std::max<int64_t>(1, comm["world_size"].value_or(int64_t{1}));
+  // W thread ranks take turns on the machine's cores, and a collective
+  // waits until every one of them was scheduled: 1024 ranks on 2 cores need
+  // more than the default 30 s.
+  const double timeout = std::max(comm["timeout_s"].value_or(30.0), 0.25 * double(world));
+  return toml::table{{"plugin", "threads"}, {"world_size", world}, {"timeout_s", timeout}};
 }
 
 }  // namespace mh

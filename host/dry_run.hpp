@@ -16,10 +16,11 @@ namespace mh {
 // size the real run will.
 toml::table dry_kernels_section(const Config& config, const Registry& registry);
 
-// Unless an MPI launcher started this process, a communicator other than
-// threads (mpi, nccl) is simulated by thread ranks of the world it names:
-// comm.world_size, else 1, as those communicators start alone. Null when
-// the config's comm stays.
+// Unless an MPI launcher started this process, the communicator is thread
+// ranks of the world the config names (comm.world_size, else 1, as mpi and
+// nccl start alone), whatever its plugin (threads, mpi, nccl), with a
+// timeout long enough for that many threads to take turns on this
+// machine's cores. Null under a launcher: then the config's comm stays.
 std::optional<toml::table> dry_comm_section(const Config& config);
 
 }  // namespace mh

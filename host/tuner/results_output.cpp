@@ -110,7 +110,7 @@ std::string nothing_ranked(std::span<const MH_TunerResult> rows) {
   }
   if (failed > 0 && other == 0)
     return "\nthe dry runs failed (" + std::to_string(failed) + " of " + std::to_string(rows.size()) +
-           " candidates), so no candidate could be measured; the first: " + first +
+           " candidates): no candidate's memory is known, so none was ranked; the first: " + first +
            "\nfix that and tune again (rejected.csv has every reason)\n";
   return "\nno candidate fits; nothing to run (see rejected.csv" +
          (failed > 0 ? ", where " + std::to_string(failed) + " dry run(s) failed" : std::string()) + ")\n";

@@ -115,7 +115,7 @@ TEST(OptimizerMemory, DistributedOptimizerShardsAdamWStateOverDataParallelRanks)
 // weight and AdamW's m and v (12). The parameters counted are fp32's values.
 TEST(OptimizerMemory, DistributedOptimizerInBf16HoldsTwoPlusFourPlusTwelveOverDBytesPerParameter) {
   for (int dp : {2, 8}) {
-    const std::string layout = "--dry_run comm.world_size=" + std::to_string(dp);
+    const std::string layout = "--dry_run train.micro_batch=1 comm.world_size=" + std::to_string(dp);
     LayoutResult fp32 = run_layout(layout);
     LayoutResult bf16 = run_layout(layout + " kernels.dtype=bf16 parallel.data.distributed_optimizer=true");
     ASSERT_EQ(bf16.exit_code, 0) << bf16.log;
