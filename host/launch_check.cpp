@@ -39,7 +39,8 @@ void check_launch(const Config& config, const Assembly& assembly, Diagnostics& d
   std::string variable;
   const long processes = mpi_launched_size(variable);
   if (comm == nullptr || processes <= 1) return;
-  if (std::strcmp(comm->component->desc->name, "threads") != 0) return check_world_size(config, processes, variable, diag);
+  if (std::strcmp(comm->component->desc->name, "threads") != 0)
+    return check_world_size(config, processes, variable, diag);
   const toml::table* section = find_table(config.root(), "comm");
   const toml::node* plugin = section != nullptr ? section->get("plugin") : nullptr;
   diag.error(plugin != nullptr ? config.where(*plugin) : config.where(section),

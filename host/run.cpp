@@ -210,7 +210,8 @@ void run_ranks(const RunSetup& s) {
 std::unique_ptr<TrainingLog> training_log(const RunSetup& s, const Assembly& assembly, const Config& config) {
   Options train = assembly.train.options();
   const std::string dir = assembly.output.options().get_string("tensorboard_dir");
-  auto events = dir.empty() || s.dry_run ? nullptr : std::make_unique<tensorboard::EventFile>(dir, "output.tensorboard_dir");
+  auto events =
+      dir.empty() || s.dry_run ? nullptr : std::make_unique<tensorboard::EventFile>(dir, "output.tensorboard_dir");
   auto log = std::make_unique<TrainingLog>(s.steps, train.get_int("log_interval"), s.global_batch, std::move(events));
   std::ostringstream toml;
   toml << config.root();
@@ -253,10 +254,11 @@ int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
   std::string metrics = flags.metrics_out.empty() ? assembly.output.options().get_string("metrics") : flags.metrics_out;
   s.metrics = std::make_unique<MetricsWriter>(s.comm_info.first_rank == 0 ? metrics : "");
   if (s.comm_info.first_rank == 0) s.log = training_log(s, assembly, config);
-  LOG_IF(INFO, s.comm_info.first_rank == 0) << "training " << s.dims.layers << " layers, hidden " << s.dims.hidden << ", vocab " << s.dims.vocab
-            << " on " << s.comm_info.world_size << " rank(s): TP " << s.tp << (s.dims.sp ? " with SP" : "") << ", PP " << s.pp
-            << (s.virtual_stages > 1 ? " x " + std::to_string(s.virtual_stages) + " chunks" : "") << ", DP " << s.dp
-            << ", " << s.microbatches << " micro-batch(es) of " << s.micro_batch << " per step";
+  LOG_IF(INFO, s.comm_info.first_rank == 0)
+      << "training " << s.dims.layers << " layers, hidden " << s.dims.hidden << ", vocab " << s.dims.vocab << " on "
+      << s.comm_info.world_size << " rank(s): TP " << s.tp << (s.dims.sp ? " with SP" : "") << ", PP " << s.pp
+      << (s.virtual_stages > 1 ? " x " + std::to_string(s.virtual_stages) + " chunks" : "") << ", DP " << s.dp << ", "
+      << s.microbatches << " micro-batch(es) of " << s.micro_batch << " per step";
   StopSignals signals;
   run_ranks(s);
   return s.interrupted ? kExitInterrupted : 0;

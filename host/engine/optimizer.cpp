@@ -20,7 +20,8 @@ double learning_rate(const AdamWConfig& c, int64_t step) {
 Optimizer::Optimizer(Device& device, ParamSet& params, const AdamWConfig& config, Collectives* data_group,
                      const std::vector<GroupRange>& ranges)
     : device_(device), params_(params), config_(config), data_(data_group), ranges_(ranges) {
-  require(distributed() || params_.holds_master(), "the parameters hold no master weights and no data group shards them");
+  require(distributed() || params_.holds_master(),
+          "the parameters hold no master weights and no data group shards them");
   if (!distributed()) {
     owned_.push_back(Piece{0, 0, params_.numel()});
     owned_count_ = params_.numel();

@@ -56,15 +56,21 @@ struct Coordinates {
 };
 void print_memory(const nlohmann::json& ranks) {
   std::printf("memory per rank, MiB (measured peaks; activations beside the paper's formula; ckpt file: what the "
-              "rank writes per checkpoint)\n");
-  std::printf("%5s %9s %9s %9s %9s %9s %9s %9s %9s %11s %9s\n", "rank", "params", "grads", "optimizer", "workspace",
-              "comm", "ckpt stg", "total", "activ.", "formula", "ckpt file");
+              "rank writes per checkpoint; B/param: params + grads + optimizer per parameter of the rank)\n");
+  std::printf("%5s %9s %9s %9s %9s %9s %9s %9s %9s %11s %9s %8s\n", "rank", "params", "grads", "optimizer", "workspace",
+              "comm", "ckpt stg", "total", "activ.", "formula", "ckpt file", "B/param");
   auto mib = [](const nlohmann::json& v) { return double(v.get<uint64_t>()) / double(1 << 20); };
+  auto per_param = [](const nlohmann::json& j) {
+    const double state =
+        double(j["params"].get<uint64_t>() + j["grads"].get<uint64_t>() + j["optimizer"].get<uint64_t>());
+    return j["parameters"].get<uint64_t>() > 0 ? state / double(j["parameters"].get<uint64_t>()) : 0.0;
+  };
   for (const auto& j : ranks)
-    std::printf("%5lld %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11.2f %9.2f\n", (long long)j["rank"].get<int64_t>(),
+    std::printf("%5lld %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11.2f %9.2f %8.2f\n",
+                (long long)j["rank"].get<int64_t>(),
                 mib(j["params"]), mib(j["grads"]), mib(j["optimizer"]), mib(j["workspace"]), mib(j["comm"]),
                 mib(j["checkpoint"]), mib(j["total"]), mib(j["activations"]), mib(j["activations_formula"]),
-                mib(j["checkpoint_bytes"]));
+                mib(j["checkpoint_bytes"]), per_param(j));
 }
 
 Coordinates coordinates(const RunSetup& s, int32_t rank) {
@@ -518,6 +524,7 @@ void RankTrainer::finish() {
   mine.push_back(dev_.memory().total_peak());
   mine.push_back(uint64_t(formula));
   mine.push_back(checkpointer_.saving() ? checkpointer_.save_bytes() : 0);
+  mine.push_back(uint64_t(params_.numel()));
   const int64_t per_rank = int64_t(mine.size()) * 4, world = s_.comm_info.world_size;
   std::vector<float> packed;
   for (uint64_t v : mine)
@@ -537,6 +544,7 @@ void RankTrainer::finish() {
     j["total"] = field(r, kMemCategories);
     j["activations_formula"] = field(r, kMemCategories + 1);
     j["checkpoint_bytes"] = field(r, kMemCategories + 2);
+    j["parameters"] = field(r, kMemCategories + 3);  // padded elements: what the state is held for
     j["rank"] = r;
     ranks.push_back(j);
   }
