@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -101,6 +102,21 @@ TEST(Tune, WhenEveryDryRunFailsItSaysSoNotThatNothingFits) {
   EXPECT_EQ(o.status, 1);
   EXPECT_THAT(o.out, HasSubstr("the dry runs failed"));
   EXPECT_THAT(o.out, ::testing::Not(HasSubstr("no candidate fits")));
+}
+
+// Where --calibrate writes by default: found by name before the shipped profiles.
+TEST(Tune, AProfileInTheUsersFolderIsFoundByName) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("config/megahost/hardware"));
+  dir.write("config/megahost/hardware/mine.toml", read(std::string(MEGAHOST_TEST_TUNER_DIR) + "/test_cpu.toml"));
+  const char* xdg = std::getenv("XDG_CONFIG_HOME");
+  const std::string saved = xdg != nullptr ? xdg : "";
+  setenv("XDG_CONFIG_HOME", dir.file("config").c_str(), 1);
+  const Outcome o = run_megahost({"--config", kTiny, "output.dir=" + dir.file("out"), "tuner.cluster=mine", "tuner.top_k=0"});
+  if (xdg != nullptr) setenv("XDG_CONFIG_HOME", saved.c_str(), 1);
+  else unsetenv("XDG_CONFIG_HOME");
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_THAT(o.out, HasSubstr("best: "));
 }
 
 TEST(Tune, AnUnknownProfileFailsNamingIt) {
