@@ -1,5 +1,8 @@
 #include "dry_run.hpp"
 
+#include "launch_check.hpp"
+
+#include <algorithm>
 #include <string>
 #include <string_view>
 
@@ -32,6 +35,18 @@ toml::table dry_kernels_section(const Config& config, const Registry& registry) 
   toml::table dry{{"plugin", "dry"}};
   if (!dtype.empty()) dry.insert("dtype", dtype);
   return dry;
+}
+
+std::optional<toml::table> dry_comm_section(const Config& config) {
+  std::string variable;
+  if (mpi_launched_size(variable) > 1) return std::nullopt;
+  const toml::node_view comm = config.root()["comm"];
+  const int64_t world = std::max<int64_t>(1, comm["world_size"].value_or(int64_t{1}));
+  // W thread ranks take turns on the machine's cores, and a collective
+  // waits until every one of them was scheduled: 1024 ranks on 2 cores need
+  // more than the default 30 s.
+  const double timeout = std::max(comm["timeout_s"].value_or(30.0), 0.25 * double(world));
+  return toml::table{{"plugin", "threads"}, {"world_size", world}, {"timeout_s", timeout}};
 }
 
 }  // namespace mh

@@ -2,13 +2,11 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 namespace mh {
-namespace {
 
-// The world size an MPI launcher announced to this process (Open MPI, then
-// MPICH's and PMIx's process managers), or 0 when none started it.
 long mpi_launched_size(std::string& variable) {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
     if (const char* value = std::getenv(name)) {
@@ -19,14 +17,30 @@ long mpi_launched_size(std::string& variable) {
   return 0;
 }
 
+namespace {
+
+// A world_size the config sets for a communicator that takes its ranks from
+// the launcher must be the launcher's: the shipped config names one for its
+// thread ranks, and the same file serves mpirun.
+void check_world_size(const Config& config, long processes, const std::string& variable, Diagnostics& diag) {
+  const toml::table* section = find_table(config.root(), "comm");
+  const toml::node* size = section != nullptr ? section->get("world_size") : nullptr;
+  const std::optional<int64_t> value = size != nullptr ? size->value<int64_t>() : std::nullopt;
+  if (!value || *value == processes || *value == 0) return;
+  diag.error(config.where(*size), "comm.world_size is " + std::to_string(*value) + ", but the launcher started " +
+                                      std::to_string(processes) + " rank(s) (" + variable + "); set it to " +
+                                      std::to_string(processes) + " or leave it out");
+}
+
 }  // namespace
 
 void check_launch(const Config& config, const Assembly& assembly, Diagnostics& diag) {
   const Slot* comm = assembly.slot(MH_KIND_COMM);
-  if (comm == nullptr || std::strcmp(comm->component->desc->name, "threads") != 0) return;
   std::string variable;
   const long processes = mpi_launched_size(variable);
-  if (processes <= 1) return;
+  if (comm == nullptr || processes <= 1) return;
+  if (std::strcmp(comm->component->desc->name, "threads") != 0)
+    return check_world_size(config, processes, variable, diag);
   const toml::table* section = find_table(config.root(), "comm");
   const toml::node* plugin = section != nullptr ? section->get("plugin") : nullptr;
   diag.error(plugin != nullptr ? config.where(*plugin) : config.where(section),

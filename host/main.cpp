@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "run.hpp"
 #include "size_limits.hpp"
 #include "tuner/calibrate.hpp"
+#include "tuner/hardware_profile.hpp"
 #include "tuner/tune.hpp"
 
 DEFINE_string(config, "", "run TOML; empty runs the embedded default config");
@@ -31,7 +33,9 @@ DEFINE_bool(list_plugins, false, "list every component of every plugin on the pl
 DEFINE_string(grads_out, "", "write the full gradients of the last step to this file (layout-equivalence checks)");
 DEFINE_bool(report_memory, false, "print each rank's measured memory peaks beside the paper's formulas");
 DEFINE_bool(calibrate, false, "measure this machine's kernels and collectives and write its hardware profile for the tuner");
-DEFINE_string(calibrate_out, "configs/hardware/local_cpu.toml", "where --calibrate writes the hardware profile");
+DEFINE_string(calibrate_out, "",
+              "where --calibrate writes the hardware profile; empty: local_cpu.toml in the user's folder "
+              "($XDG_CONFIG_HOME/megahost/hardware, else ~/.config/megahost/hardware), searched before the shipped one");
 
 namespace {
 
@@ -39,23 +43,23 @@ constexpr int kExitFailure = 1;
 constexpr int kExitBadInput = 2;
 
 // Every file this invocation may write, with the flag or key that names it.
-std::vector<mh::OutputFile> outputs(const mh::Assembly& assembly) {
+std::vector<mh::OutputFile> outputs(const mh::Assembly& assembly, const std::string& profile) {
   const bool from_flag = !FLAGS_metrics_out.empty();
   return {{from_flag ? "--metrics_out" : "output.metrics",
            from_flag ? FLAGS_metrics_out : assembly.output.options().get_string("metrics")},
           {"--grads_out", FLAGS_grads_out},
-          {"--calibrate_out", FLAGS_calibrate ? FLAGS_calibrate_out : ""}};
+          {"--calibrate_out", profile}};
 }
 
-// The default --calibrate_out is the shipped profile's path, relative to the
-// working directory: only a path the user gave replaces a file there.
-void check_calibrate_default(mh::Diagnostics& diag) {
-  std::error_code ec;
-  if (FLAGS_calibrate && gflags::GetCommandLineFlagInfoOrDie("calibrate_out").is_default &&
-      std::filesystem::exists(FLAGS_calibrate_out, ec))
-    diag.error("--calibrate_out", "the default '" + FLAGS_calibrate_out +
-                                      "' exists (from this folder: the shipped profile?); pass --calibrate_out PATH, "
-                                      "that path itself to replace it");
+// Where --calibrate writes: the flag, else the user's folder, so the shipped
+// profile is never replaced by accident.
+std::string calibrate_out(mh::Diagnostics& diag) {
+  if (!FLAGS_calibrate || !FLAGS_calibrate_out.empty()) return FLAGS_calibrate_out;
+  const std::filesystem::path dir = mh::user_hardware_dir();
+  if (dir.empty())
+    diag.error("--calibrate_out", "neither XDG_CONFIG_HOME nor HOME is set, so the user's profile folder is unknown; "
+                                  "pass --calibrate_out PATH");
+  return dir.empty() ? "" : (dir / "local_cpu.toml").string();
 }
 
 int fail(const mh::Diagnostics& diag) {
@@ -87,12 +91,15 @@ int main(int argc, char** argv) {
   if (!config) return fail(diag);
   // A dry run is the same run against kernels that allocate and compute
   // nothing, so its memory accounting is exact and free.
-  if (FLAGS_dry_run) config->replace_section("kernels", mh::dry_kernels_section(*config, registry));
+  if (FLAGS_dry_run) {
+    config->replace_section("kernels", mh::dry_kernels_section(*config, registry));
+    if (std::optional<toml::table> comm = mh::dry_comm_section(*config)) config->replace_section("comm", *comm);
+  }
   std::optional<mh::Assembly> assembly = mh::assemble(*config, registry, diag);
   if (!assembly) return fail(diag);
-  mh::check_output_files(outputs(*assembly), mh::run_inputs(*config, *assembly, plugins), diag);
+  const std::string profile = calibrate_out(diag);
+  mh::check_output_files(outputs(*assembly, profile), mh::run_inputs(*config, *assembly, plugins), diag);
   mh::check_launch(*config, *assembly, diag);
-  check_calibrate_default(diag);
   if (!diag.has_errors()) mh::check_layout(*config, *assembly, diag);
   mh::check_size_products(*config, *assembly, diag);
   if (diag.has_errors()) return fail(diag);
@@ -100,7 +107,7 @@ int main(int argc, char** argv) {
 
   mh::RunFlags flags{FLAGS_dry_run, FLAGS_metrics_out, FLAGS_report_memory, FLAGS_grads_out};
   try {
-    if (FLAGS_calibrate) return mh::calibrate(*config, registry, FLAGS_calibrate_out);
+    if (FLAGS_calibrate) return mh::calibrate(*config, registry, profile);
     if (assembly->slot(MH_KIND_TUNER) != nullptr) return mh::tune(*assembly, *config, mh::TuneFlags{FLAGS_plugin_path});
     return mh::run(*assembly, *config, flags);
   } catch (const std::exception& e) {

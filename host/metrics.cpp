@@ -3,12 +3,11 @@
 #include <megahost/error.hpp>
 
 #include <fcntl.h>
-#include <glog/logging.h>
 #include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
+#include <chrono>
 #include <cstring>
 #include <string_view>
 
@@ -64,32 +63,6 @@ void MetricsWriter::write(const nlohmann::json& record) {
   if (end >= 0) (void)::ftruncate(fd_, end);
   throw Error(MH_RESOURCE_EXHAUSTED, "writing metrics to '" + path_ + "' failed: " + std::strerror(err) +
                                          " (disk full?); records up to the previous step are intact");
-}
-
-Progress::Progress(int64_t total_steps)
-    : total_(total_steps), tty_(isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()) {}
-
-void Progress::update(int64_t step, double loss, double tokens_per_s, bool log_line) {
-  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  double eta = step > 0 ? elapsed / double(step) * double(total_ - step) : 0;
-  char line[256];
-  if (tty_) {
-    const int width = 24;
-    int filled = total_ > 0 ? int(width * step / total_) : width;
-    std::string bar = std::string(size_t(filled), '#') + std::string(size_t(width - filled), '.');
-    std::snprintf(line, sizeof line, "\rstep %lld/%lld [%s] loss %.4f | %.0f tok/s | ETA %dm%02ds ",
-                  (long long)step, (long long)total_, bar.c_str(), loss, tokens_per_s, int(eta) / 60, int(eta) % 60);
-    std::fputs(line, stderr);
-    std::fflush(stderr);
-  } else if (log_line) {
-    std::snprintf(line, sizeof line, "step %lld/%lld loss %.4f | %.0f tok/s | ETA %dm%02ds", (long long)step,
-                  (long long)total_, loss, tokens_per_s, int(eta) / 60, int(eta) % 60);
-    LOG(INFO) << line;
-  }
-}
-
-void Progress::finish() {
-  if (tty_) std::fputs("\n", stderr);
 }
 
 }  // namespace mh

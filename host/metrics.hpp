@@ -1,9 +1,7 @@
 // Per-step metrics as JSON lines (one object per line, written whole with
-// one system call so a crash loses nothing already written), and the human
-// progress line.
+// one system call so a crash loses nothing already written).
 #pragma once
 
-#include <chrono>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -27,20 +25,6 @@ class MetricsWriter {
  private:
   std::string path_;
   int fd_ = -1;
-};
-
-// "step 40/150 [#####.....] loss 2.31 | 1830 tok/s | ETA 1m02s" on a
-// terminal (rewritten in place), a plain log line otherwise.
-class Progress {
- public:
-  explicit Progress(int64_t total_steps);
-  void update(int64_t step, double loss, double tokens_per_s, bool log_line);
-  void finish();
-
- private:
-  int64_t total_;
-  bool tty_;
-  std::chrono::steady_clock::time_point start_;
 };
 
 }  // namespace mh

@@ -4,6 +4,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <sstream>
 #include <thread>
 
 #include "data/data_sources.hpp"
@@ -285,6 +287,18 @@ void run_ranks(const RunSetup& s) {
   if (!first_abort.empty()) throw Error(MH_ABORTED, first_abort);
 }
 
+std::unique_ptr<TrainingLog> training_log(const RunSetup& s, const Assembly& assembly, const Config& config) {
+  Options train = assembly.train.options();
+  const std::string dir = assembly.output.options().get_string("tensorboard_dir");
+  auto events =
+      dir.empty() || s.dry_run ? nullptr : std::make_unique<tensorboard::EventFile>(dir, "output.tensorboard_dir");
+  auto log = std::make_unique<TrainingLog>(s.steps, train.get_int("log_interval"), s.global_batch, std::move(events));
+  std::ostringstream toml;
+  toml << config.root();
+  log->config(toml.str());
+  return log;
+}
+
 }  // namespace
 
 int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
@@ -306,6 +320,9 @@ int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
   s.comm = comm.get();
   s.comm_info.struct_size = sizeof(MH_CommInfo);
   check(s.comm_api->info(s.comm, &s.comm_info), comm.label());
+  // The kernels split the node's cores between its ranks; a communicator
+  // older than ABI 1.3 knows only its own process's.
+  s.comm_info.ranks_on_node = std::max(s.comm_info.ranks_on_node, s.comm_info.ranks_in_process);
   agree_on_run(s.comm_api, s.comm, s.comm_info, assembly);
   Instance tensor(*assembly.slot(MH_KIND_TENSOR_PARALLEL), s.comm_info.ranks_in_process, -1);
   plan_tensor(s, tensor);
@@ -316,10 +333,12 @@ int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
   s.tokenizer = assembly.data.options().get_string("tokenizer");
   std::string metrics = flags.metrics_out.empty() ? assembly.output.options().get_string("metrics") : flags.metrics_out;
   s.metrics = std::make_unique<MetricsWriter>(s.comm_info.first_rank == 0 ? metrics : "");
-  LOG(INFO) << "training " << s.dims.layers << " layers, hidden " << s.dims.hidden << ", vocab " << s.dims.vocab
-            << " on " << s.comm_info.world_size << " rank(s): TP " << s.tp << (s.dims.sp ? " with SP" : "") << ", PP " << s.pp
-            << (s.virtual_stages > 1 ? " x " + std::to_string(s.virtual_stages) + " chunks" : "") << ", DP " << s.dp
-            << ", " << s.microbatches << " micro-batch(es) of " << s.micro_batch << " per step";
+  if (s.comm_info.first_rank == 0) s.log = training_log(s, assembly, config);
+  LOG_IF(INFO, s.comm_info.first_rank == 0)
+      << "training " << s.dims.layers << " layers, hidden " << s.dims.hidden << ", vocab " << s.dims.vocab << " on "
+      << s.comm_info.world_size << " rank(s): TP " << s.tp << (s.dims.sp ? " with SP" : "") << ", PP " << s.pp
+      << (s.virtual_stages > 1 ? " x " + std::to_string(s.virtual_stages) + " chunks" : "") << ", DP " << s.dp << ", "
+      << s.microbatches << " micro-batch(es) of " << s.micro_batch << " per step";
   StopSignals signals;
   run_ranks(s);
   return s.interrupted ? kExitInterrupted : 0;

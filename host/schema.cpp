@@ -65,6 +65,8 @@ const MH_OptionSpec kData[] = {
 
 const MH_OptionSpec kOutput[] = {
     opt("metrics", MH_VALUE_STRING, "\"\"", "JSON-lines metrics file; --metrics_out overrides"),
+    opt("tensorboard_dir", MH_VALUE_STRING, "\"\"",
+        "folder for TensorBoard event files (loss, lr, grad norm, throughput, memory, validation, config); empty writes none"),
     opt("dir", MH_VALUE_STRING, "\"tuner_out\"", "folder of the tuner's tables and tuned.toml, relative to the config"),
 };
 

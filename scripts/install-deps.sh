@@ -16,7 +16,7 @@ debian_packages=(
 # tokenizers is pinned: host/data/unicode_classes.inc is generated from this
 # version (scripts/gen_unicode_classes.py), and the parity tests compare with it.
 tokenizers_version=0.23.3
-python_packages=(numpy "tokenizers==$tokenizers_version" safetensors)
+python_packages=(numpy "tokenizers==$tokenizers_version" safetensors tensorboard matplotlib)
 
 missing=()
 for p in "${debian_packages[@]}"; do
@@ -32,7 +32,7 @@ if ((${#missing[@]})); then
 fi
 
 python=$(command -v python3)
-if ! "$python" -c "import numpy, tokenizers, safetensors; assert tokenizers.__version__ == '$tokenizers_version'" 2>/dev/null; then
+if ! "$python" -c "import numpy, tokenizers, safetensors, tensorboard, matplotlib; assert tokenizers.__version__ == '$tokenizers_version'" 2>/dev/null; then
   echo "installing Python packages: ${python_packages[*]}"
   "$python" -m pip install --quiet --disable-pip-version-check "${python_packages[@]}" ||
     "$python" -m pip install --quiet --disable-pip-version-check --break-system-packages "${python_packages[@]}"

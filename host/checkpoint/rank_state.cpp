@@ -28,6 +28,15 @@ void add_state(std::vector<Region>& out, const std::string& prefix, const ParamI
                          moment + piece.local + (p.offset + first - piece.flat)});
 }
 
+// The regions of `p` in the optimizer's owned pieces of `base` (its moments,
+// or the master weights it keeps).
+std::vector<Region> owned_regions(const Optimizer& optimizer, const std::string& prefix, const ParamInfo& p,
+                                  const Rect& shard, float* base) {
+  std::vector<Region> mine;
+  for (const Optimizer::Piece& piece : optimizer.owned()) add_state(mine, prefix, p, shard, base, piece);
+  return mine;
+}
+
 }  // namespace
 
 std::vector<std::pair<Rect, int64_t>> rects_of_range(const Rect& shard, int64_t begin, int64_t end) {
@@ -49,23 +58,26 @@ std::vector<std::pair<Rect, int64_t>> rects_of_range(const Rect& shard, int64_t 
 RankState rank_state(const ParamSet& params, const Optimizer& optimizer, const RankRole& role, bool save_moments) {
   RankState s;
   const auto& infos = params.infos();
+  auto add = [&](std::vector<Region> regions, bool written) {
+    s.held.insert(s.held.end(), regions.begin(), regions.end());
+    if (written) s.written.insert(s.written.end(), regions.begin(), regions.end());
+  };
   for (size_t id = 0; id < infos.size(); ++id) {
     const ParamInfo& p = infos[id];
-    Region r{p.name, {p.global_rows, p.global_cols}, shard_rect(p, role.tp_rank), params.value(int(id))};
-    s.held.push_back(r);
-    if (writes(params, p, int(id), role, true)) s.written.push_back(r);
+    const Rect shard = shard_rect(p, role.tp_rank);
+    if (params.holds_master())
+      add({Region{p.name, {p.global_rows, p.global_cols}, shard, params.value(int(id))}},
+          writes(params, p, int(id), role, true));
+    else  // the distributed optimizer keeps them: each replica its pieces
+      add(owned_regions(optimizer, "", p, shard, optimizer.master()), writes(params, p, int(id), role, false));
   }
   for (const char* moment : {"exp_avg", "exp_avg_sq"}) {
     float* base = std::string(moment) == "exp_avg" ? optimizer.exp_avg() : optimizer.exp_avg_sq();
     const std::string prefix = std::string("optimizer.") + moment + ".";
     for (size_t id = 0; id < infos.size(); ++id) {
       const ParamInfo& p = infos[id];
-      std::vector<Region> mine;
-      for (const Optimizer::Piece& piece : optimizer.owned())
-        add_state(mine, prefix, p, shard_rect(p, role.tp_rank), base, piece);
-      s.held.insert(s.held.end(), mine.begin(), mine.end());
-      if (save_moments && writes(params, p, int(id), role, !role.distributed_optimizer))
-        s.written.insert(s.written.end(), mine.begin(), mine.end());
+      add(owned_regions(optimizer, prefix, p, shard_rect(p, role.tp_rank), base),
+          save_moments && writes(params, p, int(id), role, !role.distributed_optimizer));
     }
   }
   return s;

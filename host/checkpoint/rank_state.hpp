@@ -1,5 +1,6 @@
 // What one rank holds of the global tensors a checkpoint stores: every
-// parameter's shard (the f32 master weights) and AdamW's moments of the
+// parameter's shard (the f32 master weights; only the pieces it updates
+// when the distributed optimizer keeps them) and AdamW's moments of the
 // pieces it updates, each as rectangles of the global tensor over
 // contiguous device memory. Saving writes the regions the rank is the one
 // writer of; loading fills every region the rank holds, from whatever

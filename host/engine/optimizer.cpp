@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numbers>
 
+#include <megahost/error.hpp>
+
 #include "engine/ops.hpp"
 
 namespace mh {
@@ -18,6 +20,8 @@ double learning_rate(const AdamWConfig& c, int64_t step) {
 Optimizer::Optimizer(Device& device, ParamSet& params, const AdamWConfig& config, Collectives* data_group,
                      const std::vector<GroupRange>& ranges)
     : device_(device), params_(params), config_(config), data_(data_group), ranges_(ranges) {
+  require(distributed() || params_.holds_master(),
+          "the parameters hold no master weights and no data group shards them");
   if (!distributed()) {
     owned_.push_back(Piece{0, 0, params_.numel()});
     owned_count_ = params_.numel();
@@ -31,10 +35,17 @@ Optimizer::Optimizer(Device& device, ParamSet& params, const AdamWConfig& config
   v_ = Buffer(device, MemCategory::kOptimizer, owned_count_);
   ops::fill(device, m_.f32(), owned_count_, 0);
   ops::fill(device, v_.f32(), owned_count_, 0);
-  if (distributed()) {
-    shard_grads_ = Buffer(device, MemCategory::kGrads, owned_count_);
-    staging_ = Buffer(device, MemCategory::kComm, owned_count_);
-  }
+  if (!params_.holds_master()) keep_master_weights();
+}
+
+// As Megatron does, the f32 master weights start as the parameters widened.
+void Optimizer::keep_master_weights() {
+  master_ = Buffer(device_, MemCategory::kOptimizer, owned_count_);
+  for (const Piece& p : owned_) ops::copy(device_, params_.compute_copy() + p.flat, master_.f32() + p.local, p.count);
+}
+
+float* Optimizer::master_of(const Piece& p) const {
+  return master_ ? master_.f32() + p.local : params_.values().f32() + p.flat;
 }
 
 std::vector<Optimizer::Piece> Optimizer::owned_within(GroupRange r) const {
@@ -47,9 +58,8 @@ std::vector<Optimizer::Piece> Optimizer::owned_within(GroupRange r) const {
 }
 
 PendingCollective Optimizer::reduce_scatter_start(size_t range) {
-  const Piece& mine = owned_.at(range);
-  return data_->reduce_scatter_start(params_.grads().f32() + ranges_[range].offset, shard_grads_.f32() + mine.local,
-                                     mine.count);
+  float* grads = params_.grads().f32();
+  return data_->reduce_scatter_start(grads + ranges_[range].offset, grads + owned_.at(range).flat, owned_[range].count);
 }
 
 double Optimizer::grad_norm(const std::vector<GroupRange>& ranges, std::initializer_list<Collectives*> groups) {
@@ -58,7 +68,7 @@ double Optimizer::grad_norm(const std::vector<GroupRange>& ranges, std::initiali
   for (const GroupRange& range : ranges) {
     for (const Piece& p : owned_within(range)) {
       MH_SumSquaresArgs a{};
-      a.x = view(grads() + p.local, MH_F32, {p.count});
+      a.x = view(params_.grads().f32() + p.flat, MH_F32, {p.count});
       a.out = sum.t({1});
       device_.run(&MH_KernelsApi::sum_squares, a, "sum_squares");
     }
@@ -73,15 +83,16 @@ double Optimizer::grad_norm(const std::vector<GroupRange>& ranges, std::initiali
 
 void Optimizer::step(int64_t step, double norm) {
   if (config_.clip_grad > 0 && norm > config_.clip_grad)
-    ops::scale(device_, grads(), owned_count_, float(config_.clip_grad / (norm + 1e-6)));
+    for (const Piece& p : owned_)
+      ops::scale(device_, params_.grads().f32() + p.flat, p.count, float(config_.clip_grad / (norm + 1e-6)));
   const double lr = learning_rate(config_, step);
   for (size_t g = 0; g < kParamGroups; ++g) {
     auto group = static_cast<ParamGroup>(g);
     bool decay = group == ParamGroup::kShardedDecay || group == ParamGroup::kReplicatedDecay;
     for (const Piece& p : owned_within(params_.group(group))) {
       MH_AdamWArgs a{};
-      a.param = view(params_.values().f32() + p.flat, MH_F32, {p.count});
-      a.grad = view(grads() + p.local, MH_F32, {p.count});
+      a.param = view(master_of(p), MH_F32, {p.count});
+      a.grad = view(params_.grads().f32() + p.flat, MH_F32, {p.count});
       a.m = view(m_.f32() + p.local, MH_F32, {p.count});
       a.v = view(v_.f32() + p.local, MH_F32, {p.count});
       a.lr = float(lr);
@@ -93,17 +104,19 @@ void Optimizer::step(int64_t step, double norm) {
       device_.run(&MH_KernelsApi::adamw, a, "adamw");
     }
   }
-  if (distributed()) gather_parameters();
-  params_.refresh_gemm_weights();
+  publish();
 }
 
-// Staged: a collective's send and receive buffers must not overlap.
-void Optimizer::gather_parameters() {
-  for (size_t r = 0; r < ranges_.size(); ++r) {
-    const Piece& mine = owned_[r];
-    ops::copy(device_, params_.values().f32() + mine.flat, staging_.f32() + mine.local, mine.count);
-    data_->all_gather(staging_.f32() + mine.local, params_.values().f32() + ranges_[r].offset, mine.count);
-  }
+// Each rank's piece sits where the all-gather would put it, so the gather
+// runs in place: on the compute-dtype copy when the optimizer keeps the
+// master weights, else on the f32 values.
+void Optimizer::publish() {
+  if (master_)
+    for (const Piece& p : owned_) ops::copy(device_, master_.f32() + p.local, params_.compute_copy() + p.flat, p.count);
+  const TypedPtr gathered = master_ ? params_.compute_copy() : TypedPtr(params_.values().f32());
+  for (size_t r = 0; distributed() && r < ranges_.size(); ++r)
+    data_->all_gather(gathered + owned_[r].flat, gathered + ranges_[r].offset, owned_[r].count);
+  params_.refresh_gemm_weights();
 }
 
 }  // namespace mh

@@ -21,14 +21,18 @@ struct AdamWConfig {
 // Learning rate of optimizer step `step` (from 1).
 double learning_rate(const AdamWConfig& c, int64_t step);
 
-// AdamW over a rank's parameters. With a data group (the distributed
-// optimizer), the flat gradient buffer is reduced in `ranges` (the whole
-// buffer, or one per run of a gradient bucket's parameters), each split
-// evenly over the d data-parallel ranks as Megatron shards each bucket:
-// gradients are reduce-scattered to their owner, AdamW state exists only for
-// the owned pieces, and the updated pieces are all-gathered.
+// AdamW over a rank's parameters. With a data group, it is Megatron's
+// distributed optimizer: the flat gradient buffer is reduced in `ranges`
+// (the whole buffer, or one per run of a gradient bucket's parameters), each
+// split evenly over the d data-parallel ranks as Megatron shards each
+// bucket. Gradients are reduce-scattered in place, so each rank's piece of
+// the buffer holds the sum; AdamW's state, and under mixed precision the
+// f32 master weights, exist only for the owned pieces; the updated pieces
+// are all-gathered in place, in the compute dtype.
 class Optimizer {
  public:
+  // `params` without master weights (ParamSet::holds_master) needs a data
+  // group: the optimizer then keeps them, starting from the parameters.
   Optimizer(Device& device, ParamSet& params, const AdamWConfig& config, Collectives* data_group = nullptr,
             const std::vector<GroupRange>& ranges = {});
   bool distributed() const { return data_ != nullptr; }
@@ -40,11 +44,14 @@ class Optimizer {
   // gradients, summed over `groups` (each rank counts what it alone holds).
   double grad_norm(const std::vector<GroupRange>& ranges, std::initializer_list<Collectives*> groups);
   // Clips to clip_grad given the norm, then applies AdamW for `step` to the
-  // f32 master weights (and refreshes the GEMMs' copy of them).
+  // f32 master weights, and publishes them.
   void step(int64_t step, double norm);
+  // Rounds the master weights into the parameters every op reads and, when
+  // distributed, gathers every rank's pieces: after a step or a load.
+  void publish();
 
   // Flat elements [flat, flat + count) of the parameters, held at `local`
-  // in the owned gradient and AdamW state buffers.
+  // in the AdamW state (and master weight) buffers.
   struct Piece {
     int64_t flat, local, count;
   };
@@ -53,13 +60,16 @@ class Optimizer {
   // AdamW's first and second moments of the owned pieces.
   float* exp_avg() const { return m_.f32(); }
   float* exp_avg_sq() const { return v_.f32(); }
+  // The f32 master weights of the owned pieces when the optimizer keeps
+  // them, else null (they are ParamSet's values).
+  float* master() const { return master_.f32(); }
 
  private:
-  // The gradients this rank updates.
-  float* grads() const { return distributed() ? shard_grads_.f32() : params_.grads().f32(); }
   // The owned parts of `r` (flat coordinates).
   std::vector<Piece> owned_within(GroupRange r) const;
-  void gather_parameters();
+  // Where AdamW updates piece `p`'s master weights.
+  float* master_of(const Piece& p) const;
+  void keep_master_weights();
 
   Device& device_;
   ParamSet& params_;
@@ -68,7 +78,7 @@ class Optimizer {
   std::vector<GroupRange> ranges_;
   std::vector<Piece> owned_;  // one per range, or the whole buffer when not distributed
   int64_t owned_count_ = 0;
-  Buffer m_, v_, shard_grads_, staging_;
+  Buffer m_, v_, master_;
 };
 
 }  // namespace mh

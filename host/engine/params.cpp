@@ -18,7 +18,7 @@ uint64_t fnv1a(const std::string& text) {
 }  // namespace
 
 ParamSet::ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& plan, uint64_t seed,
-                   const OwnedParts& owned, int64_t pad_to)
+                   const OwnedParts& owned, int64_t pad_to, bool master_weights)
     : dims_(dims), pad_to_(pad_to), layers_(size_t(dims.layers)), device_(device) {
   const int64_t h = dims.hidden;
   const MH_ShardDim vocab_shard = MH_ShardDim(plan.shard[MH_W_EMBEDDING]);
@@ -36,11 +36,16 @@ ParamSet::ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& p
   layout();
 
   const int64_t n = groups_.back().offset + groups_.back().count;
-  values_ = Buffer(device, MemCategory::kParams, n);
+  const int32_t compute = device.info().compute_dtype;
+  if (master_weights || compute == MH_F32) {
+    values_ = Buffer(device, MemCategory::kParams, n);
+    ops::fill(device, values_.f32(), n, 0);
+  }
   grads_ = Buffer(device, MemCategory::kGrads, n);
-  ops::fill(device, values_.f32(), n, 0);
-  if (const int32_t compute = device.info().compute_dtype; compute != MH_F32)
+  if (compute != MH_F32) {
     gemm_copy_ = Buffer(device, MemCategory::kParams, n, compute);
+    if (!holds_master()) ops::fill(device, gemm_copy_.ptr(), n, 0);  // the padding
+  }
   upload_initial_values(seed);
   refresh_gemm_weights();
 }
@@ -104,12 +109,20 @@ int ParamSet::wte_uses() const {
   return int(input) + int(output);
 }
 
+// Without values, each parameter passes through an f32 buffer of its own
+// size on its way to the compute dtype.
 void ParamSet::upload_initial_values(uint64_t seed) {
   if (device_.info().dry) return;
   std::vector<float> host;
   for (size_t id = 0; id < infos_.size(); ++id) {
     initial_values(int(id), seed, host);
-    device_.to_device(value(int(id)), host.data(), host.size() * sizeof(float));
+    if (holds_master()) {
+      device_.to_device(value(int(id)), host.data(), host.size() * sizeof(float));
+      continue;
+    }
+    Buffer staged(device_, MemCategory::kWorkspace, int64_t(host.size()));
+    device_.to_device(staged.data(), host.data(), host.size() * sizeof(float));
+    ops::copy(device_, staged.ptr(), gemm_weight(int(id)), int64_t(host.size()));
   }
 }
 
@@ -119,7 +132,7 @@ TypedPtr ParamSet::gemm_weight(int id) const {
 }
 
 void ParamSet::refresh_gemm_weights() {
-  if (gemm_copy_) ops::copy(device_, values_.ptr(), gemm_copy_.ptr(), values_.numel());
+  if (gemm_copy_ && holds_master()) ops::copy(device_, values_.ptr(), gemm_copy_.ptr(), values_.numel());
 }
 
 int ParamSet::add(std::string name, int64_t global_rows, int64_t global_cols, int32_t shard, ParamGroup group,

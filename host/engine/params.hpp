@@ -8,6 +8,10 @@
 // them in the compute dtype, rounded after every change: the tensor cores
 // take bf16 operands, while AdamW's small updates would vanish if applied to
 // bf16 weights (Micikevicius et al. 2018).
+//
+// Megatron's distributed optimizer keeps the master weights itself, sharded
+// 1/d with AdamW's state: then the set holds no values, only the copy in the
+// compute dtype, which every op reads (master_weights = false).
 #pragma once
 
 #include <megahost/abi.h>
@@ -68,16 +72,24 @@ class ParamSet {
   // (zeros that stay zero), so that any run of whole parameters, a gradient
   // bucket or the whole buffer, splits evenly over a data group of that size.
   ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& plan, uint64_t seed, const OwnedParts& owned,
-           int64_t pad_to = 1);
+           int64_t pad_to = 1, bool master_weights = true);
 
   // Elements from the parameter's offset to the next one's: numel plus padding.
   int64_t slot(int id) const { return (infos_[id].numel() + pad_to_ - 1) / pad_to_ * pad_to_; }
+  // The f32 master weights, which the set holds unless the distributed
+  // optimizer does.
+  bool holds_master() const { return bool(values_); }
   float* value(int id) const { return values_.f32() + infos_[id].offset; }
+  // The weight the other ops (layernorm, bias, embedding) read: the value,
+  // else its copy in the compute dtype.
+  TypedPtr weight(int id) const { return holds_master() ? TypedPtr(value(id)) : gemm_weight(id); }
+  // Every parameter in the compute dtype, padded as the values; empty in f32.
+  TypedPtr compute_copy() const { return gemm_copy_.ptr(); }
   // The weight a GEMM reads: the value itself in f32, else its copy in the
   // compute dtype.
   TypedPtr gemm_weight(int id) const;
   // Rounds the values into the GEMMs' copy; call after every change to the
-  // values. Nothing to do in f32.
+  // values. Nothing to do in f32 or without values.
   void refresh_gemm_weights();
   float* grad(int id) const { return grads_.f32() + infos_[id].offset; }
   const ParamInfo& info(int id) const { return infos_[id]; }
@@ -104,7 +116,7 @@ class ParamSet {
   GroupRange group(ParamGroup g) const { return groups_[static_cast<size_t>(g)]; }
   Buffer& values() { return values_; }
   Buffer& grads() { return grads_; }
-  int64_t numel() const { return values_.numel(); }  // including padding
+  int64_t numel() const { return grads_.numel(); }  // including padding
 
   // The full (unsharded) value of a parameter's local element (r, c), as
   // its global element gets on every layout.

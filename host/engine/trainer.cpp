@@ -25,6 +25,7 @@
 #include "engine/pipeline_schedule.hpp"
 #include "engine/tensor_parallel.hpp"
 #include "engine/transformer.hpp"
+#include "plugin_loader.hpp"
 #include "stop_signals.hpp"
 
 namespace mh {
@@ -55,15 +56,21 @@ struct Coordinates {
 };
 void print_memory(const nlohmann::json& ranks) {
   std::printf("memory per rank, MiB (measured peaks; activations beside the paper's formula; ckpt file: what the "
-              "rank writes per checkpoint)\n");
-  std::printf("%5s %9s %9s %9s %9s %9s %9s %9s %9s %11s %9s\n", "rank", "params", "grads", "optimizer", "workspace",
-              "comm", "ckpt stg", "total", "activ.", "formula", "ckpt file");
+              "rank writes per checkpoint; B/param: params + grads + optimizer per parameter of the rank)\n");
+  std::printf("%5s %9s %9s %9s %9s %9s %9s %9s %9s %11s %9s %8s\n", "rank", "params", "grads", "optimizer", "workspace",
+              "comm", "ckpt stg", "total", "activ.", "formula", "ckpt file", "B/param");
   auto mib = [](const nlohmann::json& v) { return double(v.get<uint64_t>()) / double(1 << 20); };
+  auto per_param = [](const nlohmann::json& j) {
+    const double state =
+        double(j["params"].get<uint64_t>() + j["grads"].get<uint64_t>() + j["optimizer"].get<uint64_t>());
+    return j["parameters"].get<uint64_t>() > 0 ? state / double(j["parameters"].get<uint64_t>()) : 0.0;
+  };
   for (const auto& j : ranks)
-    std::printf("%5lld %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11.2f %9.2f\n", (long long)j["rank"].get<int64_t>(),
+    std::printf("%5lld %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11.2f %9.2f %8.2f\n",
+                (long long)j["rank"].get<int64_t>(),
                 mib(j["params"]), mib(j["grads"]), mib(j["optimizer"]), mib(j["workspace"]), mib(j["comm"]),
                 mib(j["checkpoint"]), mib(j["total"]), mib(j["activations"]), mib(j["activations_formula"]),
-                mib(j["checkpoint_bytes"]));
+                mib(j["checkpoint_bytes"]), per_param(j));
 }
 
 Coordinates coordinates(const RunSetup& s, int32_t rank) {
@@ -149,12 +156,13 @@ class RankTrainer {
       : s_(s),
         rank_(s.comm_info.first_rank + local),
         coords_(coordinates(s, rank_)),
-        kernels_(*s.assembly->slot(MH_KIND_KERNELS), s.comm_info.ranks_in_process, rank_),
+        kernels_(*s.assembly->slot(MH_KIND_KERNELS), s.comm_info.ranks_on_node, rank_),
         dev_(kernels_),
         groups_(make_groups(s, local, rank_, dev_)),
         dims_(rank_dims()),
         chunk_specs_(stage_chunks(s, coords_.pp)),
-        params_(dev_, dims_, s.tensor_plan, seed(), owned_parts(chunk_specs_), s.dp),
+        params_(dev_, dims_, s.tensor_plan, seed(), owned_parts(chunk_specs_), s.dp,
+                !shards_optimizer_state(*s.assembly, s.dp)),
         tp_(dev_, groups_.tensor, s.tensor_plan, dims_),
         data_sync_(plan_data_sync()),
         optimizer_(dev_, params_, adamw_config(), data_sync_.distributed ? &groups_.data : nullptr,
@@ -238,6 +246,11 @@ DataSync RankTrainer::plan_data_sync() const {
   plan.struct_size = sizeof(plan);
   check(data.api<MH_DataParallelApi>()->plan(data.get(), s_.dp, bytes.data(), bytes.size(), &plan), data.label());
   plan.overlap = plan.overlap != 0 && s_.dp > 1;
+  const Slot& comm = *s_.assembly->slot(MH_KIND_COMM);
+  require(plan.distributed_optimizer == 0 || s_.dp == 1 || comm.component->plugin->desc->abi_minor >= 3,
+          "parallel.data.distributed_optimizer reduce-scatters in place, which communicators support since ABI 1.3; "
+          "comm '" + std::string(comm.component->desc->name) + "' was built against ABI 1." +
+              std::to_string(comm.component->plugin->desc->abi_minor) + ": rebuild it, or turn the option off");
   return DataSync{plan.distributed_optimizer != 0 && s_.dp > 1, plan.overlap != 0, make_buckets(params_, order, plan)};
 }
 
@@ -373,7 +386,7 @@ int64_t RankTrainer::resume() {
                             "\nset [model] as the checkpoint was saved, or load a checkpoint of this model");
   const auto started = std::chrono::steady_clock::now();
   checkpointer_.load(path, saved);
-  params_.refresh_gemm_weights();
+  optimizer_.publish();
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   consumed_ = saved.consumed_samples;
   if (!leader()) return saved.step;
@@ -457,10 +470,10 @@ double RankTrainer::evaluate(int64_t step) {
 
 void RankTrainer::train() {
   Options t = s_.assembly->train.options();
-  const int64_t eval_interval = t.get_int("eval_interval"), log_interval = t.get_int("log_interval");
-  Progress progress(s_.steps);
+  const int64_t eval_interval = t.get_int("eval_interval");
   const double flops = model_flops(dims_, s_.global_batch);
-  const double peak = dev_.info().peak_flops * double(s_.comm_info.world_size);
+  const double world = double(s_.comm_info.world_size), peak = dev_.info().peak_flops;
+  if (leader()) LOG(INFO) << "rank 0 computes on " << dev_.info().name;
   const int64_t first = s_.resume_from.empty() ? 1 : resume() + 1;
   for (int64_t st = first; st <= s_.steps; ++st) {
     auto start = std::chrono::steady_clock::now();
@@ -478,30 +491,34 @@ void RankTrainer::train() {
     dev_.synchronize();
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (leader() && !s_.dry_run) {
-      double tokens_per_s = double(s_.global_batch * dims_.seq) / seconds;
+      // Per device, as Megatron reports them: the sum over ranks divided by the ranks.
+      const double tokens_per_s = double(s_.global_batch * dims_.seq) / seconds;
+      const double tflops = flops / seconds / world / 1e12, hw_tflops = hw_flops / seconds / world / 1e12;
       s_.metrics->write({{"step", st},
                          {"loss", loss},
                          {"lr", learning_rate(adamw_config(), st)},
                          {"grad_norm", norm},
                          {"step_s", seconds},
                          {"tokens_per_s", tokens_per_s},
-                         {"tflops", flops / seconds / 1e12},
-                         {"mfu", peak > 0 ? flops / seconds / peak : 0.0},
-                         {"hw_tflops", hw_flops / seconds / 1e12},
-                         {"hfu", peak > 0 ? hw_flops / seconds / peak : 0.0},
+                         {"tflops", tflops},
+                         {"mfu", peak > 0 ? tflops * 1e12 / peak : 0.0},
+                         {"hw_tflops", hw_tflops},
+                         {"hfu", peak > 0 ? hw_tflops * 1e12 / peak : 0.0},
+                         {"skipped", !finite},
                          {"stage_busy_s", stage_busy_},
                          {"stage_idle_s", stage_idle_},
                          {"grad_buckets", grad_sync_.stats().buckets},
                          {"grad_buckets_in_backward", grad_sync_.stats().started_in_backward},
                          {"grad_overlap_s", grad_sync_.stats().overlap_s},
                          {"grad_wait_s", grad_sync_.stats().wait_s}});
-      progress.update(st, loss, tokens_per_s, st % log_interval == 0 || st == s_.steps);
+      s_.log->step({st, consumed_, loss, learning_rate(adamw_config(), st), norm, seconds, tokens_per_s, tflops,
+                    !finite, !finite, dev_.memory().total_peak()});
     }
     if (!s_.dry_run && eval_interval > 0 && (st % eval_interval == 0 || st == s_.steps)) {
       double val = evaluate(st);
       if (leader()) {
         s_.metrics->write({{"step", st}, {"val_loss", val}});
-        LOG(INFO) << "step " << st << " validation loss " << val;
+        s_.log->validation(st, val);
       }
     }
     checkpointer_.settle(ex.writers);
@@ -516,7 +533,6 @@ void RankTrainer::train() {
   }
   checkpointer_.wait();
   if (s_.dry_run && checkpointer_.saving()) checkpointer_.dry_save();
-  if (leader()) progress.finish();
   finish();
 }
 
@@ -530,6 +546,7 @@ void RankTrainer::finish() {
   mine.push_back(dev_.memory().total_peak());
   mine.push_back(uint64_t(formula));
   mine.push_back(checkpointer_.saving() ? checkpointer_.save_bytes() : 0);
+  mine.push_back(uint64_t(params_.numel()));
   const int64_t per_rank = int64_t(mine.size()) * 4, world = s_.comm_info.world_size;
   std::vector<float> packed;
   for (uint64_t v : mine)
@@ -549,6 +566,7 @@ void RankTrainer::finish() {
     j["total"] = field(r, kMemCategories);
     j["activations_formula"] = field(r, kMemCategories + 1);
     j["checkpoint_bytes"] = field(r, kMemCategories + 2);
+    j["parameters"] = field(r, kMemCategories + 3);  // padded elements: what the state is held for
     j["rank"] = r;
     ranks.push_back(j);
   }
@@ -557,6 +575,16 @@ void RankTrainer::finish() {
 }
 
 }  // namespace
+
+bool shards_optimizer_state(const Assembly& assembly, int32_t d) {
+  if (d <= 1) return false;
+  Instance data(*assembly.slot(MH_KIND_DATA_PARALLEL), 1, -1);
+  const uint64_t one = 4;
+  MH_DataPlan plan{};
+  plan.struct_size = sizeof(plan);
+  check(data.api<MH_DataParallelApi>()->plan(data.get(), d, &one, 1, &plan), data.label());
+  return plan.distributed_optimizer != 0;
+}
 
 void train_rank(const RunSetup& setup, int32_t local) {
   RankTrainer trainer(setup, local);

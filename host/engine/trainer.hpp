@@ -20,6 +20,7 @@
 #include "data/samples.hpp"
 #include "engine/model.hpp"
 #include "metrics.hpp"
+#include "training_log.hpp"
 
 namespace mh {
 
@@ -41,11 +42,16 @@ struct RunSetup {
   bool dry_run = false, report_memory = false;
   std::string grads_out;  // full gradients of the last step, for equivalence tests
   std::unique_ptr<MetricsWriter> metrics;
+  std::unique_ptr<TrainingLog> log;  // on the process of rank 0
   ckpt::Options checkpoint;      // dir resolved against the config
   std::string resume_from;       // the checkpoint to load; "" starts fresh
   std::string tokenizer;         // the data's tokenizer, recorded in checkpoints
   mutable std::atomic<bool> interrupted{false};  // a stop signal ended the run
 };
+
+// Whether the data-parallel component shards optimizer state (and the
+// master weights) over d replicas: Megatron's distributed optimizer.
+bool shards_optimizer_state(const Assembly& assembly, int32_t d);
 
 // Runs rank `local` of this process to the end; throws on failure.
 void train_rank(const RunSetup& setup, int32_t local);

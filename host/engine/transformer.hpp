@@ -104,7 +104,7 @@ class Transformer {
   int64_t global(int64_t l) const { return chunk_.first_layer + l; }
   MH_RngSpan hidden_span(const MicroBatch& mb, int64_t layer, int site) const;
   MH_RngSpan attention_span(const MicroBatch& mb, int64_t layer) const;
-  float* P(int id) const { return params_.value(id); }
+  TypedPtr P(int id) const { return params_.weight(id); }
   TypedPtr W(int id) const { return params_.gemm_weight(id); }
   float* G(int id) const { return params_.grad(id); }
   Buffer activation(MemCategory category, int64_t elements) const { return ctx_.activation(category, elements); }

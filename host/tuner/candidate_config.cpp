@@ -59,10 +59,20 @@ int64_t dry_run_batch(const Assembly& assembly, const toml::table& root, const M
   return c.micro_batch * (gpipe ? m : std::min<int64_t>(m, 3 * int64_t(c.pipeline)));
 }
 
+// The launch on a device cluster: one process per device under mpirun or
+// srun, so no thread world.
+void write_device_components(toml::table& root, const HardwareProfile& cluster, int32_t world) {
+  const std::string dtype = cluster.dtype == MH_F32 ? "fp32" : "bf16";
+  root.insert_or_assign("kernels", toml::table{{"plugin", "cuda"}, {"dtype", dtype}});
+  toml::table comm{{"plugin", "nccl"}, {"world_size", world}};
+  if (const toml::node* timeout = section(root, "comm").get("timeout_s")) comm.insert("timeout_s", *timeout);
+  root.insert_or_assign("comm", std::move(comm));
+}
+
 }  // namespace
 
 toml::table candidate_config(const Config& config, const Assembly& assembly, const MH_Candidate& c,
-                             CandidateRun run) {
+                             CandidateRun run, const HardwareProfile& cluster) {
   toml::table root = config.root();
   root.erase("tuner");
   resolve_data_paths(config, assembly, root);
@@ -72,8 +82,8 @@ toml::table candidate_config(const Config& config, const Assembly& assembly, con
     world = c.tensor * c.pipeline;
     section(root, "train").insert_or_assign("global_batch", dry_run_batch(assembly, root, c));
   }
-  toml::table& comm = section(root, "comm");
-  if (string_or(comm, "plugin", "threads") == "threads") comm.insert_or_assign("world_size", world);
+  if (!cluster.shared_device) write_device_components(root, cluster, world);
+  else section(root, "comm").insert_or_assign("world_size", world);  // mpi takes it when it is mpirun's
   return root;
 }
 

@@ -12,6 +12,7 @@
 
 #include "assembly.hpp"
 #include "config.hpp"
+#include "tuner/hardware_profile.hpp"
 
 namespace mh {
 
@@ -24,8 +25,13 @@ enum class CandidateRun {
           // sharded over d (then the tuner dry-runs kFull)
 };
 
+// On a cluster of devices (a profile whose device is not shared, a GPU)
+// the config is the one to launch there: kernels "cuda" in the profile's
+// dtype, comm "nccl" with the candidate's world size (which mpirun's -np
+// must match); a dry run simulates both (dry_run.hpp). On a shared device
+// (a CPU) the tuned config's kernels and comm stay, with its world size.
 toml::table candidate_config(const Config& config, const Assembly& assembly, const MH_Candidate& candidate,
-                             CandidateRun run);
+                             CandidateRun run, const HardwareProfile& cluster);
 
 // Writes `table` to `file` with `comment` lines on top.
 void write_toml(const toml::table& table, const std::filesystem::path& file, const std::string& comment);

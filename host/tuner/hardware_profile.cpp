@@ -125,8 +125,19 @@ const MH_Hardware& HardwareProfile::view() const {
   return view_;
 }
 
+fs::path user_hardware_dir() {
+  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg != nullptr && *xdg != '\0')
+    return fs::path(xdg) / "megahost" / "hardware";
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
+    return fs::path(home) / ".config" / "megahost" / "hardware";
+  return {};
+}
+
 std::vector<fs::path> hardware_search_path(const Config& config) {
-  return {config.resolve("hardware"), fs::path(MEGAHOST_HARDWARE_DIR)};
+  std::vector<fs::path> dirs{config.resolve("hardware")};
+  if (fs::path user = user_hardware_dir(); !user.empty()) dirs.push_back(user);
+  dirs.push_back(fs::path(MEGAHOST_HARDWARE_DIR));
+  return dirs;
 }
 
 std::optional<HardwareProfile> load_hardware_profile(const std::string& name_or_file, const std::vector<fs::path>& dirs,
@@ -157,6 +168,8 @@ std::optional<HardwareProfile> load_hardware_profile(const std::string& name_or_
 }
 
 void write_hardware_profile(const HardwareProfile& p, const fs::path& file, const std::string& comment) {
+  std::error_code ec;
+  if (file.has_parent_path()) fs::create_directories(file.parent_path(), ec);
   std::ofstream out(file);
   require(bool(out), "cannot write the hardware profile " + file.string());
   out << std::setprecision(6) << comment;

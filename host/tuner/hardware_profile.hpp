@@ -50,8 +50,13 @@ struct HardwareProfile {
   mutable MH_Hardware view_{};
 };
 
+// The user's profiles, where --calibrate writes by default:
+// $XDG_CONFIG_HOME/megahost/hardware, else ~/.config/megahost/hardware;
+// empty when neither variable is set.
+std::filesystem::path user_hardware_dir();
+
 // Folders searched for a profile given by name, in order: hardware/ next
-// to the config, then the shipped configs/hardware.
+// to the config, the user's folder, then the shipped configs/hardware.
 std::vector<std::filesystem::path> hardware_search_path(const Config& config);
 
 // `name_or_file` is a path to a TOML file, or NAME for NAME.toml in `dirs`.

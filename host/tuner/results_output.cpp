@@ -2,6 +2,7 @@
 
 #include <megahost/error.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -72,12 +73,47 @@ void write_file(const fs::path& file, const std::string& text) {
   require(bool(out), "writing " + file.string() + " failed");
 }
 
-std::string winner_comment(const MH_TunerResult& r, const TunedRun& run) {
+// How to start the tuned run: thread ranks in one process on a CPU; one
+// process per device, under mpirun or Slurm, on a device cluster.
+std::string launch_lines(const TunedRun& run, int32_t world) {
+  const std::string config = (run.dir / "tuned.toml").string(), binary = run.binary.string();
+  if (run.profile.shared_device) return binary + " --config " + config + "\n";
+  const int32_t per_node = std::min(world, run.devices_per_node);
+  const int32_t nodes = (world + per_node - 1) / per_node;
+  return "mpirun -np " + std::to_string(world) + " --npernode " + std::to_string(per_node) + " " + binary +
+         " --config " + config + "\nsrun --nodes " + std::to_string(nodes) + " --ntasks-per-node " +
+         std::to_string(per_node) + " --gpus-per-node " + std::to_string(per_node) + " " + binary + " --config " +
+         config + "\n";
+}
+
+std::string winner_comment(const MH_TunerResult& r, const TunedRun& run, const std::string& launch) {
+  std::string lines;
+  for (size_t at = 0, end; (end = launch.find('\n', at)) != std::string::npos; at = end + 1)
+    lines += "#   " + launch.substr(at, end - at) + "\n";
   return "# Written by megahost's tuner from " + run.config.file() + " for " + run.profile.name + ":\n# " +
          describe_candidate(*r.candidate) + ", " + num(r.step_seconds, 4) + " s per step predicted" +
          (r.measured_seconds > 0 ? ", " + num(r.measured_seconds, 4) + " s measured" : "") + ", " +
-         gib(r.memory_bytes) + " GiB per rank.\n# Run it with: megahost --config " +
-         (run.dir / "tuned.toml").string() + "\n\n";
+         gib(r.memory_bytes) + " GiB per rank.\n# Run it with:\n" + lines + "\n";
+}
+
+// Why nothing was ranked: every candidate that passed the layout checks
+// either failed its dry run or does not fit.
+std::string nothing_ranked(std::span<const MH_TunerResult> rows) {
+  size_t failed = 0, other = 0;
+  std::string first;
+  for (const auto& r : rows) {
+    if (std::string(r.reason).rfind("dry run failed", 0) == 0) {
+      if (failed++ == 0) first = r.reason;
+    } else if (std::string(r.reason).rfind("OOM", 0) == 0) {
+      ++other;
+    }
+  }
+  if (failed > 0 && other == 0)
+    return "\nthe dry runs failed (" + std::to_string(failed) + " of " + std::to_string(rows.size()) +
+           " candidates): no candidate's memory is known, so none was ranked; the first: " + first +
+           "\nfix that and tune again (rejected.csv has every reason)\n";
+  return "\nno candidate fits; nothing to run (see rejected.csv" +
+         (failed > 0 ? ", where " + std::to_string(failed) + " dry run(s) failed" : std::string()) + ")\n";
 }
 
 }  // namespace
@@ -101,13 +137,15 @@ bool write_results(std::span<const MH_TunerResult> rows, const TunedRun& run, st
   write_file(run.dir / "report.txt", text);
   human << text;
   if (rows.empty() || rows.front().verdict != MH_VERDICT_RANKED) {
-    human << "\nno candidate fits; nothing to run (see rejected.csv)\n";
+    human << nothing_ranked(rows);
     return false;
   }
-  write_toml(candidate_config(run.config, run.assembly, *rows.front().candidate, CandidateRun::kFull),
-             run.dir / "tuned.toml", winner_comment(rows.front(), run));
-  human << "\nbest: " << describe_candidate(*rows.front().candidate) << "\nwrote " << (run.dir / "tuned.toml").string()
-        << ", ranked.csv, rejected.csv and report.txt in " << run.dir.string() << "\n";
+  const MH_Candidate& best = *rows.front().candidate;
+  const std::string launch = launch_lines(run, best.tensor * best.pipeline * best.data);
+  write_toml(candidate_config(run.config, run.assembly, best, CandidateRun::kFull, run.profile), run.dir / "tuned.toml",
+             winner_comment(rows.front(), run, launch));
+  human << "\nbest: " << describe_candidate(best) << "\nwrote " << (run.dir / "tuned.toml").string()
+        << ", ranked.csv, rejected.csv and report.txt in " << run.dir.string() << "\nlaunch with:\n" << launch;
   return true;
 }
 

@@ -23,6 +23,8 @@ struct TunedRun {
   const HardwareProfile& profile;
   MH_ModelShape shape;
   std::filesystem::path dir;
+  int32_t devices_per_node;
+  std::filesystem::path binary;  // megahost, for the launch line
 };
 
 // "t=2 p=1 v=1 d=2 sp b=4 selective"
@@ -30,7 +32,8 @@ std::string describe_candidate(const MH_Candidate& c);
 // Bytes as GiB with two decimals.
 std::string gib(uint64_t bytes);
 
-// Writes every output; false when no candidate fits (no tuned.toml then).
+// Writes every output; false when no candidate was ranked (no tuned.toml
+// then), saying whether none fits or their dry runs failed.
 bool write_results(std::span<const MH_TunerResult> rows, const TunedRun& run, std::ostream& human);
 
 }  // namespace mh

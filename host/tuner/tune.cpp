@@ -5,10 +5,12 @@
 #include <glog/logging.h>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <span>
 
+#include "engine/trainer.hpp"
 #include "run.hpp"
 #include "tuner/candidate_config.hpp"
 #include "tuner/hardware_profile.hpp"
@@ -66,21 +68,10 @@ MH_ModelShape model_shape(const Assembly& assembly, const Config& config, int32_
   return model_shape(d, train.get_int("micro_batch"), train.get_int("global_batch"), devices);
 }
 
-// Whether the engine shards optimizer state over d replicas: then memory
-// depends on d and a dry run needs every replica.
-bool shards_over_data(const Assembly& assembly, int32_t d) {
-  if (d <= 1) return false;
-  Instance data(*assembly.slot(MH_KIND_DATA_PARALLEL), 1, -1);
-  const uint64_t one = 4;
-  MH_DataPlan plan{};
-  plan.struct_size = sizeof(plan);
-  check(data.api<MH_DataParallelApi>()->plan(data.get(), d, &one, 1, &plan), data.label());
-  return plan.distributed_optimizer != 0;
-}
-
 struct Search {
   const Assembly& assembly;
   const Config& config;
+  const HardwareProfile& cluster;
   ProbeSettings probe;
   uint64_t capacity;  // bytes one rank may use
 };
@@ -93,10 +84,10 @@ void estimate(TunerSession& tuner, const Search& s, const MH_Candidate& c, int i
   e.capacity_bytes = s.capacity;
   DryRunMemory m;
   if (c.workload == MH_WORKLOAD_TRAIN) {
-    const CandidateRun run = shards_over_data(s.assembly, c.data) ? CandidateRun::kFull : CandidateRun::kDry;
+    const CandidateRun run = shards_optimizer_state(s.assembly, c.data) ? CandidateRun::kFull : CandidateRun::kDry;
     const std::string name = "candidate" + std::to_string(index);
     const fs::path file = s.probe.work_dir / (name + ".toml");
-    write_toml(candidate_config(s.config, s.assembly, c, run), file, "");
+    write_toml(candidate_config(s.config, s.assembly, c, run, s.cluster), file, "");
     m = dry_run_memory(s.probe, file, name);
     LOG(INFO) << "dry run " << index << " " << describe_candidate(c) << ": "
               << (m.error.empty() ? gib(m.peak_bytes) + " GiB on rank " + std::to_string(m.peak_rank) + " (" + m.breakdown + ")"
@@ -115,7 +106,7 @@ void measure_best(TunerSession& tuner, const Search& s, const MH_TunerNeeds& nee
   for (size_t i = 0; i < best.size(); ++i) {
     const std::string name = "measured" + std::to_string(i);
     const fs::path file = s.probe.work_dir / (name + ".toml");
-    write_toml(candidate_config(s.config, s.assembly, best[i], CandidateRun::kFull), file, "");
+    write_toml(candidate_config(s.config, s.assembly, best[i], CandidateRun::kFull, s.cluster), file, "");
     MeasuredRun run = measure_steps(s.probe, file, name, needs.measure_steps);
     LOG(INFO) << "measured " << describe_candidate(best[i]) << ": "
               << (run.error.empty() ? std::to_string(run.best_step_seconds) + " s per step" : run.error);
@@ -126,6 +117,21 @@ void measure_best(TunerSession& tuner, const Search& s, const MH_TunerNeeds& nee
     e.step_seconds = run.best_step_seconds;
     tuner.report(best[i], e);
   }
+}
+
+// A CPU profile prices this machine only if it was measured on this CPU
+// (its device names the kernels' CPU model, /proc/cpuinfo's).
+void warn_if_calibrated_elsewhere(const HardwareProfile& profile) {
+  if (!profile.shared_device) return;
+  std::ifstream in("/proc/cpuinfo");
+  std::string model;
+  for (std::string line; model.empty() && std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) model = line.substr(line.find(':') + 2);
+  if (model.empty() || profile.device.find(model) != std::string::npos) return;
+  LOG(WARNING) << "hardware profile '" << profile.name << "' (" << profile.file << ") was calibrated on '"
+               << profile.device << "', not this CPU ('" << model
+               << "'): its rates may not hold here; recalibrate with `megahost --calibrate` "
+                  "and tune with the profile it writes";
 }
 
 fs::path output_dir(const Assembly& assembly, const Config& config) {
@@ -144,19 +150,23 @@ int tune(const Assembly& assembly, const Config& config, const TuneFlags& flags)
                                                                                  : std::string(needs.hardware);
   std::optional<HardwareProfile> profile = load_hardware_profile(cluster, hardware_search_path(config), diag);
   require(profile.has_value(), diag.report());
+  warn_if_calibrated_elsewhere(*profile);
   const int32_t per_node = needs.devices_per_node > 0 ? needs.devices_per_node : profile->devices_per_node;
   const MH_ModelShape shape = model_shape(assembly, config, needs.nodes * per_node);
   tuner.begin(shape, profile->view());
 
   const fs::path out = output_dir(assembly, config);
   fs::create_directories(out / "runs");
-  Search s{assembly, config, ProbeSettings{fs::read_symlink("/proc/self/exe"), flags.plugin_path, out / "runs"},
+  const fs::path binary = fs::read_symlink("/proc/self/exe");
+  Search s{assembly, config, *profile, ProbeSettings{binary, flags.plugin_path, out / "runs"},
            profile->shared_device ? profile->memory_bytes / uint64_t(per_node) : profile->memory_bytes};
   int index = 0;
   while (std::optional<MH_Candidate> c = tuner.next(shape)) estimate(tuner, s, *c, index++);
   LOG(INFO) << "estimated " << index << " candidate(s) on " << profile->name;
   if (needs.measure_top_k > 0) measure_best(tuner, s, needs);
-  return write_results(tuner.results(), TunedRun{config, assembly, *profile, shape, out}, std::cout) ? 0 : 1;
+  return write_results(tuner.results(), TunedRun{config, assembly, *profile, shape, out, per_node, binary}, std::cout)
+             ? 0
+             : 1;
 }
 
 }  // namespace mh

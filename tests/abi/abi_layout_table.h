@@ -230,6 +230,7 @@
     FIELD(MH_CommInfo, world_size, 8),
     FIELD(MH_CommInfo, ranks_in_process, 12),
     FIELD(MH_CommInfo, first_rank, 16),
+    FIELD(MH_CommInfo, ranks_on_node, 20),
     SIZE(MH_CollectiveArgs, 184),
     FIELD(MH_CollectiveArgs, struct_size, 0),
     FIELD(MH_CollectiveArgs, send, 8),

@@ -116,6 +116,28 @@ TEST_F(Mpi, ReduceScatterGivesEachRankItsSliceOfTheSum) {
   }
 }
 
+// In place, as the distributed optimizer runs them (ABI 1.3): recv is this
+// rank's block of send, and the gather's send is its block of recv.
+TEST_F(Mpi, ReduceScatterInPlaceLeavesTheSumInTheRanksBlock) {
+  std::vector<float> buffer = values_of(rank(), kCount * size());
+  auto a = args<float>(std::span<const float>(buffer), std::span<float>(buffer).subspan(rank() * kCount, kCount));
+  ASSERT_TRUE(Status(api().reduce_scatter(world(), &a)).ok());
+  for (int64_t i = 0; i < kCount; ++i) {
+    float expected = 0;
+    for (int32_t r = 0; r < size(); ++r) expected += value(r, rank() * kCount + i);
+    ASSERT_EQ(buffer[rank() * kCount + i], expected);
+  }
+}
+
+TEST_F(Mpi, AllGatherInPlaceFillsEveryOtherBlock) {
+  std::vector<float> buffer(kCount * size(), -1.0f);
+  for (int64_t i = 0; i < kCount; ++i) buffer[rank() * kCount + i] = value(rank(), i);
+  auto a = args<float>(std::span<const float>(buffer).subspan(rank() * kCount, kCount), std::span<float>(buffer));
+  ASSERT_TRUE(Status(api().all_gather(world(), &a)).ok());
+  for (int32_t r = 0; r < size(); ++r)
+    for (int64_t i = 0; i < kCount; ++i) ASSERT_EQ(buffer[r * kCount + i], value(r, i));
+}
+
 TEST_F(Mpi, BroadcastCopiesTheRootsBufferToEveryRank) {
   const int32_t root = size() - 1;
   std::vector<float> send = values_of(rank(), kCount), recv(kCount);

@@ -80,6 +80,24 @@ TEST_P(ThreadsCollectives, AllReduceInPlace) {
   });
 }
 
+// In place, as the distributed optimizer runs them (ABI 1.3).
+TEST_P(ThreadsCollectives, ReduceScatterAndAllGatherInPlace) {
+  Comm comm = make();
+  run_ranks(comm, [&](int32_t rank, MH_Group* world) {
+    std::vector<float> buffer = values_of(rank, kCount * size());
+    std::span<float> all(buffer), mine = all.subspan(rank * kCount, kCount);
+    auto scatter = args<float>(std::span<const float>(all), mine);
+    ASSERT_TRUE(Status(comm.api().reduce_scatter(world, &scatter)).ok());
+    auto gather = args<float>(std::span<const float>(mine), all);
+    ASSERT_TRUE(Status(comm.api().all_gather(world, &gather)).ok());
+    for (int64_t i = 0; i < kCount * size(); ++i) {
+      float expected = 0;
+      for (int32_t r = 0; r < size(); ++r) expected += value(r, i);
+      ASSERT_EQ(buffer[i], expected) << "element " << i;
+    }
+  });
+}
+
 TEST_P(ThreadsCollectives, AllReduceSumsIntegers) {
   Comm comm = make();
   run_ranks(comm, [&](int32_t rank, MH_Group* world) {

@@ -147,21 +147,19 @@ TEST_F(HostileInput, BatchTooLargeForMemorySaysSoAndWhatToLower) {
   EXPECT_THAT(o.err, HasSubstr("rank 0: out of host memory (std::bad_alloc); lower train.micro_batch"));
 }
 
-// The default --calibrate_out is relative to the working directory, where a
-// shipped profile may lie.
-TEST_F(HostileInput, CalibrateDoesNotOverwriteAProfileAtTheDefaultPath) {
-  std::filesystem::create_directories(dir_.file("configs/hardware"));
-  const std::string profile = dir_.write("configs/hardware/local_cpu.toml", "# shipped\n");
-  const auto cwd = std::filesystem::current_path();
-  std::filesystem::current_path(dir_.file(""));
+// --calibrate writes to the user's profile folder by default, never over
+// the shipped profile; without HOME or XDG_CONFIG_HOME it asks for a path.
+TEST_F(HostileInput, CalibrateWithoutAUserFolderAsksForCalibrateOut) {
+  const std::string home = std::getenv("HOME") != nullptr ? std::getenv("HOME") : "";
+  const char* xdg = std::getenv("XDG_CONFIG_HOME");
+  const std::string saved_xdg = xdg != nullptr ? xdg : "";
+  unsetenv("HOME");
+  unsetenv("XDG_CONFIG_HOME");
   Outcome o = run_megahost({"--calibrate"});
-  std::filesystem::current_path(cwd);
+  if (!home.empty()) setenv("HOME", home.c_str(), 1);
+  if (xdg != nullptr) setenv("XDG_CONFIG_HOME", saved_xdg.c_str(), 1);
   expect_refused(o, 1);
-  EXPECT_THAT(o.err, HasSubstr("error: --calibrate_out: the default 'configs/hardware/local_cpu.toml' exists"));
-  std::ifstream in(profile);
-  std::string first;
-  std::getline(in, first);
-  EXPECT_EQ(first, "# shipped");
+  EXPECT_THAT(o.err, HasSubstr("error: --calibrate_out: neither XDG_CONFIG_HOME nor HOME is set"));
 }
 
 // A rank allowed 1 MiB: the run stops at the allocation that would pass it,

@@ -33,6 +33,8 @@ MemoryRecord read_memory(const fs::path& metrics) {
     for (const auto& rank : j["memory"]) {
       m.activations.push_back(rank["activations"].get<double>());
       m.optimizer.push_back(rank["optimizer"].get<double>());
+      m.params.push_back(rank["params"].get<double>());
+      m.grads.push_back(rank["grads"].get<double>());
       m.formula_total = rank["activations_formula"].get<double>();
     }
   }

@@ -10,10 +10,10 @@
 
 namespace mh::test {
 
-// The final metrics record's memory: each rank's measured activation peak
-// and the formula's values, in bytes.
+// The final metrics record's memory: each rank's measured peaks and the
+// activation formula's values, in bytes.
 struct MemoryRecord {
-  std::vector<double> activations, optimizer;
+  std::vector<double> activations, optimizer, params, grads;
   double formula_per_layer = 0, formula_total = 0;
 };
 

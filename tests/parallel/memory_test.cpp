@@ -126,5 +126,24 @@ TEST(OptimizerMemory, DistributedOptimizerShardsAdamWStateOverDataParallelRanks)
   }
 }
 
+// Megatron's distributed optimizer holds, per parameter, the bf16 parameter
+// (2 bytes) and the f32 gradient (4) whole, and 1/d of the f32 master
+// weight and AdamW's m and v (12). The parameters counted are fp32's values.
+TEST(OptimizerMemory, DistributedOptimizerInBf16HoldsTwoPlusFourPlusTwelveOverDBytesPerParameter) {
+  for (int dp : {2, 8}) {
+    const std::string layout = "--dry_run train.micro_batch=1 comm.world_size=" + std::to_string(dp);
+    LayoutResult fp32 = run_layout(layout);
+    LayoutResult bf16 = run_layout(layout + " kernels.dtype=bf16 parallel.data.distributed_optimizer=true");
+    ASSERT_EQ(bf16.exit_code, 0) << bf16.log;
+    ASSERT_FALSE(fp32.memory.params.empty());
+    const double parameters = fp32.memory.params[0] / 4;
+    const MemoryRecord& m = bf16.memory;
+    EXPECT_NEAR(m.params[0] / parameters, 2.0, 1e-9) << "dp " << dp;
+    EXPECT_NEAR(m.grads[0] / parameters, 4.0, 1e-9) << "dp " << dp;
+    EXPECT_NEAR((m.params[0] + m.grads[0] + m.optimizer[0]) / parameters, 6.0 + 12.0 / dp, 0.02 * (6.0 + 12.0 / dp))
+        << "dp " << dp;
+  }
+}
+
 }  // namespace
 }  // namespace mh::test

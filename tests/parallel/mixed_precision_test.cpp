@@ -6,6 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <string>
+
+#include <unistd.h>
 
 #include "layout_run.hpp"
 
@@ -80,6 +84,46 @@ const Layout kLayouts[] = {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Bf16SameFunctionAsOneRank, ::testing::ValuesIn(kLayouts),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// The distributed optimizer keeps the f32 master weights itself, 1/d per
+// rank, starting from the bf16 parameters as Megatron's does, and every op
+// reads bf16 weights: the loss curve stays that of the all-reduce optimizer
+// up to those roundings.
+TEST(MixedPrecision, DistributedOptimizerTracksTheAllReduceOptimizer) {
+  const std::string dp2 = std::string("comm.world_size=2 ") + kLearning + kBf16;
+  LayoutResult plain = run_layout(dp2);
+  LayoutResult sharded = run_layout(dp2 + " parallel.data.distributed_optimizer=true");
+  ASSERT_EQ(plain.exit_code, 0) << plain.log;
+  ASSERT_EQ(sharded.exit_code, 0) << sharded.log;
+  ASSERT_EQ(sharded.losses.size(), plain.losses.size());
+  for (size_t i = 0; i < plain.losses.size(); ++i)
+    EXPECT_NEAR(sharded.losses[i], plain.losses[i], 2e-3 * plain.losses[i]) << "step " << i + 1;
+  EXPECT_LT(sharded.losses.back(), 0.75 * sharded.losses.front());
+}
+
+// Its checkpoint holds the f32 master weights (each replica writes its
+// pieces): resuming gives the uninterrupted run's losses exactly, and a
+// layout that keeps whole master weights loads it too.
+TEST(MixedPrecision, DistributedOptimizerCheckpointResumesExactlyAndLoadsOnOneRank) {
+  const std::string dist = std::string("comm.world_size=2 parallel.data.distributed_optimizer=true train.decay_steps=6") + kBf16;
+  const LayoutResult whole = run_layout(dist + " train.steps=6");
+  ASSERT_EQ(whole.exit_code, 0) << whole.log;
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("megahost_bf16_dist_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  const LayoutResult saved = run_layout(dist + " train.steps=3 checkpoint.dir=" + dir.string());
+  ASSERT_EQ(saved.exit_code, 0) << saved.log;
+  const LayoutResult resumed = run_layout(dist + " train.steps=6 checkpoint.load=" + dir.string());
+  const LayoutResult one = run_layout(std::string("comm.world_size=1 train.decay_steps=6 train.steps=6 checkpoint.load=") +
+                                      dir.string() + kBf16);
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.log;
+  ASSERT_EQ(resumed.losses.size(), 3u) << resumed.log;
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(resumed.losses[i], whole.losses[i + 3]) << "step " << i + 4;
+  ASSERT_EQ(one.exit_code, 0) << one.log;
+  ASSERT_EQ(one.losses.size(), 3u) << one.log;
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(one.losses[i], whole.losses[i + 3], 2e-3 * whole.losses[i + 3]);
+}
 
 }  // namespace
 }  // namespace mh::test

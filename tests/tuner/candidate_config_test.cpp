@@ -27,6 +27,19 @@ plugin = "grid"
 cluster = "dgx_h100"
 )";
 
+HardwareProfile cpu() {
+  HardwareProfile p;
+  p.shared_device = true;
+  return p;
+}
+
+HardwareProfile gpus() {
+  HardwareProfile p;
+  p.dtype = MH_BF16;
+  p.devices_per_node = 8;
+  return p;
+}
+
 MH_Candidate candidate(int32_t t, int32_t p, int32_t v, int32_t d, int32_t b, const char* recompute) {
   MH_Candidate c{};
   c.struct_size = sizeof(c);
@@ -38,7 +51,7 @@ MH_Candidate candidate(int32_t t, int32_t p, int32_t v, int32_t d, int32_t b, co
 
 TEST(CandidateConfig, WritesTheLayoutOverTheTunedConfigAndDropsTheTuner) {
   EngineEnv env(kTuned);
-  const toml::table t = candidate_config(env.config(), env.assembly(), candidate(2, 2, 2, 2, 2, "full"), CandidateRun::kFull);
+  const toml::table t = candidate_config(env.config(), env.assembly(), candidate(2, 2, 2, 2, 2, "full"), CandidateRun::kFull, cpu());
   EXPECT_FALSE(t.contains("tuner"));
   EXPECT_EQ(t["parallel"]["tensor"]["size"].value<int64_t>(), 2);
   EXPECT_EQ(t["parallel"]["tensor"]["sequence_parallel"].value<bool>(), true);
@@ -58,7 +71,7 @@ TEST(CandidateConfig, WritesTheLayoutOverTheTunedConfigAndDropsTheTuner) {
 TEST(CandidateConfig, ADryRunIsOneReplicaOnItsShareOfTheBatchStoppedAtThreePMicroBatches) {
   EngineEnv env(kTuned);
   // 64 sequences over d = 2 replicas of micro-batches of 1: m = 32, cut to 3p = 6.
-  const toml::table t = candidate_config(env.config(), env.assembly(), candidate(2, 2, 2, 2, 1, "selective"), CandidateRun::kDry);
+  const toml::table t = candidate_config(env.config(), env.assembly(), candidate(2, 2, 2, 2, 1, "selective"), CandidateRun::kDry, cpu());
   EXPECT_EQ(t["comm"]["world_size"].value<int64_t>(), 4);
   EXPECT_EQ(t["train"]["global_batch"].value<int64_t>(), 6);
   EXPECT_EQ(t["recompute"]["plugin"].value<std::string>(), "selective");
@@ -67,9 +80,25 @@ TEST(CandidateConfig, ADryRunIsOneReplicaOnItsShareOfTheBatchStoppedAtThreePMicr
 
 TEST(CandidateConfig, ADryRunOfGPipeKeepsEveryMicroBatchSinceAllAreInFlight) {
   EngineEnv env(kTuned);
-  const toml::table t = candidate_config(env.config(), env.assembly(), candidate(1, 2, 1, 2, 1, "none"), CandidateRun::kDry);
+  const toml::table t = candidate_config(env.config(), env.assembly(), candidate(1, 2, 1, 2, 1, "none"), CandidateRun::kDry, cpu());
   EXPECT_EQ(t["parallel"]["pipeline"]["schedule"].value<std::string>(), "gpipe");
   EXPECT_EQ(t["train"]["global_batch"].value<int64_t>(), 32);
+}
+
+TEST(CandidateConfig, OnADeviceClusterItIsTheLaunchedRunCudaAndNcclWithTheWorldMpirunStarts) {
+  EngineEnv env(kTuned);
+  const toml::table t = candidate_config(env.config(), env.assembly(), candidate(2, 2, 1, 4, 1, "none"), CandidateRun::kFull, gpus());
+  EXPECT_EQ(t["kernels"]["plugin"].value<std::string>(), "cuda");
+  EXPECT_EQ(t["kernels"]["dtype"].value<std::string>(), "bf16");
+  EXPECT_EQ(t["comm"]["plugin"].value<std::string>(), "nccl");
+  EXPECT_EQ(t["comm"]["world_size"].value<int64_t>(), 16);
+}
+
+TEST(CandidateConfig, OnADeviceClusterADryRunIsOneReplicaOfNcclRanks) {
+  EngineEnv env(kTuned);
+  const toml::table t = candidate_config(env.config(), env.assembly(), candidate(2, 2, 1, 4, 1, "none"), CandidateRun::kDry, gpus());
+  EXPECT_EQ(t["comm"]["plugin"].value<std::string>(), "nccl");
+  EXPECT_EQ(t["comm"]["world_size"].value<int64_t>(), 4);
 }
 
 }  // namespace

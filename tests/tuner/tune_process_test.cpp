@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -76,6 +77,46 @@ TEST(Tune, WhenNothingFitsItSaysSoExitsOneAndWritesNoWinner) {
   EXPECT_EQ(o.status, 1);
   EXPECT_THAT(o.out, AllOf(HasSubstr("OOM by"), HasSubstr("no candidate fits; nothing to run")));
   EXPECT_FALSE(std::filesystem::exists(dir.file("out/tuned.toml")));
+}
+
+// Tuning for GPUs on a machine without one: the dry runs simulate the
+// devices and the communicator, and the winner is the config to launch there.
+TEST(Tune, ForAGpuClusterWritesTheNcclCudaRunToLaunchAndItsLaunchLineAndItDryRunsUnchanged) {
+  TempDir dir;
+  const Outcome o = run_megahost({"--config", kTiny, "output.dir=" + dir.file("out"), "tuner.cluster=dgx_a100_80gb",
+                                  "tuner.top_k=0"});
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  EXPECT_THAT(o.out, AllOf(HasSubstr("mpirun -np 8 --npernode 8 "), HasSubstr("srun --nodes 1 --ntasks-per-node 8 ")));
+  const std::string tuned = read(dir.file("out/tuned.toml"));
+  EXPECT_THAT(tuned, AllOf(HasSubstr("plugin = 'nccl'"), HasSubstr("world_size = 8"), HasSubstr("plugin = 'cuda'"),
+                           HasSubstr("# Run it with:\n#   mpirun -np 8")));
+  EXPECT_THAT(tuned, ::testing::Not(HasSubstr("'threads'")));
+  const Outcome dry = run_megahost({"--config", dir.file("out/tuned.toml"), "--dry_run"});
+  EXPECT_EQ(dry.status, 0) << dry.err;
+}
+
+TEST(Tune, WhenEveryDryRunFailsItSaysSoNotThatNothingFits) {
+  TempDir dir;
+  const Outcome o = run_megahost({"--config", kTiny, "output.dir=" + dir.file("out"), "tuner.top_k=0",
+                                  "data.path=" + dir.file("missing")});
+  EXPECT_EQ(o.status, 1);
+  EXPECT_THAT(o.out, HasSubstr("the dry runs failed"));
+  EXPECT_THAT(o.out, ::testing::Not(HasSubstr("no candidate fits")));
+}
+
+// Where --calibrate writes by default: found by name before the shipped profiles.
+TEST(Tune, AProfileInTheUsersFolderIsFoundByName) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("config/megahost/hardware"));
+  dir.write("config/megahost/hardware/mine.toml", read(std::string(MEGAHOST_TEST_TUNER_DIR) + "/test_cpu.toml"));
+  const char* xdg = std::getenv("XDG_CONFIG_HOME");
+  const std::string saved = xdg != nullptr ? xdg : "";
+  setenv("XDG_CONFIG_HOME", dir.file("config").c_str(), 1);
+  const Outcome o = run_megahost({"--config", kTiny, "output.dir=" + dir.file("out"), "tuner.cluster=mine", "tuner.top_k=0"});
+  if (xdg != nullptr) setenv("XDG_CONFIG_HOME", saved.c_str(), 1);
+  else unsetenv("XDG_CONFIG_HOME");
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_THAT(o.out, HasSubstr("best: "));
 }
 
 TEST(Tune, AnUnknownProfileFailsNamingIt) {

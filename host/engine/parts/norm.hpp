@@ -20,6 +20,11 @@ class NormPart {
   void backward(TypedPtr dout, TypedPtr x, const Buffer& out, int w, int b, float* dx) const;
 
  private:
+  // RMSNorm's kernels take the scale in f32; without master weights (the
+  // distributed optimizer holds them) the set has only its compute-dtype
+  // copy, which `staged` then holds in f32.
+  const float* f32_scale(int w, Buffer& staged) const;
+
   PartContext c_;
 };
 

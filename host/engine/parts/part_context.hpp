@@ -15,7 +15,8 @@ struct PartContext {
   TensorParallel& tp;
   const ModelDims& d;
 
-  float* P(int id) const { return params.value(id); }
+  // The weight the non-GEMM ops read (ParamSet::weight).
+  TypedPtr P(int id) const { return params.weight(id); }
   TypedPtr W(int id) const { return params.gemm_weight(id); }
   float* G(int id) const { return params.grad(id); }
   // A buffer in the compute dtype.

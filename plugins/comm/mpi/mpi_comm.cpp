@@ -13,7 +13,11 @@ namespace mh::comm::mpi {
 
 namespace {
 
-constexpr MH_OptionSpec kOptions[] = {kTimeoutOption};
+constexpr MH_OptionSpec kOptions[] = {
+    // Accepted so that one config serves thread ranks and mpirun alike.
+    opt_int("world_size", "0", 0, 1 << 24, "the launcher's world size (mpirun -np); 0 takes it from the launcher"),
+    kTimeoutOption,
+};
 constexpr int kTag = 0;
 
 int world_rank() {
@@ -40,6 +44,16 @@ std::unique_ptr<MpiComm::Group> duplicate_world(Clock::duration timeout) {
           "mpi communicator: " + timed_out(timeout) + " waiting for every rank to create it",
           MH_DEADLINE_EXCEEDED);
   return std::make_unique<MpiComm::Group>(comm, GroupId::world(world_size()), timeout);
+}
+
+// The ranks sharing this node's memory: MPI's shared-memory split.
+int32_t ranks_on_this_node() {
+  MPI_Comm node = MPI_COMM_NULL;
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  int size = 0;
+  MPI_Comm_size(node, &size);
+  MPI_Comm_free(&node);
+  return size;
 }
 
 }  // namespace
@@ -100,6 +114,7 @@ MpiComm::Group::Request::~Request() {
 void MpiComm::Group::Request::wait() {
   waited_ = true;
   group_.complete(what_, -1, request_, deadline_);
+  if (then_) then_();
 }
 
 void MpiComm::Group::all_reduce(const MH_CollectiveArgs& args) { all_reduce_start(args)->wait(); }
@@ -116,9 +131,21 @@ std::unique_ptr<MpiComm::Group::Request> MpiComm::Group::all_reduce_start(const 
 
 std::unique_ptr<MpiComm::Group::Request> MpiComm::Group::reduce_scatter_start(const MH_CollectiveArgs& args) {
   const Call c = enter(Collective::kReduceScatter, args);
-  return start(c.kind, [&](MPI_Request* r) {
-    check(MPI_Ireduce_scatter_block(c.send, c.recv, count(c), datatype(c), reduce_op(c), comm_, r),
+  auto* full = static_cast<std::byte*>(const_cast<void*>(c.send));
+  if (c.recv != full + rank_ * c.bytes())
+    return start(c.kind, [&](MPI_Request* r) {
+      check(MPI_Ireduce_scatter_block(c.send, c.recv, count(c), datatype(c), reduce_op(c), comm_, r),
+            "MPI_Ireduce_scatter_block");
+    });
+  // In place (recv is this rank's block of send, as NCCL takes it): MPI puts
+  // the result at the start of the buffer, so it moves to the block after.
+  const Clock::time_point deadline = Clock::now() + timeout_;
+  const MPI_Request request = post(c.kind, [&](MPI_Request* r) {
+    check(MPI_Ireduce_scatter_block(MPI_IN_PLACE, full, count(c), datatype(c), reduce_op(c), comm_, r),
           "MPI_Ireduce_scatter_block");
+  });
+  return std::make_unique<Request>(*this, c.kind, request, deadline, [full, c] {
+    if (full != c.recv) std::memmove(c.recv, full, c.bytes());
   });
 }
 
@@ -258,12 +285,19 @@ void MpiComm::Group::flush_sends() noexcept {
 std::span<const MH_OptionSpec> MpiComm::options() { return kOptions; }
 
 MpiComm::MpiComm(const CreateContext& ctx)
-    : world_(duplicate_world(to_duration(ctx.options.get_double("timeout_s")))) {}
+    : world_(duplicate_world(to_duration(ctx.options.get_double("timeout_s")))), ranks_on_node_(ranks_on_this_node()) {
+  const int64_t size = ctx.options.get_int("world_size");
+  require(size == 0 || size == world_size(),
+          ctx.options.key("world_size") + " = " + std::to_string(size) + ", but the launcher started " +
+              std::to_string(world_size()) + " rank(s); set it to " + std::to_string(world_size()) +
+              " or leave it out (mpirun -np sets the world size)");
+}
 
 void MpiComm::info(MH_CommInfo& out) const {
   out.world_size = world_size();
   out.ranks_in_process = 1;
   out.first_rank = world_rank();
+  out.ranks_on_node = ranks_on_node_;
 }
 
 MpiComm::Group* MpiComm::world(int32_t local) {

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -46,8 +47,10 @@ class MpiComm {
     // the deadline its start set.
     class Request {
      public:
-      Request(Group& group, Collective what, MPI_Request request, Clock::time_point deadline)
-          : group_(group), what_(what), request_(request), deadline_(deadline) {}
+      // `then` runs once the collective completed (may be empty).
+      Request(Group& group, Collective what, MPI_Request request, Clock::time_point deadline,
+              std::function<void()> then = {})
+          : group_(group), what_(what), request_(request), deadline_(deadline), then_(std::move(then)) {}
       ~Request();
       Request(const Request&) = delete;
       Request& operator=(const Request&) = delete;
@@ -58,6 +61,7 @@ class MpiComm {
       Collective what_;
       MPI_Request request_;
       Clock::time_point deadline_;
+      std::function<void()> then_;
       bool waited_ = false;
     };
 
@@ -121,6 +125,7 @@ class MpiComm {
  private:
   Runtime runtime_;  // first in, last out: the world group needs MPI
   std::unique_ptr<Group> world_;
+  int32_t ranks_on_node_;
 };
 
 // The "mpi" component of kind MH_KIND_COMM.

@@ -299,9 +299,12 @@ NcclComm::NcclComm(const CreateContext& ctx) : health_(std::make_shared<Health>(
   const Clock::duration timeout = to_duration(ctx.options.get_double("timeout_s"));
   const int64_t world_size = ctx.options.get_int("world_size");
   if (under_mpirun()) {
-    require(world_size == 1, ctx.options.key("world_size") + " = " + std::to_string(world_size) +
-                                 ": under mpirun every process is one rank and -n sets the world size; leave it at 1");
     join_mpi_world(devices, timeout);
+    // The default, or the launcher's size: one config serves both launches.
+    require(world_size == 1 || world_size == world_size_,
+            ctx.options.key("world_size") + " = " + std::to_string(world_size) + ", but mpirun started " +
+                std::to_string(world_size_) + " rank(s); set it to " + std::to_string(world_size_) +
+                " or leave it out (-np sets the world size)");
   } else {
     require(world_size <= devices,
             ctx.options.key("world_size") + " = " + std::to_string(world_size) +
@@ -360,6 +363,7 @@ void NcclComm::info(MH_CommInfo& out) const {
   out.world_size = world_size_;
   out.ranks_in_process = static_cast<int32_t>(world_.size());
   out.first_rank = first_rank_;
+  out.ranks_on_node = out.ranks_in_process;  // one rank per device; nobody shares CPU cores by it
 }
 
 NcclComm::Group* NcclComm::world(int32_t local) {

@@ -79,6 +79,7 @@ void ThreadsComm::info(MH_CommInfo& out) const {
   out.world_size = static_cast<int32_t>(world_groups_.size());
   out.ranks_in_process = out.world_size;
   out.first_rank = 0;
+  out.ranks_on_node = out.world_size;
 }
 
 ThreadsComm::Group* ThreadsComm::world(int32_t local) {

@@ -9,11 +9,8 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <vector>
 
 namespace mh::kernels {
@@ -22,33 +19,6 @@ namespace {
 float* f32(const MH_Tensor& t) { return static_cast<float*>(t.data); }
 const int32_t* i32(const MH_Tensor& t) { return static_cast<const int32_t*>(t.data); }
 uint8_t* u8(const MH_Tensor& t) { return static_cast<uint8_t*>(t.data); }
-
-// Best of three 1024^3 products (2.1 GFLOP each, tens of ms on one core):
-// the first one also pays for BLAS's buffers and the team's start.
-double measure_peak_flops(int threads) {
-  constexpr int64_t n = 1024;
-  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
-  double best = 1e30;
-  for (int rep = 0; rep < 3; ++rep) {
-    const auto start = std::chrono::steady_clock::now();
-    cpu::gemm(1, n, n, n, 1.0f, {a.data(), 0, n, false}, {b.data(), 0, n, false}, 0.0f, c.data(), 0, n, threads);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  return 2.0 * n * n * n / best;
-}
-
-// The ranks of a process measure the same thing: a team of `threads` on this
-// machine. Measured once per team size, alone: 1024 thread ranks measuring at
-// once took minutes (past comm.timeout_s, so the world split timed out) and
-// held 1024 sets of 12 MiB matrices and BLAS buffers.
-double peak_flops_of_team(int threads) {
-  static std::mutex mu;
-  static std::map<int, double> measured;
-  std::lock_guard lock(mu);
-  auto [it, fresh] = measured.try_emplace(threads, 0.0);
-  if (fresh) it->second = measure_peak_flops(threads);
-  return it->second;
-}
 
 }  // namespace
 
@@ -73,7 +43,7 @@ CpuKernels::CpuKernels(const CreateContext& ctx)
   memory_bytes_ = memory_gb > 0 ? uint64_t(memory_gb * double(uint64_t{1} << 30))
                                 : cpu::physical_memory_bytes() / static_cast<uint64_t>(ranks_in_process_);
   const double gflops = ctx.options.get_double("peak_gflops");
-  peak_flops_ = gflops > 0 ? gflops * 1e9 : peak_flops_of_team(threads_);
+  peak_flops_ = gflops > 0 ? gflops * 1e9 : cpu::theoretical_peak_flops(threads_);
   name_ = "cpu: " + cpu::cpu_model() + ", " + std::to_string(threads_) + " threads (OpenBLAS " +
           openblas_get_corename() + ")";
 }

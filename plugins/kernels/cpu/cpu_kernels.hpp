@@ -19,7 +19,7 @@ class CpuKernels {
       opt_int("threads", "0", 0, 1024,
               "OpenMP threads per rank; 0 = this process's physical cores split between its ranks"),
       opt_double("peak_gflops", "0", 0, 1e9,
-                 "peak GFLOP/s reported for MFU; 0 = measure a 1024^3 sgemm when created"),
+                 "peak GFLOP/s reported for MFU; 0 = the cores' theoretical peak (FMA units x lanes x 2 x clock)"),
       opt_choice("dtype", "\"fp32\"", "fp32|bf16",
                  "dtype of activations and GEMM inputs: fp32, or bf16 with fp32 accumulation"),
       opt_double("memory_gb", "0", 0, 1e6,

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -19,7 +20,30 @@ int read_int(const std::string& path) {
   return value;
 }
 
+// f32 FLOPs a core issues per cycle: two FMA units (Intel since Haswell,
+// AMD since Zen 2; Xeon Bronze/Silver have one 512-bit unit, which this
+// overstates by half) on the widest vectors the CPU has, two FLOPs per lane
+// each; without FMA, one multiply and one add port.
+double flops_per_cycle() {
+  const int lanes = __builtin_cpu_supports("avx512f") ? 16 : __builtin_cpu_supports("avx2") ? 8 : 4;
+  return (__builtin_cpu_supports("fma") ? 2 * 2 : 2) * lanes;
+}
+
+// cpufreq's maximum, else the largest "cpu MHz" of /proc/cpuinfo (virtual
+// machines often have no cpufreq); Hz, 0 if unknown.
+double clock_hz() {
+  if (const int khz = read_int("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"); khz > 0) return khz * 1e3;
+  std::ifstream in("/proc/cpuinfo");
+  double mhz = 0;
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("cpu MHz", 0) == 0 && line.find(':') != std::string::npos)
+      mhz = std::max(mhz, std::strtod(line.c_str() + line.find(':') + 1, nullptr));
+  return mhz * 1e6;
+}
+
 }  // namespace
+
+double theoretical_peak_flops(int cores) { return cores * flops_per_cycle() * clock_hz(); }
 
 int physical_cores() {
   cpu_set_t mask;

@@ -13,6 +13,10 @@ int physical_cores();
 // "AMD EPYC 7B13", or "unknown CPU".
 std::string cpu_model();
 
+// The theoretical f32 peak of `cores` cores, FLOP/s: FMA units x vector
+// lanes x 2 x clock (the CPU's documented maximum, else its current one).
+double theoretical_peak_flops(int cores);
+
 // Installed memory, 0 if unknown.
 uint64_t physical_memory_bytes();
 

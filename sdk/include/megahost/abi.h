@@ -55,6 +55,14 @@
  *        reads the shorter MH_XentArgs and so counts padded ids.
  *        MH_ModelShape gains gated_mlp, rotary, kv_heads and untied_output,
  *        the model's parts the planners and the tuner price (docs/models.md).
+ *        comm: MH_CommInfo gains ranks_on_node, the ranks of the world that
+ *        share this machine's cores and memory, so the host can split them
+ *        between processes launched by mpirun or srun. It fits in the struct's
+ *        old padding; a 1.2 communicator leaves it 0 (unknown) and the host
+ *        then counts only the ranks of its own process. reduce_scatter may
+ *        run in place (recv = send + rank * n, as NCCL takes it), as
+ *        all_gather already could: the distributed optimizer reduces and
+ *        gathers in the parameter and gradient buffers themselves.
  */
 #ifndef MEGAHOST_ABI_H
 #define MEGAHOST_ABI_H
@@ -223,8 +231,10 @@ typedef struct MH_Instance MH_Instance;
 typedef struct MH_CreateArgs {
   size_t struct_size;
   const MH_Options* options;
-  /* Number of ranks that live in this process (threads comm: world size;
-   * MPI: 1). Kernels use it to split the cores between ranks. */
+  /* Number of ranks that share this machine's cores and memory: the ranks
+   * of this process (threads comm: world size), or under mpirun/srun the
+   * ranks on this node (since 1.3; before, 1). Kernels use it to split the
+   * cores and memory between ranks. */
   int32_t ranks_in_process;
   int32_t rank;             /* global rank the instance serves, -1 if shared */
 } MH_CreateArgs;
@@ -531,12 +541,17 @@ typedef struct MH_CommInfo {
   int32_t world_size;
   int32_t ranks_in_process;
   int32_t first_rank;       /* global rank of the process's first local rank */
+  /* Ranks of the world on this machine, this process's included: under MPI
+   * the size of MPI_COMM_TYPE_SHARED's split (since 1.3; 0 = unknown). */
+  int32_t ranks_on_node;
 } MH_CommInfo;
 
 /* Buffers are contiguous tensors on the kernels' device.
  * all_reduce:     recv = op over ranks of send (recv may equal send)
  * all_gather:     recv[size * n] = concat of every rank's send[n], rank order
+ *                 (in place when send is recv + rank * n)
  * reduce_scatter: recv[n] = slice `rank` of op over ranks of send[size * n]
+ *                 (in place when recv is send + rank * n; since 1.3)
  * broadcast:      recv = root's send on every rank (root: rank in group)
  * send / recv:    point-to-point with group rank `peer` */
 typedef struct MH_CollectiveArgs {
