@@ -174,6 +174,7 @@ class RankTrainer {
   }
 
   void train();
+  const MemoryTracker& memory() { return dev_.memory(); }
 
  private:
   ModelDims rank_dims() const {
@@ -483,7 +484,9 @@ void RankTrainer::train() {
       }
     }
     checkpointer_.settle(ex.writers);
-    if (ex.stop_signal != 0) {
+    // A dry run has nothing to save; the real run that follows the memory
+    // check's dry pass sees the signal at its first step.
+    if (ex.stop_signal != 0 && !s_.dry_run) {
       stop(st, ex.stop_signal);
       break;
     }
@@ -494,6 +497,7 @@ void RankTrainer::train() {
   }
   checkpointer_.wait();
   if (s_.dry_run && checkpointer_.saving()) checkpointer_.dry_save();
+  if (s_.plan_only) return;
   if (leader()) progress.finish();
   finish();
 }
@@ -536,9 +540,10 @@ void RankTrainer::finish() {
 
 }  // namespace
 
-void train_rank(const RunSetup& setup, int32_t local) {
+MemoryTracker train_rank(const RunSetup& setup, int32_t local) {
   RankTrainer trainer(setup, local);
   trainer.train();
+  return trainer.memory();
 }
 
 }  // namespace mh

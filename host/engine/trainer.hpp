@@ -18,6 +18,7 @@
 #include "checkpoint/checkpointer.hpp"
 #include "data/indexed_dataset.hpp"
 #include "data/samples.hpp"
+#include "engine/memory.hpp"
 #include "engine/model.hpp"
 #include "metrics.hpp"
 
@@ -39,6 +40,7 @@ struct RunSetup {
   std::vector<std::unique_ptr<data::IndexedDataset>> datasets;
   std::unique_ptr<data::Samples> train, valid;
   bool dry_run = false, report_memory = false;
+  bool plan_only = false;  // a dry pass that only measures memory: it reports and writes nothing
   std::string grads_out;  // full gradients of the last step, for equivalence tests
   std::unique_ptr<MetricsWriter> metrics;
   ckpt::Options checkpoint;      // dir resolved against the config
@@ -47,7 +49,8 @@ struct RunSetup {
   mutable std::atomic<bool> interrupted{false};  // a stop signal ended the run
 };
 
-// Runs rank `local` of this process to the end; throws on failure.
-void train_rank(const RunSetup& setup, int32_t local);
+// Runs rank `local` of this process to the end and returns its memory
+// accounting; throws on failure.
+MemoryTracker train_rank(const RunSetup& setup, int32_t local);
 
 }  // namespace mh
