@@ -12,15 +12,17 @@ namespace {
 constexpr int kQuestion = 1, kAnswer = 2;
 constexpr auto kNap = std::chrono::microseconds(50);
 
-// The message waiting with `tag`, received; none when nothing waits.
+// The message waiting with `tag`, received; none when nothing waits. A
+// matched probe, so that no other thread can take the message in between.
 template <class Message>
 std::optional<std::pair<Message, int>> receive(MPI_Comm comm, int tag) {
   int waiting = 0;
+  MPI_Message handle = MPI_MESSAGE_NULL;
   MPI_Status status;
-  check(MPI_Iprobe(MPI_ANY_SOURCE, tag, comm, &waiting, &status), "MPI_Iprobe");
+  check(MPI_Improbe(MPI_ANY_SOURCE, tag, comm, &waiting, &handle, &status), "MPI_Improbe");
   if (waiting == 0) return std::nullopt;
   Message m{};
-  check(MPI_Recv(m.data(), int(m.size()), MPI_INT64_T, status.MPI_SOURCE, tag, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+  check(MPI_Mrecv(m.data(), int(m.size()), MPI_INT64_T, &handle, MPI_STATUS_IGNORE), "MPI_Mrecv");
   return std::pair{m, status.MPI_SOURCE};
 }
 
@@ -46,7 +48,7 @@ Census::~Census() {
   MPI_Comm_free(&comm_);
 }
 
-void Census::add(uint64_t key, const int64_t* arrivals) {
+void Census::add(uint64_t key, const std::atomic<int64_t>* arrivals) {
   std::lock_guard lock(mu_);
   groups_[key] = arrivals;
 }
@@ -71,12 +73,12 @@ void Census::reap() {
 }
 
 void Census::answer() {
+  std::lock_guard lock(mu_);
   reap();
   while (auto question = receive<Message>(comm_, kQuestion)) {
     auto [m, asker] = *question;
-    std::lock_guard lock(mu_);
     const auto it = groups_.find(uint64_t(m[0]));
-    m[2] = it == groups_.end() ? -1 : *it->second;
+    m[2] = it == groups_.end() ? -1 : it->second->load();
     send(asker, kAnswer, m);
   }
 }
@@ -84,18 +86,22 @@ void Census::answer() {
 std::optional<std::vector<std::optional<int64_t>>> Census::ask(uint64_t key, std::span<const int32_t> members,
                                                                Clock::time_point deadline,
                                                                const std::function<bool()>& completed) {
+  std::unique_lock lock(mu_);
   const int64_t number = ++questions_;
   for (int32_t member : members) send(member, kQuestion, Message{int64_t(key), number, 0});
+  lock.unlock();
   std::vector<std::optional<int64_t>> counts(members.size());
   while (Clock::now() < deadline) {
     if (completed()) return std::nullopt;
     answer();
+    lock.lock();
     while (auto reply = receive<Message>(comm_, kAnswer)) {
       const auto& [m, from] = *reply;
       if (m[1] != number) continue;  // an earlier question's
       for (size_t i = 0; i < members.size(); ++i)
         if (members[i] == from) counts[i] = m[2];
     }
+    lock.unlock();
     std::this_thread::sleep_for(kNap);
   }
   return counts;

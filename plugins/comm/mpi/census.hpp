@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -33,7 +34,7 @@ class Census {
 
   // Group `key` (the same on every member) has entered `*arrivals`
   // collectives; answers read it until remove(key).
-  void add(uint64_t key, const int64_t* arrivals);
+  void add(uint64_t key, const std::atomic<int64_t>* arrivals);
   void remove(uint64_t key);
 
   // Answers the questions that have arrived; called while this rank waits.
@@ -54,8 +55,8 @@ class Census {
   void reap();
 
   MPI_Comm comm_ = MPI_COMM_NULL;
-  std::mutex mu_;
-  std::map<uint64_t, const int64_t*> groups_;
+  std::mutex mu_;  // guards what follows: a group may wait on any thread
+  std::map<uint64_t, const std::atomic<int64_t>*> groups_;
   int64_t questions_ = 0;
   // Messages MPI may still read; kept until their sends complete.
   std::deque<std::pair<std::unique_ptr<Message>, MPI_Request>> outgoing_;

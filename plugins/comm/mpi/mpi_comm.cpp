@@ -220,7 +220,7 @@ MPI_Status MpiComm::Group::complete(Collective what, int32_t peer, MPI_Request& 
                                      : complete_collective(request, deadline, op, status, missing);
   });
   if (what == Collective::kRecv) missing = id_.globals({&peer, 1}) + " had not sent";
-  if (!done) time_out(what, peer, request, missing);
+  if (!done) time_out(what, request, missing);
   return status;
 }
 
@@ -273,7 +273,7 @@ MPI_Status MpiComm::Group::run(Collective what, int32_t peer, Start start) {
   return complete(what, peer, request, deadline, arrivals_);
 }
 
-void MpiComm::Group::time_out(Collective what, int32_t peer, MPI_Request& request, const std::string& missing) {
+void MpiComm::Group::time_out(Collective what, MPI_Request& request, const std::string& missing) {
   if (what == Collective::kRecv) {
     // Gives the buffer back. Collectives cannot be cancelled: should the
     // missing ranks ever arrive, MPI may still write their recv buffers.

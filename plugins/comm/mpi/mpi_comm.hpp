@@ -14,6 +14,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -106,7 +107,7 @@ class MpiComm {
                              std::string& missing);
     std::string not_arrived(const std::vector<std::optional<int64_t>>& counts, int64_t op,
                             Clock::duration window) const;
-    [[noreturn]] void time_out(Collective what, int32_t peer, MPI_Request& request, const std::string& missing);
+    [[noreturn]] void time_out(Collective what, MPI_Request& request, const std::string& missing);
     void reap_sends();
     void flush_sends() noexcept;
 
@@ -118,7 +119,7 @@ class MpiComm {
     std::deque<PendingSend> sends_;
     Census& census_;
     uint64_t key_;
-    int64_t arrivals_ = 0;  // collectives entered (not sends or recvs)
+    std::atomic<int64_t> arrivals_{0};  // collectives entered (not sends or recvs); the census reads it
     int64_t splits_ = 0;
   };
 
