@@ -15,6 +15,7 @@
 #include "dry_run.hpp"
 #include "launch_check.hpp"
 #include "layout_check.hpp"
+#include "memory_preflight.hpp"
 #include "output_files.hpp"
 #include "plugin_list.hpp"
 #include "plugin_loader.hpp"
@@ -105,7 +106,10 @@ int main(int argc, char** argv) {
   if (diag.has_errors()) return fail(diag);
   std::cerr << diag.report();
 
-  mh::RunFlags flags{FLAGS_dry_run, FLAGS_metrics_out, FLAGS_report_memory, FLAGS_grads_out};
+  const std::optional<mh::Assembly> memory_plan =
+      FLAGS_dry_run ? std::nullopt : mh::memory_plan_assembly(*config, registry);
+  mh::RunFlags flags{FLAGS_dry_run, FLAGS_metrics_out, FLAGS_report_memory, FLAGS_grads_out,
+                     memory_plan ? &*memory_plan : nullptr};
   try {
     if (FLAGS_calibrate) return mh::calibrate(*config, registry, profile);
     if (assembly->slot(MH_KIND_TUNER) != nullptr) return mh::tune(*assembly, *config, mh::TuneFlags{FLAGS_plugin_path});

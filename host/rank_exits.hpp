@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -19,9 +20,11 @@ class RankExits {
   // Called by local rank `local` as its thread ends.
   void returned(int32_t local, bool failed);
 
-  // Waits until every rank returned or, after one failed, `grace` longer.
-  // Returns the global ranks still running: empty when all returned.
-  std::vector<int32_t> wait(std::chrono::duration<double> grace);
+  // Waits until every rank returned or, after one failed, `grace` longer,
+  // or until `stalled()` (asked every `grace` / 4, at most every second)
+  // says the run cannot go on. Returns the global ranks still running:
+  // empty when all returned.
+  std::vector<int32_t> wait(std::chrono::duration<double> grace, const std::function<bool()>& stalled);
 
  private:
   int32_t first_rank_;

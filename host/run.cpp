@@ -9,10 +9,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -22,6 +24,8 @@
 #include "convert/hf_folder.hpp"
 #include "convert/hf_to_megahost.hpp"
 #include "engine/trainer.hpp"
+#include "memory_preflight.hpp"
+#include "plugin_calls.hpp"
 #include "stop_signals.hpp"
 #include "rank_exits.hpp"
 #include "run_agreement.hpp"
@@ -235,33 +239,51 @@ double comm_timeout_s(const Assembly& a) {
   return comm.has("timeout_s") ? comm.get_double("timeout_s") : 30;
 }
 
-// Ends the process without joining `stuck` ranks, which are inside a plugin
-// call that does not return: saying so is all the host can still do.
-[[noreturn]] void exit_without(const std::vector<int32_t>& stuck, const std::string& failure, double grace_s) {
-  std::string ranks;
-  for (int32_t r : stuck) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-  LOG(ERROR) << failure;
-  LOG(ERROR) << "rank(s) " << ranks << " did not stop within comm.timeout_s = " << grace_s
-             << " s after the run failed: stuck inside a plugin call (a kernel that never returns?); exiting without them";
+// Ends the process with status 1 without joining rank threads that are
+// inside a plugin call that does not return: saying so is all the host can
+// still do.
+[[noreturn]] void exit_stuck(const std::string& failure, const std::string& stuck) {
+  if (!failure.empty()) LOG(ERROR) << failure;
+  LOG(ERROR) << stuck;
   google::FlushLogFiles(google::GLOG_INFO);
   std::fflush(nullptr);
   std::_Exit(1);
 }
 
-// Runs every local rank on its own thread. A rank that fails aborts the
-// communicator so the others stop instead of waiting on it; the first
-// failure that is not such an abort is the one reported.
-void run_ranks(const RunSetup& s) {
+std::string not_stopped_text(const std::vector<int32_t>& stuck, double grace_s) {
+  std::ostringstream text;
+  text << "rank(s) ";
+  for (size_t i = 0; i < stuck.size(); ++i) text << (i > 0 ? ", " : "") << stuck[i];
+  text << " did not stop within comm.timeout_s = " << grace_s
+       << " s after the run failed: stuck inside a plugin call (a kernel that never returns?); exiting without them";
+  return text.str();
+}
+
+std::string hung_text(const PluginCalls::Stuck& stuck, double grace_s) {
+  std::ostringstream text;
+  text << "rank " << stuck.rank << " has been inside kernels call '" << stuck.what
+       << "' for more than comm.timeout_s = " << grace_s
+       << " s: a call that does not return (a hung kernel or device?); stopping the run without waiting for it "
+          "(raise comm.timeout_s if one call of this run can take longer)";
+  return text.str();
+}
+
+// Runs `body` for every local rank on its own thread. A rank that fails
+// aborts the communicator so the others stop instead of waiting on it; the
+// first failure that is not such an abort is the one reported.
+void run_ranks(const RunSetup& s, const std::function<void(int32_t local)>& body) {
   std::mutex mu;
   std::string first_error, first_abort;
   std::vector<std::thread> threads;
   RankExits exits(s.comm_info.first_rank, s.comm_info.ranks_in_process);
+  PluginCalls calls(s.comm_info.first_rank, s.comm_info.ranks_in_process);
   for (int32_t local = 0; local < s.comm_info.ranks_in_process; ++local) {
     threads.emplace_back([&, local] {
       const int32_t rank = s.comm_info.first_rank + local;
+      calls.attach_this_thread(local);
       bool failed = true;
       try {
-        train_rank(s, local);
+        body(local);
         failed = false;
       } catch (const std::exception& e) {
         const Error* err = dynamic_cast<const Error*>(&e);
@@ -277,10 +299,15 @@ void run_ranks(const RunSetup& s) {
       exits.returned(local, failed);
     });
   }
+  // A rank inside one call for longer than a peer would wait for it in a
+  // collective is stuck, also where no peer waits (one rank, or all stuck).
   const double grace_s = comm_timeout_s(*s.assembly);
-  if (std::vector<int32_t> stuck = exits.wait(std::chrono::duration<double>(grace_s)); !stuck.empty()) {
+  std::optional<PluginCalls::Stuck> hung;
+  const auto stalled = [&] { return (hung = calls.longer_than(std::chrono::duration<double>(grace_s))).has_value(); };
+  if (std::vector<int32_t> stuck = exits.wait(std::chrono::duration<double>(grace_s), stalled); !stuck.empty()) {
     std::lock_guard lock(mu);
-    exit_without(stuck, first_error.empty() ? first_abort : first_error, grace_s);
+    exit_stuck(first_error.empty() ? first_abort : first_error,
+               hung ? hung_text(*hung, grace_s) : not_stopped_text(stuck, grace_s));
   }
   for (auto& t : threads) t.join();
   if (!first_error.empty()) throw Error(MH_INTERNAL, first_error);
@@ -340,7 +367,9 @@ int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
       << (s.virtual_stages > 1 ? " x " + std::to_string(s.virtual_stages) + " chunks" : "") << ", DP " << s.dp << ", "
       << s.microbatches << " micro-batch(es) of " << s.micro_batch << " per step";
   StopSignals signals;
-  run_ranks(s);
+  if (flags.memory_plan != nullptr)
+    check_planned_memory(s, *flags.memory_plan, [&](const auto& body) { run_ranks(s, body); });
+  run_ranks(s, [&](int32_t local) { train_rank(s, local); });
   return s.interrupted ? kExitInterrupted : 0;
 }
 

@@ -15,6 +15,9 @@ struct RunFlags {
   std::string metrics_out;
   bool report_memory = false;
   std::string grads_out;
+  // The run against the dry kernels, to check each rank's planned memory
+  // before step 1 (memory_preflight.hpp); none skips the check.
+  const Assembly* memory_plan = nullptr;
 };
 
 // The vocabulary the model's ids must lie in, before padding: model.vocab,

@@ -1,7 +1,6 @@
 #include "engine/device.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <string>
 
 namespace mh {
@@ -56,21 +55,14 @@ const char* minor_adding(size_t end) {
   return end > MH_STRUCT_SIZE(MH_KernelsApi, sum_squares) ? "1.3" : "1.0";
 }
 
-std::string in_units(uint64_t bytes) {
-  const bool gib = bytes >= (uint64_t{1} << 30);
-  char text[32];
-  std::snprintf(text, sizeof text, "%.2f %s", double(bytes) / double(uint64_t{1} << (gib ? 30 : 20)), gib ? "GiB" : "MiB");
-  return text;
-}
-
 }  // namespace
 
 void Device::require_fits(MemCategory category, uint64_t bytes) const {
   const uint64_t capacity = info_.memory_bytes, after = memory_.total_current() + bytes;
   if (capacity == 0 || info_.dry != 0 || after <= capacity) return;
   throw Error(MH_RESOURCE_EXHAUSTED,
-              "allocating " + in_units(bytes) + " of " + category_name(category) + " would bring this rank to " +
-                  in_units(after) + ", past the " + in_units(capacity) + " its device has (" + info_.name +
+              "allocating " + memory_text(bytes) + " of " + category_name(category) + " would bring this rank to " +
+                  memory_text(after) + ", past the " + memory_text(capacity) + " its device has (" + info_.name +
                   "); see each rank's needs with --dry_run, then lower the batch, sequence or model or add ranks "
                   "(kernels.memory_gb sets a cpu rank's share)");
 }
@@ -89,6 +81,7 @@ void Device::throw_missing_op(const char* name, size_t end, const std::string& n
 void* Device::alloc(MemCategory category, uint64_t bytes) {
   require_fits(category, bytes);
   void* ptr = nullptr;
+  ScopedPluginCall call("alloc");
   check(api_->alloc(instance_, bytes, &ptr),
         std::string("allocating ") + std::to_string(bytes) + " bytes of " + category_name(category));
   memory_.on_alloc(category, bytes);
@@ -97,19 +90,25 @@ void* Device::alloc(MemCategory category, uint64_t bytes) {
 
 void Device::free(MemCategory category, void* ptr, uint64_t bytes) {
   if (ptr == nullptr) return;
+  ScopedPluginCall call("free");
   api_->free(instance_, ptr);
   memory_.on_free(category, bytes);
 }
 
 void Device::to_device(void* dst, const void* src, uint64_t bytes) {
+  ScopedPluginCall call("copy to device");
   check(api_->copy(instance_, dst, src, bytes, MH_HOST_TO_DEVICE), "copy to device");
 }
 
 void Device::to_host(void* dst, const void* src, uint64_t bytes) {
+  ScopedPluginCall call("copy to host");
   check(api_->copy(instance_, dst, src, bytes, MH_DEVICE_TO_HOST), "copy to host");
 }
 
-void Device::synchronize() { check(api_->synchronize(instance_), "synchronize"); }
+void Device::synchronize() {
+  ScopedPluginCall call("synchronize");
+  check(api_->synchronize(instance_), "synchronize");
+}
 
 Buffer::Buffer(Device& device, MemCategory category, int64_t elements, int32_t dtype)
     : device_(&device), category_(category), elements_(elements), dtype_(dtype) {

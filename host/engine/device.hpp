@@ -12,6 +12,7 @@
 
 #include "assembly.hpp"
 #include "engine/memory.hpp"
+#include "plugin_calls.hpp"
 
 namespace mh {
 
@@ -71,6 +72,7 @@ class Device {
   void run(MH_Error* (*const MH_KernelsApi::*op)(MH_Instance*, const Args*), Args args, const char* what) {
     require_op(op, what, "");
     args.struct_size = sizeof(Args);
+    ScopedPluginCall call(what);
     check((api_->*op)(instance_, &args), std::string("kernels op ") + what);
   }
 

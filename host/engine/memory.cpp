@@ -1,8 +1,17 @@
 #include "engine/memory.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace mh {
+
+std::string memory_text(uint64_t bytes) {
+  const bool gib = bytes >= (uint64_t{1} << 30);
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f %s", double(bytes) / double(uint64_t{1} << (gib ? 30 : 20)),
+                gib ? "GiB" : "MiB");
+  return text;
+}
 
 const char* category_name(MemCategory c) {
   static const char* const kNames[] = {"params", "grads", "optimizer", "activations", "workspace", "comm", "checkpoint"};

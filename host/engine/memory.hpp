@@ -16,6 +16,8 @@ enum class MemCategory { kParams, kGrads, kOptimizer, kActivations, kWorkspace, 
 constexpr size_t kMemCategories = static_cast<size_t>(MemCategory::kCount);
 
 const char* category_name(MemCategory c);
+// "1.45 MiB", "26.00 GiB": a size for messages.
+std::string memory_text(uint64_t bytes);
 
 class MemoryTracker {
  public:

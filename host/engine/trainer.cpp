@@ -182,6 +182,7 @@ class RankTrainer {
   }
 
   void train();
+  const MemoryTracker& memory() { return dev_.memory(); }
 
  private:
   ModelDims rank_dims() const {
@@ -522,7 +523,9 @@ void RankTrainer::train() {
       }
     }
     checkpointer_.settle(ex.writers);
-    if (ex.stop_signal != 0) {
+    // A dry run has nothing to save; the real run that follows the memory
+    // check's dry pass sees the signal at its first step.
+    if (ex.stop_signal != 0 && !s_.dry_run) {
       stop(st, ex.stop_signal);
       break;
     }
@@ -533,6 +536,7 @@ void RankTrainer::train() {
   }
   checkpointer_.wait();
   if (s_.dry_run && checkpointer_.saving()) checkpointer_.dry_save();
+  if (s_.plan_only) return;
   finish();
 }
 
@@ -586,9 +590,10 @@ bool shards_optimizer_state(const Assembly& assembly, int32_t d) {
   return plan.distributed_optimizer != 0;
 }
 
-void train_rank(const RunSetup& setup, int32_t local) {
+MemoryTracker train_rank(const RunSetup& setup, int32_t local) {
   RankTrainer trainer(setup, local);
   trainer.train();
+  return trainer.memory();
 }
 
 }  // namespace mh

@@ -18,6 +18,7 @@
 #include "checkpoint/checkpointer.hpp"
 #include "data/indexed_dataset.hpp"
 #include "data/samples.hpp"
+#include "engine/memory.hpp"
 #include "engine/model.hpp"
 #include "metrics.hpp"
 #include "training_log.hpp"
@@ -40,6 +41,7 @@ struct RunSetup {
   std::vector<std::unique_ptr<data::IndexedDataset>> datasets;
   std::unique_ptr<data::Samples> train, valid;
   bool dry_run = false, report_memory = false;
+  bool plan_only = false;  // a dry pass that only measures memory: it reports and writes nothing
   std::string grads_out;  // full gradients of the last step, for equivalence tests
   std::unique_ptr<MetricsWriter> metrics;
   std::unique_ptr<TrainingLog> log;  // on the process of rank 0
@@ -53,7 +55,8 @@ struct RunSetup {
 // master weights) over d replicas: Megatron's distributed optimizer.
 bool shards_optimizer_state(const Assembly& assembly, int32_t d);
 
-// Runs rank `local` of this process to the end; throws on failure.
-void train_rank(const RunSetup& setup, int32_t local);
+// Runs rank `local` of this process to the end and returns its memory
+// accounting; throws on failure.
+MemoryTracker train_rank(const RunSetup& setup, int32_t local);
 
 }  // namespace mh

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <megahost/error.hpp>
 
+#include <sys/stat.h>
+
 #include <cstring>
 #include <filesystem>
 
@@ -114,6 +116,22 @@ TEST_F(IndexedDatasetTest, MissingBinFile) {
   write(TokenDType::kUint16);
   std::filesystem::remove(prefix_ + ".bin");
   expect_error(".bin", "No such file");
+}
+
+// mmap of a folder fails with ENODEV, which used to be the whole message.
+TEST_F(IndexedDatasetTest, IndexThatIsADirectoryIsNamedAsSuch) {
+  write(TokenDType::kUint16);
+  std::filesystem::remove(prefix_ + ".idx");
+  std::filesystem::create_directory(prefix_ + ".idx");
+  expect_error(".idx is a directory, not a regular file", "named by its prefix");
+}
+
+// Opening a FIFO for reading waits for a writer: the run would hang.
+TEST_F(IndexedDatasetTest, IndexThatIsAFifoIsRefusedInsteadOfWaitingOnIt) {
+  write(TokenDType::kUint16);
+  std::filesystem::remove(prefix_ + ".idx");
+  ASSERT_EQ(::mkfifo((prefix_ + ".idx").c_str(), 0600), 0);
+  expect_error(".idx is a FIFO, not a regular file", "named by its prefix");
 }
 
 TEST_F(IndexedDatasetTest, IndexShorterThanItsHeader) {

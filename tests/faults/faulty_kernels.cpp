@@ -7,6 +7,8 @@
 //          an error at the boundary, as it does for any plugin,
 //   stall  blocks for stall_s seconds, then returns an error,
 //   kill   sends itself SIGKILL (a rank process dying under mpirun),
+//   stop   sends itself SIGSTOP (a frozen rank process: a debugger, a
+//          suspended job), and goes on if it is ever continued,
 //   nonfinite  (sum_squares) writes NaN into the first gradient element it reads
 //          and into the sum, as a gradient gone non-finite would.
 // Its cross-entropy statistics are ones, so that the loss of a run that
@@ -31,7 +33,7 @@ class FaultyKernels {
  public:
   static constexpr MH_Kind kind = MH_KIND_KERNELS;
   static constexpr MH_OptionSpec options[] = {
-      mh::opt_choice("fault", "\"error\"", "error|throw|stall|kill|nonfinite", "what the faulting call does"),
+      mh::opt_choice("fault", "\"error\"", "error|throw|stall|kill|stop|nonfinite", "what the faulting call does"),
       mh::opt("op", MH_VALUE_STRING, "\"any\"", "the call that faults: any, or a table entry (gemm, copy, ...)"),
       mh::opt_int("after", "0", 0, 1e12, "calls of `op` that succeed before the fault"),
       mh::opt_int("rank", "-1", -1, 1e6, "global rank that faults; -1: every rank"),
@@ -102,6 +104,10 @@ class FaultyKernels {
   void hit(const char* op) {
     if (!armed_ || (op_ != "any" && op_ != op) || ++calls_ <= after_) return;
     if (fault_ == "kill") std::raise(SIGKILL);
+    if (fault_ == "stop") {
+      std::raise(SIGSTOP);
+      return;
+    }
     std::string what = "faulty kernels: injected " + fault_ + " in " + op + " (call " + std::to_string(calls_) +
                        " on rank " + std::to_string(rank_) + ")";
     if (fault_ == "throw") throw std::runtime_error(what);

@@ -171,8 +171,26 @@ TEST_F(HostileInput, RunNeedingMoreMemoryThanTheDeviceHasStopsNamingBothNumbers)
     args.push_back(o);
   Outcome o = run_megahost(args);
   EXPECT_EQ(o.status, 1) << o.err;
-  EXPECT_THAT(o.err, HasSubstr("past the 1.00 MiB its device has (cpu: "));
-  EXPECT_THAT(o.err, HasSubstr("see each rank's needs with --dry_run"));
+  // Before step 1, from the dry run's exact plan, not at the allocation
+  // that crosses the limit.
+  EXPECT_THAT(o.err, HasSubstr("rank 0: before step 1, nothing allocated: the dry run plans 2.62 MiB for this rank at "
+                               "its peak (params 0.48 MiB, grads 0.48 MiB, optimizer 0.97 MiB, activations 0.65 MiB, "
+                               "workspace 0.13 MiB)"));
+  EXPECT_THAT(o.err, HasSubstr("more than the 1.00 MiB its device has (cpu: "));
+  EXPECT_THAT(o.err, HasSubstr("see every rank's plan with --dry_run"));
+  EXPECT_THAT(o.err, HasSubstr("kernels.memory_gb sets the memory a rank may use (the override)"));
+  EXPECT_THAT(o.err, Not(HasSubstr("step 1/1")));
+}
+
+// The override: a rank allowed what the plan needs (2.62 MiB) starts and
+// trains; its allocations, checked as they are made, stay within the plan.
+TEST_F(HostileInput, RunWhosePlanFitsTheMemoryGivenWithMemoryGbTrains) {
+  std::vector<std::string> args = tiny_run();
+  for (const char* o : {"comm.world_size=1", "parallel.tensor.size=1", "parallel.pipeline.size=1",
+                        "kernels.memory_gb=0.0026", "kernels.peak_gflops=1", "train.steps=2"})
+    args.push_back(o);
+  Outcome o = run_megahost(args);
+  EXPECT_EQ(o.status, 0) << o.err;
 }
 
 // Each cpu rank used to measure its peak FLOP/s with a 1024^3 sgemm, all at

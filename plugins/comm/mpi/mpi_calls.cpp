@@ -45,7 +45,8 @@ int count(const Call& call) {
   return static_cast<int>(call.count);
 }
 
-bool complete_by(MPI_Request& request, Clock::time_point deadline, MPI_Status& status) {
+bool complete_by(MPI_Request& request, Clock::time_point deadline, MPI_Status& status,
+                 const std::function<void()>& while_waiting) {
   constexpr int kSpins = 100;
   constexpr auto kNap = std::chrono::microseconds(20);
   for (int tests = 0;; ++tests) {
@@ -53,7 +54,9 @@ bool complete_by(MPI_Request& request, Clock::time_point deadline, MPI_Status& s
     check(MPI_Test(&request, &done, &status), "MPI_Test");
     if (done != 0) return true;
     if (Clock::now() >= deadline) return false;
-    if (tests >= kSpins) std::this_thread::sleep_for(kNap);
+    if (tests < kSpins) continue;
+    if (while_waiting) while_waiting();
+    std::this_thread::sleep_for(kNap);
   }
 }
 

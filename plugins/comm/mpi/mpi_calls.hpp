@@ -7,6 +7,8 @@
 
 #include <mpi.h>
 
+#include <functional>
+
 namespace mh::comm::mpi {
 
 // Throws mh::Error unless `rc` is MPI_SUCCESS: INVALID_ARGUMENT for a
@@ -24,7 +26,9 @@ int count(const Call& call);
 
 // Tests `request` until it completes (true, status filled) or `deadline`
 // passes (false, request still active). Sleeps between tests after a short
-// spin so that oversubscribed ranks leave the cores to their peers.
-bool complete_by(MPI_Request& request, Clock::time_point deadline, MPI_Status& status);
+// spin so that oversubscribed ranks leave the cores to their peers, and
+// calls `while_waiting` (when given) before each sleep.
+bool complete_by(MPI_Request& request, Clock::time_point deadline, MPI_Status& status,
+                 const std::function<void()>& while_waiting = {});
 
 }  // namespace mh::comm::mpi

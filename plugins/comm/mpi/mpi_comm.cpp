@@ -5,8 +5,10 @@
 
 #include <megahost/error.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <sstream>
 #include <vector>
 
 namespace mh::comm::mpi {
@@ -35,7 +37,7 @@ int world_size() {
 // A duplicate of MPI_COMM_WORLD, so our traffic never matches anybody
 // else's; non-blocking so that a rank that never creates its instance gives
 // a timeout instead of a hang.
-std::unique_ptr<MpiComm::Group> duplicate_world(Clock::duration timeout) {
+std::unique_ptr<MpiComm::Group> duplicate_world(Clock::duration timeout, Census& census) {
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Request request = MPI_REQUEST_NULL;
   check(MPI_Comm_idup(MPI_COMM_WORLD, &comm, &request), "MPI_Comm_idup");
@@ -43,7 +45,21 @@ std::unique_ptr<MpiComm::Group> duplicate_world(Clock::duration timeout) {
   require(complete_by(request, Clock::now() + timeout, status),
           "mpi communicator: " + timed_out(timeout) + " waiting for every rank to create it",
           MH_DEADLINE_EXCEEDED);
-  return std::make_unique<MpiComm::Group>(comm, GroupId::world(world_size()), timeout);
+  return std::make_unique<MpiComm::Group>(comm, GroupId::world(world_size()), timeout, census, 1);
+}
+
+// Every member splits a group in the same order, so the n-th split's color
+// names the child alike on all of them.
+uint64_t child_key(uint64_t parent, int64_t split, int32_t color) {
+  uint64_t x = parent * 0x9E3779B97F4A7C15ull ^ (uint64_t(split) << 32 | uint32_t(color));
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  return x ^ (x >> 31);
+}
+
+// Asking starts this long before a collective's deadline, so that the
+// ranks that had not arrived are named when it passes.
+Clock::duration census_window(Clock::duration timeout) {
+  return std::min<Clock::duration>(timeout / 2, std::chrono::seconds(2));
 }
 
 // The ranks sharing this node's memory: MPI's shared-memory split.
@@ -74,13 +90,15 @@ Runtime::~Runtime() {
   if (owns_ && finalized == 0) MPI_Finalize();
 }
 
-MpiComm::Group::Group(MPI_Comm comm, GroupId id, Clock::duration timeout)
-    : comm_(comm), id_(std::move(id)), timeout_(timeout) {
+MpiComm::Group::Group(MPI_Comm comm, GroupId id, Clock::duration timeout, Census& census, uint64_t key)
+    : comm_(comm), id_(std::move(id)), timeout_(timeout), census_(census), key_(key) {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
+  census_.add(key_, &arrivals_);
 }
 
 MpiComm::Group::~Group() {
+  census_.remove(key_);
   flush_sends();
   MPI_Comm_free(&comm_);
 }
@@ -99,7 +117,8 @@ MpiComm::Group* MpiComm::Group::split(int32_t color, int32_t key) {
     check_colors(entries, id_);
     check(MPI_Comm_split(comm_, color, key, &child), "MPI_Comm_split");
   });
-  return new Group(child, id_.child(color, split_members(entries, color)), timeout_);
+  return new Group(child, id_.child(color, split_members(entries, color)), timeout_, census_,
+                   child_key(key_, ++splits_, color));
 }
 
 MpiComm::Group::Request::~Request() {
@@ -113,7 +132,7 @@ MpiComm::Group::Request::~Request() {
 
 void MpiComm::Group::Request::wait() {
   waited_ = true;
-  group_.complete(what_, -1, request_, deadline_);
+  group_.complete(what_, -1, request_, deadline_, op_);
   if (then_) then_();
 }
 
@@ -144,7 +163,7 @@ std::unique_ptr<MpiComm::Group::Request> MpiComm::Group::reduce_scatter_start(co
     check(MPI_Ireduce_scatter_block(MPI_IN_PLACE, full, count(c), datatype(c), reduce_op(c), comm_, r),
           "MPI_Ireduce_scatter_block");
   });
-  return std::make_unique<Request>(*this, c.kind, request, deadline, [full, c] {
+  return std::make_unique<Request>(*this, c.kind, request, deadline, arrivals_, [full, c] {
     if (full != c.recv) std::memmove(c.recv, full, c.bytes());
   });
 }
@@ -198,6 +217,7 @@ void MpiComm::Group::enter(Collective what) {
   if (!broken_.empty())
     throw Error(MH_DEADLINE_EXCEEDED, id_.context(what) + ": the group is unusable after a timeout (" + broken_ + ")");
   reap_sends();
+  if (what != Collective::kSend && what != Collective::kRecv) ++arrivals_;
 }
 
 Call MpiComm::Group::enter(Collective what, const MH_CollectiveArgs& args) {
@@ -215,32 +235,78 @@ MPI_Request MpiComm::Group::post(Collective what, Start start) {
 template <class Start>
 std::unique_ptr<MpiComm::Group::Request> MpiComm::Group::start(Collective what, Start start) {
   const Clock::time_point deadline = Clock::now() + timeout_;
-  return std::make_unique<Request>(*this, what, post(what, start), deadline);
+  return std::make_unique<Request>(*this, what, post(what, start), deadline, arrivals_);
 }
 
-MPI_Status MpiComm::Group::complete(Collective what, int32_t peer, MPI_Request& request, Clock::time_point deadline) {
+MPI_Status MpiComm::Group::complete(Collective what, int32_t peer, MPI_Request& request, Clock::time_point deadline,
+                                    int64_t op) {
   MPI_Status status;
-  const bool done = with_context(id_, what, [&] { return complete_by(request, deadline, status); });
-  if (!done) time_out(what, peer, request);
+  std::string missing;
+  const bool done = with_context(id_, what, [&] {
+    return what == Collective::kRecv ? complete_by(request, deadline, status, [&] { census_.answer(); })
+                                     : complete_collective(request, deadline, op, status, missing);
+  });
+  if (what == Collective::kRecv) missing = id_.globals({&peer, 1}) + " had not sent";
+  if (!done) time_out(what, request, missing);
   return status;
+}
+
+// Waits for a collective, answering the census; near the deadline asks the
+// members how far they got, which names the ranks that had not arrived.
+bool MpiComm::Group::complete_collective(MPI_Request& request, Clock::time_point deadline, int64_t op,
+                                         MPI_Status& status, std::string& missing) {
+  const Clock::duration window = census_window(timeout_);
+  if (complete_by(request, deadline - window, status, [&] { census_.answer(); })) return true;
+  std::vector<int32_t> members;
+  for (int32_t r = 0; r < size(); ++r) members.push_back(id_.global(r));
+  int done = 0;
+  // A request waited for after its deadline still gets its answers.
+  const auto counts = census_.ask(key_, members, std::max(deadline, Clock::now() + window), [&] {
+    check(MPI_Test(&request, &done, &status), "MPI_Test");
+    return done != 0;
+  });
+  if (!counts) return true;
+  missing = not_arrived(*counts, op, window);
+  return false;
+}
+
+// "global rank 2 had not arrived (...)": the members that answered with
+// fewer collectives than `op`, or did not answer at all.
+std::string MpiComm::Group::not_arrived(const std::vector<std::optional<int64_t>>& counts, int64_t op,
+                                        Clock::duration window) const {
+  std::vector<int32_t> behind, silent;
+  for (int32_t r = 0; r < size(); ++r) {
+    if (!counts[size_t(r)]) silent.push_back(r);
+    else if (*counts[size_t(r)] < op) behind.push_back(r);
+  }
+  std::string text;
+  if (!silent.empty()) {
+    std::ostringstream out;
+    out << id_.globals(silent) << " had not arrived and did not answer within "
+        << std::chrono::duration<double>(window).count()
+        << " s (the process is stopped, or busy outside communication)";
+    text = out.str();
+  }
+  if (!behind.empty())
+    text += (text.empty() ? "" : "; ") + id_.globals(behind) +
+            " had not arrived (waiting in an earlier collective of this group or in another group)";
+  return text.empty() ? "every rank had arrived, yet MPI did not complete the collective" : text;
 }
 
 template <class Start>
 MPI_Status MpiComm::Group::run(Collective what, int32_t peer, Start start) {
   const Clock::time_point deadline = Clock::now() + timeout_;
   MPI_Request request = post(what, start);
-  return complete(what, peer, request, deadline);
+  return complete(what, peer, request, deadline, arrivals_);
 }
 
-void MpiComm::Group::time_out(Collective what, int32_t peer, MPI_Request& request) {
+void MpiComm::Group::time_out(Collective what, MPI_Request& request, const std::string& missing) {
   if (what == Collective::kRecv) {
     // Gives the buffer back. Collectives cannot be cancelled: should the
     // missing ranks ever arrive, MPI may still write their recv buffers.
     MPI_Cancel(&request);
     MPI_Wait(&request, MPI_STATUS_IGNORE);
   }
-  const std::string missing = what == Collective::kRecv ? id_.globals({&peer, 1}) + " had not sent"
-                                                        : "MPI does not tell which ranks had not arrived";
   broken_ = id_.context(what) + ": " + timed_out(timeout_) + "; " + missing;
   throw Error(MH_DEADLINE_EXCEEDED, broken_);
 }
@@ -285,7 +351,9 @@ void MpiComm::Group::flush_sends() noexcept {
 std::span<const MH_OptionSpec> MpiComm::options() { return kOptions; }
 
 MpiComm::MpiComm(const CreateContext& ctx)
-    : world_(duplicate_world(to_duration(ctx.options.get_double("timeout_s")))), ranks_on_node_(ranks_on_this_node()) {
+    : census_(to_duration(ctx.options.get_double("timeout_s"))),
+      world_(duplicate_world(to_duration(ctx.options.get_double("timeout_s")), census_)),
+      ranks_on_node_(ranks_on_this_node()) {
   const int64_t size = ctx.options.get_int("world_size");
   require(size == 0 || size == world_size(),
           ctx.options.key("world_size") + " = " + std::to_string(size) + ", but the launcher started " +

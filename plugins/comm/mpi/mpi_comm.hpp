@@ -5,6 +5,7 @@
 // docs/comm.md describes timeouts and failures.
 #pragma once
 
+#include "census.hpp"
 #include "collective.hpp"
 #include "group_id.hpp"
 #include "timeout.hpp"
@@ -13,6 +14,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -48,9 +50,9 @@ class MpiComm {
     class Request {
      public:
       // `then` runs once the collective completed (may be empty).
-      Request(Group& group, Collective what, MPI_Request request, Clock::time_point deadline,
+      Request(Group& group, Collective what, MPI_Request request, Clock::time_point deadline, int64_t op,
               std::function<void()> then = {})
-          : group_(group), what_(what), request_(request), deadline_(deadline), then_(std::move(then)) {}
+          : group_(group), what_(what), request_(request), deadline_(deadline), op_(op), then_(std::move(then)) {}
       ~Request();
       Request(const Request&) = delete;
       Request& operator=(const Request&) = delete;
@@ -61,11 +63,13 @@ class MpiComm {
       Collective what_;
       MPI_Request request_;
       Clock::time_point deadline_;
+      int64_t op_;
       std::function<void()> then_;
       bool waited_ = false;
     };
 
-    Group(MPI_Comm comm, GroupId id, Clock::duration timeout);  // owns comm
+    // Owns comm. `key` names the group alike on every member, for the census.
+    Group(MPI_Comm comm, GroupId id, Clock::duration timeout, Census& census, uint64_t key);
     ~Group();
     Group(const Group&) = delete;
     Group& operator=(const Group&) = delete;
@@ -99,10 +103,15 @@ class MpiComm {
     MPI_Request post(Collective what, Start start);
     template <class Start>
     std::unique_ptr<Request> start(Collective what, Start start);
-    MPI_Status complete(Collective what, int32_t peer, MPI_Request& request, Clock::time_point deadline);
+    // `op`: the collective's number on this group (arrivals_ as it entered).
+    MPI_Status complete(Collective what, int32_t peer, MPI_Request& request, Clock::time_point deadline, int64_t op);
     template <class Start>
     MPI_Status run(Collective what, int32_t peer, Start start);
-    [[noreturn]] void time_out(Collective what, int32_t peer, MPI_Request& request);
+    bool complete_collective(MPI_Request& request, Clock::time_point deadline, int64_t op, MPI_Status& status,
+                             std::string& missing);
+    std::string not_arrived(const std::vector<std::optional<int64_t>>& counts, int64_t op,
+                            Clock::duration window) const;
+    [[noreturn]] void time_out(Collective what, MPI_Request& request, const std::string& missing);
     void reap_sends();
     void flush_sends() noexcept;
 
@@ -112,6 +121,10 @@ class MpiComm {
     Clock::duration timeout_;
     std::string broken_;  // why the group is unusable: the first timeout
     std::deque<PendingSend> sends_;
+    Census& census_;
+    uint64_t key_;
+    std::atomic<int64_t> arrivals_{0};  // collectives entered (not sends or recvs); the census reads it
+    int64_t splits_ = 0;
   };
 
   static std::span<const MH_OptionSpec> options();
@@ -124,6 +137,7 @@ class MpiComm {
 
  private:
   Runtime runtime_;  // first in, last out: the world group needs MPI
+  Census census_;    // before the groups, which register with it
   std::unique_ptr<Group> world_;
   int32_t ranks_on_node_;
 };
