@@ -56,7 +56,7 @@ void MegatronTensorParallel::check_divisibility(const MH_ModelShape& shape) cons
     problems.add(plan::does_not_divide(size_key_, size_, what, n, kMaxSize) + alternative);
   };
   require_divides(shape.heads, "model.heads", "");
-  if (shape.struct_size >= MH_STRUCT_SIZE(MH_ModelShape, kv_heads) && shape.kv_heads > 0)
+  if (shape.struct_size >= MH_STRUCT_SIZE(MH_ModelShape, untied_output) && shape.kv_heads > 0)
     require_divides(shape.kv_heads, "model.kv_heads",
                     " (each rank holds whole key/value groups: with grouped-query attention the tensor-parallel "
                     "size must divide kv_heads)");

@@ -613,7 +613,9 @@ typedef struct MH_ModelShape {
   int64_t micro_batch, global_batch;
   int32_t world_size;
   /* Since 1.3 (docs/models.md); a 1.2 host leaves them out, which means a
-   * GeLU MLP, full multi-head attention and a tied output layer. */
+   * GeLU MLP, full multi-head attention and a tied output layer. gated_mlp
+   * lies in a 1.2 struct's tail padding: read these only when struct_size
+   * reaches untied_output. */
   int32_t gated_mlp;             /* 1: SwiGLU, a gate GEMM beside FC1 */
   int32_t rotary;                /* 1: RoPE rotates Q and K (no position table) */
   int64_t kv_heads;              /* key/value heads; heads/kv_heads share each */
