@@ -173,16 +173,16 @@ TEST_F(HostileInput, RunNeedingMoreMemoryThanTheDeviceHasStopsNamingBothNumbers)
   EXPECT_EQ(o.status, 1) << o.err;
   // Before step 1, from the dry run's exact plan, not at the allocation
   // that crosses the limit.
-  EXPECT_THAT(o.err, HasSubstr("rank 0: before step 1, nothing allocated: the dry run plans 2.62 MiB for this rank at "
+  EXPECT_THAT(o.err, HasSubstr("rank 0: before step 1, nothing allocated: the dry run plans 2.61 MiB for this rank at "
                                "its peak (params 0.48 MiB, grads 0.48 MiB, optimizer 0.97 MiB, activations 0.65 MiB, "
-                               "workspace 0.13 MiB)"));
+                               "workspace 0.11 MiB)"));
   EXPECT_THAT(o.err, HasSubstr("more than the 1.00 MiB its device has (cpu: "));
   EXPECT_THAT(o.err, HasSubstr("see every rank's plan with --dry_run"));
   EXPECT_THAT(o.err, HasSubstr("kernels.memory_gb sets the memory a rank may use (the override)"));
   EXPECT_THAT(o.err, Not(HasSubstr("step 1/1")));
 }
 
-// The override: a rank allowed what the plan needs (2.62 MiB) starts and
+// The override: a rank allowed what the plan needs (2.61 MiB) starts and
 // trains; its allocations, checked as they are made, stay within the plan.
 TEST_F(HostileInput, RunWhosePlanFitsTheMemoryGivenWithMemoryGbTrains) {
   std::vector<std::string> args = tiny_run();

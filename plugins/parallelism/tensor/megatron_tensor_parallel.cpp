@@ -56,7 +56,9 @@ void MegatronTensorParallel::check_divisibility(const MH_ModelShape& shape) cons
     problems.add(plan::does_not_divide(size_key_, size_, what, n, kMaxSize) + alternative);
   };
   require_divides(shape.heads, "model.heads", "");
-  if (shape.struct_size >= MH_STRUCT_SIZE(MH_ModelShape, untied_output) && shape.kv_heads > 0)
+  // With kv_heads = heads the check of the heads says it all.
+  if (shape.struct_size >= MH_STRUCT_SIZE(MH_ModelShape, untied_output) && shape.kv_heads > 0 &&
+      shape.kv_heads != shape.heads)
     require_divides(shape.kv_heads, "model.kv_heads",
                     " (each rank holds whole key/value groups: with grouped-query attention the tensor-parallel "
                     "size must divide kv_heads)");
