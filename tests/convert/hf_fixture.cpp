@@ -1,5 +1,7 @@
 #include "hf_fixture.hpp"
 
+#include <megahost/error.hpp>
+
 #include <unistd.h>
 
 #include <random>
@@ -62,6 +64,15 @@ void write_folder(const fs::path& dir, const ckpt::ModelShape& m, const std::map
   }
   write_hf_folder(dir.string(), hf_config_json(m, options.dtype == "BF16" ? "bfloat16" : "float32"), entries, options,
                   [&](size_t i) -> const std::vector<float>& { return *data[i]; });
+}
+
+std::string message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace mh::convert::testing

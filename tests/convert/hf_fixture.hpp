@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -13,6 +14,8 @@
 namespace mh::convert::testing {
 
 std::filesystem::path scratch(const std::string& name);
+// What `f` throws as an mh::Error, "" when it returns.
+std::string message(const std::function<void()>& f);
 
 ckpt::ModelShape tiny_gpt2();   // 2 layers, hidden 8, 2 heads, vocab 200 (padded 256), 16 positions
 ckpt::ModelShape tiny_llama();  // 2 layers, hidden 8, 4 heads, 2 kv heads, ffn 12, vocab 130

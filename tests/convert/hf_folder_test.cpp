@@ -15,17 +15,9 @@ namespace mh::convert {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::message;
 using testing::scratch;
 using ::testing::HasSubstr;
-
-std::string message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::map<std::string, HfTensor> small_tensors() {
   return {{"transformer.a.weight", {{3, 2}, {1, 2, 3, 4, 5, 6}}},

@@ -18,17 +18,9 @@ namespace mh::convert {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::message;
 using testing::scratch;
 using ::testing::HasSubstr;
-
-std::string message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 void expect_same_tensors(const fs::path& dir, const std::map<std::string, HfTensor>& want) {
   const HfFolder folder(dir.string());

@@ -1,5 +1,7 @@
 #include "layout_run.hpp"
 
+#include <gtest/gtest.h>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -102,6 +104,20 @@ double relative_difference(const std::vector<float>& a, const std::vector<float>
     scale = std::max(scale, std::fabs(double(b[i])));
   }
   return scale > 0 ? diff / scale : diff;
+}
+
+void expect_same_function(const LayoutResult& ref, const LayoutResult& r, bool grads) {
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  ASSERT_EQ(r.losses.size(), ref.losses.size()) << r.log;
+  for (size_t i = 0; i < ref.losses.size(); ++i)
+    EXPECT_NEAR(r.losses[i], ref.losses[i], 1e-5 * std::fabs(ref.losses[i])) << "step " << i + 1;
+  if (!grads) return;
+  ASSERT_EQ(r.grads.size(), ref.grads.size());
+  for (const auto& [name, g] : ref.grads) {
+    ASSERT_EQ(r.grads.count(name), 1u) << name;
+    ASSERT_EQ(r.grads.at(name).size(), g.size()) << name;
+    EXPECT_LE(relative_difference(r.grads.at(name), g), 1e-4) << name;
+  }
 }
 
 }  // namespace mh::test

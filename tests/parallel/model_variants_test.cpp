@@ -3,7 +3,6 @@
 // 1e-4), with dropout on; and recomputation changes nothing, bit for bit.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <map>
 #include <ostream>
 #include <string>
@@ -54,17 +53,8 @@ TEST_P(VariantSameFunctionAsOneRank, LossesAndGradientsMatch) {
   const LayoutResult& ref = single_rank(c.variant);
   ASSERT_EQ(ref.exit_code, 0) << ref.log;
   ASSERT_EQ(ref.losses.size(), 5u) << ref.log;
-  LayoutResult r = run_layout(std::string(c.layout) + " " + c.variant.model + kDropout, c.mpi, c.ranks);
-  ASSERT_EQ(r.exit_code, 0) << r.log;
-  ASSERT_EQ(r.losses.size(), ref.losses.size()) << r.log;
-  for (size_t i = 0; i < ref.losses.size(); ++i)
-    EXPECT_NEAR(r.losses[i], ref.losses[i], 1e-5 * std::fabs(ref.losses[i])) << "step " << i + 1;
-  if (!c.compare_grads) return;
-  ASSERT_EQ(r.grads.size(), ref.grads.size());
-  for (const auto& [name, g] : ref.grads) {
-    ASSERT_EQ(r.grads.count(name), 1u) << name;
-    EXPECT_LE(relative_difference(r.grads.at(name), g), 1e-4) << name;
-  }
+  expect_same_function(ref, run_layout(std::string(c.layout) + " " + c.variant.model + kDropout, c.mpi, c.ranks),
+                       c.compare_grads);
 }
 
 const Case kCases[] = {

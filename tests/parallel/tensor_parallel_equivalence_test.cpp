@@ -32,18 +32,7 @@ TEST_P(SameFunctionAsOneRank, LossesAndGradientsMatch) {
   ASSERT_EQ(ref.exit_code, 0) << ref.log;
   ASSERT_EQ(ref.losses.size(), 5u) << ref.log;
   const Layout& layout = GetParam();
-  LayoutResult r = run_layout(layout.overrides, layout.mpi, layout.ranks);
-  ASSERT_EQ(r.exit_code, 0) << r.log;
-  ASSERT_EQ(r.losses.size(), ref.losses.size()) << r.log;
-  for (size_t i = 0; i < ref.losses.size(); ++i)
-    EXPECT_NEAR(r.losses[i], ref.losses[i], 1e-5 * std::fabs(ref.losses[i])) << "step " << i + 1;
-  if (!layout.compare_grads) return;
-  ASSERT_EQ(r.grads.size(), ref.grads.size());
-  for (const auto& [name, g] : ref.grads) {
-    ASSERT_EQ(r.grads.count(name), 1u) << name;
-    ASSERT_EQ(r.grads.at(name).size(), g.size()) << name;
-    EXPECT_LE(relative_difference(r.grads.at(name), g), 1e-4) << name;
-  }
+  expect_same_function(ref, run_layout(layout.overrides, layout.mpi, layout.ranks), layout.compare_grads);
 }
 
 const Layout kLayouts[] = {
