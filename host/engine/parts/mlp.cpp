@@ -10,6 +10,12 @@ constexpr auto kWork = MemCategory::kWorkspace;
 
 }  // namespace
 
+Buffer MlpPart::ones() const {
+  Buffer out = c_.activation(kWork, c_.d.rows());
+  ops::fill(c_.dev, out.ptr(), c_.d.rows(), 1);
+  return out;
+}
+
 MH_Tensor MlpPart::half(TypedPtr fc1, int64_t first) const {
   return view((fc1 + first).data, fc1.dtype, {1, c_.d.rows(), c_.d.local_ffn()}, {0, c_.d.local_fc1(), 1});
 }
@@ -36,9 +42,7 @@ void MlpPart::project(TypedPtr in, TypedPtr fc1, int64_t first, int weight, int 
   ops::gemm(c_.dev, in.t({1, N, h}), c_.W(weight).t({1, f, h}), half(fc1, first), false, true, 0);
   if (bias < 0) return;
   if (!swiglu()) return ops::bias_add(c_.dev, fc1, c_.P(bias), N, f);
-  Buffer ones = c_.activation(kWork, N);
-  ops::fill(c_.dev, ones.ptr(), N, 1);
-  ops::gemm(c_.dev, ones.t({1, N, 1}), c_.W(bias).t({1, 1, f}), half(fc1, first), false, false, 1);
+  ops::gemm(c_.dev, ones().t({1, N, 1}), c_.W(bias).t({1, 1, f}), half(fc1, first), false, false, 1);
 }
 
 void MlpPart::backward(LayerActivations& A, const LayerParamIds& w, Buffer& dact, Buffer& dx) const {
@@ -62,11 +66,8 @@ void MlpPart::project_bwd(TypedPtr in, TypedPtr dfc1, int64_t first, int weight,
   const int64_t N = c_.d.rows(), h = c_.d.hidden, f = c_.d.local_ffn();
   const MH_Tensor dy = half(dfc1, first);
   if (bias >= 0 && !swiglu()) ops::bias_bwd(c_.dev, dfc1, c_.G(bias), N, f);
-  if (bias >= 0 && swiglu()) {
-    Buffer ones = c_.activation(kWork, N);
-    ops::fill(c_.dev, ones.ptr(), N, 1);
-    ops::gemm(c_.dev, ones.t({1, N, 1}), dy, TypedPtr(c_.G(bias)).t({1, 1, f}), true, false, 1);
-  }
+  if (bias >= 0 && swiglu())
+    ops::gemm(c_.dev, ones().t({1, N, 1}), dy, TypedPtr(c_.G(bias)).t({1, 1, f}), true, false, 1);
   ops::gemm(c_.dev, dy, in.t({1, N, h}), TypedPtr(c_.G(weight)).t({1, f, h}), true, false, 1);
   ops::gemm(c_.dev, dy, c_.W(weight).t({1, f, h}), TypedPtr(dx).t({1, N, h}), false, false, beta);
 }

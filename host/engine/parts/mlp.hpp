@@ -31,6 +31,8 @@ class MlpPart {
   MH_Tensor half(TypedPtr fc1, int64_t first) const;
   // fc1's half = in @ W^T (+ bias), for the gate or the up projection.
   void project(TypedPtr in, TypedPtr fc1, int64_t first, int weight, int bias) const;
+  // [rows] ones in the compute dtype: the strided bias's rank-1 factor.
+  Buffer ones() const;
   void project_bwd(TypedPtr in, TypedPtr dfc1, int64_t first, int weight, int bias, float* dx, float beta) const;
 
   PartContext c_;
