@@ -50,11 +50,14 @@ class Generate : public testing::Test {
     delete model_;
   }
 
-  // megahost on the trained model with a [generate] section from `args`.
-  static Outcome generate(std::vector<std::string> args) {
+  // megahost on the trained model with a [generate] section from `args`,
+  // under mpiexec with `mpi_ranks` processes when given.
+  static Outcome generate(std::vector<std::string> args, int mpi_ranks = 0) {
     args.insert(args.begin(), {"checkpoint.load=auto", "checkpoint.dir=" + *checkpoint_});
     args.insert(args.begin(), model_->begin(), model_->end());
-    return run_megahost(args);
+    if (mpi_ranks == 0) return run_megahost(args);
+    args.push_back("comm.plugin=mpi");
+    return run_megahost(args, {}, {MEGAHOST_TEST_MPIEXEC, "-n", std::to_string(mpi_ranks), "--oversubscribe"});
   }
   static std::vector<std::string> with_prompts(std::vector<std::string> args) {
     args.push_back("generate.prompts_file=" + *prompts_);
@@ -69,8 +72,8 @@ class Generate : public testing::Test {
     }
     return out;
   }
-  static Tokens generated(const std::vector<std::string>& args) {
-    const Outcome o = generate(args);
+  static Tokens generated(const std::vector<std::string>& args, int mpi_ranks = 0) {
+    const Outcome o = generate(args, mpi_ranks);
     EXPECT_EQ(o.status, 0) << o.log;
     return tokens(o);
   }
@@ -164,6 +167,20 @@ INSTANTIATE_TEST_SUITE_P(
                                                "parallel.pipeline.virtual_stages=2"}},
                     Layout{"tp2_pp2", {"comm.world_size=4", "parallel.tensor.size=2", "parallel.pipeline.size=2"}}),
     [](const auto& info) { return info.param.name; });
+
+TEST_F(Generate, MpiProcessesGenerateWhatOneRankGenerates) {
+  const Tokens sampled = generated(with_prompts(kSampled));
+  EXPECT_EQ(generated(with_prompts(plus(kSampled, {"parallel.tensor.size=2"})), 2), sampled);
+  EXPECT_EQ(generated(with_prompts(plus(kSampled, {"parallel.pipeline.size=2"})), 2), sampled);
+}
+
+TEST_F(Generate, Bf16GeneratesOnEveryLayoutWhatOneRankGenerates) {
+  const std::vector<std::string> bf16 = plus(kSampled, {"kernels.dtype=bf16"});
+  const Tokens one = generated(with_prompts(bf16));
+  ASSERT_EQ(one.size(), kPrompts.size());
+  EXPECT_EQ(generated(with_prompts(plus(bf16, {"comm.world_size=2", "parallel.tensor.size=2"}))), one);
+  EXPECT_EQ(generated(with_prompts(plus(bf16, {"comm.world_size=2", "parallel.pipeline.size=2"}))), one);
+}
 
 TEST_F(Generate, DryRunCountsTheKvCacheExactly) {
   const Outcome o = generate(with_prompts(plus(kGreedy, {"--dry_run", "comm.world_size=2", "parallel.tensor.size=2"})));

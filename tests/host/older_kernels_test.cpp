@@ -41,6 +41,17 @@ TEST(OlderKernels, Gpt2TrainsAndDryRunsWithIt) {
   }
 }
 
+TEST(OlderKernels, GenerationIsRefusedBeforeAnythingRunsNamingTheOp) {
+  mh::data::testing::TempDir dir;
+  std::vector<std::string> args{"--plugin_path", fixture("kernels_1_2"), "--config",
+                                dir.write("run.toml", std::string(kOlderKernels) + "[generate]\nprompt = \"Hi\"\n")};
+  for (const auto& o : tiny_run()) args.push_back(o);
+  Outcome o = run_megahost(args);
+  EXPECT_EQ(o.status, 2) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("kernels plugin \"cpu_1_2\" (ABI 1.2) has no strided_copy, which [generate] (its KV "
+                               "cache) needs; rebuild the plugin against SDK 1.4 or later"));
+}
+
 class OlderKernelsDevice : public ::testing::Test {
  protected:
   OlderKernelsDevice() : env_(kOlderKernels, {}, {fixture("kernels_1_2")}), kernels_(env_.slot(MH_KIND_KERNELS), 1, 0) {}
