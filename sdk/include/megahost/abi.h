@@ -63,12 +63,13 @@
  *        run in place (recv = send + rank * n, as NCCL takes it), as
  *        all_gather already could: the distributed optimizer reduces and
  *        gathers in the parameter and gradient buffers themselves.
- *   1.4  kernels: MH_KernelsApi gains strided_copy (the generation engine
- *        appends each sequence's keys and values to its KV cache with it);
- *        MH_SoftmaxArgs' scores may be [G, Q, T] with Q <= T, the last Q rows
- *        of causal [G, T, T] scores (decode attends with Q = 1), in forward
- *        and backward, with no new field. A 1.3 kernels plugin still loads
- *        and trains; generation needs 1.4 and the host names the missing op.
+ *   1.4  kernels: MH_KernelsApi gains strided_copy (MH_StridedCopyArgs; the
+ *        generation engine appends each sequence's keys and values to its KV
+ *        cache with it); MH_SoftmaxArgs' scores may be [G, Q, T] with
+ *        1 <= Q <= T, the last Q rows of causal [G, T, T] scores (decode
+ *        attends with Q = 1), in forward and backward, with no new field. A
+ *        1.3 kernels plugin still loads and trains; generation needs 1.4 and
+ *        the host names the missing op.
  */
 #ifndef MEGAHOST_ABI_H
 #define MEGAHOST_ABI_H
