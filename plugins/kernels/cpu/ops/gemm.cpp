@@ -13,9 +13,33 @@ namespace {
 // waking the team and splitting the packing would cost more than it saves.
 constexpr double kParallelFlops = 4e6;
 
+// Up to this many rows of a, a product against a transposed b (a linear
+// layer's weight, stored (N, K)) streams b once: a decode step's GEMMs have
+// one row per sequence served, and sgemm would first pack all of b into
+// blocks, which for so few rows is traffic of its own (docs/kernels-cpu.md).
+constexpr int64_t kFewRows = 8;
+
+// c (M, N) = alpha * a (M, K) @ b^T + beta * c with b stored (N, K): each
+// row of b meets every row of a while it sits in L1.
+void few_rows_times_transposed(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,
+                               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  for (int64_t j = 0; j < N; ++j) {
+    const float* w = b + j * ldb;
+    for (int64_t i = 0; i < M; ++i) {
+      const float* x = a + i * lda;
+      float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t k = 0; k < K; ++k) sum += x[k] * w[k];
+      float& out = c[i * ldc + j];
+      out = beta == 0.0f ? alpha * sum : alpha * sum + beta * out;  // beta 0 ignores what c held, as BLAS does
+    }
+  }
+}
+
 // c (M, N) = alpha * op(a) (M, K) @ op(b) (K, N) + beta * c, on the calling thread
 void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, const StridedMatrix& A, const float* b,
            const StridedMatrix& B, float beta, float* c, int64_t ldc) {
+  if (M <= kFewRows && B.trans && !A.trans) return few_rows_times_transposed(M, N, K, alpha, a, A.ld, b, B.ld, beta, c, ldc);
   cblas_sgemm(CblasRowMajor, A.trans ? CblasTrans : CblasNoTrans, B.trans ? CblasTrans : CblasNoTrans,
               static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, a, static_cast<int>(A.ld), b,
               static_cast<int>(B.ld), beta, c, static_cast<int>(ldc));
