@@ -80,6 +80,15 @@ void CpuKernels::copy(void* dst, const void* src, uint64_t bytes, MH_CopyKind ki
 void CpuKernels::gemm(const MH_GemmArgs& args) {
   const GemmDims d = check_gemm(args, compute_);
   cpu::F32Staging s(threads_);
+  if (args.b.dtype == MH_BF16 && cpu::streams_b(d.m, args.trans_a != 0, args.trans_b != 0)) {
+    // A decode step's weight, read in bf16 as stored (only a and c are staged).
+    cpu::gemm_bf16_b(d.batch, d.m, d.n, d.k, args.alpha,
+                     {s.in(args.a), args.a.strides[0], args.a.strides[1], args.trans_a != 0},
+                     {static_cast<const uint16_t*>(args.b.data), args.b.strides[0], args.b.strides[1], true},
+                     args.beta, s.out(args.c), args.c.strides[0], args.c.strides[1], threads_);
+    s.write_back();
+    return;
+  }
   cpu::gemm(d.batch, d.m, d.n, d.k, args.alpha, {s.in(args.a), args.a.strides[0], args.a.strides[1], args.trans_a != 0},
             {s.in(args.b), args.b.strides[0], args.b.strides[1], args.trans_b != 0}, args.beta, s.out(args.c),
             args.c.strides[0], args.c.strides[1], threads_);
