@@ -177,8 +177,12 @@ void CpuKernels::dropout_bwd(const MH_DropoutArgs& args) {
 void CpuKernels::embedding(const MH_EmbeddingArgs& args) {
   const EmbeddingDims d = check_embedding(args, compute_, "embedding");
   cpu::F32Staging s(threads_);
-  cpu::embedding_forward(s.out(args.out), s.in(args.table), i32(args.ids), args.id_start, args.accumulate != 0,
-                         d.tokens, d.rows, d.cols, threads_);
+  if (args.table.dtype == MH_BF16)
+    cpu::embedding_forward_bf16(s.out(args.out), static_cast<const uint16_t*>(args.table.data), i32(args.ids),
+                                args.id_start, args.accumulate != 0, d.tokens, d.rows, d.cols, threads_);
+  else
+    cpu::embedding_forward(s.out(args.out), s.in(args.table), i32(args.ids), args.id_start, args.accumulate != 0,
+                           d.tokens, d.rows, d.cols, threads_);
   s.write_back();
 }
 

@@ -21,9 +21,6 @@ constexpr double kParallelFlops = 4e6;
 // blocks, which for so few rows is traffic of its own (docs/kernels-cpu.md).
 constexpr int64_t kFewRows = 8;
 
-float widen(float x) { return x; }
-float widen(uint16_t bits) { return from_bf16(bits); }
-
 // c (M, N) = alpha * a (M, K) @ b^T + beta * c with b stored (N, K), f32 or
 // bf16: each row of b meets every row of a while it sits in L1.
 template <class T>

@@ -80,6 +80,10 @@ void dropout_backward(float* dx, const float* dout, const uint8_t* mask, float p
 // out (N, C); ids (N); table (R, C) holds ids [id_start, id_start + R)
 void embedding_forward(float* out, const float* table, const int32_t* ids, int64_t id_start, bool accumulate,
                        int64_t N, int64_t R, int64_t C, int threads);
+// The same over a bf16 table read as stored: a lookup touches a few rows of
+// the table, which staging would convert whole.
+void embedding_forward_bf16(float* out, const uint16_t* table, const int32_t* ids, int64_t id_start, bool accumulate,
+                            int64_t N, int64_t R, int64_t C, int threads);
 // dtable (R, C) +=; dout (N, C); ids (N)
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t id_start, int64_t N,
                         int64_t R, int64_t C, int threads);
