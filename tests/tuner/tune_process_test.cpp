@@ -122,8 +122,8 @@ std::map<std::string, double> predicted_by_policy(const std::vector<std::string>
 TEST(Tune, AThirdPartysRecomputePolicyIsSearchedAndPricedBetweenNoneAndFull) {
   TempDir dir;
   const Outcome o = run_megahost({"--plugin_path", fixture("mlp_recompute"), "--config", kTiny,
-                                  "output.dir=" + dir.file("out"), "tuner.tensor=1", "tuner.pipeline=1",
-                                  "tuner.micro_batch=1", "tuner.recompute=auto", "tuner.top_k=0"});
+                                  "output.dir=" + dir.file("out"), "tuner.tensor=\"1\"", "tuner.pipeline=\"1\"",
+                                  "tuner.micro_batch=\"1\"", "tuner.recompute=auto", "tuner.top_k=0"});
   ASSERT_EQ(o.status, 0) << o.err << o.out;
   std::vector<std::string> all = rows(dir.file("out/ranked.csv"));
   for (const std::string& r : rows(dir.file("out/rejected.csv"))) all.push_back(r);
@@ -140,8 +140,8 @@ TEST(Tune, AThirdPartysRecomputePolicyIsSearchedAndPricedBetweenNoneAndFull) {
 TEST(Tune, UnderACapOnlyTheDistributedOptimizerMeetsThePickUsesItAndItsConfigDryRuns) {
   TempDir dir;
   // h = 256: 1.6 M parameters, whose 16 or 12 bytes each the table's GiB tell apart.
-  const std::vector<std::string> search{"--config", kTiny, "model.hidden=256", "tuner.tensor=1", "tuner.pipeline=1",
-                                        "tuner.micro_batch=1",
+  const std::vector<std::string> search{"--config", kTiny, "model.hidden=256", "tuner.tensor=\"1\"", "tuner.pipeline=\"1\"",
+                                        "tuner.micro_batch=\"1\"",
                                         "tuner.recompute=none", "tuner.top_k=0", "tuner.distributed_optimizer=auto",
                                         "tuner.overlap_param_gather=auto"};
   std::vector<std::string> first = search;
