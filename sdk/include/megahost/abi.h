@@ -1,5 +1,5 @@
 /*
- * Megahost plugin ABI, version 1.3.
+ * Megahost plugin ABI, version 1.4.
  *
  * This header is the whole contract between the megahost host process and
  * the shared objects it loads. It is plain C: fixed-width integers, plain
@@ -63,6 +63,13 @@
  *        run in place (recv = send + rank * n, as NCCL takes it), as
  *        all_gather already could: the distributed optimizer reduces and
  *        gathers in the parameter and gradient buffers themselves.
+ *   1.4  tuner: inference candidates are dry-run and measured with the
+ *        generation engine. MH_Estimate gains ttft_seconds and tpot_seconds
+ *        (a measured generate run's), MH_TunerResult gains the predicted and
+ *        measured ttft_seconds and tpot_seconds, MH_TunerNeeds the request
+ *        (prompt_tokens, output_tokens) the host writes prompts for. The host reads a 1.1-1.3
+ *        tuner's results with the stride of their struct_size and those
+ *        fields 0; such a tuner reads the shorter MH_Estimate.
  */
 #ifndef MEGAHOST_ABI_H
 #define MEGAHOST_ABI_H
@@ -75,7 +82,7 @@ extern "C" {
 #endif
 
 #define MH_ABI_MAJOR 1
-#define MH_ABI_MINOR 3
+#define MH_ABI_MINOR 4
 
 /* The one symbol a plugin exports for ABI major 1 (see MH_EntryFn). */
 #define MH_ENTRY_SYMBOL "mh_plugin_entry_v1"
@@ -799,7 +806,8 @@ typedef struct MH_RecomputeApi {
 
 typedef enum MH_Workload {
   MH_WORKLOAD_TRAIN = 0,         /* the host dry-runs a training step */
-  MH_WORKLOAD_INFERENCE = 1      /* the engine has no inference path: the tuner models it alone */
+  MH_WORKLOAD_INFERENCE = 1      /* the host dry-runs (and measures) a [generate] config of
+                                    batch micro_batch; before 1.4, the tuner modelled it alone */
 } MH_Workload;
 
 typedef struct MH_Candidate {
@@ -824,6 +832,8 @@ typedef struct MH_Estimate {
   const char* failure;           /* 1.1: why the host has no estimate (the
                                     engine's error), NULL when it has one;
                                     borrowed for the call */
+  double ttft_seconds;           /* 1.4: measured inference: time to first token */
+  double tpot_seconds;           /* 1.4: measured inference: time per output token */
 } MH_Estimate;
 
 /* A hardware profile (configs/hardware/NAME.toml, docs/tuner.md), loaded by
@@ -893,7 +903,9 @@ typedef struct MH_TunerNeeds {
   int32_t nodes;
   int32_t devices_per_node;      /* 0: the profile's */
   int32_t measure_top_k;         /* best fitting candidates to run for real; 0: none */
-  int32_t measure_steps;         /* optimizer steps of each such run */
+  int32_t measure_steps;         /* optimizer steps of each such run (training) */
+  int64_t prompt_tokens;         /* 1.4: inference: tokens of each prompt */
+  int64_t output_tokens;         /* 1.4: inference: tokens generated for each */
 } MH_TunerNeeds;
 
 typedef enum MH_Verdict { MH_VERDICT_RANKED = 0, MH_VERDICT_REJECTED = 1 } MH_Verdict;
@@ -913,6 +925,10 @@ typedef struct MH_TunerResult {
   double days;                   /* to process the tuner's token goal */
   uint64_t memory_bytes;         /* per rank */
   int32_t memory_measured;       /* 1: from the engine's dry run; 0: modelled */
+  double ttft_seconds;           /* 1.4: inference, predicted: time to first token */
+  double tpot_seconds;           /* 1.4: inference, predicted: time per output token */
+  double measured_ttft_seconds;  /* 1.4: inference, from a real run; 0 when not measured */
+  double measured_tpot_seconds;  /* 1.4: as ttft */
 } MH_TunerResult;
 
 typedef struct MH_TunerApi {
