@@ -55,10 +55,11 @@ void write_layout(toml::table& root, const MH_Candidate& c) {
 
 // The checkpoint to generate from, relative to the tuned config's folder.
 void resolve_checkpoint_paths(const Config& config, toml::table& root) {
-  toml::table& checkpoint = section(root, "checkpoint");
+  toml::table* checkpoint = root["checkpoint"].as_table();
+  if (checkpoint == nullptr) return;
   for (const char* key : {"dir", "load"})
-    if (std::string v = string_or(checkpoint, key, ""); !v.empty() && v != "auto")
-      checkpoint.insert_or_assign(key, config.resolve(v).string());
+    if (std::string v = string_or(*checkpoint, key, ""); !v.empty() && v != "auto")
+      checkpoint->insert_or_assign(key, config.resolve(v).string());
 }
 
 void write_generate(const Config& config, toml::table& root, const MH_Candidate& c, const GenerateRequest& r) {
