@@ -1,11 +1,13 @@
-// Runs an assembled pipeline: trains (main hands a config with [tuner] to
-// tuner/tune.hpp instead).
+// Runs an assembled pipeline: trains, or generates when the config has
+// [generate] (main hands a config with [tuner] to tuner/tune.hpp instead).
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "assembly.hpp"
 #include "config.hpp"
+#include "data/tokenizer.hpp"
 #include "engine/model.hpp"
 
 namespace mh {
@@ -27,6 +29,8 @@ struct ModelVocab {
   std::string source;
 };
 ModelVocab model_vocab(const Assembly& assembly, const Config& config);
+// The tokenizer [data] names, with its files resolved against the config.
+std::unique_ptr<data::Tokenizer> run_tokenizer(const Assembly& assembly, const Config& config);
 
 // The model as the config describes it, the vocabulary padded as the
 // engine pads it.
