@@ -5,13 +5,16 @@
 namespace mh::tuner {
 namespace {
 
-// Attention of each sequence on its own: b batched products over the a / t
-// local heads, `rows` queries against `context` keys.
-void attention(Pricer& pr, int64_t batch, int64_t heads, int64_t rows, int64_t context) {
-  for (int64_t i = 0; i < batch; ++i) {
-    pr.gemm(heads, rows, context, pr.dh);  // scores = Q K^T
-    pr.vec("softmax", heads * rows * context);
-    pr.gemm(heads, rows, pr.dh, context);  // context = P V
+// Attention of each sequence on its own (host/engine/parts/cached_attention):
+// for each of the m = a / kv query heads of a key/value group, one product
+// batched over the kv / t local groups, `rows` queries against `context`
+// cached keys; one softmax over all of them; then P V the same way.
+void attention(Pricer& pr, const Model& m, const Layout& l, int64_t rows, int64_t context) {
+  const int64_t per_group = m.heads / m.kv(), groups = m.kv() / l.t;
+  for (int64_t s = 0; s < l.b; ++s) {
+    for (int64_t i = 0; i < per_group; ++i) pr.gemm(groups, rows, context, pr.dh);  // scores = Q K^T
+    pr.vec("softmax", per_group * groups * rows * context);
+    for (int64_t i = 0; i < per_group; ++i) pr.gemm(groups, rows, pr.dh, context);  // context = P V
   }
 }
 
@@ -30,7 +33,7 @@ void layer(Pricer& pr, const Model& m, const Layout& l, int64_t rows, int64_t co
   pr.vec("bias_add", n * pr.ql);
   pr.rope();
   pr.traffic(double(n * kv_width), 2);  // K and V into the cache
-  attention(pr, l.b, m.heads / l.t, rows, context);
+  attention(pr, m, l, rows, context);
   pr.gemm(1, n, h, pr.hl);
   exit_region();
   pr.vec("layernorm", n * h);
@@ -48,17 +51,21 @@ void embeddings(Pricer& pr, const Model& m, const Layout& l) {
   pr.vec("embedding", pr.n * pr.h);
   if (l.t > 1) pr.tp(Coll::kAllReduce, pr.act(pr.n * pr.h));
   if (!m.rotary) pr.vec("embedding", pr.n * pr.h);
+  pr.vec("elementwise", pr.n * pr.h);  // into the residual stream
 }
 
-// The final norm and output layer on each sequence's last row, the local
-// vocabulary's logits gathered over the tensor group, and the host reading
-// every logit to sample.
+// Each sequence's last row copied out, the final norm and output layer on
+// those rows, their f32 logits of the local vocabulary gathered over the
+// tensor group, and the host reordering the shards and reading every logit
+// to sample (host/engine/decoder.cpp).
 void head(Pricer& pr, const Machine& mc, const Layout& l) {
   const int64_t b = l.b;
+  const double logits = double(b * pr.V * l.t);
+  pr.vec("elementwise", b * pr.h);
   pr.vec("layernorm", b * pr.h);
   pr.gemm(1, b, pr.V, pr.h);
-  if (l.t > 1) pr.tp(Coll::kAllGather, pr.act(b * pr.V * l.t));
-  pr.traffic(double(b * pr.V * l.t) * kFp32 / mc.element_bytes(), 1);
+  if (l.t > 1) pr.tp(Coll::kAllGather, logits * kFp32);
+  pr.traffic(logits * kFp32 / mc.element_bytes(), 3);
 }
 
 }  // namespace
@@ -90,7 +97,8 @@ InferenceCost inference(const Machine& mc, const Model& model, const Layout& l, 
     if (l.p > 1) {
       seconds += double(l.p - 1) * mc.collective_seconds(Coll::kSendRecv, double(l.b * rows * model.hidden) * e, 2,
                                                         w.pp_level);
-      seconds += mc.collective_seconds(Coll::kAllGather, double(l.b) * 4 * l.world(), l.world(), w.pp_level);
+      // A broadcast of b f32 token ids over the pipeline group: its latency.
+      seconds += mc.collective_seconds(Coll::kAllGather, double(l.b) * kFp32 * l.p, l.p, w.pp_level);
     }
     return seconds;
   };
