@@ -26,16 +26,17 @@ GOALS = ("inference_latency", "inference_throughput")
 
 
 def megahost(binary, args):
-    proc = subprocess.run([binary, *args], capture_output=True, text=True)
+    # Bytes, not text: an untrained model's completions are arbitrary bytes.
+    proc = subprocess.run([binary, *args], capture_output=True)
     if proc.returncode != 0:
-        sys.exit(f"megahost {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+        sys.exit(f"megahost {' '.join(args)} failed:\n{proc.stderr[-3000:].decode(errors='replace')}")
 
 
 def tune(binary, out, goal, args):
     megahost(binary, ["--config", CONFIG, f"output.dir={out}", "tuner.plugin=grid", f"tuner.goal={goal}",
                       f"tuner.cluster={args.profile}", f"tuner.gpus_per_node={args.devices}",
                       "tuner.tensor=1,2,4", "tuner.pipeline=1,2", "tuner.inference_batch=1,4",
-                      f"tuner.prompt_len={args.prompt_len}", f"tuner.output_len={args.output_len}"])
+                      f"tuner.prompt_len={args.prompt_len}", f"tuner.output_len={args.output_len}", *args.set])
     with open(os.path.join(out, "ranked.csv")) as f:
         return list(csv.DictReader(f))
 
@@ -75,6 +76,8 @@ def main():
     ap.add_argument("--prompt_len", type=int, default=64)
     ap.add_argument("--output_len", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="an override of bench/tuner_small.toml, e.g. model.hidden=1024 (repeatable)")
     args = ap.parse_args()
     load_before = os.getloadavg()
     ranked = {}
