@@ -26,6 +26,10 @@ constexpr double kMaxGemmFlops = 1.1e9;  // skips products that take a second on
 constexpr int64_t kBatches[] = {2, 8, 32, 128};
 constexpr int64_t kBatchedRows[] = {128, 512};
 constexpr int64_t kBatchedInner[] = {32, 128, 512};
+// A decode step's rows: one per sequence of the batch. Its products stream
+// their weights (or, in attention, the cached keys and values) for a row or
+// a few, far below the rate of the shapes above.
+constexpr int64_t kDecodeRows[] = {1, 4};
 constexpr int64_t kVectorRows[] = {64, 256, 2048, 8192};  // 16K to 2M elements per call
 constexpr int kGroupSizes[] = {2, 4, 8};
 constexpr int64_t kEmptyElements = 8;  // one float per rank of the largest group
@@ -67,6 +71,13 @@ void measure_gemm(const CalibrationTeam& team, HardwareProfile& p) {
     for (int64_t m : kBatchedRows)
       for (int64_t n : kBatchedInner)
         for (int64_t k : kBatchedInner) add(batch, m, n, k);
+  for (int64_t m : kDecodeRows) {
+    for (int64_t n : kDims)
+      for (int64_t k : kDims) add(1, m, n, k);
+    for (int64_t batch : kBatches)
+      for (int64_t n : kBatchedInner)
+        for (int64_t k : kBatchedInner) add(batch, m, n, k);
+  }
 }
 
 void measure_vector(const CalibrationTeam& team, HardwareProfile& p) {

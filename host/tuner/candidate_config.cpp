@@ -29,7 +29,8 @@ void resolve_data_paths(const Config& config, const Assembly& assembly, toml::ta
     if (std::string v = values.get_string(key); !v.empty()) data.insert_or_assign(key, config.resolve(v).string());
 }
 
-void write_layout(toml::table& root, const MH_Candidate& c) {
+// The model split: t, SP, p and v; the tuner splits the layers evenly.
+void write_split(toml::table& root, const MH_Candidate& c) {
   toml::table& parallel = section(root, "parallel");
   toml::table& tensor = section(parallel, "tensor");
   tensor.insert_or_assign("size", c.tensor);
@@ -40,7 +41,11 @@ void write_layout(toml::table& root, const MH_Candidate& c) {
   const std::string schedule = string_or(pipeline, "schedule", "1f1b");
   if (c.virtual_stages > 1) pipeline.insert_or_assign("schedule", "interleaved");
   else if (schedule == "interleaved") pipeline.insert_or_assign("schedule", "1f1b");
-  pipeline.erase("layers_per_stage");  // the tuner splits evenly
+  pipeline.erase("layers_per_stage");
+}
+
+void write_layout(toml::table& root, const MH_Candidate& c) {
+  write_split(root, c);
   section(root, "train").insert_or_assign("micro_batch", c.micro_batch);
   if (names_data_choices(c)) {
     toml::table& data = section(parallel, "data");
@@ -54,6 +59,29 @@ void write_layout(toml::table& root, const MH_Candidate& c) {
     recompute.insert("num_layers", c.recompute_layers);
   }
   root.insert_or_assign("recompute", std::move(recompute));
+}
+
+// The checkpoint to generate from, relative to the tuned config's folder.
+void resolve_checkpoint_paths(const Config& config, toml::table& root) {
+  toml::table* checkpoint = root["checkpoint"].as_table();
+  if (checkpoint == nullptr) return;
+  for (const char* key : {"dir", "load"})
+    if (std::string v = string_or(*checkpoint, key, ""); !v.empty() && v != "auto")
+      checkpoint->insert_or_assign(key, config.resolve(v).string());
+}
+
+void write_generate(const Config& config, toml::table& root, const MH_Candidate& c, const GenerateRequest& r) {
+  toml::table& generate = section(root, "generate");
+  generate.insert_or_assign("batch", c.micro_batch);
+  if (r.keep_prompt && generate.contains("prompt")) return;
+  if (std::string own = string_or(generate, "prompts_file", ""); r.keep_prompt && !own.empty()) {
+    generate.insert_or_assign("prompts_file", config.resolve(own).string());
+    return;
+  }
+  generate.erase("prompt");
+  generate.insert_or_assign("prompts_file", r.prompts_file.string());
+  generate.insert_or_assign("max_new_tokens", r.output_tokens);
+  generate.insert_or_assign("stop_at_eod", false);
 }
 
 // One replica's batch, stopped at 3p micro-batches unless every micro-batch
@@ -88,6 +116,13 @@ bool shards_optimizer(const Assembly& assembly, const MH_Candidate& c) {
   return shards_optimizer_state(assembly, c.data);
 }
 
+// The world: comm's size on a shared device (mpi takes it when it is
+// mpirun's), or the device cluster's components.
+void write_world(toml::table& root, const HardwareProfile& cluster, int32_t world) {
+  if (!cluster.shared_device) write_device_components(root, cluster, world);
+  else section(root, "comm").insert_or_assign("world_size", world);
+}
+
 toml::table candidate_config(const Config& config, const Assembly& assembly, const MH_Candidate& c,
                              CandidateRun run, const HardwareProfile& cluster) {
   toml::table root = config.root();
@@ -99,8 +134,19 @@ toml::table candidate_config(const Config& config, const Assembly& assembly, con
     world = c.tensor * c.pipeline;
     section(root, "train").insert_or_assign("global_batch", dry_run_batch(assembly, root, c));
   }
-  if (!cluster.shared_device) write_device_components(root, cluster, world);
-  else section(root, "comm").insert_or_assign("world_size", world);  // mpi takes it when it is mpirun's
+  write_world(root, cluster, world);
+  return root;
+}
+
+toml::table generate_config(const Config& config, const Assembly& assembly, const MH_Candidate& c,
+                            const HardwareProfile& cluster, const GenerateRequest& request) {
+  toml::table root = config.root();
+  root.erase("tuner");
+  resolve_data_paths(config, assembly, root);
+  resolve_checkpoint_paths(config, root);
+  write_split(root, c);
+  write_generate(config, root, c, request);
+  write_world(root, cluster, c.tensor * c.pipeline);
   return root;
 }
 

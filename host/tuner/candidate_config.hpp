@@ -40,6 +40,24 @@ bool names_data_choices(const MH_Candidate& candidate);
 // replicas (so its dry run must run them all).
 bool shards_optimizer(const Assembly& assembly, const MH_Candidate& candidate);
 
+// What a generate candidate serves: the prompts file the tuner wrote (one
+// line per request of the batch) and the tokens to generate for each.
+struct GenerateRequest {
+  std::filesystem::path prompts_file;
+  int64_t output_tokens = 0;
+  // Keep the config's own [generate] prompt (the tuned config) instead of
+  // serving the tuner's prompts (the dry and measured runs).
+  bool keep_prompt = false;
+};
+
+// An inference candidate's run: the config with the candidate's t and p
+// (sequence parallelism off, one chunk per stage), a world of t * p, [tuner]
+// dropped and [generate] serving `request` with the candidate's batch, never
+// stopping at the end-of-document token, so every run generates the same
+// number of tokens.
+toml::table generate_config(const Config& config, const Assembly& assembly, const MH_Candidate& candidate,
+                            const HardwareProfile& cluster, const GenerateRequest& request);
+
 // Writes `table` to `file` with `comment` lines on top.
 void write_toml(const toml::table& table, const std::filesystem::path& file, const std::string& comment);
 

@@ -63,13 +63,21 @@ std::vector<nlohmann::json> records(const fs::path& metrics) {
   return out;
 }
 
+// The rank's categories as the run named them (training's grads and
+// optimizer, generation's kv_cache).
 std::string breakdown_of(const nlohmann::json& rank) {
   std::string out;
-  for (const char* c : {"params", "grads", "optimizer", "activations", "workspace", "comm"}) {
+  for (const auto& [category, bytes] : rank.items()) {
+    if (category == "rank" || category == "total" || !bytes.is_number()) continue;
     if (!out.empty()) out += ' ';
-    out.append(c).append("=").append(std::to_string(int64_t(rank.value(c, uint64_t{0}) / kMiB))).append("MiB");
+    out.append(category).append("=").append(std::to_string(int64_t(bytes.get<double>() / kMiB))).append("MiB");
   }
   return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
 }  // namespace
@@ -115,6 +123,29 @@ MeasuredRun measure_steps(const ProbeSettings& s, const fs::path& config, const 
     return out;
   }
   out.best_step_seconds = *std::min_element(out.step_seconds.begin(), out.step_seconds.end());
+  return out;
+}
+
+MeasuredGeneration measure_generation(const ProbeSettings& s, const fs::path& config, const std::string& name) {
+  const fs::path metrics = s.work_dir / (name + ".run.jsonl"), log = s.work_dir / (name + ".run.log");
+  fs::remove(metrics);
+  MeasuredGeneration out;
+  if (int status = run_process(command(s, config, metrics), log); status != 0) {
+    out.error = failure_of(log, status);
+    return out;
+  }
+  std::vector<double> ttft, tpot;
+  for (const auto& r : records(metrics))
+    if (r.contains("ttft_s") && r.contains("tpot_s")) {
+      ttft.push_back(r["ttft_s"].get<double>());
+      tpot.push_back(r["tpot_s"].get<double>());
+    }
+  if (ttft.empty()) {
+    out.error = "the run wrote no request records to " + metrics.string();
+    return out;
+  }
+  out.ttft_seconds = median(ttft);
+  out.tpot_seconds = median(tpot);
   return out;
 }
 

@@ -1,7 +1,8 @@
 // Runs candidates with the real engine, each in its own megahost process
 // (a crash, an OOM or a hang of one candidate cannot take the search
 // down): a dry run for the exact memory of every rank, or a short real run
-// for the step time.
+// for the step time (training) or the time to first token and per output
+// token (generation).
 #pragma once
 
 #include <cstdint>
@@ -32,9 +33,18 @@ struct MeasuredRun {
   std::vector<double> step_seconds;
 };
 
+struct MeasuredGeneration {
+  std::string error;
+  // The medians over the run's requests.
+  double ttft_seconds = 0, tpot_seconds = 0;
+};
+
 // `config` is a candidate's TOML; `name` names its files in work_dir.
 DryRunMemory dry_run_memory(const ProbeSettings& settings, const std::filesystem::path& config, const std::string& name);
 MeasuredRun measure_steps(const ProbeSettings& settings, const std::filesystem::path& config, const std::string& name,
                           int32_t steps);
+// Runs a generate config and reads its requests' ttft_s and tpot_s.
+MeasuredGeneration measure_generation(const ProbeSettings& settings, const std::filesystem::path& config,
+                                      const std::string& name);
 
 }  // namespace mh

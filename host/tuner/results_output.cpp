@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "tuner/candidate_config.hpp"
+#include "tuner/prompts_file.hpp"
 
 namespace mh {
 namespace fs = std::filesystem;
@@ -33,26 +34,58 @@ const char* data_choice(const MH_Candidate& c, int32_t MH_Candidate::*field) {
   return c.*field != 0 ? "true" : "false";
 }
 
-const char* kCsvHeader =
+bool generates(const MH_Candidate& c) { return c.workload == MH_WORKLOAD_INFERENCE; }
+
+const char* kTrainCsvHeader =
     "rank,tensor,pipeline,virtual_stages,data,sequence_parallel,micro_batch,recompute,recompute_layers,"
     "step_s_predicted,step_s_measured,tokens_per_s,latency_s,mfu,days,memory_gib,memory_source,reason,"
     "distributed_optimizer,overlap_param_gather\n";
 
+const char* kGenerateCsvHeader =
+    "rank,tensor,pipeline,batch,ttft_s_predicted,ttft_s_measured,tpot_s_predicted,tpot_s_measured,tokens_per_s,"
+    "latency_s,memory_gib,memory_source,reason\n";
+
+std::string memory_source(const MH_TunerResult& r) { return r.memory_measured ? "dry_run" : "model"; }
+
+std::string generate_csv_row(const MH_TunerResult& r) {
+  const MH_Candidate& c = *r.candidate;
+  std::ostringstream out;
+  out << r.rank << ',' << c.tensor << ',' << c.pipeline << ',' << c.micro_batch << ',' << num(r.ttft_seconds, 6) << ','
+      << num(r.measured_ttft_seconds, 6) << ',' << num(r.tpot_seconds, 6) << ',' << num(r.measured_tpot_seconds, 6)
+      << ',' << num(r.tokens_per_s, 1) << ',' << num(r.latency_seconds, 6) << ','
+      << num(double(r.memory_bytes) / (1 << 30), 3) << ',' << memory_source(r) << ',' << csv_text(r.reason) << '\n';
+  return out.str();
+}
+
 std::string csv_row(const MH_TunerResult& r) {
   const MH_Candidate& c = *r.candidate;
+  if (generates(c)) return generate_csv_row(r);
   std::ostringstream out;
   out << r.rank << ',' << c.tensor << ',' << c.pipeline << ',' << c.virtual_stages << ',' << c.data << ','
       << (c.sequence_parallel ? "true" : "false") << ',' << c.micro_batch << ',' << c.recompute << ','
       << c.recompute_layers << ',' << num(r.step_seconds, 6) << ',' << num(r.measured_seconds, 6) << ','
       << num(r.tokens_per_s, 1) << ',' << num(r.latency_seconds, 6) << ',' << num(r.mfu, 4) << ','
       << num(r.days, 2) << ',' << num(double(r.memory_bytes) / (1 << 30), 3) << ','
-      << (r.memory_measured ? "dry_run" : "model") << ',' << csv_text(r.reason) << ','
+      << memory_source(r) << ',' << csv_text(r.reason) << ','
       << data_choice(c, &MH_Candidate::distributed_optimizer) << ',' << data_choice(c, &MH_Candidate::overlap_param_gather)
       << '\n';
   return out.str();
 }
 
+std::string measured_or_dash(double v, int digits) { return v > 0 ? num(v, digits) : "-"; }
+
+std::string generate_line(const MH_TunerResult& r) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%4d  %-20s %9s %9s %9s %9s %11s %9s  %s\n", r.rank,
+                describe_candidate(*r.candidate).c_str(), num(r.ttft_seconds, 4).c_str(),
+                measured_or_dash(r.measured_ttft_seconds, 4).c_str(), num(1e3 * r.tpot_seconds, 3).c_str(),
+                measured_or_dash(1e3 * r.measured_tpot_seconds, 3).c_str(), num(r.tokens_per_s, 0).c_str(),
+                gib(r.memory_bytes).c_str(), r.reason);
+  return buf;
+}
+
 std::string ranked_line(const MH_TunerResult& r) {
+  if (generates(*r.candidate)) return generate_line(r);
   char buf[512];
   std::snprintf(buf, sizeof buf, "%4d  %-46s %9s %9s %11s %6s %9s %9s  %s\n", r.rank, describe_candidate(*r.candidate).c_str(),
                 num(r.step_seconds, 4).c_str(), r.measured_seconds > 0 ? num(r.measured_seconds, 4).c_str() : "-",
@@ -64,8 +97,14 @@ std::string ranked_line(const MH_TunerResult& r) {
 std::string tables(std::span<const MH_TunerResult> rows, const TunedRun& run) {
   std::ostringstream out;
   out << "tuned " << run.config.file() << " for " << run.shape.world_size << " device(s) of " << run.profile.name << " ("
-      << run.profile.device << ")\n\nranked (step s: cost model; measured: real runs; memory per rank from dry runs)\n"
-      << "rank  candidate                                       step s  measured       tok/s  MFU %  mem GiB      days  note\n";
+      << run.profile.device << ")\n\n";
+  if (!rows.empty() && generates(*rows.front().candidate))
+    out << "ranked (generating " << run.needs.output_tokens << " tokens after " << run.needs.prompt_tokens
+        << "-token prompts; TTFT and TPOT: cost model; measured: real runs; memory per rank from dry runs)\n"
+        << "rank  candidate               TTFT s  measured   TPOT ms  measured       tok/s   mem GiB  note\n";
+  else
+    out << "ranked (step s: cost model; measured: real runs; memory per rank from dry runs)\n"
+        << "rank  candidate                                       step s  measured       tok/s  MFU %  mem GiB      days  note\n";
   size_t ranked = 0, rejected = 0;
   for (const auto& r : rows) (r.verdict == MH_VERDICT_RANKED ? ranked : rejected)++;
   for (size_t i = 0; i < std::min(ranked, kRankedShown); ++i) out << ranked_line(rows[i]);
@@ -95,14 +134,34 @@ std::string launch_lines(const TunedRun& run, int32_t world) {
          config + "\n";
 }
 
+// The winner's figures: its step time, or its generation's times.
+std::string winner_figures(const MH_TunerResult& r) {
+  if (!generates(*r.candidate))
+    return num(r.step_seconds, 4) + " s per step predicted" +
+           (r.measured_seconds > 0 ? ", " + num(r.measured_seconds, 4) + " s measured" : "");
+  std::string out = "time to first token " + num(r.ttft_seconds, 4) + " s and " + num(1e3 * r.tpot_seconds, 3) +
+                    " ms per output token predicted";
+  if (r.measured_ttft_seconds > 0)
+    out += ", " + num(r.measured_ttft_seconds, 4) + " s and " + num(1e3 * r.measured_tpot_seconds, 3) + " ms measured";
+  return out;
+}
+
 std::string winner_comment(const MH_TunerResult& r, const TunedRun& run, const std::string& launch) {
   std::string lines;
   for (size_t at = 0, end; (end = launch.find('\n', at)) != std::string::npos; at = end + 1)
     lines += "#   " + launch.substr(at, end - at) + "\n";
   return "# Written by megahost's tuner from " + run.config.file() + " for " + run.profile.name + ":\n# " +
-         describe_candidate(*r.candidate) + ", " + num(r.step_seconds, 4) + " s per step predicted" +
-         (r.measured_seconds > 0 ? ", " + num(r.measured_seconds, 4) + " s measured" : "") + ", " +
-         gib(r.memory_bytes) + " GiB per rank.\n# Run it with:\n" + lines + "\n";
+         describe_candidate(*r.candidate) + ", " + winner_figures(r) + ", " + gib(r.memory_bytes) +
+         " GiB per rank.\n# Run it with:\n" + lines + "\n";
+}
+
+// The winner as a run: training, or generation keeping the config's own
+// [generate] prompt when it has one.
+toml::table tuned_config(const MH_Candidate& best, const TunedRun& run) {
+  if (!generates(best)) return candidate_config(run.config, run.assembly, best, CandidateRun::kFull, run.profile);
+  const GenerateRequest request{write_prompts_file(run.dir, best.micro_batch, run.needs.prompt_tokens),
+                                run.needs.output_tokens, true};
+  return generate_config(run.config, run.assembly, best, run.profile, request);
 }
 
 // Why nothing was ranked: every candidate that passed the layout checks
@@ -128,6 +187,8 @@ std::string nothing_ranked(std::span<const MH_TunerResult> rows) {
 }  // namespace
 
 std::string describe_candidate(const MH_Candidate& c) {
+  if (generates(c))
+    return "t=" + std::to_string(c.tensor) + " p=" + std::to_string(c.pipeline) + " batch=" + std::to_string(c.micro_batch);
   std::string out = "t=" + std::to_string(c.tensor) + " p=" + std::to_string(c.pipeline) + " v=" +
                     std::to_string(c.virtual_stages) + " d=" + std::to_string(c.data) + (c.sequence_parallel ? " sp" : "") +
                     " b=" + std::to_string(c.micro_batch) + " " + c.recompute;
@@ -139,7 +200,8 @@ std::string describe_candidate(const MH_Candidate& c) {
 std::string gib(uint64_t bytes) { return num(double(bytes) / (1024.0 * 1024.0 * 1024.0), 2); }
 
 bool write_results(std::span<const MH_TunerResult> rows, const TunedRun& run, std::ostream& human) {
-  std::string ranked = kCsvHeader, rejected = kCsvHeader;
+  const char* header = !rows.empty() && generates(*rows.front().candidate) ? kGenerateCsvHeader : kTrainCsvHeader;
+  std::string ranked = header, rejected = header;
   for (const auto& r : rows) (r.verdict == MH_VERDICT_RANKED ? ranked : rejected) += csv_row(r);
   write_file(run.dir / "ranked.csv", ranked);
   write_file(run.dir / "rejected.csv", rejected);
@@ -152,8 +214,7 @@ bool write_results(std::span<const MH_TunerResult> rows, const TunedRun& run, st
   }
   const MH_Candidate& best = *rows.front().candidate;
   const std::string launch = launch_lines(run, best.tensor * best.pipeline * best.data);
-  write_toml(candidate_config(run.config, run.assembly, best, CandidateRun::kFull, run.profile), run.dir / "tuned.toml",
-             winner_comment(rows.front(), run, launch));
+  write_toml(tuned_config(best, run), run.dir / "tuned.toml", winner_comment(rows.front(), run, launch));
   human << "\nbest: " << describe_candidate(best) << "\nwrote " << (run.dir / "tuned.toml").string()
         << ", ranked.csv, rejected.csv and report.txt in " << run.dir.string() << "\nlaunch with:\n" << launch;
   return true;

@@ -1,7 +1,7 @@
 // What a search leaves behind: the ranked and rejected tables for a person
 // (printed, and in report.txt) and as CSV with named columns (ranked.csv,
 // rejected.csv), and the winner as a config megahost runs unchanged
-// (tuned.toml).
+// (tuned.toml): a training run, or for an inference goal a [generate] run.
 #pragma once
 
 #include <megahost/abi.h>
@@ -25,9 +25,10 @@ struct TunedRun {
   std::filesystem::path dir;
   int32_t devices_per_node;
   std::filesystem::path binary;  // megahost, for the launch line
+  const MH_TunerNeeds& needs;    // inference: the request the candidates served
 };
 
-// "t=2 p=1 v=1 d=2 sp b=4 selective"
+// "t=2 p=1 v=1 d=2 sp b=4 selective"; inference: "t=2 p=1 batch=4"
 std::string describe_candidate(const MH_Candidate& c);
 // Bytes as GiB with two decimals.
 std::string gib(uint64_t bytes);

@@ -4,6 +4,8 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -18,6 +20,7 @@
 #include "tuner/candidate_keep.hpp"
 #include "tuner/hardware_profile.hpp"
 #include "tuner/probe.hpp"
+#include "tuner/prompts_file.hpp"
 #include "tuner/results_output.hpp"
 
 namespace mh {
@@ -63,16 +66,24 @@ class TunerSession {
   void report(const MH_Candidate& c, const MH_Estimate& e) {
     check(api_->report(instance_.get(), &c, &e), instance_.label() + " report");
   }
+  // A tuner of an older minor fills shorter rows: each is read with the
+  // stride of its struct_size, the fields it lacks left 0.
   std::span<const MH_TunerResult> results() {
     const MH_TunerResult* rows = nullptr;
     size_t count = 0;
     check(api_->results(instance_.get(), &rows, &count), instance_.label() + " results");
-    return {rows, count};
+    rows_.assign(count, MH_TunerResult{});
+    if (count == 0) return rows_;
+    const size_t size = std::min(rows->struct_size, sizeof(MH_TunerResult));
+    const auto* bytes = reinterpret_cast<const char*>(rows);
+    for (size_t i = 0; i < count; ++i) std::memcpy(&rows_[i], bytes + i * MH_ARRAY_STRIDE(rows->struct_size), size);
+    return rows_;
   }
 
  private:
   Instance instance_;
   const MH_TunerApi* api_;
+  std::vector<MH_TunerResult> rows_;
 };
 
 MH_ModelShape model_shape(const Assembly& assembly, const Config& config, int32_t devices) {
@@ -89,23 +100,34 @@ struct Search {
   const HardwareProfile& cluster;
   ProbeSettings probe;
   uint64_t capacity;  // bytes one rank may use
+  const MH_TunerNeeds& needs;
+  fs::path out;  // where the prompts files go
 };
 
-// The memory of a training candidate from a dry run of the real engine and
-// the keep table of its recompute policy, and what a rank may use;
-// inference candidates get the capacity only.
+// A candidate's run: a training step, or a [generate] config serving the
+// tuner's prompts with the candidate's batch.
+toml::table run_config(const Search& s, const MH_Candidate& c, CandidateRun run) {
+  if (c.workload == MH_WORKLOAD_TRAIN) return candidate_config(s.config, s.assembly, c, run, s.cluster);
+  require(s.needs.struct_size >= MH_STRUCT_SIZE(MH_TunerNeeds, output_tokens),
+          "the tuner proposes inference candidates but says no prompt and output length (MH_TunerNeeds of ABI 1.4): "
+          "rebuild it against this SDK");
+  const GenerateRequest request{write_prompts_file(s.out, c.micro_batch, s.needs.prompt_tokens), s.needs.output_tokens};
+  return generate_config(s.config, s.assembly, c, s.cluster, request);
+}
+
+// The memory of a candidate from a dry run of the real engine (a training
+// step, or one prefill and one decode step), and what a rank may use.
 void estimate(TunerSession& tuner, const Search& s, const MH_Candidate& c, int index) {
   MH_Estimate e{};
   e.struct_size = sizeof(e);
   e.capacity_bytes = s.capacity;
-  DryRunMemory m;
+  const bool sharded = c.workload == MH_WORKLOAD_TRAIN && shards_optimizer(s.assembly, c);
+  const std::string name = "candidate" + std::to_string(index);
+  const fs::path file = s.probe.work_dir / (name + ".toml");
+  write_toml(run_config(s, c, sharded ? CandidateRun::kFull : CandidateRun::kDry), file, "");
+  DryRunMemory m = dry_run_memory(s.probe, file, name);
   std::vector<int32_t> keep;
   if (c.workload == MH_WORKLOAD_TRAIN) {
-    const CandidateRun run = shards_optimizer(s.assembly, c) ? CandidateRun::kFull : CandidateRun::kDry;
-    const std::string name = "candidate" + std::to_string(index);
-    const fs::path file = s.probe.work_dir / (name + ".toml");
-    write_toml(candidate_config(s.config, s.assembly, c, run, s.cluster), file, "");
-    m = dry_run_memory(s.probe, file, name);
     try {
       keep = candidate_keep_table(file, s.registry, c, s.layers);
     } catch (const Error& error) {
@@ -113,34 +135,48 @@ void estimate(TunerSession& tuner, const Search& s, const MH_Candidate& c, int i
     }
     e.keep = keep.empty() ? nullptr : keep.data();
     e.keep_layers = keep.empty() ? 0 : s.layers;
-    LOG(INFO) << "dry run " << index << " " << describe_candidate(c) << ": "
-              << (m.error.empty() ? gib(m.peak_bytes) + " GiB on rank " + std::to_string(m.peak_rank) + " (" + m.breakdown + ")"
-                                  : m.error);
-    e.memory_bytes = m.peak_bytes;
-    e.fits = m.error.empty() && m.peak_bytes <= s.capacity;
-    e.failure = m.error.empty() ? nullptr : m.error.c_str();
   }
+  LOG(INFO) << "dry run " << index << " " << describe_candidate(c) << ": "
+            << (m.error.empty() ? gib(m.peak_bytes) + " GiB on rank " + std::to_string(m.peak_rank) + " (" + m.breakdown + ")"
+                                : m.error);
+  e.memory_bytes = m.peak_bytes;
+  e.fits = m.error.empty() && m.peak_bytes <= s.capacity;
+  e.failure = m.error.empty() ? nullptr : m.error.c_str();
   tuner.report(c, e);
 }
 
-void measure_best(TunerSession& tuner, const Search& s, const MH_TunerNeeds& needs) {
+// A real run of the candidate: its step time, or its generation's times.
+std::optional<MH_Estimate> measure(const Search& s, const MH_Candidate& c, const std::string& name) {
+  const fs::path file = s.probe.work_dir / (name + ".toml");
+  write_toml(run_config(s, c, CandidateRun::kFull), file, "");
+  MH_Estimate e{};
+  e.struct_size = sizeof(e);
+  e.measured = 1;
+  std::string error, what;
+  if (c.workload == MH_WORKLOAD_TRAIN) {
+    const MeasuredRun run = measure_steps(s.probe, file, name, s.needs.measure_steps);
+    error = run.error;
+    e.step_seconds = run.best_step_seconds;
+    what = std::to_string(run.best_step_seconds) + " s per step";
+  } else {
+    const MeasuredGeneration run = measure_generation(s.probe, file, name);
+    error = run.error;
+    e.ttft_seconds = run.ttft_seconds;
+    e.tpot_seconds = run.tpot_seconds;
+    what = "time to first token " + std::to_string(run.ttft_seconds) + " s, " + std::to_string(1e3 * run.tpot_seconds) +
+           " ms per output token";
+  }
+  LOG(INFO) << "measured " << describe_candidate(c) << ": " << (error.empty() ? what : error);
+  if (!error.empty()) return std::nullopt;
+  return e;
+}
+
+void measure_best(TunerSession& tuner, const Search& s) {
   std::vector<MH_Candidate> best;
   for (const auto& r : tuner.results())
-    if (r.verdict == MH_VERDICT_RANKED && r.rank <= needs.measure_top_k) best.push_back(*r.candidate);
-  for (size_t i = 0; i < best.size(); ++i) {
-    const std::string name = "measured" + std::to_string(i);
-    const fs::path file = s.probe.work_dir / (name + ".toml");
-    write_toml(candidate_config(s.config, s.assembly, best[i], CandidateRun::kFull, s.cluster), file, "");
-    MeasuredRun run = measure_steps(s.probe, file, name, needs.measure_steps);
-    LOG(INFO) << "measured " << describe_candidate(best[i]) << ": "
-              << (run.error.empty() ? std::to_string(run.best_step_seconds) + " s per step" : run.error);
-    if (!run.error.empty()) continue;
-    MH_Estimate e{};
-    e.struct_size = sizeof(e);
-    e.measured = 1;
-    e.step_seconds = run.best_step_seconds;
-    tuner.report(best[i], e);
-  }
+    if (r.verdict == MH_VERDICT_RANKED && r.rank <= s.needs.measure_top_k) best.push_back(*r.candidate);
+  for (size_t i = 0; i < best.size(); ++i)
+    if (std::optional<MH_Estimate> e = measure(s, best[i], "measured" + std::to_string(i))) tuner.report(best[i], *e);
 }
 
 // A CPU profile prices this machine only if it was measured on this CPU
@@ -184,14 +220,13 @@ int tune(const Assembly& assembly, const Config& config, const Registry& registr
   fs::create_directories(out / "runs");
   const fs::path binary = fs::read_symlink("/proc/self/exe");
   Search s{assembly, config, registry, shape.layers, *profile, ProbeSettings{binary, flags.plugin_path, out / "runs"},
-           profile->shared_device ? profile->memory_bytes / uint64_t(per_node) : profile->memory_bytes};
+           profile->shared_device ? profile->memory_bytes / uint64_t(per_node) : profile->memory_bytes, needs, out};
   int index = 0;
   while (std::optional<MH_Candidate> c = tuner.next(shape)) estimate(tuner, s, *c, index++);
   LOG(INFO) << "estimated " << index << " candidate(s) on " << profile->name;
-  if (needs.measure_top_k > 0) measure_best(tuner, s, needs);
-  return write_results(tuner.results(), TunedRun{config, assembly, *profile, shape, out, per_node, binary}, std::cout)
-             ? 0
-             : 1;
+  if (needs.measure_top_k > 0) measure_best(tuner, s);
+  const TunedRun run{config, assembly, *profile, shape, out, per_node, binary, needs};
+  return write_results(tuner.results(), run, std::cout) ? 0 : 1;
 }
 
 }  // namespace mh

@@ -127,5 +127,39 @@ TEST(CandidateConfig, OnADeviceClusterADryRunIsOneReplicaOfNcclRanks) {
   EXPECT_EQ(t["comm"]["world_size"].value<int64_t>(), 4);
 }
 
+MH_Candidate generation(int32_t t, int32_t p, int32_t batch) {
+  MH_Candidate c = candidate(t, p, 1, 1, batch, "none");
+  c.sequence_parallel = 0;
+  c.workload = MH_WORKLOAD_INFERENCE;
+  return c;
+}
+
+TEST(GenerateConfig, ServesTheTunersPromptsWithTheCandidatesBatchOnTTimesPRanks) {
+  EngineEnv env(kTuned);
+  const GenerateRequest request{"/tmp/out/prompts_b4.txt", 32};
+  const toml::table t = generate_config(env.config(), env.assembly(), generation(2, 2, 4), cpu(), request);
+  EXPECT_FALSE(t.contains("tuner"));
+  EXPECT_EQ(t["parallel"]["tensor"]["size"].value<int64_t>(), 2);
+  EXPECT_EQ(t["parallel"]["tensor"]["sequence_parallel"].value<bool>(), false);
+  EXPECT_EQ(t["parallel"]["pipeline"]["size"].value<int64_t>(), 2);
+  EXPECT_EQ(t["parallel"]["pipeline"]["virtual_stages"].value<int64_t>(), 1);
+  EXPECT_FALSE(t["parallel"]["pipeline"]["layers_per_stage"]);
+  EXPECT_EQ(t["comm"]["world_size"].value<int64_t>(), 4);
+  EXPECT_EQ(t["generate"]["batch"].value<int64_t>(), 4);
+  EXPECT_EQ(t["generate"]["prompts_file"].value<std::string>(), "/tmp/out/prompts_b4.txt");
+  EXPECT_EQ(t["generate"]["max_new_tokens"].value<int64_t>(), 32);
+  EXPECT_EQ(t["generate"]["stop_at_eod"].value<bool>(), false);
+  EXPECT_EQ(t["data"]["path"].value<std::string>(), env.config().resolve("../data/corpus_byte").string());
+}
+
+TEST(GenerateConfig, OnADeviceClusterIsTheLaunchedRunOfTTimesPNcclRanks) {
+  EngineEnv env(kTuned);
+  const toml::table t = generate_config(env.config(), env.assembly(), generation(8, 2, 1), gpus(),
+                                        GenerateRequest{"/tmp/out/prompts_b1.txt", 8});
+  EXPECT_EQ(t["kernels"]["plugin"].value<std::string>(), "cuda");
+  EXPECT_EQ(t["comm"]["plugin"].value<std::string>(), "nccl");
+  EXPECT_EQ(t["comm"]["world_size"].value<int64_t>(), 16);
+}
+
 }  // namespace
 }  // namespace mh

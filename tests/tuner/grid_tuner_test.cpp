@@ -231,18 +231,78 @@ TEST(GridTuner, MfuAndDaysFollowFromTheStepTime) {
   EXPECT_DOUBLE_EQ(r.mfu, model_flops(Model::from(shape())) / (r.step_seconds * 8 * 1e12));
 }
 
-TEST(GridTuner, InferenceNeedsNoDryRunAndModelsItsMemory) {
-  Search s({{"goal", std::string("inference_latency")}, {"tensor", std::string("1,8")}, {"pipeline", std::string("1")},
-            {"inference_batch", std::string("1")}});
-  EXPECT_EQ(s.needs().measure_top_k, 0);
-  for (const MH_Candidate& c : s.run([](const MH_Candidate&) { return uint64_t{0}; }))
+Overrides inference_search(const std::string& goal, const std::string& batches) {
+  return {{"goal", goal}, {"tensor", std::string("1,8")}, {"pipeline", std::string("1")},
+          {"inference_batch", batches}, {"prompt_len", int64_t{64}}, {"output_len", int64_t{32}},
+          {"top_k", int64_t{2}}};
+}
+
+Overrides latency_search() { return inference_search("inference_latency", "1"); }
+
+TEST(GridTuner, InferenceAsksForItsRequestAndTheMeasuringBudget) {
+  Search s(latency_search());
+  const MH_TunerNeeds n = s.needs();
+  EXPECT_EQ(n.prompt_tokens, 64);
+  EXPECT_EQ(n.output_tokens, 32);
+  EXPECT_EQ(n.measure_top_k, 2);
+}
+
+TEST(GridTuner, InferenceCandidatesTakeTheirMemoryFromTheDryRunAndPredictTheirTokenTimes) {
+  Search s(latency_search());
+  for (const MH_Candidate& c : s.run([](const MH_Candidate& c) { return uint64_t(c.tensor) << 20; })) {
     EXPECT_EQ(c.workload, MH_WORKLOAD_INFERENCE);
+    EXPECT_EQ(c.data, 1);
+  }
   const auto rows = s.results();
   ASSERT_EQ(rows[0].verdict, MH_VERDICT_RANKED);
   EXPECT_EQ(rows[0].candidate->tensor, 8);  // eight devices of bandwidth beat one
-  EXPECT_EQ(rows[0].memory_measured, 0);
-  EXPECT_GT(rows[0].memory_bytes, 0u);
-  EXPECT_GT(rows[0].latency_seconds, 0.0);
+  EXPECT_EQ(rows[0].memory_measured, 1);
+  EXPECT_EQ(rows[0].memory_bytes, uint64_t(8) << 20);
+  EXPECT_GT(rows[0].ttft_seconds, 0.0);
+  EXPECT_GT(rows[0].tpot_seconds, 0.0);
+  EXPECT_DOUBLE_EQ(rows[0].latency_seconds, rows[0].ttft_seconds + 32 * rows[0].tpot_seconds);
+  EXPECT_DOUBLE_EQ(rows[0].tokens_per_s, 32 / rows[0].latency_seconds);
+}
+
+TEST(GridTuner, MeasuredGenerationRanksByItsTokenTimes) {
+  Search s(latency_search());
+  s.run(fits);
+  const MH_Candidate second = *s.results()[1].candidate;
+  MH_Estimate e{};
+  e.struct_size = sizeof(e);
+  e.measured = 1;
+  e.ttft_seconds = 0.5;
+  e.tpot_seconds = 0.25;
+  mh::check(s.api().report(s.self(), &second, &e), "report measured");
+  const auto rows = s.results();
+  EXPECT_EQ(rows[0].candidate->tensor, second.tensor);
+  EXPECT_EQ(rows[0].measured_ttft_seconds, 0.5);
+  EXPECT_EQ(rows[0].measured_tpot_seconds, 0.25);
+  EXPECT_DOUBLE_EQ(rows[0].latency_seconds, 0.5 + 32 * 0.25);
+  EXPECT_DOUBLE_EQ(rows[0].tokens_per_s, 32 / (0.5 + 32 * 0.25));
+}
+
+TEST(GridTuner, AMeasuredGenerationWithoutTokenTimesIsRefused) {
+  Search s(latency_search());
+  s.run(fits);
+  const MH_Candidate best = *s.results()[0].candidate;
+  MH_Estimate e{};
+  e.struct_size = MH_STRUCT_SIZE(MH_Estimate, failure);  // a 1.3 host's estimate
+  e.measured = 1;
+  e.step_seconds = 1;
+  MH_Error* error = s.api().report(s.self(), &best, &e);
+  ASSERT_NE(error, nullptr);
+  EXPECT_THAT(error->message, HasSubstr("needs ttft_seconds and tpot_seconds"));
+  error->destroy(error);
+}
+
+TEST(GridTuner, ThroughputRanksByTokensPerSecond) {
+  Search s(inference_search("inference_throughput", "1,16"));
+  s.run(fits);
+  const auto rows = s.results();
+  for (size_t i = 1; i < rows.size() && rows[i].verdict == MH_VERDICT_RANKED; ++i)
+    EXPECT_LE(rows[i].tokens_per_s, rows[i - 1].tokens_per_s);
+  EXPECT_EQ(rows[0].candidate->micro_batch, 16);
 }
 
 }  // namespace

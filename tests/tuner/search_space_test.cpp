@@ -122,14 +122,26 @@ TEST(SearchLists, AnEntryThatIsNotAWholeNumberIsRefusedNamingTheKey) {
   }
 }
 
-TEST(SearchLists, InferenceTriesEveryBatchOnEverySplit) {
+TEST(SearchLists, InferenceTriesEveryBatchOnEveryTensorAndPipelineSplitWithoutDataParallelism) {
   SearchLists l = lists();
-  l.tensor = "1,2", l.pipeline = "1";
-  const std::vector<Proposal> ps = inference_proposals(l, "1,8", model(), 2);
-  ASSERT_EQ(ps.size(), 4u);
-  EXPECT_EQ(ps[3].layout.t, 2);
-  EXPECT_EQ(ps[3].layout.b, 8);
-  EXPECT_TRUE(ps[3].problems.empty());
+  l.tensor = "1,2", l.pipeline = "1,2";
+  const std::vector<Proposal> ps = inference_proposals(l, "1,8", model(), 4);
+  ASSERT_EQ(ps.size(), 8u);
+  for (const Proposal& p : ps) {
+    EXPECT_EQ(p.layout.d, 1);
+    EXPECT_TRUE(p.problems.empty()) << p.layout.t << "x" << p.layout.p;  // t * p of 1, 2 or 4 ranks
+  }
+  EXPECT_EQ(ps[7].layout.t, 2);
+  EXPECT_EQ(ps[7].layout.p, 2);
+  EXPECT_EQ(ps[7].layout.b, 8);
+}
+
+TEST(SearchLists, InferenceRefusesMoreRanksThanTheDevices) {
+  SearchLists l = lists();
+  l.tensor = "4", l.pipeline = "2";
+  const std::vector<Proposal> ps = inference_proposals(l, "1", model(), 4);
+  ASSERT_EQ(ps.size(), 1u);
+  EXPECT_THAT(ps[0].problems, ElementsAre("t*p = 8 is more than the 4 devices of the cluster"));
 }
 
 }  // namespace

@@ -207,6 +207,54 @@ TEST(Tune, ATunerOfAbi10LoadsButIsRefusedForTuningWithTheReason) {
   EXPECT_THAT(o.err, HasSubstr("tuner 'older' implements the tuner table of ABI 1.0 (next and report only)"));
 }
 
+const std::vector<std::string> kGenerate = {"tuner.goal=inference_latency", "tuner.inference_batch=1,2",
+                                            "tuner.prompt_len=8", "tuner.output_len=4", "tuner.top_k=1"};
+
+// Tuning generation: every candidate's generate config dry-run for its
+// memory, the best one generated with for real, the table in generation's
+// columns, and a winner that dry-runs and generates unchanged.
+TEST(Tune, AnInferenceGoalRanksByTokenTimesAndWritesAGenerateConfigThatRuns) {
+  TempDir dir;
+  std::vector<std::string> args{"--config", kTiny, "output.dir=" + dir.file("out")};
+  args.insert(args.end(), kGenerate.begin(), kGenerate.end());
+  const Outcome o = run_megahost(args);
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  EXPECT_THAT(o.out, AllOf(HasSubstr("TTFT s"), HasSubstr("TPOT ms"), HasSubstr("best: t=")));
+  EXPECT_THAT(read(dir.file("out/ranked.csv")), HasSubstr("rank,tensor,pipeline,batch,ttft_s_predicted,ttft_s_measured"));
+  const std::vector<std::string> best = fields(rows(dir.file("out/ranked.csv"))[0]);
+  ASSERT_GT(best.size(), 11u);
+  EXPECT_NE(best[5], "0.000000") << "ttft_s_measured";
+  EXPECT_NE(best[10], "0.000") << "memory_gib from the dry run";
+  EXPECT_EQ(best[11], "dry_run");
+  const std::string tuned = read(dir.file("out/tuned.toml"));
+  EXPECT_THAT(tuned, AllOf(HasSubstr("[generate]"), HasSubstr("max_new_tokens = 4"), HasSubstr("stop_at_eod = false"),
+                           HasSubstr("prompts_b")));
+  const Outcome dry = run_megahost({"--config", dir.file("out/tuned.toml"), "--dry_run"});
+  EXPECT_EQ(dry.status, 0) << dry.err;
+  const Outcome run = run_megahost({"--config", dir.file("out/tuned.toml"), "--metrics_out", dir.file("m.jsonl")});
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_THAT(read(dir.file("m.jsonl")), HasSubstr("\"ttft_s\""));
+}
+
+TEST(Tune, AnInferenceGoalKeepsTheConfigsOwnPromptInTheWinner) {
+  TempDir dir;
+  // tiny_tune.toml with its paths absolute, since this copy lives elsewhere.
+  std::string text = read(kTiny);
+  auto replace = [&](const std::string& from, const std::string& to) { text.replace(text.find(from), from.size(), to); };
+  replace("../../data/corpus_byte", MEGAHOST_TEST_DATA);
+  replace("\"test_cpu.toml\"", "\"" + std::string(MEGAHOST_TEST_TUNER_DIR) + "/test_cpu.toml\"");
+  const std::string own = dir.write("own.toml", text + "\n[generate]\nprompt = \"Once upon\"\ntemperature = 0.5\n");
+  std::vector<std::string> args{"--config", own, "output.dir=" + dir.file("out"), "tuner.top_k=0"};
+  args.insert(args.end(), kGenerate.begin(), kGenerate.end() - 1);
+  const Outcome o = run_megahost(args);
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  const std::string tuned = read(dir.file("out/tuned.toml"));
+  EXPECT_THAT(tuned, AllOf(HasSubstr("prompt = 'Once upon'"), HasSubstr("temperature = 0.5")));
+  EXPECT_THAT(tuned, ::testing::Not(HasSubstr("prompts_file")));
+  const Outcome run = run_megahost({"--config", dir.file("out/tuned.toml")});
+  EXPECT_EQ(run.status, 0) << run.err;
+}
+
 // Every rank's peaks per category, from a dry run of the tiny model (four
 // layers) with `overrides`.
 std::vector<nlohmann::json> dry_run_peaks(TempDir& dir, const std::vector<std::string>& overrides) {

@@ -118,8 +118,10 @@ void GridTuner::needs(MH_TunerNeeds& out) const {
   out.hardware = cluster_.c_str();
   out.nodes = nodes_;
   out.devices_per_node = gpus_per_node_;
-  out.measure_top_k = training() ? top_k_ : 0;
+  out.measure_top_k = top_k_;
   out.measure_steps = measure_steps_;
+  out.prompt_tokens = request_.prompt;
+  out.output_tokens = request_.output;
 }
 
 void GridTuner::recompute_policies(std::span<const char* const> names) {
@@ -154,10 +156,11 @@ void GridTuner::predict(Entry& e, const KeepTable& keep) const {
     e.tokens_per_s = double(model_.global_batch * model_.seq) / e.predicted;
     return;
   }
-  InferenceCost c = inference(*machine_, model_, e.layout, where, request_);
-  e.predicted = e.latency = c.latency_seconds;
+  const InferenceCost c = inference(*machine_, model_, e.layout, where, request_);
+  e.predicted = c.latency_seconds;
   e.tokens_per_s = c.tokens_per_s;
-  e.memory = c.memory_bytes;
+  e.ttft = c.ttft_seconds;
+  e.tpot = c.tpot_seconds;
 }
 
 bool GridTuner::next(const MH_ModelShape&, MH_Candidate& out) {
@@ -178,15 +181,15 @@ void GridTuner::report(const MH_Candidate& candidate, const MH_Estimate& estimat
   Entry* e = estimate.measured ? find(candidate) : current_;
   require(e != nullptr, "report: the tuner never proposed this candidate", MH_INVALID_ARGUMENT);
   if (estimate.measured) {
-    e->measured = estimate.step_seconds;
+    record_measurement(*e, estimate);
     return;
   }
   e->estimated = true;
   e->capacity = estimate.capacity_bytes;
   e->failure = estimate.failure != nullptr ? estimate.failure : "";
+  e->memory = estimate.memory_bytes;
+  e->memory_measured = true;
   if (training()) {
-    e->memory = estimate.memory_bytes;
-    e->memory_measured = true;
     std::optional<KeepTable> keep = reported_keep(estimate, model_.layers);
     require(keep.has_value() || !e->failure.empty(),
             "report: no keep table for recompute '" + e->layout.recompute +
@@ -197,9 +200,24 @@ void GridTuner::report(const MH_Candidate& candidate, const MH_Estimate& estimat
   e->fits = e->failure.empty() && e->memory <= e->capacity;
 }
 
+// A training run measures the step; a generate run the time to the first
+// token and per output token (a host older than 1.4 measures no inference).
+void GridTuner::record_measurement(Entry& e, const MH_Estimate& estimate) const {
+  if (training()) {
+    e.measured = estimate.step_seconds;
+    return;
+  }
+  require(estimate.struct_size >= MH_STRUCT_SIZE(MH_Estimate, tpot_seconds) && estimate.ttft_seconds > 0,
+          "report: a measured inference estimate needs ttft_seconds and tpot_seconds (ABI 1.4)", MH_INVALID_ARGUMENT);
+  e.measured_ttft = estimate.ttft_seconds;
+  e.measured_tpot = estimate.tpot_seconds;
+  e.measured = estimate.ttft_seconds + double(request_.output) * estimate.tpot_seconds;
+  e.measured_tokens_per_s = double(e.layout.b * request_.output) / e.measured;
+}
+
 double GridTuner::seconds(const Entry& e) const {
-  if (e.measured > 0) return e.measured;
-  return goal_ == Goal::kInferenceThroughput ? 1 / e.tokens_per_s : e.predicted;
+  if (goal_ == Goal::kInferenceThroughput) return 1 / (e.measured > 0 ? e.measured_tokens_per_s : e.tokens_per_s);
+  return e.measured > 0 ? e.measured : e.predicted;
 }
 
 // Measured candidates first, each group by its time.
@@ -219,10 +237,12 @@ std::string GridTuner::rejection(const Entry& e) const {
 
 std::string GridTuner::behind(const Entry& e, const Entry& best) const {
   const bool measured = e.measured > 0 && best.measured > 0;
-  const double mine = measured ? e.measured : e.predicted, theirs = measured ? best.measured : best.predicted;
-  const double percent = goal_ == Goal::kInferenceThroughput
-                             ? 100 * (best.tokens_per_s / e.tokens_per_s - 1)
-                             : 100 * (mine / theirs - 1);
+  // Both measured: their runs; otherwise both as predicted.
+  auto value = [&](const Entry& x) {
+    if (measured) return seconds(x);
+    return goal_ == Goal::kInferenceThroughput ? 1 / x.tokens_per_s : x.predicted;
+  };
+  const double percent = 100 * (value(e) / value(best) - 1);
   return "slower than the best by " + fixed(percent, 1) + "% (" + (measured ? "measured" : "predicted") + ")";
 }
 
@@ -244,11 +264,15 @@ MH_TunerResult GridTuner::row(const Entry& e, int32_t verdict, int32_t rank, con
     r.tokens_per_s = double(model_.global_batch * model_.seq) / time;
     r.mfu = model_flops(model_) / (time * peak_devices * machine_->peak_flops());
   } else {
-    r.tokens_per_s = e.tokens_per_s;
-    r.latency_seconds = e.latency;
-    // 2 FLOPs per parameter per token, prompt and output, every replica.
-    const double tokens = double(e.layout.b * e.layout.d) * double(request_.prompt + request_.output);
-    r.mfu = 2 * double(params_per_rank(model_, Layout{}, 0)) * tokens / (e.latency * peak_devices * machine_->peak_flops());
+    r.tokens_per_s = e.measured > 0 ? e.measured_tokens_per_s : e.tokens_per_s;
+    r.latency_seconds = time;
+    r.ttft_seconds = e.ttft;
+    r.tpot_seconds = e.tpot;
+    r.measured_ttft_seconds = e.measured_ttft;
+    r.measured_tpot_seconds = e.measured_tpot;
+    // 2 FLOPs per parameter per token, prompt and output.
+    const double tokens = double(e.layout.b) * double(request_.prompt + request_.output);
+    r.mfu = 2 * double(params_per_rank(model_, Layout{}, 0)) * tokens / (time * peak_devices * machine_->peak_flops());
   }
   r.days = tokens_ / r.tokens_per_s / kSecondsPerDay;
   return r;

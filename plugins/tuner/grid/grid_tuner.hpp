@@ -1,7 +1,8 @@
 // The "grid" tuner: every combination of the [tuner] search lists, priced by
-// a cost model of megahost's engine on a hardware profile (training or
-// inference), fitted against the exact per-rank memory of the host's dry
-// runs, ranked for the goal; the best few re-ranked by real runs.
+// a cost model of megahost's engine on a hardware profile (training steps,
+// or generation's prefill and decode), fitted against the exact per-rank
+// memory of the host's dry runs, ranked for the goal; the best few re-ranked
+// by real runs.
 #pragma once
 
 #include <megahost/plugin.hpp>
@@ -43,12 +44,16 @@ class GridTuner {
     bool estimated = false, fits = false, memory_measured = false;
     std::string failure;
     uint64_t memory = 0, capacity = 0;
-    double predicted = 0, measured = 0, latency = 0, tokens_per_s = 0;
+    // Training: step seconds. Inference: the batch's latency,
+    // ttft + output * tpot, and its generated tokens per second.
+    double predicted = 0, measured = 0, tokens_per_s = 0, measured_tokens_per_s = 0;
+    double ttft = 0, tpot = 0, measured_ttft = 0, measured_tpot = 0;  // inference
   };
 
   bool training() const { return goal_ == Goal::kTrainThroughput; }
   // Training is priced once the host reports the candidate's keep table.
   void predict(Entry& e, const KeepTable& keep = {}) const;
+  void record_measurement(Entry& e, const MH_Estimate& estimate) const;
   double seconds(const Entry& e) const;  // the ranking value: measured, else predicted
   bool better(const Entry& a, const Entry& b) const;
   std::string rejection(const Entry& e) const;

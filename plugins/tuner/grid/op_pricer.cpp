@@ -71,9 +71,6 @@ void Pricer::residual_branch(int64_t width) {
   dropout(nl * h);
 }
 
-// Ops without a profile rate of their own (RoPE, SwiGLU) are priced by
-// their memory traffic at the streaming rate: `passes` reads and writes of
-// `elements` activations. RMSNorm moves what layernorm moves.
 void Pricer::traffic(double elements, double passes) {
   out_.vector += mc_.stream_seconds(elements * passes * mc_.element_bytes(), sharing_);
 }

@@ -49,6 +49,13 @@ class Pricer {
   void embedding_forward();
   void embedding_forward_backward();
   void head_forward_backward();
+  // Ops without a profile rate of their own (RoPE, SwiGLU, copies) are priced
+  // by their memory traffic at the streaming rate: `passes` reads and writes
+  // of `elements` activations. (RMSNorm moves what layernorm moves and is
+  // priced as layernorm.)
+  void traffic(double elements, double passes);
+  void rope();
+  void activation_forward();
 
   const int64_t s, h, V, n, nl, hl, fl, g, dh;
   const int64_t ql, f1l;  // QKV's and FC1's local widths
@@ -64,9 +71,6 @@ class Pricer {
   void attention_forward(const LayerKeep& have);
   void residual_branch_backward();
   void linear_backward(int64_t in, int64_t out, bool regather);
-  void traffic(double elements, double passes);
-  void rope();
-  void activation_forward();
 
   const Machine& mc_;
   const Layout& l_;

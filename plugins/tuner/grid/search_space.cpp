@@ -186,14 +186,17 @@ std::vector<Proposal> training_proposals(const SearchLists& lists, const Model& 
 std::vector<Proposal> inference_proposals(const SearchLists& lists, const std::string& batches, const Model& m,
                                           int32_t devices) {
   std::vector<Proposal> out;
-  for_each_split(lists, m, devices, [&](int32_t t, int32_t p, int32_t d) {
-    for (int64_t b : int_list(batches, {1}, "tuner.inference_batch")) {
-      Layout l{t, p, 1, d, int32_t(b), false};
-      Model one = m;
-      one.global_batch = int64_t(b) * d;  // one batch per replica
-      out.push_back(Proposal{l, problems(l, one, devices)});
-    }
-  });
+  for (int64_t t : int_list(lists.tensor, common_divisors(m.kv(), devices), "tuner.tensor"))
+    for (int64_t p : int_list(lists.pipeline, common_divisors(m.layers, std::max<int64_t>(1, devices / t)), "tuner.pipeline"))
+      for (int64_t b : int_list(batches, {1}, "tuner.inference_batch")) {
+        Layout l{int32_t(t), int32_t(p), 1, 1, int32_t(b), false, "none", 0};
+        Model one = m;
+        one.global_batch = b;  // one batch of requests
+        std::vector<std::string> why = problems(l, one, l.world());
+        if (l.world() > devices)
+          why.push_back("t*p = " + str(l.world()) + " is more than the " + str(devices) + " devices of the cluster");
+        out.push_back(Proposal{l, std::move(why)});
+      }
   return out;
 }
 

@@ -33,7 +33,8 @@ struct Proposal {
 std::vector<Proposal> training_proposals(const SearchLists& lists, const Model& model, int32_t devices,
                                          const std::vector<std::string>& policies);
 
-// (t, p, d) with the batch as the micro-batch, for inference.
+// Generation: (t, p) with t * p up to the devices (no data parallelism; the
+// world is t * p) and the batch as the micro-batch.
 std::vector<Proposal> inference_proposals(const SearchLists& lists, const std::string& batches, const Model& model,
                                           int32_t devices);
 

@@ -81,6 +81,13 @@
  *        keep table, which the cost model prices); MH_Candidate gains
  *        distributed_optimizer and overlap_param_gather. A 1.3 tuner still
  *        loads and searches the policies it names.
+ *        Also for the tuner: inference candidates are dry-run and measured with the
+ *        generation engine. MH_Estimate gains ttft_seconds and tpot_seconds
+ *        (a measured generate run's), MH_TunerResult gains the predicted and
+ *        measured ttft_seconds and tpot_seconds, MH_TunerNeeds the request
+ *        (prompt_tokens, output_tokens) the host writes prompts for. The host
+ *        reads a 1.1-1.3 tuner's results with the stride of their struct_size
+ *        and those fields 0; such a tuner reads the shorter MH_Estimate.
  */
 #ifndef MEGAHOST_ABI_H
 #define MEGAHOST_ABI_H
@@ -845,7 +852,8 @@ typedef struct MH_RecomputeApi {
 
 typedef enum MH_Workload {
   MH_WORKLOAD_TRAIN = 0,         /* the host dry-runs a training step */
-  MH_WORKLOAD_INFERENCE = 1      /* the engine has no inference path: the tuner models it alone */
+  MH_WORKLOAD_INFERENCE = 1      /* the host dry-runs (and measures) a [generate] config of
+                                    batch micro_batch; before 1.4, the tuner modelled it alone */
 } MH_Workload;
 
 typedef struct MH_Candidate {
@@ -882,6 +890,8 @@ typedef struct MH_Estimate {
    * and for measured reports. Borrowed for the call. */
   const int32_t* keep;
   int64_t keep_layers;
+  double ttft_seconds;           /* 1.4: measured inference: time to first token */
+  double tpot_seconds;           /* 1.4: measured inference: time per output token */
 } MH_Estimate;
 
 /* A hardware profile (configs/hardware/NAME.toml, docs/tuner.md), loaded by
@@ -951,7 +961,9 @@ typedef struct MH_TunerNeeds {
   int32_t nodes;
   int32_t devices_per_node;      /* 0: the profile's */
   int32_t measure_top_k;         /* best fitting candidates to run for real; 0: none */
-  int32_t measure_steps;         /* optimizer steps of each such run */
+  int32_t measure_steps;         /* optimizer steps of each such run (training) */
+  int64_t prompt_tokens;         /* 1.4: inference: tokens of each prompt */
+  int64_t output_tokens;         /* 1.4: inference: tokens generated for each */
 } MH_TunerNeeds;
 
 typedef enum MH_Verdict { MH_VERDICT_RANKED = 0, MH_VERDICT_REJECTED = 1 } MH_Verdict;
@@ -971,6 +983,10 @@ typedef struct MH_TunerResult {
   double days;                   /* to process the tuner's token goal */
   uint64_t memory_bytes;         /* per rank */
   int32_t memory_measured;       /* 1: from the engine's dry run; 0: modelled */
+  double ttft_seconds;           /* 1.4: inference, predicted: time to first token */
+  double tpot_seconds;           /* 1.4: inference, predicted: time per output token */
+  double measured_ttft_seconds;  /* 1.4: inference, from a real run; 0 when not measured */
+  double measured_tpot_seconds;  /* 1.4: as ttft */
 } MH_TunerResult;
 
 typedef struct MH_TunerApi {
