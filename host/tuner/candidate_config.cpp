@@ -48,7 +48,7 @@ void write_layout(toml::table& root, const MH_Candidate& c) {
   write_split(root, c);
   section(root, "train").insert_or_assign("micro_batch", c.micro_batch);
   if (names_data_choices(c)) {
-    toml::table& data = section(parallel, "data");
+    toml::table& data = section(section(root, "parallel"), "data");
     data.insert_or_assign("distributed_optimizer", c.distributed_optimizer != 0);
     data.insert_or_assign("overlap_param_gather", c.overlap_param_gather != 0);
     if (c.overlap_param_gather != 0) data.insert_or_assign("overlap_grad_reduce", true);  // its buckets

@@ -198,6 +198,17 @@ TEST_F(Generate, DryRunCountsTheKvCacheExactly) {
   FAIL() << "no final record:\n" << o.log;
 }
 
+// An imported model's vocabulary may exceed its tokenizer's: only ids the
+// tokenizer can decode are sampled.
+TEST_F(Generate, SamplesOnlyIdsTheTokenizerDecodes) {
+  const Outcome o = run_megahost(with_prompts(plus(kSampled, {"model.vocab=1000", "generate.temperature=3"})));
+  ASSERT_EQ(o.status, 0) << o.log;
+  const Tokens got = tokens(o);
+  ASSERT_EQ(got.size(), kPrompts.size());
+  for (const auto& request : got)
+    for (int32_t id : request) EXPECT_LT(id, 257);
+}
+
 TEST_F(Generate, BadRequestsAreRefusedBeforeAnythingRuns) {
   Outcome o = generate({"generate.prompt=hi", "generate.prompts_file=" + *prompts_});
   EXPECT_EQ(o.status, 2) << o.log;
