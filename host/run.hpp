@@ -1,17 +1,19 @@
-// Runs an assembled pipeline: trains (main hands a config with [tuner] to
-// tuner/tune.hpp instead).
+// Runs an assembled pipeline: trains, or with --evaluate evaluates the
+// model alone (main hands a config with [tuner] to tuner/tune.hpp instead).
 #pragma once
 
 #include <string>
 
 #include "assembly.hpp"
 #include "config.hpp"
+#include "data/data_sources.hpp"
 #include "engine/model.hpp"
 
 namespace mh {
 
 struct RunFlags {
   bool dry_run = false;
+  bool evaluate = false;  // evaluate the model on the valid and test splits; train nothing
   std::string metrics_out;
   bool report_memory = false;
   std::string grads_out;
@@ -27,6 +29,9 @@ struct ModelVocab {
   std::string source;
 };
 ModelVocab model_vocab(const Assembly& assembly, const Config& config);
+
+// The [data] keys that name the datasets and cut them into splits.
+data::DataKeys data_keys(const Assembly& assembly);
 
 // The model as the config describes it, the vocabulary padded as the
 // engine pads it.
