@@ -23,7 +23,8 @@ struct Slot {
 };
 
 struct Assembly {
-  OptionValues model, train, data, output, checkpoint;
+  OptionValues model, train, data, output, checkpoint, generate;
+  bool generates = false;  // the TOML has [generate]: the run generates text instead of training
   std::vector<Slot> slots;
 
   // The slot of `kind`, or NULL when the run has none (the tuner).

@@ -16,6 +16,9 @@ void check_modes(const Config& config, const Assembly& assembly, const OtherMode
   if (assembly.slot(MH_KIND_TUNER) != nullptr)
     diag.error(config.where(find_table(config.root(), "tuner")),
                "a config with [tuner] tunes; remove the [tuner] section to evaluate with --evaluate");
+  if (assembly.generates)
+    diag.error(config.where(find_table(config.root(), "generate")),
+               "a config with [generate] generates; remove the [generate] section to evaluate with --evaluate");
 }
 
 void check_splits(const Config& config, const Assembly& assembly, Diagnostics& diag) {

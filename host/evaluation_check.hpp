@@ -14,7 +14,7 @@ struct OtherModes {
 };
 
 // Reports, naming the flag or key and the fix: a mode beside --evaluate
-// (--dry_run, --calibrate, a [tuner] section), and a config that gives no
+// (--dry_run, --calibrate, a [tuner] or [generate] section), and a config that gives no
 // split to evaluate (no valid or test weight in data.split, or neither
 // data.valid_paths nor data.test_paths when the datasets are listed per split).
 void check_evaluation(const Config& config, const Assembly& assembly, const OtherModes& other, Diagnostics& diag);

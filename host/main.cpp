@@ -14,6 +14,7 @@
 #include "config.hpp"
 #include "dry_run.hpp"
 #include "evaluation_check.hpp"
+#include "generate/generate.hpp"
 #include "launch_check.hpp"
 #include "layout_check.hpp"
 #include "memory_preflight.hpp"
@@ -106,6 +107,7 @@ int main(int argc, char** argv) {
   mh::check_output_files(outputs(*assembly, profile), mh::run_inputs(*config, *assembly, plugins), diag);
   mh::check_launch(*config, *assembly, diag);
   if (!diag.has_errors()) mh::check_layout(*config, *assembly, diag);
+  if (assembly->generates) mh::generate::check(*config, *assembly, diag);
   mh::check_size_products(*config, *assembly, diag);
   if (FLAGS_evaluate) mh::check_evaluation(*config, *assembly, {FLAGS_dry_run, FLAGS_calibrate}, diag);
   if (diag.has_errors()) return fail(diag);

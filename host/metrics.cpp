@@ -57,7 +57,10 @@ MetricsWriter::~MetricsWriter() {
 void MetricsWriter::write(const nlohmann::json& record) {
   if (path_.empty()) return;
   const off_t end = ::lseek(fd_, 0, SEEK_END);
-  if (write_all(fd_, record.dump() + '\n')) return;
+  // Generated text may end inside a UTF-8 sequence: such bytes become U+FFFD
+  // rather than failing the record (its token ids are exact beside it).
+  const std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + '\n';
+  if (write_all(fd_, line)) return;
   const int err = errno;
   // Cut the torn record off (a regular file; /dev/full has nothing to cut).
   if (end >= 0) (void)::ftruncate(fd_, end);

@@ -24,6 +24,7 @@
 #include "convert/hf_folder.hpp"
 #include "convert/hf_to_megahost.hpp"
 #include "engine/trainer.hpp"
+#include "generate/generate.hpp"
 #include "memory_preflight.hpp"
 #include "plugin_calls.hpp"
 #include "stop_signals.hpp"
@@ -56,17 +57,21 @@ MH_ModelShape model_shape(const ModelDims& d, int64_t micro_batch, int64_t globa
                        !d.spec.tie_embeddings};
 }
 
-ModelVocab model_vocab(const Assembly& a, const Config& config) {
-  Options m = a.model.options(), data = a.data.options();
-  if (m.get_int("vocab") > 0) return {m.get_int("vocab"), "model.vocab"};
-  const std::string tokenizer = data.get_string("tokenizer");
+std::unique_ptr<data::Tokenizer> run_tokenizer(const Assembly& a, const Config& config) {
+  Options data = a.data.options();
   auto file = [&](const char* key) {
     const std::string value = data.get_string(key);
     return value.empty() ? value : config.resolve(value).string();
   };
   const data::TokenizerFiles files{file("vocab_file"), file("merges_file"), file("tokenizer_file")};
-  return {data::make_tokenizer(tokenizer, files)->vocab_size(),
-          "the " + tokenizer + " tokenizer's, from data.tokenizer"};
+  return data::make_tokenizer(data.get_string("tokenizer"), files);
+}
+
+ModelVocab model_vocab(const Assembly& a, const Config& config) {
+  Options m = a.model.options();
+  if (m.get_int("vocab") > 0) return {m.get_int("vocab"), "model.vocab"};
+  return {run_tokenizer(a, config)->vocab_size(),
+          "the " + a.data.options().get_string("tokenizer") + " tokenizer's, from data.tokenizer"};
 }
 
 data::DataKeys data_keys(const Assembly& a) {
@@ -374,15 +379,17 @@ int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
   plan_tensor(s, tensor);
   Instance pipeline(*assembly.slot(MH_KIND_PIPELINE_PARALLEL), s.comm_info.ranks_in_process, -1);
   plan_pipeline(s, pipeline);
-  open_data(s, assembly, config);
+  if (!assembly.generates) open_data(s, assembly, config);
   const std::unique_ptr<convert::TemporaryImport> imported = plan_checkpoints(s, assembly, config);
   s.tokenizer = assembly.data.options().get_string("tokenizer");
   std::string metrics = flags.metrics_out.empty() ? assembly.output.options().get_string("metrics") : flags.metrics_out;
   s.metrics = std::make_unique<MetricsWriter>(s.comm_info.first_rank == 0 ? metrics : "");
+  if (assembly.generates)
+    return generate::serve(s, config, [&](const auto& body) { run_ranks(s, body); });
   if (s.comm_info.first_rank == 0) s.log = training_log(s, assembly, config);
   LOG_IF(INFO, s.comm_info.first_rank == 0)
-      << (s.evaluate_only ? "evaluating " : "training ") << s.dims.layers << " layers, hidden " << s.dims.hidden << ", vocab " << s.dims.vocab << " on "
-      << s.comm_info.world_size << " rank(s): TP " << s.tp << (s.dims.sp ? " with SP" : "") << ", PP " << s.pp
+      << (s.evaluate_only ? "evaluating " : "training ") << s.dims.layers << " layers, hidden " << s.dims.hidden
+      << ", vocab " << s.dims.vocab << " on " << s.comm_info.world_size << " rank(s): TP " << s.tp << (s.dims.sp ? " with SP" : "") << ", PP " << s.pp
       << (s.virtual_stages > 1 ? " x " + std::to_string(s.virtual_stages) + " chunks" : "") << ", DP " << s.dp << ", "
       << (s.evaluate_only ? "" : std::to_string(s.microbatches) + " ") << "micro-batch(es) of " << s.micro_batch
       << (s.evaluate_only ? "" : " per step");

@@ -1,12 +1,15 @@
-// Runs an assembled pipeline: trains, or with --evaluate evaluates the
-// model alone (main hands a config with [tuner] to tuner/tune.hpp instead).
+// Runs an assembled pipeline: trains, generates when the config has
+// [generate], or with --evaluate evaluates the model alone (main hands a
+// config with [tuner] to tuner/tune.hpp instead).
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "assembly.hpp"
 #include "config.hpp"
 #include "data/data_sources.hpp"
+#include "data/tokenizer.hpp"
 #include "engine/model.hpp"
 
 namespace mh {
@@ -29,6 +32,8 @@ struct ModelVocab {
   std::string source;
 };
 ModelVocab model_vocab(const Assembly& assembly, const Config& config);
+// The tokenizer [data] names, with its files resolved against the config.
+std::unique_ptr<data::Tokenizer> run_tokenizer(const Assembly& assembly, const Config& config);
 
 // The [data] keys that name the datasets and cut them into splits.
 data::DataKeys data_keys(const Assembly& assembly);

@@ -80,8 +80,23 @@ const MH_OptionSpec kCheckpoint[] = {
     opt_bool("save_optimizer", "true", "save AdamW's moments (needed to resume exactly)"),
 };
 
+// A run whose TOML has [generate] generates text instead of training (docs/generate.md).
+const MH_OptionSpec kGenerate[] = {
+    opt("prompt", MH_VALUE_STRING, "\"\"", "one prompt; prompts_file gives many"),
+    opt("prompts_file", MH_VALUE_STRING, "\"\"",
+        "prompts, one per line, or JSON lines with a \"prompt\" field (.jsonl), relative to the config"),
+    opt_int("max_new_tokens", "32", 1, 1e7, "tokens generated per prompt at most"),
+    opt_double("temperature", "0", 0, 100, "sampling temperature; 0 is greedy"),
+    opt_int("top_k", "0", 0, 1e8, "sample among the k likeliest tokens; 0 keeps all"),
+    opt_double("top_p", "1", 0, 1, "sample among the likeliest tokens whose probabilities sum to top_p (nucleus)"),
+    opt_int("seed", "1234", 0, 9e18, "seed of sampling; the draws do not depend on the layout or the batch"),
+    opt_int("batch", "1", 1, 1e6, "requests served together (continuous batching over a KV cache of that many sequences)"),
+    opt_bool("stop_at_eod", "true", "stop a request at the end-of-document token"),
+};
+
 const HostSection kHostSections[] = {
-    {"model", kModel}, {"train", kTrain}, {"data", kData}, {"output", kOutput}, {"checkpoint", kCheckpoint},
+    {"model", kModel},           {"train", kTrain},       {"data", kData},
+    {"output", kOutput},         {"checkpoint", kCheckpoint}, {"generate", kGenerate},
 };
 
 const SlotSpec kSlots[] = {

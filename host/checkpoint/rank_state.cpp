@@ -5,11 +5,6 @@
 namespace mh::ckpt {
 namespace {
 
-Rect shard_rect(const ParamInfo& p, int32_t tp_rank) {
-  return Rect{p.shard == MH_SHARD_ROWS ? tp_rank * p.rows : 0, p.shard == MH_SHARD_COLS ? tp_rank * p.cols : 0,
-              p.rows, p.cols};
-}
-
 // Whether this rank is the one writer of parameter `p`'s values among the
 // ranks that hold the same elements.
 bool writes(const ParamSet& params, const ParamInfo& p, int id, const RankRole& role, bool replicated_over_data) {
@@ -38,6 +33,11 @@ std::vector<Region> owned_regions(const Optimizer& optimizer, const std::string&
 }
 
 }  // namespace
+
+Rect shard_rect(const ParamInfo& p, int32_t tp_rank) {
+  return Rect{p.shard == MH_SHARD_ROWS ? tp_rank * p.rows : 0, p.shard == MH_SHARD_COLS ? tp_rank * p.cols : 0,
+              p.rows, p.cols};
+}
 
 std::vector<std::pair<Rect, int64_t>> rects_of_range(const Rect& shard, int64_t begin, int64_t end) {
   std::vector<std::pair<Rect, int64_t>> out;

@@ -39,6 +39,9 @@ struct RankState {
   std::vector<Region> written;  // the part of it this rank saves
 };
 
+// The rectangle of the global tensor that tensor rank `tp_rank` holds of `p`.
+Rect shard_rect(const ParamInfo& p, int32_t tp_rank);
+
 // `save_moments` false leaves AdamW's moments out of what the rank writes
 // (checkpoint.save_optimizer = false); it still holds and loads them.
 RankState rank_state(const ParamSet& params, const Optimizer& optimizer, const RankRole& role, bool save_moments);

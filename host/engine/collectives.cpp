@@ -133,4 +133,16 @@ Collectives Collectives::split(int32_t color, int32_t key, std::string name) {
   return group;
 }
 
+std::vector<uint64_t> all_gather_counts(Collectives& group, const std::vector<uint64_t>& mine) {
+  std::vector<float> packed;
+  for (uint64_t v : mine)
+    for (int k = 0; k < 4; ++k) packed.push_back(float((v >> (16 * k)) & 0xFFFF));
+  std::vector<float> all(packed.size() * size_t(group.size()));
+  group.all_gather_host(packed.data(), all.data(), int64_t(packed.size()));
+  std::vector<uint64_t> out(all.size() / 4, 0);
+  for (size_t i = 0; i < out.size(); ++i)
+    for (int k = 0; k < 4; ++k) out[i] |= uint64_t(all[4 * i + size_t(k)]) << (16 * k);
+  return out;
+}
+
 }  // namespace mh

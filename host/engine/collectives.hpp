@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 #include <utility>
 
 #include "engine/device.hpp"
@@ -85,5 +86,10 @@ class Collectives {
   bool dry_ = false;
   void* stream_ = nullptr;
 };
+
+// Every rank's `mine` (the same length on each), rank after rank: exact
+// 64-bit counts (memory peaks) through the host gather's f32 values, as
+// 16-bit pieces.
+std::vector<uint64_t> all_gather_counts(Collectives& group, const std::vector<uint64_t>& mine);
 
 }  // namespace mh

@@ -14,7 +14,7 @@ std::string memory_text(uint64_t bytes) {
 }
 
 const char* category_name(MemCategory c) {
-  static const char* const kNames[] = {"params", "grads", "optimizer", "activations", "workspace", "comm", "checkpoint"};
+  static const char* const kNames[] = {"params", "grads", "optimizer", "activations", "workspace", "comm", "checkpoint", "kv_cache"};
   return kNames[static_cast<size_t>(c)];
 }
 

@@ -11,8 +11,11 @@ namespace mh {
 
 // kCheckpoint is the host staging copy of an asynchronous checkpoint save:
 // on the CPU the same memory as the rest; on a GPU host memory, counted
-// here so that a dry run bounds it too.
-enum class MemCategory { kParams, kGrads, kOptimizer, kActivations, kWorkspace, kComm, kCheckpoint, kCount };
+// here so that a dry run bounds it too. kKvCache holds generation's keys
+// and values of every sequence served.
+enum class MemCategory {
+  kParams, kGrads, kOptimizer, kActivations, kWorkspace, kComm, kCheckpoint, kKvCache, kCount
+};
 constexpr size_t kMemCategories = static_cast<size_t>(MemCategory::kCount);
 
 const char* category_name(MemCategory c);

@@ -175,6 +175,13 @@ void rope(Device& d, MH_Tensor heads, int64_t position_offset, float theta, bool
   d.run(&MH_KernelsApi::rope, a, "rope");
 }
 
+void strided_copy(Device& d, MH_Tensor x, MH_Tensor out) {
+  MH_StridedCopyArgs a{};
+  a.x = x;
+  a.out = out;
+  d.run(&MH_KernelsApi::strided_copy, a, "strided_copy");
+}
+
 void swiglu(Device& d, TypedPtr x, TypedPtr out, int64_t n, int64_t f) {
   MH_SwigluArgs a{};
   a.x = x.t({n, 2 * f});

@@ -55,6 +55,11 @@ void rmsnorm_bwd(Device& d, TypedPtr dout, TypedPtr x, const float* weight, cons
 // Rotates the [G, S, D] view (gemm-style strides) in place, row s at position
 // position_offset + s; inverse rotates back, which is the backward.
 void rope(Device& d, MH_Tensor heads, int64_t position_offset, float theta, bool inverse);
+
+// Since ABI 1.4 (the generation engine checks Device::require_op first).
+// out = x over two [G, R, C] views of one dtype, gemm-style strides, not
+// overlapping: appends keys and values to a KV cache.
+void strided_copy(Device& d, MH_Tensor x, MH_Tensor out);
 // out [n, f] = silu(x[:, :f]) * x[:, f:], x [n, 2f].
 void swiglu(Device& d, TypedPtr x, TypedPtr out, int64_t n, int64_t f);
 // dx [n, 2f] = (dgate, dup) from dout [n, f]; written, not accumulated; dx aliases neither x nor dout.

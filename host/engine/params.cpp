@@ -18,8 +18,8 @@ uint64_t fnv1a(const std::string& text) {
 }  // namespace
 
 ParamSet::ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& plan, uint64_t seed,
-                   const OwnedParts& owned, int64_t pad_to, bool master_weights)
-    : dims_(dims), pad_to_(pad_to), layers_(size_t(dims.layers)), device_(device) {
+                   const OwnedParts& owned, ParamStorage storage)
+    : dims_(dims), pad_to_(storage.pad_to), layers_(size_t(dims.layers)), device_(device) {
   const int64_t h = dims.hidden;
   const MH_ShardDim vocab_shard = MH_ShardDim(plan.shard[MH_W_EMBEDDING]);
   const bool tied = dims.spec.tie_embeddings;
@@ -35,13 +35,13 @@ ParamSet::ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& p
   }
   layout();
 
-  const int64_t n = groups_.back().offset + groups_.back().count;
+  const int64_t n = numel_ = groups_.back().offset + groups_.back().count;
   const int32_t compute = device.info().compute_dtype;
-  if (master_weights || compute == MH_F32) {
+  if (storage.master_weights || compute == MH_F32) {
     values_ = Buffer(device, MemCategory::kParams, n);
     ops::fill(device, values_.f32(), n, 0);
   }
-  grads_ = Buffer(device, MemCategory::kGrads, n);
+  if (storage.gradients) grads_ = Buffer(device, MemCategory::kGrads, n);
   if (compute != MH_F32) {
     gemm_copy_ = Buffer(device, MemCategory::kParams, n, compute);
     if (!holds_master()) ops::fill(device, gemm_copy_.ptr(), n, 0);  // the padding
@@ -116,14 +116,18 @@ void ParamSet::upload_initial_values(uint64_t seed) {
   std::vector<float> host;
   for (size_t id = 0; id < infos_.size(); ++id) {
     initial_values(int(id), seed, host);
-    if (holds_master()) {
-      device_.to_device(value(int(id)), host.data(), host.size() * sizeof(float));
-      continue;
-    }
-    Buffer staged(device_, MemCategory::kWorkspace, int64_t(host.size()));
-    device_.to_device(staged.data(), host.data(), host.size() * sizeof(float));
-    ops::copy(device_, staged.ptr(), gemm_weight(int(id)), int64_t(host.size()));
+    upload(int(id), host);
   }
+}
+
+void ParamSet::upload(int id, const std::vector<float>& host) {
+  if (holds_master()) {
+    device_.to_device(value(id), host.data(), host.size() * sizeof(float));
+    return;
+  }
+  Buffer staged(device_, MemCategory::kWorkspace, int64_t(host.size()));
+  device_.to_device(staged.data(), host.data(), host.size() * sizeof(float));
+  ops::copy(device_, staged.ptr(), gemm_weight(id), int64_t(host.size()));
 }
 
 TypedPtr ParamSet::gemm_weight(int id) const {

@@ -66,13 +66,20 @@ struct OwnedParts {
   bool head = true;             // final norm and the output layer (last stage)
 };
 
-class ParamSet {
- public:
+// What the set allocates besides the weights the ops read.
+struct ParamStorage {
   // Each parameter's slot is padded to a multiple of `pad_to` elements
   // (zeros that stay zero), so that any run of whole parameters, a gradient
   // bucket or the whole buffer, splits evenly over a data group of that size.
+  int64_t pad_to = 1;
+  bool master_weights = true;  // f32 values beside the compute-dtype copy
+  bool gradients = true;       // false for inference
+};
+
+class ParamSet {
+ public:
   ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& plan, uint64_t seed, const OwnedParts& owned,
-           int64_t pad_to = 1, bool master_weights = true);
+           ParamStorage storage = {});
 
   // Elements from the parameter's offset to the next one's: numel plus padding.
   int64_t slot(int id) const { return (infos_[id].numel() + pad_to_ - 1) / pad_to_ * pad_to_; }
@@ -116,7 +123,11 @@ class ParamSet {
   GroupRange group(ParamGroup g) const { return groups_[static_cast<size_t>(g)]; }
   Buffer& values() { return values_; }
   Buffer& grads() { return grads_; }
-  int64_t numel() const { return grads_.numel(); }  // including padding
+  int64_t numel() const { return numel_; }  // including padding
+
+  // Sets a parameter's weight (its value, else its compute-dtype copy) from
+  // numel() host floats.
+  void upload(int id, const std::vector<float>& host);
 
   // The full (unsharded) value of a parameter's local element (r, c), as
   // its global element gets on every layout.
@@ -133,6 +144,7 @@ class ParamSet {
 
   ModelDims dims_;
   int64_t pad_to_;
+  int64_t numel_ = 0;
   std::vector<ParamInfo> infos_;
   std::vector<LayerParamIds> layers_;  // indexed by global layer; only owned ones are filled
   int wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1, head_w_ = -1;

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "checkpoint/model_weights.hpp"
 #include "checkpoint/store.hpp"
 #include "engine/collectives.hpp"
 #include "engine/finite_check.hpp"
@@ -162,8 +163,8 @@ class RankTrainer {
         groups_(make_groups(s, local, rank_, dev_)),
         dims_(rank_dims()),
         chunk_specs_(stage_chunks(s, coords_.pp)),
-        params_(dev_, dims_, s.tensor_plan, seed(), owned_parts(chunk_specs_), s.dp,
-                !shards_optimizer_state(*s.assembly, s.dp)),
+        params_(dev_, dims_, s.tensor_plan, seed(), owned_parts(chunk_specs_),
+                ParamStorage{s.dp, !shards_optimizer_state(*s.assembly, s.dp), true}),
         tp_(dev_, groups_.tensor, s.tensor_plan, dims_),
         data_sync_(plan_data_sync()),
         optimizer_(dev_, params_, adamw_config(), data_sync_.distributed ? &groups_.data : nullptr,
@@ -339,28 +340,6 @@ StepExchange RankTrainer::exchange(double hw_flops) {
   return e;
 }
 
-// The model as a checkpoint records it: [model]'s dimensions and parts.
-ckpt::ModelShape checkpoint_model(const ModelDims& d, const std::string& arch) {
-  ckpt::ModelShape m;
-  m.layers = d.layers;
-  m.hidden = d.hidden;
-  m.heads = d.heads;
-  m.ffn = d.ffn;
-  m.seq_len = d.seq;
-  m.vocab = d.vocab;
-  m.vocab_size = d.real_vocab();
-  m.arch = arch;
-  m.normalization = d.spec.norm == Norm::kRmsNorm ? "rmsnorm" : "layernorm";
-  m.position = d.spec.position == Position::kRope ? "rope" : "learned";
-  m.rope_theta = d.spec.rope_theta;
-  m.activation = d.spec.activation == MlpActivation::kSwiglu ? "swiglu" : "gelu";
-  m.kv_heads = d.kv();
-  m.tie_embeddings = d.spec.tie_embeddings;
-  m.bias = d.spec.bias;
-  m.norm_eps = d.layernorm_eps;
-  return m;
-}
-
 ckpt::Metadata RankTrainer::checkpoint_metadata(int64_t step) const {
   const AdamWConfig c = adamw_config();
   ckpt::Metadata m;
@@ -369,7 +348,7 @@ ckpt::Metadata RankTrainer::checkpoint_metadata(int64_t step) const {
   m.global_batch = s_.global_batch;
   m.micro_batch = s_.micro_batch;
   m.seed = seed();
-  m.model = checkpoint_model(dims_, s_.assembly->model.options().get_string("arch"));
+  m.model = ckpt::checkpoint_model(dims_, s_.assembly->model.options().get_string("arch"));
   m.layout = {s_.tp, s_.pp, s_.dp, s_.virtual_stages, s_.comm_info.world_size, dims_.sp, data_sync_.distributed};
   m.schedule = {{"lr", c.lr}, {"min_lr", c.min_lr}, {"warmup_steps", c.warmup_steps}, {"decay_steps", c.decay_steps},
                 {"weight_decay", c.weight_decay}, {"adam_beta1", c.beta1}, {"adam_beta2", c.beta2},
@@ -385,12 +364,7 @@ ckpt::Metadata RankTrainer::checkpoint_metadata(int64_t step) const {
 ckpt::Metadata RankTrainer::load_model() {
   const std::string& path = s_.resume_from;
   const ckpt::Metadata saved = ckpt::read_metadata(path);
-  const std::vector<std::string> diff =
-      ckpt::shape_differences(saved.model, checkpoint_model(dims_, saved.model.arch));
-  std::string listed;
-  for (const std::string& d : diff) listed += "\n  " + d;
-  require(diff.empty(), "checkpoint " + path + " is of another model:" + listed +
-                            "\nset [model] as the checkpoint was saved, or load a checkpoint of this model");
+  ckpt::check_model(path, saved, dims_);
   checkpointer_.load(path, saved);
   optimizer_.publish();
   return saved;
@@ -601,25 +575,16 @@ void RankTrainer::finish() {
   const double e = double(dtype_size(dev_.info().compute_dtype));
   const ActivationFormula per_layer = activation_formula(dims_, e, keep_);
   const double formula = scheduled_activation_bytes(dims_, e, chunk_specs_, keep_, s_.schedules[size_t(coords_.pp)]);
-  // Each rank's peaks and formula, gathered as 16-bit pieces (exact in f32).
   std::vector<uint64_t> mine;
   for (size_t c = 0; c < kMemCategories; ++c) mine.push_back(dev_.memory().peak(static_cast<MemCategory>(c)));
   mine.push_back(dev_.memory().total_peak());
   mine.push_back(uint64_t(formula));
   mine.push_back(checkpointer_.saving() ? checkpointer_.save_bytes() : 0);
   mine.push_back(uint64_t(params_.numel()));
-  const int64_t per_rank = int64_t(mine.size()) * 4, world = s_.comm_info.world_size;
-  std::vector<float> packed;
-  for (uint64_t v : mine)
-    for (int k = 0; k < 4; ++k) packed.push_back(float((v >> (16 * k)) & 0xFFFF));
-  std::vector<float> all(size_t(per_rank * world));
-  groups_.world.all_gather_host(packed.data(), all.data(), per_rank);
+  const std::vector<uint64_t> all = all_gather_counts(groups_.world, mine);
   if (!leader()) return;
-  auto field = [&](int64_t rank, size_t index) {
-    uint64_t v = 0;
-    for (int k = 0; k < 4; ++k) v |= uint64_t(all[size_t(rank * per_rank + int64_t(index) * 4 + k)]) << (16 * k);
-    return v;
-  };
+  const int64_t per_rank = int64_t(mine.size()), world = s_.comm_info.world_size;
+  auto field = [&](int64_t rank, size_t index) { return all[size_t(rank * per_rank) + index]; };
   nlohmann::json ranks = nlohmann::json::array();
   for (int64_t r = 0; r < world; ++r) {
     nlohmann::json j;

@@ -73,17 +73,21 @@ std::string scratch_dir(const std::string& name) {
   return p.string();
 }
 
-Outcome run_megahost(const std::vector<std::string>& args, const Interrupt& interrupt) {
+Outcome run_megahost(const std::vector<std::string>& args, const Interrupt& interrupt,
+                     const std::vector<std::string>& launcher) {
   static int counter = 0;
   const fs::path work = scratch_dir("run" + std::to_string(counter++));
   const fs::path metrics = work / "metrics.jsonl", log = work / "log.txt";
-  std::vector<std::string> argv_text{MEGAHOST_TEST_BINARY, "--config", MEGAHOST_TEST_CONFIG, "--metrics_out",
-                                     metrics.string()};
+  std::vector<std::string> argv_text = launcher;
+  for (const std::string& a : {std::string(MEGAHOST_TEST_BINARY), std::string("--config"),
+                               std::string(MEGAHOST_TEST_CONFIG), std::string("--metrics_out"), metrics.string()})
+    argv_text.push_back(a);
   argv_text.insert(argv_text.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : argv_text) argv.push_back(a.data());
   argv.push_back(nullptr);
-  std::vector<std::string> extra = {"OPENBLAS_NUM_THREADS=1"};
+  std::vector<std::string> extra = {"OPENBLAS_NUM_THREADS=1", "OMPI_ALLOW_RUN_AS_ROOT=1",
+                                    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OMPI_MCA_rmaps_base_oversubscribe=1"};
   if (!interrupt.failpoint.empty()) extra.push_back("MEGAHOST_FAILPOINT=" + interrupt.failpoint);
   std::vector<char*> env = environment(extra);
 

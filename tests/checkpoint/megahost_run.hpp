@@ -26,8 +26,10 @@ struct Interrupt {
   std::string failpoint;   // MEGAHOST_FAILPOINT
 };
 
-// megahost --config small.toml with `args` (overrides and flags).
-Outcome run_megahost(const std::vector<std::string>& args, const Interrupt& interrupt = {});
+// megahost --config small.toml with `args` (overrides and flags), started
+// by `launcher` when given (mpiexec and its arguments).
+Outcome run_megahost(const std::vector<std::string>& args, const Interrupt& interrupt = {},
+                     const std::vector<std::string>& launcher = {});
 
 // A fresh, empty scratch folder named for the test.
 std::string scratch_dir(const std::string& name);

@@ -58,7 +58,8 @@ MODELS = [
 
 
 def run(*args, expect=0):
-    p = subprocess.run([str(a) for a in args], capture_output=True, text=True)
+    # errors="replace": generated text need not be UTF-8 (transformers_generate.py).
+    p = subprocess.run([str(a) for a in args], capture_output=True, text=True, errors="replace")
     if p.returncode != expect:
         sys.exit(f"{' '.join(map(str, args))}\nexited {p.returncode} (expected {expect}):\n{p.stdout}\n{p.stderr}")
     return p

@@ -40,7 +40,7 @@ struct Rank {
   Rank()
       : kernels(env.slot(MH_KIND_KERNELS), 1, 0),
         dev(kernels),
-        params(dev, dims(), one_rank(), 1, owned(), kDataParallel) {}
+        params(dev, dims(), one_rank(), 1, owned(), ParamStorage{kDataParallel}) {}
   static OwnedParts owned() { return OwnedParts{{0, 1, 2}, true, true}; }
   test::EngineEnv env{"[model]\nlayers = 3\n"};
   Instance kernels;

@@ -232,6 +232,51 @@ TEST_P(Parity, CausalSoftmaxForwardAndBackwardInPlace) {
   }
 }
 
+// Decode (Q = 1) and a chunk of prefill against a longer cache: the last Q
+// rows of causal [G, T, T] scores (ABI 1.4).
+TEST_P(Parity, NonSquareCausalSoftmaxForwardAndBackward) {
+  for (auto [Q, T] : {std::pair<int64_t, int64_t>{1, 1}, {1, 300}, {7, 70}, {33, 257}}) {
+    const int64_t G = 5;
+    const std::string shape = "Q " + std::to_string(Q) + ", T " + std::to_string(T);
+    Pair scores = random({G, Q, T}, act(), -3.0f, 3.0f), probs = filled({G, Q, T}, act(), kNaN);
+    run(&MH_KernelsApi::softmax, [&](MH_SoftmaxArgs& a, Side s) {
+      a.x = scores.on(s);
+      a.out = probs.on(s);
+      a.scale = 0.125f;
+    });
+    expect_close(probs, "probabilities, " + shape);
+    Pair grad = random({G, Q, T}, act()), dx = filled({G, Q, T}, act(), kNaN);
+    run(&MH_KernelsApi::softmax_bwd, [&](MH_SoftmaxArgs& a, Side s) {
+      a.out = probs.on(s);
+      a.dout = grad.on(s);
+      a.dx = dx.on(s);
+      a.scale = 0.125f;
+    });
+    expect_close(dx, "dx, " + shape);
+  }
+}
+
+// The K heads of S new tokens, interleaved in a fused [S, G, 3, D] QKV
+// buffer, appended at position p of a [G, T, D] cache (ABI 1.4): bit for bit,
+// the rest of the cache untouched.
+TEST_P(Parity, StridedCopyAppendsHeadsToACacheBitForBit) {
+  const int64_t G = 6, D = 24, T = 40;
+  std::vector<int32_t> dtypes = act_and_f32();
+  dtypes.push_back(MH_I32);
+  for (int32_t dtype : dtypes) {
+    const std::string name = dtype == MH_I32 ? "i32" : dtype == MH_BF16 ? "bf16" : "f32";
+    for (auto [S, p] : {std::pair<int64_t, int64_t>{1, 17}, {13, 0}}) {
+      Pair qkv = dtype == MH_I32 ? integers({S, G, 3, D}, -1000000, 1000000) : random({S, G, 3, D}, dtype);
+      Pair cache = filled({G, T, D}, dtype, -7.0f);
+      run(&MH_KernelsApi::strided_copy, [&](MH_StridedCopyArgs& a, Side s) {
+        a.x = qkv.strided(s, {G, S, D}, {3 * D, G * 3 * D, 1}, D);
+        a.out = cache.strided(s, {G, S, D}, {T * D, D, 1}, p * D);
+      });
+      expect_equal(cache, "cache, " + name + ", S " + std::to_string(S));
+    }
+  }
+}
+
 // The masks come from the same counter-based draws: equal bit for bit.
 TEST_P(Parity, DropoutMasksEqualTheCpusBitForBit) {
   const int64_t rows = 5, len = 301, n = rows * len;

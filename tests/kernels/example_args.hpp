@@ -13,7 +13,8 @@ inline constexpr uint64_t kExampleBufferBytes = 1 << 14;
 
 struct ExampleArgs {
   // N = 4 rows of C = 6, G = 2 groups of S = 3, V = 5, R = 7 table rows,
-  // head size D = 4, F = 3 SwiGLU columns.
+  // head size D = 4, F = 3 SwiGLU columns; strided_copy writes rows 1..3 of
+  // a [2, 5, 4] cache.
   explicit ExampleArgs(const std::function<void*()>& buffer) {
     auto f32 = [&](std::vector<int64_t> shape) { return view(buffer(), MH_F32, std::move(shape)); };
     gemm.struct_size = MH_STRUCT_SIZE(MH_GemmArgs, beta);
@@ -121,6 +122,10 @@ struct ExampleArgs {
     swiglu.out = f32({4, 3});
     swiglu.dout = f32({4, 3});
     swiglu.dx = f32({4, 6});
+
+    strided_copy.struct_size = MH_STRUCT_SIZE(MH_StridedCopyArgs, out);
+    strided_copy.x = f32({2, 3, 4});
+    strided_copy.out = with_strides(view(static_cast<float*>(buffer()) + 4, MH_F32, {2, 3, 4}), {20, 4, 1});
   }
 
   MH_GemmArgs gemm{};
@@ -138,6 +143,7 @@ struct ExampleArgs {
   MH_RmsNormBwdArgs rmsnorm_bwd{};
   MH_RopeArgs rope{};
   MH_SwigluArgs swiglu{};
+  MH_StridedCopyArgs strided_copy{};
 };
 
 // Runs every op of the table once on the example arguments.
@@ -169,6 +175,7 @@ void run_every_op(const Instance<T>& k, ExampleArgs e) {
   k.run(&MH_KernelsApi::rope, e.rope);
   k.run(&MH_KernelsApi::swiglu, e.swiglu);
   k.run(&MH_KernelsApi::swiglu_bwd, e.swiglu);
+  k.run(&MH_KernelsApi::strided_copy, e.strided_copy);
 }
 
 }  // namespace mh::kernels::test

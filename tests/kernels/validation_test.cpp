@@ -109,10 +109,29 @@ const BadCall kBadCalls[] = {
        e.bias.bias.shape[0] = 7;
        return api.bias_bwd(self, &e.bias);
      }},
-    {"softmax_not_square", MH_INVALID_ARGUMENT, "softmax: x must be causal scores [..., S, S], got [3, 6]",
+    {"softmax_more_rows_than_columns", MH_INVALID_ARGUMENT,
+     "softmax: x [6, 3] must be causal scores [..., Q, T] with 1 <= Q <= T (the last Q of T positions), got Q = 6, "
+     "T = 3",
      [](auto& api, auto* self, ExampleArgs& e) {
-       e.softmax.x = view(e.softmax.x.data, MH_F32, {3, 6});
+       e.softmax.x = view(e.softmax.x.data, MH_F32, {6, 3});
        return api.softmax(self, &e.softmax);
+     }},
+    {"softmax_no_rows", MH_INVALID_ARGUMENT, "softmax: x [2, 0, 3] must be causal scores [..., Q, T] with 1 <= Q <= T",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.softmax.x = view(e.softmax.x.data, MH_F32, {2, 0, 3});
+       return api.softmax(self, &e.softmax);
+     }},
+    {"softmax_out_rows", MH_INVALID_ARGUMENT, "softmax: out [2, 3, 3] differs from x: 2 x [3, 3] vs 2 x [1, 3]",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.softmax.x = view(e.softmax.x.data, MH_F32, {2, 1, 3});
+       return api.softmax(self, &e.softmax);
+     }},
+    {"softmax_bwd_dout_columns", MH_INVALID_ARGUMENT,
+     "softmax_bwd: dout [2, 2, 4] differs from out: 2 x [2, 4] vs 2 x [2, 3]",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.softmax.out = view(e.softmax.out.data, MH_F32, {2, 2, 3});
+       e.softmax.dout = view(e.softmax.dout.data, MH_F32, {2, 2, 4});
+       return api.softmax_bwd(self, &e.softmax);
      }},
     {"softmax_bwd_dx_groups", MH_INVALID_ARGUMENT,
      "softmax_bwd: dx [1, 3, 3] differs from out: 1 x [3, 3] vs 2 x [3, 3]",
@@ -239,6 +258,52 @@ const BadCall kBadCalls[] = {
      [](auto& api, auto* self, ExampleArgs& e) {
        e.swiglu.dx = e.swiglu.x;
        return api.swiglu_bwd(self, &e.swiglu);
+     }},
+    {"strided_copy_struct_size", MH_INVALID_ARGUMENT,
+     "strided_copy: args.struct_size is 88, smaller than the 168 bytes ABI 1.4 defines",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.strided_copy.struct_size = MH_STRUCT_SIZE(MH_StridedCopyArgs, x);
+       return api.strided_copy(self, &e.strided_copy);
+     }},
+    {"strided_copy_dtype", MH_INVALID_ARGUMENT, "strided_copy: x is u8; strided_copy copies f32, bf16, f16 or i32",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.strided_copy.x.dtype = e.strided_copy.out.dtype = MH_U8;
+       return api.strided_copy(self, &e.strided_copy);
+     }},
+    {"strided_copy_converting", MH_INVALID_ARGUMENT,
+     "strided_copy: out is bf16 but x is f32 (the op copies, it does not convert)",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.strided_copy.out.dtype = MH_BF16;
+       return api.strided_copy(self, &e.strided_copy);
+     }},
+    {"strided_copy_shape", MH_INVALID_ARGUMENT, "strided_copy: out [2, 2, 4] differs from x [2, 3, 4] in shape",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.strided_copy.out.shape[1] = 2;
+       return api.strided_copy(self, &e.strided_copy);
+     }},
+    {"strided_copy_innermost_stride", MH_INVALID_ARGUMENT,
+     "strided_copy: out must have unit innermost stride, got strides [20, 8, 2]",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.strided_copy.out = with_strides(e.strided_copy.out, {20, 8, 2});
+       return api.strided_copy(self, &e.strided_copy);
+     }},
+    {"strided_copy_negative_stride", MH_INVALID_ARGUMENT,
+     "strided_copy: x [2, 3, 4] has a negative stride in [-12, 4, 1] (batches and rows run forward in memory)",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.strided_copy.x = with_strides(e.strided_copy.x, {-12, 4, 1});
+       return api.strided_copy(self, &e.strided_copy);
+     }},
+    {"strided_copy_overlapping_rows", MH_INVALID_ARGUMENT,
+     "strided_copy: the rows of out [2, 3, 4] overlap with strides [20, 2, 1]",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.strided_copy.out = with_strides(e.strided_copy.out, {20, 2, 1});
+       return api.strided_copy(self, &e.strided_copy);
+     }},
+    {"strided_copy_out_overlaps_x", MH_INVALID_ARGUMENT, "strided_copy: out overlaps x, which the op does not allow",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.strided_copy.out = with_strides(view(static_cast<float*>(e.strided_copy.x.data) + 8, MH_F32, {2, 3, 4}),
+                                         {20, 4, 1});
+       return api.strided_copy(self, &e.strided_copy);
      }},
     {"copy_kind", MH_INVALID_ARGUMENT, "copy: kind 5 is not an MH_CopyKind (0 to 2)",
      [](auto& api, auto* self, ExampleArgs& e) { return api.copy(self, e.gemm.a.data, e.gemm.b.data, 4, 5); }},

@@ -39,18 +39,20 @@ struct Heads {
 
 void AttentionPart::forward(LayerActivations& A, const LayerParamIds& w, float attn_p,
                             const MH_RngSpan& probs_rng) const {
-  if (!A.has(MH_ACT_QKV)) projection(A, w);
+  if (!A.has(MH_ACT_QKV)) {
+    project(A, w);
+    if (c_.d.spec.position == Position::kRope) rotate(A[MH_ACT_QKV].ptr(), false);
+  }
   core(A, attn_p, probs_rng);
 }
 
-void AttentionPart::projection(LayerActivations& A, const LayerParamIds& w) const {
+void AttentionPart::project(LayerActivations& A, const LayerParamIds& w) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, q = c_.d.local_qkv();
   Buffer gathered;
   TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN1].ptr(), gathered);
   A[MH_ACT_QKV] = c_.activation(kAct, N * q);
   ops::linear(c_.dev, in, c_.W(w.qkv_w), A[MH_ACT_QKV].ptr(), N, h, q);
   if (w.qkv_b >= 0) ops::bias_add(c_.dev, A[MH_ACT_QKV].ptr(), c_.P(w.qkv_b), N, q);
-  if (c_.d.spec.position == Position::kRope) rotate(A[MH_ACT_QKV].ptr(), false);
 }
 
 void AttentionPart::rotate(TypedPtr qkv, bool inverse) const {

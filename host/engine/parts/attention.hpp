@@ -29,12 +29,15 @@ class AttentionPart {
   // output, f32 [rows, h], in `dx`.
   void backward(LayerActivations& A, const LayerParamIds& w, TypedPtr dctx, Buffer& dx) const;
 
+  // A[QKV] = the QKV projection of A's first norm output (with its bias),
+  // before any position encoding; generation's cached attention starts here.
+  void project(LayerActivations& A, const LayerParamIds& w) const;
+
   // Bytes activation `a` takes per micro-batch on one rank, for the parts'
   // activations (0 for others), with e-byte activations and 1-byte masks.
   static double activation_bytes(const ModelDims& d, double e, MH_Activation a);
 
  private:
-  void projection(LayerActivations& A, const LayerParamIds& w) const;
   void core(LayerActivations& A, float attn_p, const MH_RngSpan& probs_rng) const;
   void core_bwd(LayerActivations& A, TypedPtr dctx, TypedPtr dqkv) const;
   // Rotates each query head and the key of every group by their positions;

@@ -126,8 +126,8 @@ void same_matrix(const char* op, const std::string& name, const MH_Tensor& t, Ma
   same_matrix(op, name, t, want, like, compute, compute);
 }
 
-// Bytes of one element (only float dtypes reach the overlap checks).
-int64_t element_bytes(int32_t dtype) { return dtype == MH_F32 ? 4 : 2; }
+// Bytes of one element (only float dtypes and i32 reach the overlap checks).
+int64_t element_bytes(int32_t dtype) { return dtype == MH_F32 || dtype == MH_I32 ? 4 : 2; }
 
 // The bytes from a view's first element to one past its last.
 std::pair<uintptr_t, uintptr_t> extent(const MH_Tensor& t) {
@@ -188,22 +188,30 @@ bool disjoint(const MH_Tensor& c) {
   return stacked || side_by_side;
 }
 
+std::string groups_rows_cols(SoftmaxDims d) {
+  return to_string(d.groups) + " x [" + to_string(d.rows) + ", " + to_string(d.cols) + "]";
+}
+
+// Causal scores [..., Q, T] with 1 <= Q <= T (the last Q positions of T);
+// empty scores (no groups, or T = 0 with Q = 0) are fine.
 SoftmaxDims scores(const char* op, const std::string& name, const MH_Tensor& t, MH_DType compute) {
   Matrix m = matrix(op, name, t, compute, compute);
-  if (t.ndim < 2 || t.shape[t.ndim - 2] != m.cols)
-    fail(op, name + " must be causal scores [..., S, S], got " + shape_of(t));
+  if (t.ndim < 2) fail(op, name + " must be causal scores [..., Q, T], got " + shape_of(t));
+  const int64_t rows = t.shape[t.ndim - 2];
+  if (rows > m.cols || (rows == 0 && m.cols > 0))
+    fail(op, name + " " + shape_of(t) + " must be causal scores [..., Q, T] with 1 <= Q <= T (the last Q of T "
+                 "positions), got Q = " + to_string(rows) + ", T = " + to_string(m.cols));
   int64_t groups = 1;
   for (int32_t i = 0; i + 2 < t.ndim; ++i) groups *= t.shape[i];
-  return {groups, m.cols};
+  return {groups, rows, m.cols};
 }
 
 void same_scores(const char* op, const std::string& name, const MH_Tensor& t, SoftmaxDims want,
                  const std::string& like, MH_DType compute) {
   SoftmaxDims got = scores(op, name, t, compute);
-  if (got.groups != want.groups || got.seq != want.seq)
-    fail(op, name + " " + shape_of(t) + " differs from " + like + ": " + to_string(got.groups) + " x [" +
-                 to_string(got.seq) + ", " + to_string(got.seq) + "] vs " + to_string(want.groups) + " x [" +
-                 to_string(want.seq) + ", " + to_string(want.seq) + "]");
+  if (got.groups != want.groups || got.rows != want.rows || got.cols != want.cols)
+    fail(op, name + " " + shape_of(t) + " differs from " + like + ": " + groups_rows_cols(got) + " vs " +
+                 groups_rows_cols(want));
 }
 
 void check_p(const char* op, float p) {
@@ -441,18 +449,27 @@ Matrix check_rmsnorm_bwd(const MH_RmsNormBwdArgs& args, MH_DType compute) {
 namespace {
 
 // A [G, S, D] view as gemm's: unit innermost stride, rows S apart by
-// strides[1], batches by strides[0], and no two rows overlapping.
-RopeDims rope_view(const char* op, const std::string& name, const MH_Tensor& t, MH_DType compute) {
+// strides[1], batches by strides[0], and no two rows overlapping. The caller
+// checks the dtype.
+RopeDims rows_view(const char* op, const std::string& name, const MH_Tensor& t) {
   check_view(op, name, t);
-  check_dtype(op, name, t, compute, compute);
   if (t.ndim != 3) fail(op, name + " must be a 3-D view [G, S, D], got " + shape_of(t));
   const RopeDims d{t.shape[0], t.shape[1], t.shape[2]};
   if (d.groups * d.seq * d.dim == 0) return d;
   if (t.strides[2] != 1) fail(op, name + " must have unit innermost stride, got strides " + list(t.strides, 3));
-  const bool rows_apart = d.groups > 1 ? disjoint(t) : d.seq == 1 || t.strides[1] >= d.dim;
-  if (t.strides[0] < 0 || t.strides[1] < 0 || !rows_apart)
+  if (t.strides[0] < 0 || t.strides[1] < 0)
+    fail(op, name + " " + shape_of(t) + " has a negative stride in " + list(t.strides, 3) +
+                 " (batches and rows run forward in memory)");
+  const bool rows_apart = (d.seq == 1 || t.strides[1] >= d.dim) && (d.groups == 1 || disjoint(t));
+  if (!rows_apart)
     fail(op, "the rows of " + name + " " + shape_of(t) + " overlap with strides " + list(t.strides, 3) +
                  " (rows must lie at least D apart, batch after batch or side by side)");
+  return d;
+}
+
+RopeDims rope_view(const char* op, const std::string& name, const MH_Tensor& t, MH_DType compute) {
+  const RopeDims d = rows_view(op, name, t);
+  check_dtype(op, name, t, compute, compute);
   return d;
 }
 
@@ -513,6 +530,25 @@ SwigluDims check_swiglu_bwd(const MH_SwigluArgs& args, MH_DType compute) {
   disjoint_from(op, "dx", args.dx, "x", args.x);
   disjoint_from(op, "dx", args.dx, "dout", args.dout);
   return d;
+}
+
+// A byte copy, so every component takes every dtype a KV cache or an id
+// buffer holds, whatever it computes in (f16 for a dry run modelling an f16
+// device).
+StridedCopyDims check_strided_copy(const MH_StridedCopyArgs& args) {
+  const char* op = "strided_copy";
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_StridedCopyArgs, out), "1.4");
+  if (!is_float(args.x.dtype) && args.x.dtype != MH_I32)
+    fail(op, std::string("x is ") + dtype_name(args.x.dtype) + "; strided_copy copies f32, bf16, f16 or i32");
+  if (args.out.dtype != args.x.dtype)
+    fail(op, std::string("out is ") + dtype_name(args.out.dtype) + " but x is " + dtype_name(args.x.dtype) +
+                 " (the op copies, it does not convert)");
+  const RopeDims x = rows_view(op, "x", args.x);
+  const RopeDims out = rows_view(op, "out", args.out);
+  if (out.groups != x.groups || out.seq != x.seq || out.dim != x.dim)
+    fail(op, "out " + shape_of(args.out) + " differs from x " + shape_of(args.x) + " in shape");
+  disjoint_from(op, "out", args.out, "x", args.x);
+  return {x.groups, x.seq, x.dim, element_bytes(args.x.dtype)};
 }
 
 void check_copy(const void* dst, const void* src, uint64_t bytes, int32_t kind) {

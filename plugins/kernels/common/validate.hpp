@@ -28,9 +28,10 @@ struct GemmDims {
   int64_t batch, m, n, k;
 };
 
-// [groups, seq, seq] causal scores
+// [groups, rows, cols] causal scores: the last `rows` positions of a sequence
+// of `cols`, so row i sees columns 0 .. cols - rows + i (rows == cols in training)
 struct SoftmaxDims {
-  int64_t groups, seq;
+  int64_t groups, rows, cols;
 };
 
 // ids [tokens] select rows of table [rows, cols]; out is [tokens, cols]
@@ -47,6 +48,12 @@ struct XentDims {
 // x, out: [groups, seq, dim] views; the row stride of x and out is each one's strides[1]
 struct RopeDims {
   int64_t groups, seq, dim;
+};
+
+// x, out: [groups, rows, cols] views of elements of element_bytes each, rows
+// and groups each one's strides[1] and strides[0] apart
+struct StridedCopyDims {
+  int64_t groups, rows, cols, element_bytes;
 };
 
 // x [rows, 2 ffn] (gate, then up) and out or dout [rows, ffn]
@@ -78,6 +85,7 @@ RopeDims check_rope(const MH_RopeArgs& args, MH_DType compute);
 // Forward reads x and writes out; backward reads x and dout and writes dx.
 SwigluDims check_swiglu(const MH_SwigluArgs& args, MH_DType compute);
 SwigluDims check_swiglu_bwd(const MH_SwigluArgs& args, MH_DType compute);
+StridedCopyDims check_strided_copy(const MH_StridedCopyArgs& args);
 void check_copy(const void* dst, const void* src, uint64_t bytes, int32_t kind);
 
 const char* dtype_name(int32_t dtype);

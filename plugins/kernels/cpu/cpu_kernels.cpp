@@ -138,14 +138,15 @@ void CpuKernels::bias_bwd(const MH_BiasArgs& args) {
 void CpuKernels::softmax(const MH_SoftmaxArgs& args) {
   const SoftmaxDims d = check_softmax(args, compute_);
   cpu::F32Staging s(threads_);
-  cpu::softmax_forward(s.out(args.out), s.in(args.x), args.scale, d.groups, d.seq, threads_);
+  cpu::softmax_forward(s.out(args.out), s.in(args.x), args.scale, d.groups, d.rows, d.cols, threads_);
   s.write_back();
 }
 
 void CpuKernels::softmax_bwd(const MH_SoftmaxArgs& args) {
   const SoftmaxDims d = check_softmax_bwd(args, compute_);
   cpu::F32Staging s(threads_);
-  cpu::softmax_backward(s.out(args.dx), s.in(args.out), s.in(args.dout), args.scale, d.groups, d.seq, threads_);
+  cpu::softmax_backward(s.out(args.dx), s.in(args.out), s.in(args.dout), args.scale, d.groups, d.rows, d.cols,
+                        threads_);
   s.write_back();
 }
 
@@ -246,6 +247,14 @@ void CpuKernels::swiglu_bwd(const MH_SwigluArgs& args) {
   cpu::swiglu_backward(s.out(args.dx), args.dx.strides[0], s.in(args.x), args.x.strides[0], s.in(args.dout), d.rows,
                        d.ffn, threads_);
   s.write_back();
+}
+
+// A byte copy in every dtype: no staging through f32.
+void CpuKernels::strided_copy(const MH_StridedCopyArgs& args) {
+  const StridedCopyDims d = check_strided_copy(args);
+  cpu::strided_copy(args.out.data, {args.out.strides[0], args.out.strides[1]}, args.x.data,
+                    {args.x.strides[0], args.x.strides[1]}, d.groups, d.rows, d.cols * d.element_bytes,
+                    d.element_bytes, threads_);
 }
 
 }  // namespace mh::kernels

@@ -55,6 +55,7 @@ class CpuKernels {
   void rope(const MH_RopeArgs& args);
   void swiglu(const MH_SwigluArgs& args);
   void swiglu_bwd(const MH_SwigluArgs& args);
+  void strided_copy(const MH_StridedCopyArgs& args);
 
  private:
   MH_DType compute_;

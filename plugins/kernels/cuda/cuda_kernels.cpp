@@ -172,12 +172,13 @@ void CudaKernels::bias_bwd(const MH_BiasArgs& a) {
 
 void CudaKernels::softmax(const MH_SoftmaxArgs& a) {
   const SoftmaxDims d = check_softmax(a, compute_);
-  gpu::softmax_forward(on_device(), floats(a.out), floats(a.x), a.scale, d.groups, d.seq);
+  gpu::softmax_forward(on_device(), floats(a.out), floats(a.x), a.scale, d.groups, d.rows, d.cols);
 }
 
 void CudaKernels::softmax_bwd(const MH_SoftmaxArgs& a) {
   const SoftmaxDims d = check_softmax_bwd(a, compute_);
-  gpu::softmax_backward(on_device(), floats(a.dx), floats(a.out), floats(a.dout), a.scale, d.groups, d.seq);
+  gpu::softmax_backward(on_device(), floats(a.dx), floats(a.out), floats(a.dout), a.scale, d.groups, d.rows,
+                        d.cols);
 }
 
 void CudaKernels::dropout(const MH_DropoutArgs& a) {
@@ -261,6 +262,12 @@ void CudaKernels::swiglu_bwd(const MH_SwigluArgs& a) {
   const SwigluDims d = check_swiglu_bwd(a, compute_);
   gpu::swiglu_backward(on_device(), floats(a.dx), a.dx.strides[0], floats(a.x), a.x.strides[0], floats(a.dout),
                        d.rows, d.ffn);
+}
+
+void CudaKernels::strided_copy(const MH_StridedCopyArgs& a) {
+  const StridedCopyDims d = check_strided_copy(a);
+  gpu::strided_copy(on_device(), a.out.data, {a.out.strides[0], a.out.strides[1]}, a.x.data,
+                    {a.x.strides[0], a.x.strides[1]}, d.groups, d.rows, d.cols, d.element_bytes);
 }
 
 }  // namespace mh::kernels

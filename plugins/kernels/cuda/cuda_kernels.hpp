@@ -59,6 +59,7 @@ class CudaKernels {
   void rope(const MH_RopeArgs& args);
   void swiglu(const MH_SwigluArgs& args);
   void swiglu_bwd(const MH_SwigluArgs& args);
+  void strided_copy(const MH_StridedCopyArgs& args);
 
  private:
   struct StreamDeleter {

@@ -47,6 +47,7 @@ class DryKernels {
   void rope(const MH_RopeArgs& args) { check_rope(args, compute_); }
   void swiglu(const MH_SwigluArgs& args) { check_swiglu(args, compute_); }
   void swiglu_bwd(const MH_SwigluArgs& args) { check_swiglu_bwd(args, compute_); }
+  void strided_copy(const MH_StridedCopyArgs& args) { check_strided_copy(args); }
 
  private:
   MH_DType compute_;

@@ -1,5 +1,5 @@
 /*
- * Megahost plugin ABI, version 1.3.
+ * Megahost plugin ABI, version 1.4.
  *
  * This header is the whole contract between the megahost host process and
  * the shared objects it loads. It is plain C: fixed-width integers, plain
@@ -63,6 +63,13 @@
  *        run in place (recv = send + rank * n, as NCCL takes it), as
  *        all_gather already could: the distributed optimizer reduces and
  *        gathers in the parameter and gradient buffers themselves.
+ *   1.4  kernels: MH_KernelsApi gains strided_copy (MH_StridedCopyArgs; the
+ *        generation engine appends each sequence's keys and values to its KV
+ *        cache with it); MH_SoftmaxArgs' scores may be [G, Q, T] with
+ *        1 <= Q <= T, the last Q rows of causal [G, T, T] scores (decode
+ *        attends with Q = 1), in forward and backward, with no new field. A
+ *        1.3 kernels plugin still loads and trains; generation needs 1.4 and
+ *        the host names the missing op.
  */
 #ifndef MEGAHOST_ABI_H
 #define MEGAHOST_ABI_H
@@ -75,7 +82,7 @@ extern "C" {
 #endif
 
 #define MH_ABI_MAJOR 1
-#define MH_ABI_MINOR 3
+#define MH_ABI_MINOR 4
 
 /* The one symbol a plugin exports for ABI major 1 (see MH_EntryFn). */
 #define MH_ENTRY_SYMBOL "mh_plugin_entry_v1"
@@ -352,9 +359,13 @@ typedef struct MH_BiasArgs {
   MH_Tensor x, bias, out;
 } MH_BiasArgs;
 
-/* Causal scaled softmax over the last dim of [G, S, S] scores:
- * forward out = softmax(scale * x with x[g, i, j] for j > i masked out);
- * backward dx = out * (dout - sum(dout * out)) * scale. */
+/* Causal scaled softmax over the last dim of [G, Q, T] scores, 1 <= Q <= T:
+ * the Q rows are the last Q positions of a sequence of T, so row i sees
+ * columns 0 .. T - Q + i (training has Q = T, [G, S, S]; decode Q = 1):
+ * forward out = softmax(scale * x with x[g, i, j] for j > T - Q + i masked out);
+ * backward dx = out * (dout - sum(dout * out)) * scale. Masked entries come
+ * out 0 in both. Before 1.4 the scores were square (Q = T); a host gives
+ * non-square scores only to a 1.4 plugin (one whose table has strided_copy). */
 typedef struct MH_SoftmaxArgs {
   size_t struct_size;
   MH_Tensor x, out, dout, dx;  /* forward uses x, out; backward out, dout, dx */
@@ -479,6 +490,17 @@ typedef struct MH_SwigluArgs {
   MH_Tensor x, out, dout, dx;
 } MH_SwigluArgs;
 
+/* Since 1.4. out[g, r, c] = x[g, r, c] over two 3-D views of the same shape and
+ * dtype (f32, bf16, f16 or i32; copied bit for bit, whatever the component computes
+ * in), strided as gemm's views (strides[0] between matrices, strides[1] between rows,
+ * innermost contiguous, no two rows of a view overlapping); the views do not overlap
+ * (the spans from each one's first element to its last are disjoint). The generation
+ * engine appends each sequence's keys and values to its KV cache with it. */
+typedef struct MH_StridedCopyArgs {
+  size_t struct_size;
+  MH_Tensor x, out;
+} MH_StridedCopyArgs;
+
 typedef enum MH_CopyKind { MH_HOST_TO_DEVICE = 0, MH_DEVICE_TO_HOST = 1, MH_DEVICE_TO_DEVICE = 2 } MH_CopyKind;
 
 typedef struct MH_KernelsApi {
@@ -516,6 +538,8 @@ typedef struct MH_KernelsApi {
   MH_Error* (*rope)(MH_Instance* self, const MH_RopeArgs* args);
   MH_Error* (*swiglu)(MH_Instance* self, const MH_SwigluArgs* args);
   MH_Error* (*swiglu_bwd)(MH_Instance* self, const MH_SwigluArgs* args);
+  /* Since 1.4; absent from a 1.3 table, checked like the 1.3 ops. */
+  MH_Error* (*strided_copy)(MH_Instance* self, const MH_StridedCopyArgs* args);
 } MH_KernelsApi;
 
 /* ------------------------------------------------------------------------

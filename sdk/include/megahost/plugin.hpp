@@ -71,7 +71,8 @@ inline void log(MH_LogLevel level, const std::string& message) {
 // noexcept, copy(dst, src, bytes, MH_CopyKind), synchronize(), void* stream(),
 // and one method per op taking its args struct by const reference. The ops
 // of ABI 1.3 (rmsnorm, rmsnorm_bwd, rope, swiglu, swiglu_bwd) come together:
-// a class without them gets a 1.2 table.
+// a class without them gets a 1.2 table. A 1.3 class that also has
+// strided_copy gets a 1.4 table.
 template <class T>
 const MH_KernelsApi* kernels_api() {
   static constexpr bool v1_3 = requires(T& t, const MH_RmsNormArgs& n, const MH_RmsNormBwdArgs& nb,
@@ -82,9 +83,12 @@ const MH_KernelsApi* kernels_api() {
     t.swiglu(s);
     t.swiglu_bwd(s);
   };
+  static constexpr bool v1_4 = v1_3 && requires(T& t, const MH_StridedCopyArgs& c) { t.strided_copy(c); };
   static const MH_KernelsApi api = [] {
     MH_KernelsApi a{
-      v1_3 ? MH_STRUCT_SIZE(MH_KernelsApi, swiglu_bwd) : MH_STRUCT_SIZE(MH_KernelsApi, sum_squares),
+      v1_4   ? MH_STRUCT_SIZE(MH_KernelsApi, strided_copy)
+      : v1_3 ? MH_STRUCT_SIZE(MH_KernelsApi, swiglu_bwd)
+             : MH_STRUCT_SIZE(MH_KernelsApi, sum_squares),
       [](MH_Instance* self, MH_DeviceInfo* out) -> MH_Error* {
         return guard([&] { detail::fill_out(out, [&](MH_DeviceInfo& i) { detail::as<T>(self)->device_info(i); }); });
       },
@@ -113,6 +117,7 @@ const MH_KernelsApi* kernels_api() {
       MH_TRAMPOLINE(T, adamw, MH_AdamWArgs),
       MH_TRAMPOLINE(T, sum_squares, MH_SumSquaresArgs),
       nullptr, nullptr, nullptr, nullptr, nullptr,  // the 1.3 ops, filled below when T has them
+      nullptr,                                      // the 1.4 op, likewise
     };
     if constexpr (v1_3) {
       a.rmsnorm = MH_TRAMPOLINE(T, rmsnorm, MH_RmsNormArgs);
@@ -121,6 +126,7 @@ const MH_KernelsApi* kernels_api() {
       a.swiglu = MH_TRAMPOLINE(T, swiglu, MH_SwigluArgs);
       a.swiglu_bwd = MH_TRAMPOLINE(T, swiglu_bwd, MH_SwigluArgs);
     }
+    if constexpr (v1_4) a.strided_copy = MH_TRAMPOLINE(T, strided_copy, MH_StridedCopyArgs);
     return a;
   }();
   return &api;

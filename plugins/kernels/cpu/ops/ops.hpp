@@ -53,10 +53,11 @@ void bias_forward(float* out, const float* x, const float* bias, int64_t N, int6
 // dbias (C) += column sums of dout (N, C)
 void bias_backward(float* dbias, const float* dout, int64_t N, int64_t C, int threads);
 
-// out, x (G, S, S): causal softmax of scale * x along the last dimension
-void softmax_forward(float* out, const float* x, float scale, int64_t G, int64_t S, int threads);
-// dx, out, dout (G, S, S)
-void softmax_backward(float* dx, const float* out, const float* dout, float scale, int64_t G, int64_t S,
+// out, x (G, Q, T): causal softmax of scale * x along the last dimension,
+// the Q rows being the last Q positions of T (Q = T = S in training)
+void softmax_forward(float* out, const float* x, float scale, int64_t G, int64_t Q, int64_t T, int threads);
+// dx, out, dout (G, Q, T)
+void softmax_backward(float* dx, const float* out, const float* dout, float scale, int64_t G, int64_t Q, int64_t T,
                       int threads);
 
 // out, x, residual (n; residual may be NULL), mask (n), drawn in rows of rng.row_len
@@ -105,6 +106,11 @@ struct RowStrides {
 // times theta^(-2i/D), or back when inverse; out may be x
 void rope(float* out, RowStrides out_strides, const float* x, RowStrides x_strides, int64_t G, int64_t S, int64_t D,
           int64_t position_offset, float theta, bool inverse, int threads);
+
+// out[g, r, :] = x[g, r, :] for g < G, r < R: rows of row_bytes bytes, each
+// view's rows and groups `strides` elements of element_bytes apart
+void strided_copy(void* out, RowStrides out_strides, const void* x, RowStrides x_strides, int64_t G, int64_t R,
+                  int64_t row_bytes, int64_t element_bytes, int threads);
 
 // out (N, F) = silu(gate) * up, with x (N, 2F) in rows ldx apart: gate, then up
 void swiglu_forward(float* out, const float* x, int64_t ldx, int64_t N, int64_t F, int threads);

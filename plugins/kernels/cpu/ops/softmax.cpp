@@ -6,14 +6,14 @@
 
 namespace mh::kernels::cpu {
 
-// Row i of each group's (S, S) scores sees columns 0..i; the rest is masked
-// out and comes out as 0.
-void softmax_forward(float* out, const float* x, float scale, int64_t G, int64_t S, int threads) {
-#pragma omp parallel for num_threads(team(threads, G * S * S)) schedule(static)
-  for (int64_t row = 0; row < G * S; ++row) {
-    const int64_t seen = row % S + 1;
-    const float* xr = x + row * S;
-    float* o = out + row * S;
+// Row i of each group's (Q, T) scores is position T - Q + i and sees columns
+// 0..T - Q + i; the rest is masked out and comes out as 0.
+void softmax_forward(float* out, const float* x, float scale, int64_t G, int64_t Q, int64_t T, int threads) {
+#pragma omp parallel for num_threads(team(threads, G * Q * T)) schedule(static)
+  for (int64_t row = 0; row < G * Q; ++row) {
+    const int64_t seen = T - Q + row % Q + 1;
+    const float* xr = x + row * T;
+    float* o = out + row * T;
     float max = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : max)
     for (int64_t j = 0; j < seen; ++j) max = scale * xr[j] > max ? scale * xr[j] : max;  // see xent_max
@@ -27,27 +27,27 @@ void softmax_forward(float* out, const float* x, float scale, int64_t G, int64_t
 #pragma omp simd
     for (int64_t j = 0; j < seen; ++j) o[j] *= inv;
 #pragma omp simd
-    for (int64_t j = seen; j < S; ++j) o[j] = 0.0f;
+    for (int64_t j = seen; j < T; ++j) o[j] = 0.0f;
   }
 }
 
 // dx = out * (dout - sum(dout * out)) * scale over the visible columns; the
 // masked ones get 0 whatever dout holds there.
-void softmax_backward(float* dx, const float* out, const float* dout, float scale, int64_t G, int64_t S,
+void softmax_backward(float* dx, const float* out, const float* dout, float scale, int64_t G, int64_t Q, int64_t T,
                       int threads) {
-#pragma omp parallel for num_threads(team(threads, G * S * S)) schedule(static)
-  for (int64_t row = 0; row < G * S; ++row) {
-    const int64_t seen = row % S + 1;
-    const float* o = out + row * S;
-    const float* g = dout + row * S;
-    float* d = dx + row * S;
+#pragma omp parallel for num_threads(team(threads, G * Q * T)) schedule(static)
+  for (int64_t row = 0; row < G * Q; ++row) {
+    const int64_t seen = T - Q + row % Q + 1;
+    const float* o = out + row * T;
+    const float* g = dout + row * T;
+    float* d = dx + row * T;
     float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
     for (int64_t j = 0; j < seen; ++j) dot += g[j] * o[j];
 #pragma omp simd
     for (int64_t j = 0; j < seen; ++j) d[j] = o[j] * (g[j] - dot) * scale;
 #pragma omp simd
-    for (int64_t j = seen; j < S; ++j) d[j] = 0.0f;
+    for (int64_t j = seen; j < T; ++j) d[j] = 0.0f;
   }
 }
 

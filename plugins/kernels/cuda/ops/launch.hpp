@@ -57,11 +57,13 @@ void bias_forward(cudaStream_t stream, Floats out, Floats x, Floats bias, int64_
 // dbias (C) += column sums of dout (N, C). scratch: column_scratch_bytes(C).
 void bias_backward(cudaStream_t stream, Floats dbias, Floats dout, int64_t N, int64_t C, void* scratch);
 
-// out, x (G, S, S): causal softmax of scale * x along the last dimension;
-// masked entries come out 0. out may alias x.
-void softmax_forward(cudaStream_t stream, Floats out, Floats x, float scale, int64_t G, int64_t S);
-// dx, out, dout (G, S, S); dx may alias dout.
-void softmax_backward(cudaStream_t stream, Floats dx, Floats out, Floats dout, float scale, int64_t G, int64_t S);
+// out, x (G, Q, T): causal softmax of scale * x along the last dimension, the
+// Q rows being the last Q positions of T (Q = T = S in training); masked
+// entries come out 0. out may alias x.
+void softmax_forward(cudaStream_t stream, Floats out, Floats x, float scale, int64_t G, int64_t Q, int64_t T);
+// dx, out, dout (G, Q, T); dx may alias dout.
+void softmax_backward(cudaStream_t stream, Floats dx, Floats out, Floats dout, float scale, int64_t G, int64_t Q,
+                      int64_t T);
 
 // out, x, residual (n; residual.data may be NULL), mask u8 (n), drawn with
 // mh::rng exactly as the cpu kernels draw it.
@@ -107,15 +109,20 @@ void rmsnorm_forward(cudaStream_t stream, Floats out, float* rstd, Floats x, con
 void rmsnorm_backward(cudaStream_t stream, float* dx, float* dweight, Floats dout, Floats x, const float* weight,
                       const float* rstd, int64_t N, int64_t C, void* scratch);
 
-// Where the rows of a [G, S, D] view lie: row s of batch g starts at
-// g * batch + s * row elements from the data.
-struct RopeStrides {
+// Where the rows of a [G, S, D] view (rope, strided_copy) lie: row s of
+// batch g starts at g * batch + s * row elements from the data.
+struct RowStrides {
   int64_t batch, row;
 };
 // out, x (G, S, D): each row's pairs (i, i + D/2) rotated by position
 // (position_offset + s) times theta^(-2i/D), or back when inverse; out may be x.
-void rope(cudaStream_t stream, Floats out, RopeStrides out_strides, Floats x, RopeStrides x_strides, int64_t G,
+void rope(cudaStream_t stream, Floats out, RowStrides out_strides, Floats x, RowStrides x_strides, int64_t G,
           int64_t S, int64_t D, int64_t position_offset, float theta, bool inverse);
+
+// out[g, r, :] = x[g, r, :] for the [G, R, C] views, bit for bit, in words of
+// element_bytes (2 or 4: bf16, f16, f32, i32). The views do not overlap.
+void strided_copy(cudaStream_t stream, void* out, RowStrides out_strides, const void* x, RowStrides x_strides,
+                  int64_t G, int64_t R, int64_t C, int64_t element_bytes);
 
 // out (N, F) = silu(gate) * up, with x (N, 2F) in rows ldx apart: gate, then up.
 void swiglu_forward(cudaStream_t stream, Floats out, Floats x, int64_t ldx, int64_t N, int64_t F);

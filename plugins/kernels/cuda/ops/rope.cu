@@ -11,7 +11,7 @@ namespace {
 // double): the exponent, the reciprocal and the product with the position in
 // f32. Each block computes the D/2 frequencies once, into shared memory, so
 // the double pow is not paid per element. sincosf of the angle is within 2 ulp.
-__global__ void rope_kernel(Floats out, RopeStrides out_strides, Floats x, RopeStrides x_strides, int64_t G, int64_t S,
+__global__ void rope_kernel(Floats out, RowStrides out_strides, Floats x, RowStrides x_strides, int64_t G, int64_t S,
                             int64_t D, int64_t position_offset, float theta, float sign) {
   extern __shared__ float inv_freq[];
   const int64_t half = D / 2, pairs = G * S * half;
@@ -35,7 +35,7 @@ __global__ void rope_kernel(Floats out, RopeStrides out_strides, Floats x, RopeS
 
 }  // namespace
 
-void rope(cudaStream_t stream, Floats out, RopeStrides out_strides, Floats x, RopeStrides x_strides, int64_t G,
+void rope(cudaStream_t stream, Floats out, RowStrides out_strides, Floats x, RowStrides x_strides, int64_t G,
           int64_t S, int64_t D, int64_t position_offset, float theta, bool inverse) {
   const int64_t pairs = G * S * (D / 2);
   if (pairs == 0) return;
