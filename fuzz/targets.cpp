@@ -13,6 +13,7 @@ Target find_target(std::string_view name) {
   if (name == "safetensors_header") return &safetensors_header;
   if (name == "hf_config") return &hf_config;
   if (name == "shard_index") return &shard_index;
+  if (name == "prompts_jsonl") return &prompts_jsonl;
   return nullptr;
 }
 

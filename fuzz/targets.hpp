@@ -47,6 +47,9 @@ void hf_config(Input input);
 // A model.safetensors.index.json: its weight_map of shard file names.
 void shard_index(Input input);
 
+// A .jsonl prompts file of a [generate] section.
+void prompts_jsonl(Input input);
+
 // The target called `name` ("config", ...), or nullptr.
 using Target = void (*)(Input);
 Target find_target(std::string_view name);

@@ -105,6 +105,12 @@ std::optional<Assembly> assemble(const Config& config, const Registry& registry,
   return a;
 }
 
+std::optional<Slot> assemble_slot(const Config& config, const Registry& registry, int32_t kind, Diagnostics& diag) {
+  for (const auto& spec : slot_specs())
+    if (spec.kind == kind) return assemble_slot(config, registry, spec, diag);
+  return std::nullopt;
+}
+
 const Slot* Assembly::slot(int32_t kind) const {
   for (const auto& s : slots)
     if (s.kind == kind) return &s;

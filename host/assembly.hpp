@@ -34,6 +34,8 @@ struct Assembly {
 };
 
 std::optional<Assembly> assemble(const Config& config, const Registry& registry, Diagnostics& diag);
+// The slot of component kind `kind` alone, as assemble builds it.
+std::optional<Slot> assemble_slot(const Config& config, const Registry& registry, int32_t kind, Diagnostics& diag);
 
 // An instance of a slot's component, destroyed through its own table.
 class Instance {

@@ -69,6 +69,17 @@ void plan_pipeline(const Config& config, const Assembly& a, const MH_ModelShape&
   report(api->plan(pipeline.get(), &s, s.world_size / (tp * plan.size), &plan), config, slot, diag);
 }
 
+// The data-parallel component checks how its options combine when it
+// starts (overlap_param_gather needs the distributed optimizer).
+void start_data_parallel(const Config& config, const Assembly& a, Diagnostics& diag) {
+  const Slot& slot = *a.slot(MH_KIND_DATA_PARALLEL);
+  try {
+    Instance data(slot, 1, -1);
+  } catch (const Error& e) {
+    diag.error(config.where(find_table(config.root(), slot.section)), e.what());
+  }
+}
+
 }  // namespace
 
 void check_layout(const Config& config, const Assembly& a, Diagnostics& diag) {
@@ -81,6 +92,7 @@ void check_layout(const Config& config, const Assembly& a, Diagnostics& diag) {
     return;
   }
   check_kernel_ops(config, a, dims.spec, diag);
+  start_data_parallel(config, a, diag);
   const int32_t world = known_world(a);
   if (world <= 0) return;
   try {

@@ -1,6 +1,7 @@
 // The parallel layout checked as part of validation: heads that hidden does
 // not divide, a tensor size that does not divide the heads, a world that is
-// not t * p * d, a micro-batch that does not divide the batch -- every such
+// not t * p * d, a micro-batch that does not divide the batch, data-parallel
+// options that do not go together -- every such
 // problem in the one report, located, with exit status 2, as for any other
 // bad input. The run plans the same layout again to execute it.
 #pragma once

@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
                      memory_plan ? &*memory_plan : nullptr};
   try {
     if (FLAGS_calibrate) return mh::calibrate(*config, registry, profile);
-    if (assembly->slot(MH_KIND_TUNER) != nullptr) return mh::tune(*assembly, *config, mh::TuneFlags{FLAGS_plugin_path});
+    if (assembly->slot(MH_KIND_TUNER) != nullptr) return mh::tune(*assembly, *config, registry, mh::TuneFlags{FLAGS_plugin_path});
     return mh::run(*assembly, *config, flags);
   } catch (const std::exception& e) {
     LOG(ERROR) << e.what();

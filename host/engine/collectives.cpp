@@ -62,14 +62,18 @@ void Collectives::call(Blocking fn, TypedPtr send, int64_t send_n, TypedPtr recv
   check((api_->*fn)(group_, &a), context(what));
 }
 
-// Fields a 1.0 table lacks lie beyond its struct_size.
-bool Collectives::nonblocking() const {
-  return api_->struct_size >= MH_STRUCT_SIZE(MH_CommApi, request_destroy) && api_->all_reduce_start != nullptr;
+// Fields an older table lacks lie beyond its struct_size; requests need the
+// 1.1 wait and destroy.
+bool Collectives::has(Start fn) const {
+  const size_t end = size_t(reinterpret_cast<const char*>(&(api_->*fn)) - reinterpret_cast<const char*>(api_)) +
+                     sizeof(api_->*fn);
+  return api_->struct_size >= end && api_->*fn != nullptr &&
+         api_->struct_size >= MH_STRUCT_SIZE(MH_CommApi, request_destroy);
 }
 
-PendingCollective Collectives::start(Start fn, Blocking fallback, const float* send, int64_t send_n, float* recv,
+PendingCollective Collectives::start(Start fn, Blocking fallback, TypedPtr send, int64_t send_n, TypedPtr recv,
                                      int64_t recv_n, const char* what) {
-  if (dry_ || !nonblocking()) {
+  if (dry_ || !has(fn)) {
     call(fallback, send, send_n, recv, recv_n, MH_REDUCE_SUM, 0, what);
     return {};
   }
@@ -86,6 +90,10 @@ PendingCollective Collectives::all_reduce_start(float* data, int64_t n) {
 PendingCollective Collectives::reduce_scatter_start(const float* send, float* recv, int64_t n) {
   return start(&MH_CommApi::reduce_scatter_start, &MH_CommApi::reduce_scatter, send, n * size(), recv, n,
                "reduce-scatter");
+}
+
+PendingCollective Collectives::all_gather_start(TypedPtr send, TypedPtr recv, int64_t n) {
+  return start(&MH_CommApi::all_gather_start, &MH_CommApi::all_gather, send, n, recv, n * size(), "all-gather");
 }
 
 void Collectives::all_reduce(TypedPtr data, int64_t n, MH_ReduceOp op) {

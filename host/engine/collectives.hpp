@@ -61,6 +61,9 @@ class Collectives {
   // communicator runs them at once, blocking, and returns them complete.
   PendingCollective all_reduce_start(float* data, int64_t n);
   PendingCollective reduce_scatter_start(const float* send, float* recv, int64_t n_per_rank);
+  // Non-blocking all_gather (ABI 1.4); a communicator older than 1.4 runs it
+  // at once, blocking, and returns it complete.
+  PendingCollective all_gather_start(TypedPtr send, TypedPtr recv, int64_t n_per_rank);
   // An all-gather of host memory for the run's bookkeeping (memory peaks),
   // done even in a dry run; valid on communicators that reach host memory.
   void all_gather_host(const float* send, float* recv, int64_t n_per_rank);
@@ -74,9 +77,10 @@ class Collectives {
                          int32_t peer) const;
   void call(Blocking fn, TypedPtr send, int64_t send_n, TypedPtr recv, int64_t recv_n, int32_t op, int32_t peer,
             const char* what);
-  PendingCollective start(Start fn, Blocking fallback, const float* send, int64_t send_n, float* recv,
-                          int64_t recv_n, const char* what);
-  bool nonblocking() const;
+  PendingCollective start(Start fn, Blocking fallback, TypedPtr send, int64_t send_n, TypedPtr recv, int64_t recv_n,
+                          const char* what);
+  // Whether the table has `fn` (a start call of 1.1 or 1.4).
+  bool has(Start fn) const;
   std::string context(const char* what) const { return std::string(what) + " on the " + name_ + " group"; }
 
   const MH_CommApi* api_ = nullptr;

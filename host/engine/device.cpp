@@ -52,6 +52,7 @@ namespace {
 // The minor that added the table member ending at byte `end`: every member
 // before rmsnorm was in 1.0 (the constructor requires them).
 const char* minor_adding(size_t end) {
+  if (end > MH_STRUCT_SIZE(MH_KernelsApi, swiglu_bwd)) return "1.4";
   return end > MH_STRUCT_SIZE(MH_KernelsApi, sum_squares) ? "1.3" : "1.0";
 }
 

@@ -104,19 +104,33 @@ void Optimizer::step(int64_t step, double norm) {
       device_.run(&MH_KernelsApi::adamw, a, "adamw");
     }
   }
-  publish();
+}
+
+void Optimizer::publish() {
+  round_master();
+  const TypedPtr all = gathered();
+  for (size_t r = 0; distributed() && r < ranges_.size(); ++r)
+    data_->all_gather(all + owned_[r].flat, all + ranges_[r].offset, owned_[r].count);
+  params_.refresh_gemm_weights();
+}
+
+void Optimizer::round_master() {
+  if (master_)
+    for (const Piece& p : owned_) ops::copy(device_, master_.f32() + p.local, params_.compute_copy() + p.flat, p.count);
+}
+
+// Distributed, the parameters hold either f32 values and no GEMM copy or
+// only the copy, so refresh_gemm_weights has nothing to do after a gather.
+PendingCollective Optimizer::all_gather_start(size_t range) {
+  const TypedPtr all = gathered();
+  return data_->all_gather_start(all + owned_.at(range).flat, all + ranges_[range].offset, owned_[range].count);
 }
 
 // Each rank's piece sits where the all-gather would put it, so the gather
 // runs in place: on the compute-dtype copy when the optimizer keeps the
 // master weights, else on the f32 values.
-void Optimizer::publish() {
-  if (master_)
-    for (const Piece& p : owned_) ops::copy(device_, master_.f32() + p.local, params_.compute_copy() + p.flat, p.count);
-  const TypedPtr gathered = master_ ? params_.compute_copy() : TypedPtr(params_.values().f32());
-  for (size_t r = 0; distributed() && r < ranges_.size(); ++r)
-    data_->all_gather(gathered + owned_[r].flat, gathered + ranges_[r].offset, owned_[r].count);
-  params_.refresh_gemm_weights();
+TypedPtr Optimizer::gathered() const {
+  return master_ ? params_.compute_copy() : TypedPtr(params_.values().f32());
 }
 
 }  // namespace mh

@@ -44,11 +44,15 @@ class Optimizer {
   // gradients, summed over `groups` (each rank counts what it alone holds).
   double grad_norm(const std::vector<GroupRange>& ranges, std::initializer_list<Collectives*> groups);
   // Clips to clip_grad given the norm, then applies AdamW for `step` to the
-  // f32 master weights, and publishes them.
+  // f32 master weights; publish them next (ParamGather).
   void step(int64_t step, double norm);
   // Rounds the master weights into the parameters every op reads and, when
   // distributed, gathers every rank's pieces: after a step or a load.
   void publish();
+  // publish() in two halves, for a gather that overlaps the next forward:
+  // the rounding, then each range's in-place gather, started.
+  void round_master();
+  PendingCollective all_gather_start(size_t range);
 
   // Flat elements [flat, flat + count) of the parameters, held at `local`
   // in the AdamW state (and master weight) buffers.
@@ -69,6 +73,8 @@ class Optimizer {
   std::vector<Piece> owned_within(GroupRange r) const;
   // Where AdamW updates piece `p`'s master weights.
   float* master_of(const Piece& p) const;
+  // The buffer the gathers fill.
+  TypedPtr gathered() const;
   void keep_master_weights();
 
   Device& device_;

@@ -46,7 +46,7 @@ ParamSet::ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& p
     gemm_copy_ = Buffer(device, MemCategory::kParams, n, compute);
     if (!holds_master()) ops::fill(device, gemm_copy_.ptr(), n, 0);  // the padding
   }
-  upload_initial_values(seed);
+  if (storage.initialize) upload_initial_values(seed);
   refresh_gemm_weights();
 }
 

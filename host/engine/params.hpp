@@ -74,6 +74,7 @@ struct ParamStorage {
   int64_t pad_to = 1;
   bool master_weights = true;  // f32 values beside the compute-dtype copy
   bool gradients = true;       // false for inference
+  bool initialize = true;      // false: every weight is about to be loaded
 };
 
 class ParamSet {

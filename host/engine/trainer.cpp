@@ -19,9 +19,11 @@
 #include "engine/grad_sync.hpp"
 #include "engine/gradient_dump.hpp"
 #include "engine/keep_agreement.hpp"
+#include "engine/keep_table.hpp"
 #include "engine/memory_report.hpp"
 #include "engine/ops.hpp"
 #include "engine/optimizer.hpp"
+#include "engine/param_gather.hpp"
 #include "engine/params.hpp"
 #include "engine/pipeline_schedule.hpp"
 #include "engine/split_evaluation.hpp"
@@ -119,25 +121,6 @@ OwnedParts owned_parts(const std::vector<ChunkSpec>& chunks) {
   return owned;
 }
 
-// The recompute policy's decision for every activation of a chunk's layers.
-// A chunk's received input is always kept: only the previous stage could
-// recompute it.
-KeepTable keep_table(const Instance& policy, const ChunkSpec& chunk) {
-  const auto* api = policy.api<MH_RecomputeApi>();
-  KeepTable keep(size_t(chunk.layers));
-  for (int64_t l = 0; l < chunk.layers; ++l) {
-    for (int a = 0; a < MH_ACT_COUNT; ++a) {
-      MH_RecomputeQuery q{sizeof(MH_RecomputeQuery), int32_t(chunk.first_layer + l), int32_t(chunk.first_layer),
-                          int32_t(chunk.layers), a, 0};
-      int32_t decision = MH_KEEP;
-      check(api->decide(policy.get(), &q, &decision), policy.label() + " decide");
-      keep[size_t(l)][size_t(a)] = decision == MH_KEEP;
-    }
-  }
-  if (!chunk.first && !keep.empty()) keep[0][MH_ACT_LAYER_INPUT] = true;
-  return keep;
-}
-
 // What every rank learns from every other at the end of a step.
 struct StepExchange {
   double hw_flops = 0;               // summed over the world
@@ -149,6 +132,7 @@ struct StepExchange {
 struct DataSync {
   bool distributed = false;  // reduce-scatter into 1/d shards (the distributed optimizer)
   bool overlap = false;      // start each bucket as soon as backward finalised it
+  bool overlap_param_gather = false;  // gather the updated parameters while the next forward runs
   std::vector<GradBucket> buckets;
 };
 
@@ -170,6 +154,7 @@ class RankTrainer {
         optimizer_(dev_, params_, adamw_config(), data_sync_.distributed ? &groups_.data : nullptr,
                    reduction_ranges(data_sync_.buckets)),
         grad_sync_(params_, optimizer_, data_sync_.buckets, grad_sync_groups()),
+        param_gather_(optimizer_, data_sync_.buckets, params_.infos().size(), data_sync_.overlap_param_gather),
         checkpointer_(dev_, groups_.world, rank_,
                       ckpt::rank_state(params_, optimizer_, {coords_.tp, coords_.dp, data_sync_.distributed},
                                        s.checkpoint.save_optimizer),
@@ -178,7 +163,9 @@ class RankTrainer {
     for (const ChunkSpec& c : chunk_specs_) {
       KeepTable keep = keep_table(policy, c);
       keep_.insert(keep_.end(), keep.begin(), keep.end());
-      chunks_.push_back(std::make_unique<Transformer>(dev_, params_, tp_, dims_, c, std::move(keep)));
+      ParamsNeeded needed;
+      if (param_gather_.overlapped()) needed = [this](std::span<const int> ids) { param_gather_.needed(ids); };
+      chunks_.push_back(std::make_unique<Transformer>(dev_, params_, tp_, dims_, c, std::move(keep), std::move(needed)));
     }
     check_keep_tables_agree(groups_.tensor, keep_, policy.label());
   }
@@ -226,6 +213,7 @@ class RankTrainer {
   DataSync data_sync_;
   Optimizer optimizer_;
   GradSync grad_sync_;
+  ParamGather param_gather_;
   ckpt::Checkpointer checkpointer_;
   int64_t consumed_ = 0;  // samples trained on: the data order's position
   KeepTable keep_;  // every layer of the rank, for the memory formula
@@ -258,7 +246,11 @@ DataSync RankTrainer::plan_data_sync() const {
           "parallel.data.distributed_optimizer reduce-scatters in place, which communicators support since ABI 1.3; "
           "comm '" + std::string(comm.component->desc->name) + "' was built against ABI 1." +
               std::to_string(comm.component->plugin->desc->abi_minor) + ": rebuild it, or turn the option off");
-  return DataSync{plan.distributed_optimizer != 0 && s_.dp > 1, plan.overlap != 0, make_buckets(params_, order, plan)};
+  const bool distributed = plan.distributed_optimizer != 0 && s_.dp > 1;
+  const bool gather_overlap =
+      plan.struct_size >= MH_STRUCT_SIZE(MH_DataPlan, overlap_param_gather) && plan.overlap_param_gather != 0;
+  return DataSync{distributed, plan.overlap != 0, distributed && plan.overlap != 0 && gather_overlap,
+                  make_buckets(params_, order, plan)};
 }
 
 GradSyncGroups RankTrainer::grad_sync_groups() {
@@ -518,30 +510,39 @@ void RankTrainer::train() {
     double norm = optimizer_.grad_norm(norm_ranges(), {&groups_.tensor, &groups_.pipeline});
     const bool finite =
         s_.dry_run || finite_step(st, loss, norm, {t.get_bool("skip_nonfinite"), leader()}, params_, dev_);
-    if (finite) optimizer_.step(st, norm);
+    if (finite) {
+      optimizer_.step(st, norm);
+      param_gather_.publish();
+    }
     dev_.synchronize();
+    const double gather_wait_s = param_gather_.take_wait_s();
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (leader() && !s_.dry_run) {
       // Per device, as Megatron reports them: the sum over ranks divided by the ranks.
       const double tokens_per_s = double(s_.global_batch * dims_.seq) / seconds;
       const double tflops = flops / seconds / world / 1e12, hw_tflops = hw_flops / seconds / world / 1e12;
-      s_.metrics->write({{"step", st},
-                         {"loss", loss},
-                         {"lr", learning_rate(adamw_config(), st)},
-                         {"grad_norm", norm},
-                         {"step_s", seconds},
-                         {"tokens_per_s", tokens_per_s},
-                         {"tflops", tflops},
-                         {"mfu", peak > 0 ? tflops * 1e12 / peak : 0.0},
-                         {"hw_tflops", hw_tflops},
-                         {"hfu", peak > 0 ? hw_tflops * 1e12 / peak : 0.0},
-                         {"skipped", !finite},
-                         {"stage_busy_s", stage_busy_},
-                         {"stage_idle_s", stage_idle_},
-                         {"grad_buckets", grad_sync_.stats().buckets},
-                         {"grad_buckets_in_backward", grad_sync_.stats().started_in_backward},
-                         {"grad_overlap_s", grad_sync_.stats().overlap_s},
-                         {"grad_wait_s", grad_sync_.stats().wait_s}});
+      nlohmann::json record{{"step", st},
+                            {"loss", loss},
+                            {"lr", learning_rate(adamw_config(), st)},
+                            {"grad_norm", norm},
+                            {"step_s", seconds},
+                            {"tokens_per_s", tokens_per_s},
+                            {"tflops", tflops},
+                            {"mfu", peak > 0 ? tflops * 1e12 / peak : 0.0},
+                            {"hw_tflops", hw_tflops},
+                            {"hfu", peak > 0 ? hw_tflops * 1e12 / peak : 0.0},
+                            {"skipped", !finite},
+                            {"stage_busy_s", stage_busy_},
+                            {"stage_idle_s", stage_idle_},
+                            {"grad_buckets", grad_sync_.stats().buckets},
+                            {"grad_buckets_in_backward", grad_sync_.stats().started_in_backward},
+                            {"grad_overlap_s", grad_sync_.stats().overlap_s},
+                            {"grad_wait_s", grad_sync_.stats().wait_s}};
+      if (optimizer_.distributed()) {
+        record["param_gather_overlap"] = param_gather_.overlapped();
+        record["param_gather_wait_s"] = gather_wait_s;
+      }
+      s_.metrics->write(record);
       s_.log->step({st, consumed_, loss, learning_rate(adamw_config(), st), norm, seconds, tokens_per_s, tflops,
                     !finite, !finite, dev_.memory().total_peak()});
     }
@@ -556,14 +557,17 @@ void RankTrainer::train() {
     // A dry run has nothing to save; the real run that follows the memory
     // check's dry pass sees the signal at its first step.
     if (ex.stop_signal != 0 && !s_.dry_run) {
+      param_gather_.wait_all();  // the checkpoint reads the parameters
       stop(st, ex.stop_signal);
       break;
     }
     if (!s_.dry_run && checkpointer_.due(st, s_.steps)) {
+      param_gather_.wait_all();
       checkpointer_.save(checkpoint_metadata(st));
       if (leader()) s_.metrics->write({{"step", st}, {"checkpoint_stall_s", checkpointer_.last_stall_s()}});
     }
   }
+  param_gather_.wait_all();
   checkpointer_.wait();
   if (s_.dry_run && checkpointer_.saving()) checkpointer_.dry_save();
   if (s_.plan_only) return;

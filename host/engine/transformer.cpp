@@ -21,13 +21,14 @@ uint64_t mix(uint64_t x) {
 }  // namespace
 
 Transformer::Transformer(Device& device, ParamSet& params, TensorParallel& tp, const ModelDims& dims, ChunkSpec chunk,
-                         KeepTable keep)
+                         KeepTable keep, ParamsNeeded needed)
     : dev_(device),
       params_(params),
       tp_(tp),
       d_(dims),
       chunk_(chunk),
       keep_(std::move(keep)),
+      needed_(std::move(needed)),
       ctx_{device, params, tp, d_},
       norm_(ctx_),
       attention_(ctx_),
@@ -49,15 +50,24 @@ MH_RngSpan Transformer::attention_span(const MicroBatch& mb, int64_t layer) cons
 
 double Transformer::forward(ForwardState& st, const MicroBatch& mb, Buffer input, bool train) {
   const float p = train ? d_.dropout : 0.f, attn_p = train ? d_.attention_dropout : 0.f;
+  auto need = [&](std::span<const int> ids) {
+    if (needed_) needed_(ids);
+  };
   st.acts.resize(size_t(chunk_.layers + 1));
-  if (chunk_.first) embed(st, mb, p);
-  else st.acts[0][MH_ACT_LAYER_INPUT] = std::move(input);
+  if (chunk_.first) {
+    need(params_.embedding_ids());
+    embed(st, mb, p);
+  } else {
+    st.acts[0][MH_ACT_LAYER_INPUT] = std::move(input);
+  }
   for (int64_t l = 0; l < chunk_.layers; ++l) {
+    need(params_.layer(global(l)).ids());
     layer_forward(st, l, mb, p, attn_p, true);
     if (train) drop_unkept(st, l);
     else st.acts[size_t(l)].clear();
   }
   if (!chunk_.last) return 0;
+  need(params_.head_ids());
   double loss = head_forward(st, mb);
   if (!train) st = ForwardState{};
   return loss;

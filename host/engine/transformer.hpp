@@ -58,12 +58,15 @@ struct MicroBatch {
 // Told the parameters whose gradients backward has just made its last
 // contribution to (gradient buckets start their reduction from it).
 using GradsFinalised = std::function<void(std::span<const int> param_ids)>;
+// Told the parameters forward is about to read (an overlapped parameter
+// gather waits for them).
+using ParamsNeeded = std::function<void(std::span<const int> param_ids)>;
 
 class Transformer {
  public:
   // keep: the recompute policy's decisions for the chunk's layers, in order.
   Transformer(Device& device, ParamSet& params, TensorParallel& tp, const ModelDims& dims, ChunkSpec chunk,
-              KeepTable keep);
+              KeepTable keep, ParamsNeeded needed = {});
 
   const ChunkSpec& chunk() const { return chunk_; }
   // Forward of one micro-batch through the chunk. `input` is the received
@@ -118,6 +121,7 @@ class Transformer {
   ModelDims d_;
   ChunkSpec chunk_;
   KeepTable keep_;
+  ParamsNeeded needed_;
   PartContext ctx_;
   NormPart norm_;
   AttentionPart attention_;

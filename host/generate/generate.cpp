@@ -130,6 +130,8 @@ int serve(RunSetup& s, const Config& config, const RankRunner& run_ranks) {
   LOG_IF(INFO, s.comm_info.first_rank == 0)
       << "generating for " << job.prompts.size() << " prompt(s), " << job.batch << " at a time, on TP " << s.tp
       << ", PP " << s.pp << "; KV cache of " << job.capacity << " positions per sequence";
+  LOG_IF(WARNING, s.comm_info.first_rank == 0 && s.resume_from.empty() && !s.dry_run)
+      << "no checkpoint.load: generating from the freshly initialised model (train.seed), not a trained one";
   std::vector<RankResult> results(size_t(s.comm_info.ranks_in_process));
   run_ranks([&](int32_t local) { results[size_t(local)] = generate_rank(s, job, local); });
   if (s.comm_info.first_rank != 0) return 0;

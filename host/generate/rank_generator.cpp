@@ -41,10 +41,10 @@ class RankGenerator {
         dims_(rank_dims()),
         owned_(owned_parts()),
         params_(dev_, dims_, s.tensor_plan, uint64_t(s.assembly->train.options().get_int("seed")), owned_,
-                ParamStorage{1, false, false}),
+                ParamStorage{1, false, false, !loads_weights()}),
         cache_(dev_, dims_, owned_.layers, job.batch, job.capacity),
         decoder_(dev_, params_, tensor_, s.tensor_plan, dims_, cache_) {
-    if (!s.resume_from.empty() && !s.dry_run) load_weights();
+    if (loads_weights()) load_weights();
   }
 
   std::vector<Outcome> serve();
@@ -66,6 +66,7 @@ class RankGenerator {
     return d;
   }
   OwnedParts owned_parts() const;
+  bool loads_weights() const { return !s_.resume_from.empty() && !s_.dry_run; }
   void load_weights();
   void admit(std::vector<Slot>& slots, size_t& next, std::vector<Outcome>& out, double now) const;
   DecodeInput step_input(const std::vector<Slot>& slots) const;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <fstream>
 
+#include "engine/trainer.hpp"
+
 namespace mh {
 namespace {
 
@@ -40,6 +42,12 @@ void write_layout(toml::table& root, const MH_Candidate& c) {
   else if (schedule == "interleaved") pipeline.insert_or_assign("schedule", "1f1b");
   pipeline.erase("layers_per_stage");  // the tuner splits evenly
   section(root, "train").insert_or_assign("micro_batch", c.micro_batch);
+  if (names_data_choices(c)) {
+    toml::table& data = section(parallel, "data");
+    data.insert_or_assign("distributed_optimizer", c.distributed_optimizer != 0);
+    data.insert_or_assign("overlap_param_gather", c.overlap_param_gather != 0);
+    if (c.overlap_param_gather != 0) data.insert_or_assign("overlap_grad_reduce", true);  // its buckets
+  }
   toml::table recompute{{"plugin", std::string(c.recompute)}};
   if (std::string(c.recompute) == "full") {
     recompute.insert("method", "uniform");
@@ -70,6 +78,15 @@ void write_device_components(toml::table& root, const HardwareProfile& cluster, 
 }
 
 }  // namespace
+
+bool names_data_choices(const MH_Candidate& c) {
+  return c.struct_size >= MH_STRUCT_SIZE(MH_Candidate, overlap_param_gather);
+}
+
+bool shards_optimizer(const Assembly& assembly, const MH_Candidate& c) {
+  if (names_data_choices(c)) return c.distributed_optimizer != 0 && c.data > 1;
+  return shards_optimizer_state(assembly, c.data);
+}
 
 toml::table candidate_config(const Config& config, const Assembly& assembly, const MH_Candidate& c,
                              CandidateRun run, const HardwareProfile& cluster) {

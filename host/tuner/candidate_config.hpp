@@ -33,6 +33,13 @@ enum class CandidateRun {
 toml::table candidate_config(const Config& config, const Assembly& assembly, const MH_Candidate& candidate,
                              CandidateRun run, const HardwareProfile& cluster);
 
+// Whether the candidate names the data-parallel choices (a tuner of ABI
+// 1.4); otherwise the config's [parallel.data] stands.
+bool names_data_choices(const MH_Candidate& candidate);
+// Whether the candidate's run shards the optimizer state over its data
+// replicas (so its dry run must run them all).
+bool shards_optimizer(const Assembly& assembly, const MH_Candidate& candidate);
+
 // Writes `table` to `file` with `comment` lines on top.
 void write_toml(const toml::table& table, const std::filesystem::path& file, const std::string& comment);
 

@@ -27,9 +27,16 @@ std::string csv_text(std::string s) {
   return "\"" + s + "\"";
 }
 
+// "true", "false", or "" when the tuner leaves the config's value.
+const char* data_choice(const MH_Candidate& c, int32_t MH_Candidate::*field) {
+  if (!names_data_choices(c)) return "";
+  return c.*field != 0 ? "true" : "false";
+}
+
 const char* kCsvHeader =
     "rank,tensor,pipeline,virtual_stages,data,sequence_parallel,micro_batch,recompute,recompute_layers,"
-    "step_s_predicted,step_s_measured,tokens_per_s,latency_s,mfu,days,memory_gib,memory_source,reason\n";
+    "step_s_predicted,step_s_measured,tokens_per_s,latency_s,mfu,days,memory_gib,memory_source,reason,"
+    "distributed_optimizer,overlap_param_gather\n";
 
 std::string csv_row(const MH_TunerResult& r) {
   const MH_Candidate& c = *r.candidate;
@@ -39,13 +46,15 @@ std::string csv_row(const MH_TunerResult& r) {
       << c.recompute_layers << ',' << num(r.step_seconds, 6) << ',' << num(r.measured_seconds, 6) << ','
       << num(r.tokens_per_s, 1) << ',' << num(r.latency_seconds, 6) << ',' << num(r.mfu, 4) << ','
       << num(r.days, 2) << ',' << num(double(r.memory_bytes) / (1 << 30), 3) << ','
-      << (r.memory_measured ? "dry_run" : "model") << ',' << csv_text(r.reason) << '\n';
+      << (r.memory_measured ? "dry_run" : "model") << ',' << csv_text(r.reason) << ','
+      << data_choice(c, &MH_Candidate::distributed_optimizer) << ',' << data_choice(c, &MH_Candidate::overlap_param_gather)
+      << '\n';
   return out.str();
 }
 
 std::string ranked_line(const MH_TunerResult& r) {
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%4d  %-34s %9s %9s %11s %6s %9s %9s  %s\n", r.rank, describe_candidate(*r.candidate).c_str(),
+  std::snprintf(buf, sizeof buf, "%4d  %-46s %9s %9s %11s %6s %9s %9s  %s\n", r.rank, describe_candidate(*r.candidate).c_str(),
                 num(r.step_seconds, 4).c_str(), r.measured_seconds > 0 ? num(r.measured_seconds, 4).c_str() : "-",
                 num(r.tokens_per_s, 0).c_str(), num(100 * r.mfu, 1).c_str(), gib(r.memory_bytes).c_str(),
                 num(r.days, 1).c_str(), r.reason);
@@ -56,7 +65,7 @@ std::string tables(std::span<const MH_TunerResult> rows, const TunedRun& run) {
   std::ostringstream out;
   out << "tuned " << run.config.file() << " for " << run.shape.world_size << " device(s) of " << run.profile.name << " ("
       << run.profile.device << ")\n\nranked (step s: cost model; measured: real runs; memory per rank from dry runs)\n"
-      << "rank  candidate                           step s  measured       tok/s  MFU %  mem GiB      days  note\n";
+      << "rank  candidate                                       step s  measured       tok/s  MFU %  mem GiB      days  note\n";
   size_t ranked = 0, rejected = 0;
   for (const auto& r : rows) (r.verdict == MH_VERDICT_RANKED ? ranked : rejected)++;
   for (size_t i = 0; i < std::min(ranked, kRankedShown); ++i) out << ranked_line(rows[i]);
@@ -123,6 +132,7 @@ std::string describe_candidate(const MH_Candidate& c) {
                     std::to_string(c.virtual_stages) + " d=" + std::to_string(c.data) + (c.sequence_parallel ? " sp" : "") +
                     " b=" + std::to_string(c.micro_batch) + " " + c.recompute;
   if (std::string(c.recompute) == "full") out.append("/").append(std::to_string(c.recompute_layers));
+  if (names_data_choices(c) && c.distributed_optimizer) out += c.overlap_param_gather ? " distopt+gather" : " distopt";
   return out;
 }
 

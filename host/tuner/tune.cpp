@@ -9,10 +9,13 @@
 #include <iostream>
 #include <optional>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "engine/trainer.hpp"
 #include "run.hpp"
 #include "tuner/candidate_config.hpp"
+#include "tuner/candidate_keep.hpp"
 #include "tuner/hardware_profile.hpp"
 #include "tuner/probe.hpp"
 #include "tuner/results_output.hpp"
@@ -35,6 +38,16 @@ class TunerSession {
     n.struct_size = sizeof(n);
     check(api_->needs(instance_.get(), &n), instance_.label() + " needs");
     return n;
+  }
+  // ABI 1.4: every recompute policy the registry holds, so the tuner can
+  // search any (a 1.3 tuner searches the ones it names).
+  void recompute_policies(const Registry& registry) {
+    if (api_->struct_size < MH_STRUCT_SIZE(MH_TunerApi, recompute_policies) || api_->recompute_policies == nullptr)
+      return;
+    const std::vector<std::string> names = registry.names(MH_KIND_RECOMPUTE);
+    std::vector<const char*> raw;
+    for (const std::string& n : names) raw.push_back(n.c_str());
+    check(api_->recompute_policies(instance_.get(), raw.data(), raw.size()), instance_.label() + " recompute_policies");
   }
   void begin(const MH_ModelShape& shape, const MH_Hardware& hw) {
     check(api_->begin(instance_.get(), &shape, &hw), instance_.label() + " begin");
@@ -71,24 +84,35 @@ MH_ModelShape model_shape(const Assembly& assembly, const Config& config, int32_
 struct Search {
   const Assembly& assembly;
   const Config& config;
+  const Registry& registry;
+  int64_t layers;
   const HardwareProfile& cluster;
   ProbeSettings probe;
   uint64_t capacity;  // bytes one rank may use
 };
 
-// The memory of a training candidate from a dry run of the real engine, and
-// what a rank may use; inference candidates get the capacity only.
+// The memory of a training candidate from a dry run of the real engine and
+// the keep table of its recompute policy, and what a rank may use;
+// inference candidates get the capacity only.
 void estimate(TunerSession& tuner, const Search& s, const MH_Candidate& c, int index) {
   MH_Estimate e{};
   e.struct_size = sizeof(e);
   e.capacity_bytes = s.capacity;
   DryRunMemory m;
+  std::vector<int32_t> keep;
   if (c.workload == MH_WORKLOAD_TRAIN) {
-    const CandidateRun run = shards_optimizer_state(s.assembly, c.data) ? CandidateRun::kFull : CandidateRun::kDry;
+    const CandidateRun run = shards_optimizer(s.assembly, c) ? CandidateRun::kFull : CandidateRun::kDry;
     const std::string name = "candidate" + std::to_string(index);
     const fs::path file = s.probe.work_dir / (name + ".toml");
     write_toml(candidate_config(s.config, s.assembly, c, run, s.cluster), file, "");
     m = dry_run_memory(s.probe, file, name);
+    try {
+      keep = candidate_keep_table(file, s.registry, c, s.layers);
+    } catch (const Error& error) {
+      if (m.error.empty()) m.error = std::string("recompute '") + c.recompute + "': " + error.what();
+    }
+    e.keep = keep.empty() ? nullptr : keep.data();
+    e.keep_layers = keep.empty() ? 0 : s.layers;
     LOG(INFO) << "dry run " << index << " " << describe_candidate(c) << ": "
               << (m.error.empty() ? gib(m.peak_bytes) + " GiB on rank " + std::to_string(m.peak_rank) + " (" + m.breakdown + ")"
                                   : m.error);
@@ -141,8 +165,9 @@ fs::path output_dir(const Assembly& assembly, const Config& config) {
 
 }  // namespace
 
-int tune(const Assembly& assembly, const Config& config, const TuneFlags& flags) {
+int tune(const Assembly& assembly, const Config& config, const Registry& registry, const TuneFlags& flags) {
   TunerSession tuner(*assembly.slot(MH_KIND_TUNER));
+  tuner.recompute_policies(registry);
   const MH_TunerNeeds needs = tuner.needs();
   Diagnostics diag;
   // A file is relative to the config, as data paths are; a name is looked up.
@@ -158,7 +183,7 @@ int tune(const Assembly& assembly, const Config& config, const TuneFlags& flags)
   const fs::path out = output_dir(assembly, config);
   fs::create_directories(out / "runs");
   const fs::path binary = fs::read_symlink("/proc/self/exe");
-  Search s{assembly, config, *profile, ProbeSettings{binary, flags.plugin_path, out / "runs"},
+  Search s{assembly, config, registry, shape.layers, *profile, ProbeSettings{binary, flags.plugin_path, out / "runs"},
            profile->shared_device ? profile->memory_bytes / uint64_t(per_node) : profile->memory_bytes};
   int index = 0;
   while (std::optional<MH_Candidate> c = tuner.next(shape)) estimate(tuner, s, *c, index++);

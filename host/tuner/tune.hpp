@@ -9,6 +9,7 @@
 
 #include "assembly.hpp"
 #include "config.hpp"
+#include "registry.hpp"
 
 namespace mh {
 
@@ -17,6 +18,6 @@ struct TuneFlags {
 };
 
 // Returns the process exit status: 0 with a winner, 1 when nothing fits.
-int tune(const Assembly& assembly, const Config& config, const TuneFlags& flags);
+int tune(const Assembly& assembly, const Config& config, const Registry& registry, const TuneFlags& flags);
 
 }  // namespace mh

@@ -294,6 +294,29 @@ TEST_F(Mpi, StartedCollectivesInFlightTogetherGetTheirSums) {
   }
 }
 
+// ABI 1.4: the distributed optimizer's overlapped parameter gather, in
+// place and in flight beside an all-reduce.
+TEST_F(Mpi, AllGatherStartInPlaceFillsEveryBlockWhileAnotherCollectiveRuns) {
+  ASSERT_EQ(api().struct_size, MH_STRUCT_SIZE(MH_CommApi, all_gather_start));
+  std::vector<float> buffer(kCount * size(), -1.0f), a = values_of(rank(), kCount), a_sum(kCount);
+  for (int64_t i = 0; i < kCount; ++i) buffer[rank() * kCount + i] = value(rank(), i);
+  auto g = args<float>(std::span<const float>(buffer).subspan(rank() * kCount, kCount), std::span<float>(buffer));
+  MH_Request* rg = nullptr;
+  ASSERT_TRUE(Status(api().all_gather_start(world(), &g, &rg)).ok());
+  MH_Request* ra = start(api(), world(), args<float>(a, a_sum));
+  for (MH_Request* r : {ra, rg}) {
+    EXPECT_TRUE(Status(api().request_wait(r)).ok());
+    api().request_destroy(r);
+  }
+  for (int32_t r = 0; r < size(); ++r)
+    for (int64_t i = 0; i < kCount; ++i) ASSERT_EQ(buffer[r * kCount + i], value(r, i));
+  for (int64_t i = 0; i < kCount; ++i) {
+    float sum = 0;
+    for (int32_t r = 0; r < size(); ++r) sum += value(r, i);
+    ASSERT_EQ(a_sum[i], sum);
+  }
+}
+
 TEST_F(Mpi, StartedCollectiveTimesOutAtItsWait) {
   MH_Group* group = nullptr;
   ASSERT_TRUE(Status(api().split(world(), 0, rank(), &group)).ok());

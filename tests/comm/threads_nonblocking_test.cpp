@@ -1,6 +1,7 @@
-// The threads communicator's non-blocking all_reduce and reduce_scatter:
-// the results of the blocking calls, several in flight, progress that does
-// not wait for the starting rank, and aborts that reach a waiting rank.
+// The threads communicator's non-blocking all_reduce, reduce_scatter and
+// (ABI 1.4) all_gather: the results of the blocking calls, several in
+// flight, progress that does not wait for the starting rank, and aborts
+// that reach a waiting rank.
 #include "threads_fixture.hpp"
 
 #include <atomic>
@@ -30,9 +31,37 @@ Status finish(const Comm& comm, MH_Request* request) {
   return s;
 }
 
-TEST_P(ThreadsNonBlocking, TableIsVersion1_1) {
+TEST_P(ThreadsNonBlocking, TableIsVersion1_4) {
   Comm comm = make();
-  EXPECT_EQ(comm.api().struct_size, MH_STRUCT_SIZE(MH_CommApi, request_destroy));
+  EXPECT_EQ(comm.api().struct_size, MH_STRUCT_SIZE(MH_CommApi, all_gather_start));
+  EXPECT_NE(comm.api().all_gather_start, nullptr);
+}
+
+// In place, as the distributed optimizer gathers its updated pieces: each
+// rank's block of one buffer, two gathers in flight with an all-reduce
+// between them, waited out of order.
+TEST_P(ThreadsNonBlocking, AllGatherStartFillsEveryBlockInPlace) {
+  Comm comm = make();
+  const int32_t n = size();
+  run_ranks(comm, [&](int32_t rank, MH_Group* world) {
+    constexpr int64_t k = 3;
+    std::vector<float> first(size_t(k * n), -1.0f), second(size_t(n), -1.0f), sum(2, 1.0f);
+    for (int64_t i = 0; i < k; ++i) first[size_t(rank * k + i)] = float(rank * 10 + i);
+    second[size_t(rank)] = float(rank + 100);
+    auto a = args<float>(std::span<const float>(first).subspan(size_t(rank * k), k), std::span<float>(first));
+    auto b = args<float>(std::span<const float>(second).subspan(size_t(rank), 1), std::span<float>(second));
+    MH_Request* ra = nullptr;
+    MH_Request* rb = nullptr;
+    ASSERT_TRUE(Status(comm.api().all_gather_start(world, &a, &ra)).ok());
+    MH_Request* rs = start(comm, world, args<float>(sum, sum));
+    ASSERT_TRUE(Status(comm.api().all_gather_start(world, &b, &rb)).ok());
+    for (MH_Request* r : {rb, rs, ra}) EXPECT_TRUE(finish(comm, r).ok());
+    for (int32_t r = 0; r < n; ++r) {
+      for (int64_t i = 0; i < k; ++i) EXPECT_EQ(first[size_t(r * k + i)], float(r * 10 + i)) << "rank " << r;
+      EXPECT_EQ(second[size_t(r)], float(r + 100)) << "rank " << r;
+    }
+    EXPECT_EQ(sum[0], float(n));
+  });
 }
 
 TEST_P(ThreadsNonBlocking, SeveralInFlightEachGetTheirSums) {

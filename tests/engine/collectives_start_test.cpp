@@ -1,6 +1,7 @@
 // The engine's non-blocking collectives: reductions through a 1.1
-// communicator's start/wait, and the same calls on a 1.0 communicator, whose
-// table has no start, run blocking at once.
+// communicator's start/wait and the all-gather through a 1.4 one's, and the
+// same calls on an older communicator, whose table has no such start, run
+// blocking at once.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -55,6 +56,27 @@ TEST(CollectivesStart, On1_0CommunicatorTheStartRunsBlocking) {
     EXPECT_EQ(slice[1], 3.0f) << "complete before any wait";
     a.wait();
     b.wait();
+  });
+}
+
+// In place, as the distributed optimizer gathers its pieces.
+TEST(CollectivesStart, AllGatherCompletesAtWait) {
+  on_ranks(sizeof(MH_CommApi), [](int32_t rank, Collectives& world) {
+    std::vector<float> all(2 * kRanks, -1.0f);
+    all[size_t(2 * rank)] = all[size_t(2 * rank + 1)] = float(rank + 1);
+    PendingCollective g = world.all_gather_start(all.data() + 2 * rank, all.data(), 2);
+    g.wait();
+    EXPECT_EQ(all, (std::vector<float>{1, 1, 2, 2}));
+  });
+}
+
+TEST(CollectivesStart, On1_3CommunicatorTheGatherStartRunsBlocking) {
+  on_ranks(MH_STRUCT_SIZE(MH_CommApi, request_destroy), [](int32_t rank, Collectives& world) {
+    std::vector<float> all(2 * kRanks, -1.0f);
+    all[size_t(2 * rank)] = all[size_t(2 * rank + 1)] = float(rank + 1);
+    PendingCollective g = world.all_gather_start(all.data() + 2 * rank, all.data(), 2);
+    EXPECT_EQ(all, (std::vector<float>{1, 1, 2, 2})) << "complete before any wait";
+    g.wait();
   });
 }
 

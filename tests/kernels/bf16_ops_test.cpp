@@ -92,19 +92,27 @@ TEST(Bf16, CopyConvertsBetweenDtypes) {
   EXPECT_EQ(back, rounded(master));
 }
 
+// Also with few rows of a (a decode step), where b is read in bf16 as
+// stored, on one thread and split between two.
 TEST(Bf16, GemmIntoF32MatchesF32AndIntoBf16RoundsOnce) {
-  const int64_t m = 33, n = 17, k = 64;
-  Twin a(random_floats(m * k, 2)), b(random_floats(n * k, 3));
-  for (const bool bf16_c : {false, true}) {
-    Twin c(std::vector<float>(m * n, 0.5f));
-    std::vector<float> c_f32 = c.f32;
-    run_both(&MH_KernelsApi::gemm, [&](bool bf) {
-      MH_Tensor ct = bf && bf16_c ? c.view(true, {1, m, n}) : view(bf ? c_f32 : c.f32, {1, m, n});
-      return MH_GemmArgs{MH_STRUCT_SIZE(MH_GemmArgs, beta), a.view(bf, {1, m, k}), b.view(bf, {1, n, k}), ct, 0, 1,
-                         1.0f, 1.0f};
-    });
-    if (bf16_c) EXPECT_LT(relative_error(c.bf16_values(), c.f32), kBf16Tolerance);
-    else EXPECT_LT(relative_error(c_f32, c.f32), kF32Tolerance);
+  struct Shape {
+    int64_t m, n, k;
+  };
+  for (const Shape shape : {Shape{33, 17, 64}, Shape{1, 17, 64}, Shape{8, 29, 40}, Shape{4, 3000, 300}}) {
+    const int64_t m = shape.m, n = shape.n, k = shape.k;
+    SCOPED_TRACE("m " + std::to_string(m) + ", n " + std::to_string(n));
+    Twin a(random_floats(m * k, 2)), b(random_floats(n * k, 3));
+    for (const bool bf16_c : {false, true}) {
+      Twin c(std::vector<float>(m * n, 0.5f));
+      std::vector<float> c_f32 = c.f32;
+      run_both(&MH_KernelsApi::gemm, [&](bool bf) {
+        MH_Tensor ct = bf && bf16_c ? c.view(true, {1, m, n}) : view(bf ? c_f32 : c.f32, {1, m, n});
+        return MH_GemmArgs{MH_STRUCT_SIZE(MH_GemmArgs, beta), a.view(bf, {1, m, k}), b.view(bf, {1, n, k}), ct, 0, 1,
+                           1.0f, 1.0f};
+      });
+      if (bf16_c) EXPECT_LT(relative_error(c.bf16_values(), c.f32), kBf16Tolerance);
+      else EXPECT_LT(relative_error(c_f32, c.f32), kF32Tolerance);
+    }
   }
 }
 

@@ -96,12 +96,20 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmCase{1, 30, 400, 170, false, false, 2, false, false, 1.0f, 0.0f},
                       GemmCase{1, 37, 301, 203, true, true, 1, false, false, 1.0f, 1.0f},
                       // Many products: one per thread.
-                      GemmCase{6, 65, 63, 129, false, true, 0, false, false, 1.0f, 0.0f}));
+                      GemmCase{6, 65, 63, 129, false, true, 0, false, false, 1.0f, 0.0f},
+                      // Few rows against a transposed b (decode steps): b streamed once, also split by
+                      // columns between two threads, and a broadcast weight.
+                      GemmCase{1, 1, 300, 97, false, true, 1, false, false, 1.0f, 0.0f},
+                      GemmCase{3, 4, 50, 33, false, true, 2, false, true, 0.5f, 0.5f},
+                      GemmCase{1, 8, 3001, 200, false, true, 3, false, false, 1.0f, 1.0f},
+                      GemmCase{1, 9, 20, 17, false, true, 0, false, false, 1.0f, 0.0f}));
 
-TEST(Gemm, BetaZeroIgnoresWhatCHeld) {
-  const GemmCase g{2, 7, 9, 5, false, false, 1, false, false, 1.5f, 0.0f};
-  Stored a(g.batch, g.m, g.k, g.pad, false, 4), b(g.batch, g.k, g.n, g.pad, false, 5), c(g.batch, g.m, g.n, g.pad,
-                                                                                           false, 6);
+class GemmBetaZero : public ::testing::TestWithParam<GemmCase> {};
+
+TEST_P(GemmBetaZero, IgnoresWhatCHeld) {
+  const GemmCase g = GetParam();
+  Stored a(g.batch, g.m, g.k, g.pad, false, 4), b(g.batch, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.pad, false, 5),
+      c(g.batch, g.m, g.n, g.pad, false, 6);
   std::fill(c.data.begin(), c.data.end(), std::numeric_limits<float>::quiet_NaN());
   const std::vector<double> expected = reference(g, a, b, c);
   Cpu().run(&MH_KernelsApi::gemm, gemm_args(a, b, c, g));
@@ -110,6 +118,10 @@ TEST(Gemm, BetaZeroIgnoresWhatCHeld) {
       for (int64_t j = 0; j < g.n; ++j)
         EXPECT_NEAR(c.at(i, r, j), expected[c.index(i, r, j)], 1e-5) << i << ", " << r << ", " << j;
 }
+
+INSTANTIATE_TEST_SUITE_P(SgemmAndFewRows, GemmBetaZero,
+                         ::testing::Values(GemmCase{2, 7, 9, 5, false, false, 1, false, false, 1.5f, 0.0f},
+                                           GemmCase{2, 2, 9, 5, false, true, 1, false, false, 1.5f, 0.0f}));
 
 // Attention heads write side by side into one [S, A * D] context: the c
 // matrices interleave within rows (batch stride D, leading dimension A * D).

@@ -80,6 +80,16 @@ const Layout kLayouts[] = {
      "parallel.pipeline.schedule=interleaved parallel.pipeline.virtual_stages=2 parallel.data.bucket_mb=0.05 "
      "parallel.data.distributed_optimizer=true", false, 0, false},
     {"mpi4_tp2_dp2_overlap", "comm.plugin=mpi parallel.tensor.size=2 parallel.data.bucket_mb=0.05", true, 4},
+    // The parameter gather overlapped with the next forward, bucket by bucket.
+    {"dp2_overlap_param_gather",
+     "comm.world_size=2 parallel.data.bucket_mb=0.05 parallel.data.distributed_optimizer=true "
+     "parallel.data.overlap_param_gather=true", false, 0, false},
+    {"tp2_pp2_dp2_overlap_param_gather",
+     "comm.world_size=8 parallel.tensor.size=2 parallel.pipeline.size=2 parallel.data.bucket_mb=0.05 "
+     "parallel.data.distributed_optimizer=true parallel.data.overlap_param_gather=true", false, 0, false},
+    {"mpi4_tp2_dp2_overlap_param_gather",
+     "comm.plugin=mpi parallel.tensor.size=2 parallel.data.bucket_mb=0.05 parallel.data.distributed_optimizer=true "
+     "parallel.data.overlap_param_gather=true", true, 4, false},
 };
 
 INSTANTIATE_TEST_SUITE_P(Layouts, SameFunctionAsOneRank, ::testing::ValuesIn(kLayouts),

@@ -54,6 +54,30 @@ TEST(DataParallelPlan, PassesTheOptimizerAndOverlapChoicesOn) {
   EXPECT_EQ(p.plan.distributed_optimizer, 1);
 }
 
+TEST(DataParallelPlan, PassesTheOverlappedParameterGatherOn) {
+  EXPECT_EQ(plan_with({}, {kMiB}).plan.overlap_param_gather, 0);
+  Planned p = plan_with({{"distributed_optimizer", true}, {"overlap_param_gather", true}}, {kMiB});
+  EXPECT_EQ(p.plan.overlap_param_gather, 1);
+  EXPECT_EQ(p.plan.struct_size, MH_STRUCT_SIZE(MH_DataPlan, overlap_param_gather));
+}
+
+// As Megatron asserts: the gather is the distributed optimizer's, per bucket.
+TEST(DataParallelPlan, RefusesToOverlapAGatherThereIsNot) {
+  for (const Overrides& options : {Overrides{{"overlap_param_gather", true}},
+                                   Overrides{{"overlap_param_gather", true}, {"distributed_optimizer", true},
+                                             {"overlap_grad_reduce", false}}}) {
+    try {
+      plan_with(options, {kMiB});
+      FAIL() << "accepted overlap_param_gather";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("overlap_param_gather = true needs distributed_optimizer = true and "
+                                           "overlap_grad_reduce = true"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(DataParallelPlan, ABucketClosesAtTheFirstParameterThatFillsIt) {
   Planned p = plan_with({{"bucket_mb", 1.0}}, {600000, 600000, 100, kMiB - 100, 1, kMiB - 2, 1, 5});
   EXPECT_EQ(p.bucket_of, (std::vector<int32_t>{0, 0, 1, 1, 2, 2, 2, 3}));
@@ -90,7 +114,7 @@ TEST(DataParallelPlan, RefusesADataParallelSizeBelowOne) {
 TEST(ParallelDataModule, DeclaresTheMegatronDataParallelComponent) {
   EXPECT_EQ(mh::testing::describe_module(MH_TEST_PLUGIN),
             "parallel_data 1.0.0 " + mh::testing::kBuiltAbi + ": data_parallel megatron "
-            "[distributed_optimizer, overlap_grad_reduce, bucket_mb]");
+            "[distributed_optimizer, overlap_grad_reduce, overlap_param_gather, bucket_mb]");
 }
 
 }  // namespace

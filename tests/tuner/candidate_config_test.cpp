@@ -68,6 +68,32 @@ TEST(CandidateConfig, WritesTheLayoutOverTheTunedConfigAndDropsTheTuner) {
   EXPECT_EQ(t["data"]["path"].value<std::string>(), env.config().resolve("../data/corpus_byte").string());
 }
 
+TEST(CandidateConfig, WritesTheDistributedOptimizerAndItsOverlapAsTheCandidateChose) {
+  EngineEnv env(kTuned);
+  MH_Candidate c = candidate(1, 1, 1, 8, 1, "none");
+  c.distributed_optimizer = 1, c.overlap_param_gather = 1;
+  const toml::table t = candidate_config(env.config(), env.assembly(), c, CandidateRun::kFull, cpu());
+  EXPECT_EQ(t["parallel"]["data"]["distributed_optimizer"].value<bool>(), true);
+  EXPECT_EQ(t["parallel"]["data"]["overlap_param_gather"].value<bool>(), true);
+  EXPECT_EQ(t["parallel"]["data"]["overlap_grad_reduce"].value<bool>(), true);
+  EXPECT_TRUE(shards_optimizer(env.assembly(), c));
+  c.distributed_optimizer = 0, c.overlap_param_gather = 0;
+  const toml::table plain = candidate_config(env.config(), env.assembly(), c, CandidateRun::kDry, cpu());
+  EXPECT_EQ(plain["parallel"]["data"]["distributed_optimizer"].value<bool>(), false);
+  EXPECT_EQ(plain["parallel"]["data"]["overlap_param_gather"].value<bool>(), false);
+  EXPECT_FALSE(shards_optimizer(env.assembly(), c));
+}
+
+// A tuner of ABI 1.3 names no data choices: the config's stand.
+TEST(CandidateConfig, ACandidateOfAnOlderTunerLeavesTheConfigsDataParallelOptions) {
+  EngineEnv env(kTuned);
+  MH_Candidate c = candidate(1, 1, 1, 8, 1, "none");
+  c.struct_size = MH_STRUCT_SIZE(MH_Candidate, workload);
+  EXPECT_FALSE(names_data_choices(c));
+  const toml::table t = candidate_config(env.config(), env.assembly(), c, CandidateRun::kDry, cpu());
+  EXPECT_FALSE(t["parallel"]["data"]["distributed_optimizer"]);
+}
+
 TEST(CandidateConfig, ADryRunIsOneReplicaOnItsShareOfTheBatchStoppedAtThreePMicroBatches) {
   EngineEnv env(kTuned);
   // 64 sequences over d = 2 replicas of micro-batches of 1: m = 32, cut to 3p = 6.

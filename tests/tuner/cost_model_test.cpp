@@ -5,11 +5,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "keep_tables.hpp"
+#include "recompute_cost.hpp"
 #include "test_machine.hpp"
 
 namespace mh::tuner {
 namespace {
 
+using testing::builtin_keep;
 using testing::TestMachine;
 
 // A small GPT: 8 layers, h = 1024, 16 heads, s = 1024, V = 32768, B = 16.
@@ -17,7 +22,8 @@ Model small() { return Model{8, 1024, 16, 4096, 1024, 32768, 16}; }
 
 StepCost step(const Layout& l, TestMachine t = {}) {
   Machine m(t.view());
-  return training_step(m, small(), l, Placement::of(l, 8, false));
+  const KeepTable keep = builtin_keep(l.recompute, small().layers, l.layers_per_chunk(small()), std::max(1, l.recompute_layers));
+  return training_step(m, small(), l, Placement::of(l, 8, false), keep);
 }
 
 TEST(ModelFlops, AreK22Equation7) {
@@ -46,10 +52,11 @@ TEST(Pipeline, FillAndDrainOnASharedDeviceRunAtTheRateOfTheStagesThenComputing) 
   Layout l;
   l.p = 4, l.b = 4;  // m = 4: of 7 slots, 3 filling and 3 draining
   const Placement w = Placement::of(l, 4, true);
-  const StepCost flat = training_step(Machine(t.view()), small(), l, w);
+  const KeepTable keep = builtin_keep("none", small().layers, 2, 1);
+  const StepCost flat = training_step(Machine(t.view()), small(), l, w, keep);
   EXPECT_NEAR(flat.step_seconds / ((4 + 3) * flat.stage.total() + flat.step_end.total()), 1.0, 1e-12);
   t.gemm.push_back({4, 1, 1, 1024, 1024, 1024, 4e11});  // a rank computing alone runs 4x as fast
-  const StepCost fast = training_step(Machine(t.view()), small(), l, w);
+  const StepCost fast = training_step(Machine(t.view()), small(), l, w, keep);
   EXPECT_NEAR(fast.stage.total(), flat.stage.total(), 1e-12);
   EXPECT_LT(fast.step_seconds, flat.step_seconds - 2 * (flat.stage.gemm / 4));
 }
@@ -67,14 +74,14 @@ TEST(Pipeline, InterleavingShrinksTheBubbleButSendsVTimesTheMessages) {
 
 TEST(Recompute, FullRunsEveryLayerForwardAgain) {
   Layout l;
-  l.t = 4, l.recompute = Recompute::kFull, l.recompute_layers = 1;
+  l.t = 4, l.recompute = "full", l.recompute_layers = 1;
   const StepCost c = step(l);
   EXPECT_DOUBLE_EQ(c.layer_recompute.total(), c.layer_forward.total());
 }
 
 TEST(Recompute, SelectiveRunsOnlyTheAttentionProbabilitiesAgain) {
   Layout l;
-  l.t = 4, l.b = 2, l.recompute = Recompute::kSelective;
+  l.t = 4, l.b = 2, l.recompute = "selective";
   const StepCost c = step(l);
   // g = b a / t = 8 groups of s x s scores, head size 64: the Q K^T GEMM of
   // 2 g s^2 dh FLOPs, softmax and dropout over g s^2 elements; the kept
@@ -84,6 +91,65 @@ TEST(Recompute, SelectiveRunsOnlyTheAttentionProbabilitiesAgain) {
   EXPECT_NEAR(c.layer_recompute.vector, 2 * (g * s * s) / 1e11, 1e-12);
   EXPECT_EQ(c.layer_recompute.comm, 0.0);
   EXPECT_EQ(step(Layout{l.t, 1, 1, 1, 2}).layer_recompute.total(), 0.0);
+}
+
+// A policy is priced from its keep table, not its name: one that drops
+// only FC1's output and its activation (a third party's) runs those again,
+// more than none and less than selective's attention core or full's layer.
+TEST(Recompute, AnyKeepTableIsPricedAsTheForwardOpsOfWhatItDrops) {
+  Layout l;
+  l.t = 4, l.b = 2;
+  TestMachine t;
+  Machine m(t.view());
+  const Model model = small();
+  const Placement w = Placement::of(l, 8, false);
+  KeepTable mlp = builtin_keep("none", model.layers, model.layers, 1);
+  for (LayerKeep& k : mlp) k[MH_ACT_FC1] = k[MH_ACT_GELU] = false;
+  auto recompute = [&](const KeepTable& keep) { return training_step(m, model, l, w, keep).layer_recompute; };
+  const Seconds none = recompute(builtin_keep("none", model.layers, model.layers, 1));
+  const Seconds only_mlp = recompute(mlp);
+  const Seconds full = recompute(builtin_keep("full", model.layers, model.layers, 1));
+  EXPECT_EQ(none.total(), 0.0);
+  // FC1 is a GEMM of 2 n f/t h FLOPs (n = s b = 2048), then its GeLU.
+  EXPECT_NEAR(only_mlp.gemm, 2.0 * 2048 * 1024 * 1024 / 1e12, 1e-12);
+  EXPECT_GT(only_mlp.vector, 0.0);
+  EXPECT_LT(only_mlp.total(), full.total());
+}
+
+// Dropping a layer's input rebuilds it from the previous layer, as the
+// engine does: the previous layer's activations first (its MLP output
+// projection only to regenerate its dropout mask), then that projection
+// again for the output. So full recompute in groups of two runs one more
+// FC2 branch per group than groups of one (each layer forward once).
+TEST(Recompute, ADroppedLayerInputIsRebuiltFromThePreviousLayer) {
+  Layout one;
+  one.recompute = "full", one.recompute_layers = 1;
+  Layout two = one;
+  two.recompute_layers = 2;
+  EXPECT_NEAR(step(one).layer_recompute.total(), step(one).layer_forward.total(), 1e-15);
+  // FC2: 2 n h f FLOPs (n = s b = 1024, f = 4096) once per two layers.
+  EXPECT_NEAR(step(two).layer_recompute.gemm - step(one).layer_recompute.gemm, 2.0 * 1024 * 1024 * 4096 / 1e12 / 2,
+              1e-12);
+}
+
+// Megatron's distributed optimizer at d = 8: the reduce-scatter and the
+// all-gather move what the all-reduce moved, AdamW runs on 1/8 of the
+// parameters; overlapped, the gather hides behind the next forward.
+TEST(DistributedOptimizer, UpdatesAnEighthAndOverlapHidesItsGather) {
+  Layout plain;
+  plain.d = 8;
+  Layout dist = plain;
+  dist.distributed_optimizer = true;
+  Layout overlapped = dist;
+  overlapped.overlap_param_gather = true;
+  TestMachine t;
+  const StepCost a = step(plain, t), b = step(dist, t), c = step(overlapped, t);
+  // Zeroing the gradients, then the norm, AdamW and (distributed) the
+  // rounding into the parameters, each at one rate per element here.
+  EXPECT_NEAR(b.step_end.vector / a.step_end.vector, (1 + 3.0 / 8) / 3, 1e-9);
+  EXPECT_LT(c.step_end.comm, b.step_end.comm);
+  EXPECT_LT(c.step_seconds, b.step_seconds);
+  EXPECT_EQ(c.step_end.vector, b.step_end.vector);
 }
 
 TEST(SequenceParallel, MovesTheAllReduceBytesAsGatherPlusScatterAtTwiceTheCollectives) {

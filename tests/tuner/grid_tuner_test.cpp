@@ -9,6 +9,7 @@
 #include <map>
 
 #include "component_harness.hpp"
+#include "keep_tables.hpp"
 #include "plugin_module.hpp"
 #include "test_machine.hpp"
 #include "training_cost.hpp"
@@ -44,12 +45,19 @@ class Search {
     mh::check(api().needs(self(), &n), "needs");
     return n;
   }
-  // Runs the search, answering each candidate with memory(candidate).
+  // What the host does first: lists its recompute policies, begins.
+  void begin(MH_ModelShape& s, TestMachine& t) {
+    const std::vector<const char*>& names = testing::builtin_policies();
+    mh::check(api().recompute_policies(self(), names.data(), names.size()), "recompute_policies");
+    mh::check(api().begin(self(), &s, &t.view()), "begin");
+  }
+  // Runs the search, answering each candidate with memory(candidate) and
+  // its keep table.
   template <class Memory>
   std::vector<MH_Candidate> run(Memory memory) {
     TestMachine t;
     MH_ModelShape s = shape();
-    mh::check(api().begin(self(), &s, &t.view()), "begin");
+    begin(s, t);
     std::vector<MH_Candidate> seen;
     for (;;) {
       MH_Candidate c{};
@@ -63,6 +71,11 @@ class Search {
       e.capacity_bytes = uint64_t(16) << 30;
       e.memory_bytes = memory(c);
       e.fits = e.memory_bytes <= e.capacity_bytes;
+      const std::vector<int32_t> keep = testing::candidate_keep(Model::from(s), c);
+      if (c.workload == MH_WORKLOAD_TRAIN) {
+        e.keep = keep.data();
+        e.keep_layers = s.layers;
+      }
       mh::check(api().report(self(), &c, &e), "report");
     }
   }
@@ -79,8 +92,8 @@ class Search {
 
 uint64_t fits(const MH_Candidate&) { return uint64_t(1) << 30; }
 
-TEST(GridTuner, ItsTableIsAbi11) {
-  EXPECT_EQ(static_cast<const MH_TunerApi*>(grid().api)->struct_size, MH_STRUCT_SIZE(MH_TunerApi, results));
+TEST(GridTuner, ItsTableIsAbi14) {
+  EXPECT_EQ(static_cast<const MH_TunerApi*>(grid().api)->struct_size, MH_STRUCT_SIZE(MH_TunerApi, recompute_policies));
   const std::string abi = std::to_string(MH_ABI_MAJOR) + "." + std::to_string(MH_ABI_MINOR);  // what it was built with
   EXPECT_THAT(mh::testing::describe_module(MH_TEST_PLUGIN), StartsWith("tuner_grid 0.1.0 (ABI " + abi + "): tuner grid [goal"));
 }
@@ -157,7 +170,7 @@ TEST(GridTuner, ADryRunThatFailedRejectsTheCandidateWithTheEnginesWords) {
             {"recompute", std::string("none")}, {"sequence_parallel", std::string("false")}});
   TestMachine t;
   MH_ModelShape sh = shape();
-  mh::check(s.api().begin(s.self(), &sh, &t.view()), "begin");
+  s.begin(sh, t);
   MH_Candidate c{};
   c.struct_size = sizeof(c);
   int32_t done = 0;
@@ -167,6 +180,44 @@ TEST(GridTuner, ADryRunThatFailedRejectsTheCandidateWithTheEnginesWords) {
   e.failure = "rank 3: allocating 12 bytes of activations: out of fake addresses";
   mh::check(s.api().report(s.self(), &c, &e), "report");
   EXPECT_STREQ(s.results()[0].reason, "dry run failed: rank 3: allocating 12 bytes of activations: out of fake addresses");
+}
+
+// Under a memory cap that only the distributed optimizer's 2 + 4 + 12/d
+// bytes per parameter meet, the pick uses it; overlapping its gather is
+// predicted faster still.
+TEST(GridTuner, UnderACapOnlyTheDistributedOptimizerMeetsThePickUsesIt) {
+  Search s({{"tensor", std::string("1")}, {"pipeline", std::string("1")}, {"micro_batch", std::string("1")},
+            {"recompute", std::string("full")}, {"distributed_optimizer", std::string("auto")},
+            {"overlap_param_gather", std::string("auto")}});
+  const std::vector<MH_Candidate> seen =
+      s.run([](const MH_Candidate& c) { return c.distributed_optimizer ? uint64_t(8) << 30 : uint64_t(20) << 30; });
+  ASSERT_EQ(seen.size(), 3u);
+  const auto rows = s.results();
+  ASSERT_EQ(rows[0].verdict, MH_VERDICT_RANKED);
+  EXPECT_EQ(rows[0].candidate->distributed_optimizer, 1);
+  EXPECT_EQ(rows[0].candidate->overlap_param_gather, 1);
+  EXPECT_EQ(rows[1].candidate->distributed_optimizer, 1);
+  EXPECT_EQ(rows[1].candidate->overlap_param_gather, 0);
+  EXPECT_LT(rows[0].step_seconds, rows[1].step_seconds);
+  EXPECT_EQ(rows[2].verdict, MH_VERDICT_REJECTED);
+  EXPECT_EQ(rows[2].candidate->distributed_optimizer, 0);
+}
+
+TEST(GridTuner, ATrainingReportWithoutAKeepTableIsRefused) {
+  Search s({{"tensor", std::string("8")}, {"pipeline", std::string("1")}, {"micro_batch", std::string("1")},
+            {"recompute", std::string("selective")}, {"sequence_parallel", std::string("false")}});
+  TestMachine t;
+  MH_ModelShape sh = shape();
+  s.begin(sh, t);
+  MH_Candidate c{};
+  c.struct_size = sizeof(c);
+  int32_t done = 0;
+  mh::check(s.api().next(s.self(), &sh, &c, &done), "next");
+  MH_Estimate e{};
+  e.struct_size = sizeof(e);
+  e.capacity_bytes = 1;
+  EXPECT_THAT(mh::testing::describe(s.api().report(s.self(), &c, &e)),
+              HasSubstr("INVALID_ARGUMENT: report: no keep table for recompute 'selective'"));
 }
 
 TEST(GridTuner, MfuAndDaysFollowFromTheStepTime) {

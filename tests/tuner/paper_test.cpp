@@ -25,6 +25,7 @@
 #include "component_harness.hpp"
 #include "data/temp_dir.hpp"
 #include "grid_tuner.hpp"
+#include "keep_tables.hpp"
 #include "megahost_process.hpp"
 #include "paper_memory.hpp"
 #include "training_cost.hpp"
@@ -92,6 +93,8 @@ class PaperSearch {
     const Model& m = run.model;
     shape_ = MH_ModelShape{sizeof(MH_ModelShape), m.layers, m.hidden, m.heads, m.ffn, m.seq, m.vocab,
                            run.b, m.global_batch, run.gpus};
+    const std::vector<const char*>& policies = testing::builtin_policies();
+    mh::check(api().recompute_policies(tuner_.self(), policies.data(), policies.size()), "recompute_policies");
     mh::check(api().begin(tuner_.self(), &shape_, &a100().view()), "begin");
     for (MH_Candidate c; next(c);) report(c);
   }
@@ -118,6 +121,9 @@ class PaperSearch {
     e.capacity_bytes = a100().memory_bytes;
     e.memory_bytes = testing::engine_memory(run_.model, c);
     e.fits = e.memory_bytes <= e.capacity_bytes;
+    const std::vector<int32_t> keep = testing::candidate_keep(run_.model, c);
+    e.keep = keep.data();
+    e.keep_layers = run_.model.layers;
     mh::check(api().report(tuner_.self(), &c, &e), "report");
   }
 
@@ -130,7 +136,7 @@ Layout paper_layout(const PaperRun& r, bool present) {
   Layout l;
   l.t = r.t, l.p = r.p, l.v = r.v, l.b = r.b;
   l.sp = present;
-  l.recompute = present ? Recompute::kSelective : Recompute::kFull;
+  l.recompute = present ? "selective" : "full";
   l.recompute_layers = present ? 0 : 1;
   return l;
 }
@@ -139,7 +145,8 @@ double predicted_step(const PaperRun& r, bool present) {
   const Layout l = paper_layout(r, present);
   Placement w = Placement::of(l, 8, false);
   w.scatter_gather = true;
-  return training_step(Machine(a100().view()), r.model, l, w).step_seconds;
+  const KeepTable keep = testing::builtin_keep(l.recompute, r.model.layers, l.layers_per_chunk(r.model), 1);
+  return training_step(Machine(a100().view()), r.model, l, w, keep).step_seconds;
 }
 
 double mfu(const PaperRun& r, double seconds) { return model_flops(r.model) / (seconds * r.gpus * 312e12); }

@@ -13,7 +13,16 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-SearchLists lists() { return SearchLists{"auto", "auto", "1", "auto", "auto", "auto", "auto", "1"}; }
+SearchLists lists() {
+  return SearchLists{"auto", "auto", "1", "auto", "auto", "auto", "auto", "1", "false", "false"};
+}
+
+// What the host's registry holds: the built-in policies and a third party's.
+const std::vector<std::string> kPolicies{"full", "mlp_only", "none", "selective"};
+
+std::vector<Proposal> proposals(const SearchLists& l, int32_t devices) {
+  return training_proposals(l, Model{8, 768, 12, 3072, 512, 50304, 8}, devices, kPolicies);
+}
 
 // 12 heads, 8 layers, global batch 8.
 Model model() { return Model{8, 768, 12, 3072, 512, 50304, 8}; }
@@ -29,30 +38,62 @@ std::vector<std::string> runnable(const std::vector<Proposal>& ps) {
 
 TEST(SearchLists, AutoSizesDivideWhatTheySplitAndTheDevices) {
   // t divides 12 heads and 8 devices: 1, 2, 4; p divides 8 layers and 8 / t.
-  EXPECT_THAT(runnable(training_proposals(lists(), model(), 8)),
+  EXPECT_THAT(runnable(proposals(lists(), 8)),
               ElementsAre("1x1x8", "1x2x4", "1x4x2", "1x8x1", "2x1x4", "2x2x2", "2x4x1", "4x1x2", "4x2x1"));
 }
 
 TEST(SearchLists, SequenceParallelIsNeverProposedAtOneTensorRank) {
-  for (const auto& p : training_proposals(lists(), model(), 8))
+  for (const auto& p : proposals(lists(), 8))
     if (p.layout.t == 1) {
       EXPECT_FALSE(p.layout.sp);
     }
 }
 
-TEST(SearchLists, FullRecomputeIsProposedPerGroupSizeTheOthersOnce) {
+TEST(SearchLists, AutoRecomputeIsEveryRegisteredPolicyFullPerGroupSizeTheOthersOnce) {
   SearchLists l = lists();
   l.tensor = "1", l.pipeline = "1", l.micro_batch = "1", l.recompute_layers = "1,2";
   std::vector<std::string> got;
-  for (const auto& p : training_proposals(l, model(), 8))
-    got.push_back(std::string(recompute_name(p.layout.recompute)) + "/" + std::to_string(p.layout.recompute_layers));
-  EXPECT_THAT(got, ElementsAre("none/0", "selective/0", "full/1", "full/2"));
+  for (const auto& p : proposals(l, 8))
+    got.push_back(p.layout.recompute + "/" + std::to_string(p.layout.recompute_layers));
+  EXPECT_THAT(got, ElementsAre("full/1", "full/2", "mlp_only/0", "none/0", "selective/0"));
+}
+
+TEST(SearchLists, ARecomputePolicyTheHostDoesNotHoldIsRefusedNamingThoseItDoes) {
+  SearchLists l = lists();
+  l.recompute = "none,partial";
+  try {
+    proposals(l, 8);
+    FAIL() << "accepted 'partial'";
+  } catch (const std::exception& e) {
+    EXPECT_THAT(e.what(), HasSubstr("tuner.recompute: 'partial' is not a registered recompute policy; use full, "
+                                    "mlp_only, none, selective"));
+  }
+}
+
+TEST(SearchLists, AutoRecomputeNeedsTheHostsList) {
+  EXPECT_THROW(training_proposals(lists(), model(), 8, {}), std::exception);
+  SearchLists named = lists();
+  named.recompute = "selective";
+  EXPECT_FALSE(training_proposals(named, model(), 8, {}).empty());
+}
+
+// auto: both optimizers where d > 1, and the overlapped gather only with
+// the distributed one.
+TEST(SearchLists, TheDistributedOptimizerAndItsOverlapAreSearchedOnlyWhereDataParallel) {
+  SearchLists l = lists();
+  l.tensor = "1,8", l.pipeline = "1", l.micro_batch = "1", l.recompute = "none", l.sequence_parallel = "false";
+  l.distributed_optimizer = "auto", l.overlap_param_gather = "auto";
+  std::vector<std::string> got;
+  for (const auto& p : proposals(l, 8))
+    got.push_back("d=" + std::to_string(p.layout.d) + (p.layout.distributed_optimizer ? " dist" : "") +
+                  (p.layout.overlap_param_gather ? "+overlap" : ""));
+  EXPECT_THAT(got, ElementsAre("d=8 dist+overlap", "d=8 dist", "d=8", "d=1"));
 }
 
 TEST(SearchLists, EverySizeThatDoesNotDivideIsNamedWithWhatItFailsToDivide) {
   SearchLists l = lists();
   l.tensor = "5", l.pipeline = "3", l.data = "1", l.sequence_parallel = "true", l.micro_batch = "3", l.recompute = "none";
-  const std::vector<Proposal> ps = training_proposals(l, model(), 8);
+  const std::vector<Proposal> ps = proposals(l, 8);
   ASSERT_EQ(ps.size(), 1u);
   EXPECT_THAT(ps[0].problems, ElementsAre("t*p*d = 5*3*1 = 15 is not the 8 devices of the cluster",
                                           "t = 5 does not divide the 12 heads",
@@ -64,7 +105,7 @@ TEST(SearchLists, EverySizeThatDoesNotDivideIsNamedWithWhatItFailsToDivide) {
 TEST(SearchLists, InterleavingNeedsTwoStagesAndMicroBatchesInMultiplesOfThem) {
   SearchLists l = lists();
   l.tensor = "1", l.pipeline = "1,4", l.virtual_stages = "2", l.data = "1", l.micro_batch = "4", l.recompute = "none";
-  const std::vector<Proposal> ps = training_proposals(l, model(), 4);
+  const std::vector<Proposal> ps = proposals(l, 4);
   ASSERT_EQ(ps.size(), 2u);
   EXPECT_THAT(ps[0].problems, ElementsAre(HasSubstr("is not the 4 devices"), "v = 2 virtual stages need p >= 2"));
   EXPECT_THAT(ps[1].problems, ElementsAre("interleaving needs the 2 micro-batches to be a multiple of p = 4"));
@@ -74,7 +115,7 @@ TEST(SearchLists, AnEntryThatIsNotAWholeNumberIsRefusedNamingTheKey) {
   SearchLists l = lists();
   l.pipeline = "1,two";
   try {
-    training_proposals(l, model(), 8);
+    proposals(l, 8);
     FAIL() << "accepted 'two'";
   } catch (const std::exception& e) {
     EXPECT_THAT(e.what(), HasSubstr("tuner.pipeline: 'two' is not a positive whole number"));

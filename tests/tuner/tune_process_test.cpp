@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -102,6 +103,75 @@ TEST(Tune, WhenEveryDryRunFailsItSaysSoNotThatNothingFits) {
   EXPECT_EQ(o.status, 1);
   EXPECT_THAT(o.out, HasSubstr("the dry runs failed"));
   EXPECT_THAT(o.out, ::testing::Not(HasSubstr("no candidate fits")));
+}
+
+// The predicted step of each recompute policy in a CSV's rows.
+std::map<std::string, double> predicted_by_policy(const std::vector<std::string>& csv_rows) {
+  std::map<std::string, double> out;
+  for (const std::string& row : csv_rows) {
+    const std::vector<std::string> f = fields(row);
+    out[f.at(7)] = std::stod(f.at(9));
+  }
+  return out;
+}
+
+// recompute = "auto" is every policy the registry holds: a third party's
+// "mlp_only" (tests/fixtures/mlp_recompute.cpp), which recomputes FC1 and
+// its activation, is dry-run and priced from its keep table between none
+// and full.
+TEST(Tune, AThirdPartysRecomputePolicyIsSearchedAndPricedBetweenNoneAndFull) {
+  TempDir dir;
+  const Outcome o = run_megahost({"--plugin_path", fixture("mlp_recompute"), "--config", kTiny,
+                                  "output.dir=" + dir.file("out"), "tuner.tensor=\"1\"", "tuner.pipeline=\"1\"",
+                                  "tuner.micro_batch=\"1\"", "tuner.recompute=auto", "tuner.top_k=0"});
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  std::vector<std::string> all = rows(dir.file("out/ranked.csv"));
+  for (const std::string& r : rows(dir.file("out/rejected.csv"))) all.push_back(r);
+  const std::map<std::string, double> step = predicted_by_policy(all);
+  ASSERT_EQ(step.count("mlp_only"), 1u) << read(dir.file("out/report.txt"));
+  EXPECT_LT(step.at("none"), step.at("mlp_only"));
+  EXPECT_LT(step.at("mlp_only"), step.at("full"));
+  EXPECT_THAT(read(dir.file("out/ranked.csv")), HasSubstr(",mlp_only,0,"));
+}
+
+// Under a memory cap only the distributed optimizer's sharded state meets
+// (2 ranks of the test CPU, d = 2), the pick uses it, and the config
+// written for it dry-runs as it stands.
+TEST(Tune, UnderACapOnlyTheDistributedOptimizerMeetsThePickUsesItAndItsConfigDryRuns) {
+  TempDir dir;
+  // h = 256: 1.6 M parameters, whose 16 or 12 bytes each the table's GiB tell apart.
+  const std::vector<std::string> search{"--config", kTiny, "model.hidden=256", "tuner.tensor=\"1\"", "tuner.pipeline=\"1\"",
+                                        "tuner.micro_batch=\"1\"",
+                                        "tuner.recompute=none", "tuner.top_k=0", "tuner.distributed_optimizer=auto",
+                                        "tuner.overlap_param_gather=auto"};
+  std::vector<std::string> first = search;
+  first.push_back("output.dir=" + dir.file("sizes"));
+  const Outcome sizes = run_megahost(first);
+  ASSERT_EQ(sizes.status, 0) << sizes.err << sizes.out;
+  // The dry runs' peaks per rank, plain and sharded, from the ranked table.
+  double plain = 0, sharded = 1e30;
+  for (const std::string& row : rows(dir.file("sizes/ranked.csv"))) {
+    const std::vector<std::string> f = fields(row);
+    const double gib = std::stod(f.at(15));
+    if (f.at(f.size() - 2) == "false") plain = std::max(plain, gib);
+    else sharded = std::min(sharded, gib);
+  }
+  ASSERT_LT(sharded, plain);
+  // A device shared by the node's 2 ranks, with memory between the two.
+  std::string profile = read(std::string(MEGAHOST_TEST_TUNER_DIR) + "/test_cpu.toml");
+  profile.replace(profile.find("memory_gib = 8"), 14, "memory_gib = " + std::to_string(sharded + plain));
+  std::vector<std::string> capped = search;
+  capped.push_back("output.dir=" + dir.file("out"));
+  capped.push_back("tuner.cluster=" + dir.write("capped_cpu.toml", profile));
+  const Outcome o = run_megahost(capped);
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  const std::vector<std::string> ranked = rows(dir.file("out/ranked.csv"));
+  ASSERT_EQ(ranked.size(), 2u) << read(dir.file("out/report.txt"));
+  for (const std::string& row : ranked) EXPECT_THAT(row, HasSubstr(",true,")) << "distributed optimizer";
+  const std::string tuned = read(dir.file("out/tuned.toml"));
+  EXPECT_THAT(tuned, HasSubstr("distributed_optimizer = true"));
+  const Outcome dry = run_megahost({"--config", dir.file("out/tuned.toml"), "--dry_run"});
+  EXPECT_EQ(dry.status, 0) << dry.err;
 }
 
 // Where --calibrate writes by default: found by name before the shipped profiles.

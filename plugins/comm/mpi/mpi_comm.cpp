@@ -168,11 +168,13 @@ std::unique_ptr<MpiComm::Group::Request> MpiComm::Group::reduce_scatter_start(co
   });
 }
 
-void MpiComm::Group::all_gather(const MH_CollectiveArgs& args) {
+void MpiComm::Group::all_gather(const MH_CollectiveArgs& args) { all_gather_start(args)->wait(); }
+
+std::unique_ptr<MpiComm::Group::Request> MpiComm::Group::all_gather_start(const MH_CollectiveArgs& args) {
   const Call c = enter(Collective::kAllGather, args);
   const void* own_block = static_cast<const std::byte*>(c.recv) + rank_ * c.bytes();
   const void* send = c.send == own_block ? MPI_IN_PLACE : c.send;
-  run(c.kind, -1, [&](MPI_Request* r) {
+  return start(c.kind, [&](MPI_Request* r) {
     check(MPI_Iallgather(send, count(c), datatype(c), c.recv, count(c), datatype(c), comm_, r), "MPI_Iallgather");
   });
 }

@@ -45,7 +45,7 @@ class MpiComm {
   // must be destroyed before the instance.
   class Group {
    public:
-    // A started all_reduce or reduce_scatter; wait() completes it against
+    // A started all_reduce, reduce_scatter or all_gather; wait() completes it against
     // the deadline its start set.
     class Request {
      public:
@@ -82,6 +82,7 @@ class MpiComm {
     void reduce_scatter(const MH_CollectiveArgs& args);
     std::unique_ptr<Request> all_reduce_start(const MH_CollectiveArgs& args);
     std::unique_ptr<Request> reduce_scatter_start(const MH_CollectiveArgs& args);
+    std::unique_ptr<Request> all_gather_start(const MH_CollectiveArgs& args);
     void broadcast(const MH_CollectiveArgs& args);
     // Copies the message and returns at once, like the threads communicator,
     // so that two stages sending to each other cannot deadlock.

@@ -146,10 +146,12 @@ std::unique_ptr<NcclComm::Group::Request> NcclComm::Group::reduce_scatter_start(
   });
 }
 
-void NcclComm::Group::all_gather(const MH_CollectiveArgs& args) {
+void NcclComm::Group::all_gather(const MH_CollectiveArgs& args) { all_gather_start(args)->wait(); }
+
+std::unique_ptr<NcclComm::Group::Request> NcclComm::Group::all_gather_start(const MH_CollectiveArgs& args) {
   const Call c = enter(Collective::kAllGather, args);
   cudaStream_t stream = stream_of(args);
-  run(c.kind, stream, [&] { return ncclAllGather(c.send, c.recv, count(c), datatype(c), comm_, stream); });
+  return start(c.kind, stream, [&] { return ncclAllGather(c.send, c.recv, count(c), datatype(c), comm_, stream); });
 }
 
 // Only the root's send is read; the others pass their recv, which NCCL ignores.

@@ -36,7 +36,7 @@ class NcclComm {
   // the group unusable; bad arguments do not.
   class Group {
    public:
-    // A started all_reduce or reduce_scatter: its NCCL work is enqueued on
+    // A started all_reduce, reduce_scatter or all_gather: its NCCL work is enqueued on
     // the stream, and wait() polls the event recorded after it against the
     // deadline its start set.
     class Request {
@@ -70,6 +70,7 @@ class NcclComm {
     void reduce_scatter(const MH_CollectiveArgs& args);
     std::unique_ptr<Request> all_reduce_start(const MH_CollectiveArgs& args);
     std::unique_ptr<Request> reduce_scatter_start(const MH_CollectiveArgs& args);
+    std::unique_ptr<Request> all_gather_start(const MH_CollectiveArgs& args);
     void broadcast(const MH_CollectiveArgs& args);
     // NCCL's point-to-point is a rendezvous: a send returns once its peer
     // received it (unlike the threads and mpi communicators).

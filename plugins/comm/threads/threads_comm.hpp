@@ -46,6 +46,9 @@ class ThreadsComm {
     std::unique_ptr<Request> reduce_scatter_start(const MH_CollectiveArgs& args) {
       return start(Collective::kReduceScatter, args);
     }
+    std::unique_ptr<Request> all_gather_start(const MH_CollectiveArgs& args) {
+      return start(Collective::kAllGather, args);
+    }
     void send(const MH_CollectiveArgs& args);
     void recv(const MH_CollectiveArgs& args);
     void barrier();

@@ -17,4 +17,8 @@ inline uint16_t to_bf16(float value) {
 
 inline float from_bf16(uint16_t bits) { return std::bit_cast<float>(uint32_t{bits} << 16); }
 
+// An element of an f32 or a bf16 tensor as f32, for loops written once for both.
+inline float widen(float x) { return x; }
+inline float widen(uint16_t bits) { return from_bf16(bits); }
+
 }  // namespace mh::kernels::cpu

@@ -80,6 +80,15 @@ void CpuKernels::copy(void* dst, const void* src, uint64_t bytes, MH_CopyKind ki
 void CpuKernels::gemm(const MH_GemmArgs& args) {
   const GemmDims d = check_gemm(args, compute_);
   cpu::F32Staging s(threads_);
+  if (args.b.dtype == MH_BF16 && cpu::streams_b(d.m, args.trans_a != 0, args.trans_b != 0)) {
+    // A decode step's weight, read in bf16 as stored (only a and c are staged).
+    cpu::gemm_bf16_b(d.batch, d.m, d.n, d.k, args.alpha,
+                     {s.in(args.a), args.a.strides[0], args.a.strides[1], args.trans_a != 0},
+                     {static_cast<const uint16_t*>(args.b.data), args.b.strides[0], args.b.strides[1], true},
+                     args.beta, s.out(args.c), args.c.strides[0], args.c.strides[1], threads_);
+    s.write_back();
+    return;
+  }
   cpu::gemm(d.batch, d.m, d.n, d.k, args.alpha, {s.in(args.a), args.a.strides[0], args.a.strides[1], args.trans_a != 0},
             {s.in(args.b), args.b.strides[0], args.b.strides[1], args.trans_b != 0}, args.beta, s.out(args.c),
             args.c.strides[0], args.c.strides[1], threads_);
@@ -168,8 +177,12 @@ void CpuKernels::dropout_bwd(const MH_DropoutArgs& args) {
 void CpuKernels::embedding(const MH_EmbeddingArgs& args) {
   const EmbeddingDims d = check_embedding(args, compute_, "embedding");
   cpu::F32Staging s(threads_);
-  cpu::embedding_forward(s.out(args.out), s.in(args.table), i32(args.ids), args.id_start, args.accumulate != 0,
-                         d.tokens, d.rows, d.cols, threads_);
+  if (args.table.dtype == MH_BF16)
+    cpu::embedding_forward_bf16(s.out(args.out), static_cast<const uint16_t*>(args.table.data), i32(args.ids),
+                                args.id_start, args.accumulate != 0, d.tokens, d.rows, d.cols, threads_);
+  else
+    cpu::embedding_forward(s.out(args.out), s.in(args.table), i32(args.ids), args.id_start, args.accumulate != 0,
+                           d.tokens, d.rows, d.cols, threads_);
   s.write_back();
 }
 

@@ -28,8 +28,16 @@ std::vector<int32_t> assign_buckets(std::span<const uint64_t> param_bytes, uint6
 MegatronDataParallel::MegatronDataParallel(const CreateContext& ctx)
     : distributed_optimizer_(ctx.options.get_bool("distributed_optimizer")),
       overlap_(ctx.options.get_bool("overlap_grad_reduce")),
+      overlap_param_gather_(ctx.options.get_bool("overlap_param_gather")),
       bucket_bytes_(
           static_cast<uint64_t>(std::llround(ctx.options.get_double("bucket_mb") * kBytesPerMiB))) {
+  // As Megatron asserts: the gather is the distributed optimizer's, per
+  // bucket of the overlapped reduction.
+  require(!overlap_param_gather_ || (distributed_optimizer_ && overlap_),
+          "parallel.data.overlap_param_gather = true needs distributed_optimizer = true and "
+          "overlap_grad_reduce = true (it gathers the sharded parameters bucket by bucket); set both, "
+          "or turn overlap_param_gather off",
+          MH_INVALID_ARGUMENT);
 }
 
 void MegatronDataParallel::plan(int32_t data_parallel, std::span<const uint64_t> param_bytes,
@@ -41,6 +49,7 @@ void MegatronDataParallel::plan(int32_t data_parallel, std::span<const uint64_t>
   out.size = data_parallel;
   out.distributed_optimizer = distributed_optimizer_ ? 1 : 0;
   out.overlap = overlap_ ? 1 : 0;
+  out.overlap_param_gather = overlap_param_gather_ ? 1 : 0;
   out.bucket_of = bucket_of_.data();
   out.num_buckets = bucket_of_.empty() ? 0 : bucket_of_.back() + 1;
 }

@@ -2,7 +2,8 @@
 // data-parallel replicas in buckets of consecutive parameters, taken in the
 // order backward finalises them, so each bucket's reduction can start while
 // backward still runs; optionally the reduction is a reduce-scatter and the
-// AdamW state is sharded 1/d (Megatron's distributed optimizer, ZeRO-1).
+// AdamW state is sharded 1/d (Megatron's distributed optimizer, ZeRO-1),
+// whose parameter all-gather may overlap the next forward.
 #pragma once
 
 #include <megahost/plugin.hpp>
@@ -19,6 +20,10 @@ inline constexpr MH_OptionSpec kOptions[] = {
              "parameters (Megatron's distributed optimizer)"),
     opt_bool("overlap_grad_reduce", "true",
              "start a bucket's reduction as soon as backward has finalised all its gradients"),
+    opt_bool("overlap_param_gather", "false",
+             "with the distributed optimizer and overlap_grad_reduce: gather each bucket's updated "
+             "parameters without blocking after the step and wait for it just before the next "
+             "forward first reads it (Megatron's overlap_param_gather)"),
     opt_double("bucket_mb", "40", 0, 1e6,
                "gradient bucket size in MiB: a bucket closes at the first parameter that brings "
                "it to this size; 0 gives each parameter its own bucket"),
@@ -41,6 +46,7 @@ class MegatronDataParallel {
  private:
   bool distributed_optimizer_;
   bool overlap_;
+  bool overlap_param_gather_;
   uint64_t bucket_bytes_;
   std::vector<int32_t> bucket_of_;
 };

@@ -30,6 +30,7 @@ std::string join(const std::vector<std::string>& lines) {
   return out;
 }
 
+// The candidate points into `l`, which must stay where it is.
 MH_Candidate candidate_of(const Layout& l, int32_t workload) {
   MH_Candidate c{};
   c.struct_size = sizeof(MH_Candidate);
@@ -39,16 +40,30 @@ MH_Candidate candidate_of(const Layout& l, int32_t workload) {
   c.data = l.d;
   c.sequence_parallel = l.sp ? 1 : 0;
   c.micro_batch = l.b;
-  c.recompute = recompute_name(l.recompute);
+  c.recompute = l.recompute.c_str();
   c.recompute_layers = l.recompute_layers;
   c.workload = workload;
+  c.distributed_optimizer = l.distributed_optimizer ? 1 : 0;
+  c.overlap_param_gather = l.overlap_param_gather ? 1 : 0;
   return c;
+}
+
+// The host's keep table of a report (ABI 1.4), as rows per layer.
+std::optional<KeepTable> reported_keep(const MH_Estimate& e, int64_t layers) {
+  if (e.struct_size < MH_STRUCT_SIZE(MH_Estimate, keep_layers) || e.keep == nullptr) return std::nullopt;
+  require(e.keep_layers == layers, "report: the keep table has " + std::to_string(e.keep_layers) +
+                                       " layers; the model has " + std::to_string(layers));
+  KeepTable out(static_cast<size_t>(layers));
+  for (int64_t l = 0; l < layers; ++l)
+    for (int a = 0; a < MH_ACT_COUNT; ++a) out[size_t(l)][size_t(a)] = e.keep[l * MH_ACT_COUNT + a] == MH_KEEP;
+  return out;
 }
 
 bool same(const MH_Candidate& a, const MH_Candidate& b) {
   return a.tensor == b.tensor && a.pipeline == b.pipeline && a.virtual_stages == b.virtual_stages &&
          a.data == b.data && a.sequence_parallel == b.sequence_parallel && a.micro_batch == b.micro_batch &&
-         std::string(a.recompute) == b.recompute && a.recompute_layers == b.recompute_layers;
+         std::string(a.recompute) == b.recompute && a.recompute_layers == b.recompute_layers &&
+         a.distributed_optimizer == b.distributed_optimizer && a.overlap_param_gather == b.overlap_param_gather;
 }
 
 }  // namespace
@@ -67,8 +82,14 @@ const MH_OptionSpec GridTuner::kOptions[] = {
     opt("data", MH_VALUE_STRING, "\"auto\"", "data-parallel sizes d, or auto (the devices left by t*p)"),
     opt("sequence_parallel", MH_VALUE_STRING, "\"auto\"", "true, false, or auto (both; only with t > 1)"),
     opt("micro_batch", MH_VALUE_STRING, "\"auto\"", "micro-batch sizes b, or auto (all that divide the batch)"),
-    opt("recompute", MH_VALUE_STRING, "\"auto\"", "recompute policies: none, selective, full, or auto (all)"),
+    opt("recompute", MH_VALUE_STRING, "\"auto\"",
+        "recompute policies by component name (none, selective, full, a third party's), or auto: every one the "
+        "host registers"),
     opt("recompute_layers", MH_VALUE_STRING, "\"1\"", "full recompute: layers per checkpointed group, or auto"),
+    opt("distributed_optimizer", MH_VALUE_STRING, "\"false\"",
+        "Megatron's distributed optimizer: true, false, or auto (both, only where d > 1)"),
+    opt("overlap_param_gather", MH_VALUE_STRING, "\"false\"",
+        "with the distributed optimizer, its parameter gather overlapped with the next forward: true, false, or auto"),
     opt_int("top_k", "0", 0, 1000, "best fitting candidates to run for real and rank by measured step time"),
     opt_int("measure_steps", "6", 2, 1e6, "optimizer steps of each measured run (the first is not timed)"),
     opt_bool("pipeline_scatter_gather", "false",
@@ -101,31 +122,35 @@ void GridTuner::needs(MH_TunerNeeds& out) const {
   out.measure_steps = measure_steps_;
 }
 
+void GridTuner::recompute_policies(std::span<const char* const> names) {
+  policies_.assign(names.begin(), names.end());
+}
+
 void GridTuner::begin(const MH_ModelShape& shape, const MH_Hardware& hardware) {
   machine_.emplace(hardware);
   model_ = Model::from(shape);
   per_node_ = gpus_per_node_ > 0 ? gpus_per_node_ : hardware.devices_per_node;
   devices_ = nodes_ * per_node_;
-  std::vector<Proposal> proposals = training() ? training_proposals(lists_, model_, devices_)
+  std::vector<Proposal> proposals = training() ? training_proposals(lists_, model_, devices_, policies_)
                                                : inference_proposals(lists_, inference_batches_, model_, devices_);
   const int32_t workload = training() ? MH_WORKLOAD_TRAIN : MH_WORKLOAD_INFERENCE;
   entries_.clear();
+  entries_.reserve(proposals.size());
   for (auto& p : proposals) {
-    Entry e;
-    e.layout = p.layout;
-    e.candidate = candidate_of(p.layout, workload);
+    Entry& e = entries_.emplace_back();
+    e.layout = std::move(p.layout);
+    e.candidate = candidate_of(e.layout, workload);
     e.problems = std::move(p.problems);
-    if (e.problems.empty()) predict(e);
-    entries_.push_back(std::move(e));
+    if (e.problems.empty() && !training()) predict(e);
   }
   cursor_ = 0;
 }
 
-void GridTuner::predict(Entry& e) const {
+void GridTuner::predict(Entry& e, const KeepTable& keep) const {
   Placement where = Placement::of(e.layout, per_node_, machine_->shared_device());
   where.scatter_gather = scatter_gather_;
   if (training()) {
-    e.predicted = training_step(*machine_, model_, e.layout, where).step_seconds;
+    e.predicted = training_step(*machine_, model_, e.layout, where, keep).step_seconds;
     e.tokens_per_s = double(model_.global_batch * model_.seq) / e.predicted;
     return;
   }
@@ -162,6 +187,12 @@ void GridTuner::report(const MH_Candidate& candidate, const MH_Estimate& estimat
   if (training()) {
     e->memory = estimate.memory_bytes;
     e->memory_measured = true;
+    std::optional<KeepTable> keep = reported_keep(estimate, model_.layers);
+    require(keep.has_value() || !e->failure.empty(),
+            "report: no keep table for recompute '" + e->layout.recompute +
+                "'; the cost model prices a policy from the keep table the host reports (ABI 1.4)",
+            MH_INVALID_ARGUMENT);
+    if (keep) predict(*e, *keep);
   }
   e->fits = e->failure.empty() && e->memory <= e->capacity;
 }

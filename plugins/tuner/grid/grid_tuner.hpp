@@ -29,6 +29,7 @@ class GridTuner {
   explicit GridTuner(const CreateContext& ctx);
 
   void needs(MH_TunerNeeds& out) const;
+  void recompute_policies(std::span<const char* const> names);
   void begin(const MH_ModelShape& shape, const MH_Hardware& hardware);
   bool next(const MH_ModelShape& shape, MH_Candidate& out);
   void report(const MH_Candidate& candidate, const MH_Estimate& estimate);
@@ -46,7 +47,8 @@ class GridTuner {
   };
 
   bool training() const { return goal_ == Goal::kTrainThroughput; }
-  void predict(Entry& e) const;
+  // Training is priced once the host reports the candidate's keep table.
+  void predict(Entry& e, const KeepTable& keep = {}) const;
   double seconds(const Entry& e) const;  // the ranking value: measured, else predicted
   bool better(const Entry& a, const Entry& b) const;
   std::string rejection(const Entry& e) const;
@@ -61,6 +63,7 @@ class GridTuner {
   double tokens_;
   bool scatter_gather_;
   SearchLists lists_;
+  std::vector<std::string> policies_;  // the host's recompute policies (ABI 1.4)
   InferenceRequest request_;
   std::optional<Machine> machine_;
   Model model_{};

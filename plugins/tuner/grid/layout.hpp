@@ -6,7 +6,10 @@
 
 #include <megahost/abi.h>
 
+#include <array>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "machine.hpp"
 
@@ -28,13 +31,20 @@ struct Model {
   static Model from(const MH_ModelShape& shape);
 };
 
-enum class Recompute { kNone, kSelective, kFull };
+// keep[l][a]: whether the engine keeps activation a (MH_Activation) of
+// layer l for backward, as the candidate's recompute policy decided.
+using LayerKeep = std::array<bool, MH_ACT_COUNT>;
+using KeepTable = std::vector<LayerKeep>;
 
 struct Layout {
   int32_t t = 1, p = 1, v = 1, d = 1, b = 1;
   bool sp = false;
-  Recompute recompute = Recompute::kNone;
-  int32_t recompute_layers = 0;  // full recompute: layers per checkpointed group
+  std::string recompute = "none";  // the recompute policy's component name
+  int32_t recompute_layers = 0;    // "full": layers per checkpointed group
+  // Megatron's distributed optimizer (gradients reduce-scattered, AdamW on
+  // 1/d, parameters all-gathered) and the gather overlapped with the next
+  // forward.
+  bool distributed_optimizer = false, overlap_param_gather = false;
 
   int64_t microbatches(const Model& m) const { return m.global_batch / (int64_t(b) * d); }
   int64_t layers_per_chunk(const Model& m) const { return m.layers / (int64_t(p) * v); }

@@ -47,15 +47,20 @@ void Pricer::exit_bwd() {
   if (l_.sp) tp(Coll::kAllGather, act(n * h));
 }
 
-void Pricer::attention_probs() {
-  gemm(g, s, s, dh);  // scores = Q K^T
-  vec("softmax", g * s * s);
-  dropout(g * s * s);
-}
-
-void Pricer::attention_forward() {
-  attention_probs();
-  gemm(g, s, dh, s);  // context = P V
+// QKV, scores, their dropout and the context, each only when missing.
+void Pricer::attention_forward(const LayerKeep& have) {
+  if (!have[MH_ACT_QKV]) {
+    enter_fwd();
+    gemm(1, n, ql, h);
+    vec("bias_add", n * ql);
+    rope();
+  }
+  if (!have[MH_ACT_ATTN_SCORES]) {
+    gemm(g, s, s, dh);  // scores = Q K^T
+    vec("softmax", g * s * s);
+  }
+  if (!have[MH_ACT_ATTN_PROBS] || !have[MH_ACT_ATTN_MASK]) dropout(g * s * s);
+  if (!have[MH_ACT_CONTEXT]) gemm(g, s, dh, s);  // context = P V
 }
 
 // out = residual + dropout(exit(in @ W^T) + bias)
@@ -83,20 +88,18 @@ void Pricer::activation_forward() {
   else vec("gelu", n * fl);
 }
 
-void Pricer::layer_forward() {
-  vec("layernorm", nl * h);
-  enter_fwd();
-  gemm(1, n, ql, h);
-  vec("bias_add", n * ql);
-  rope();
-  attention_forward();
-  residual_branch(hl);
-  vec("layernorm", nl * h);
-  enter_fwd();
-  gemm(1, n, f1l, h);
-  vec("bias_add", n * f1l);
-  activation_forward();
-  residual_branch(fl);
+void Pricer::layer_forward(const LayerKeep& have, bool need_output) {
+  if (!have[MH_ACT_LN1]) vec("layernorm", nl * h);
+  attention_forward(have);
+  if (!have[MH_ACT_RESIDUAL1] || !have[MH_ACT_ATTN_DROP_MASK]) residual_branch(hl);
+  if (!have[MH_ACT_LN2]) vec("layernorm", nl * h);
+  if (!have[MH_ACT_FC1]) {
+    enter_fwd();
+    gemm(1, n, f1l, h);
+    vec("bias_add", n * f1l);
+  }
+  if (!have[MH_ACT_GELU]) activation_forward();
+  if (need_output || !have[MH_ACT_MLP_DROP_MASK]) residual_branch(fl);
 }
 
 // dW and dx of y = x @ W^T with W [out, in]; with SP the input is gathered
@@ -138,11 +141,15 @@ void Pricer::layer_backward() {
 }
 
 // Token and position embeddings and their dropout (first stage).
-void Pricer::embedding_forward_backward() {
+void Pricer::embedding_forward() {
   vec("embedding", n * h);
   exit_fwd();
   vec("embedding", nl * h);
   dropout(nl * h);
+}
+
+void Pricer::embedding_forward_backward() {
+  embedding_forward();
   vec("dropout_bwd", nl * h);
   vec("embedding_bwd", nl * h);
   exit_bwd();

@@ -40,12 +40,13 @@ class Pricer {
   void tp(Coll op, double bytes);
   double act(int64_t elements) const;
 
-  // Scores, softmax and dropout: what selective recompute runs again, since
-  // the engine keeps the context (Megatron recomputes P V too).
-  void attention_probs();
-  void attention_forward();
-  void layer_forward();
+  // A layer's forward as the engine runs it (Transformer::layer_forward):
+  // only the ops whose outputs are missing from `have`, and the output
+  // projection of the MLP also when the next layer's input is needed. The
+  // default is the whole forward.
+  void layer_forward(const LayerKeep& have = {}, bool need_output = true);
   void layer_backward();
+  void embedding_forward();
   void embedding_forward_backward();
   void head_forward_backward();
 
@@ -60,6 +61,7 @@ class Pricer {
   void exit_fwd();
   void exit_bwd();
   void residual_branch(int64_t width);
+  void attention_forward(const LayerKeep& have);
   void residual_branch_backward();
   void linear_backward(int64_t in, int64_t out, bool regather);
   void traffic(double elements, double passes);

@@ -20,6 +20,12 @@ std::vector<std::string> split(const std::string& text) {
   return out;
 }
 
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 std::vector<bool> bool_list(const std::string& text, const std::string& key) {
   if (text == "auto") return {true, false};
   std::vector<bool> out;
@@ -31,15 +37,36 @@ std::vector<bool> bool_list(const std::string& text, const std::string& key) {
   return out;
 }
 
-std::vector<Recompute> recompute_list(const std::string& text, const std::string& key) {
-  if (text == "auto") return {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
-  std::vector<Recompute> out;
-  for (const auto& item : split(text)) {
-    if (item == "none") out.push_back(Recompute::kNone);
-    else if (item == "selective") out.push_back(Recompute::kSelective);
-    else if (item == "full") out.push_back(Recompute::kFull);
-    else throw Error(MH_INVALID_ARGUMENT, key + ": '" + item + "' is not a recompute policy; use none, selective, full");
+// "auto": every policy the host's registry holds, a third party's too.
+std::vector<std::string> recompute_list(const std::string& text, const std::string& key,
+                                        const std::vector<std::string>& policies) {
+  if (text == "auto") {
+    require(!policies.empty(), key + " = \"auto\" searches the recompute policies the host registers, and this host "
+                               "(ABI < 1.4) does not list them; name them, e.g. \"none,selective,full\"");
+    return policies;
   }
+  std::vector<std::string> out = split(text);
+  for (const auto& item : out)
+    require(policies.empty() || std::find(policies.begin(), policies.end(), item) != policies.end(),
+            key + ": '" + item + "' is not a registered recompute policy; use " + joined(policies) +
+                " or \"auto\" (a third party's plugin comes in with --plugin_path)");
+  require(!out.empty(), key + " is empty; name recompute policies such as \"none,selective,full\", or \"auto\"");
+  return out;
+}
+
+// The distributed optimizer's choices at data-parallel size d: with d = 1
+// there is nothing to shard, so only the plain optimizer.
+struct DataChoice {
+  bool distributed, overlap;
+};
+std::vector<DataChoice> data_choices(const SearchLists& lists, int32_t d) {
+  std::vector<DataChoice> out;
+  for (bool dist : bool_list(lists.distributed_optimizer, "tuner.distributed_optimizer")) {
+    if (dist && d == 1) continue;
+    for (bool overlap : bool_list(lists.overlap_param_gather, "tuner.overlap_param_gather"))
+      if (dist || !overlap) out.push_back(DataChoice{dist, overlap});
+  }
+  if (out.empty()) out.push_back(DataChoice{false, false});  // d = 1 asked for the distributed optimizer only
   return out;
 }
 
@@ -88,9 +115,16 @@ void for_each_split(const SearchLists& lists, const Model& m, int32_t devices, F
 }  // namespace
 
 SearchLists SearchLists::from(const Options& o) {
-  return SearchLists{o.get_string("tensor"),           o.get_string("pipeline"),   o.get_string("virtual_stages"),
-                     o.get_string("data"),             o.get_string("sequence_parallel"),
-                     o.get_string("micro_batch"),      o.get_string("recompute"), o.get_string("recompute_layers")};
+  return SearchLists{o.get_string("tensor"),
+                     o.get_string("pipeline"),
+                     o.get_string("virtual_stages"),
+                     o.get_string("data"),
+                     o.get_string("sequence_parallel"),
+                     o.get_string("micro_batch"),
+                     o.get_string("recompute"),
+                     o.get_string("recompute_layers"),
+                     o.get_string("distributed_optimizer"),
+                     o.get_string("overlap_param_gather")};
 }
 
 std::vector<int64_t> divisors(int64_t n) {
@@ -119,33 +153,30 @@ std::vector<int64_t> int_list(const std::string& text, const std::vector<int64_t
   return out;
 }
 
-const char* recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
-    default: return "none";
-  }
-}
-
-std::vector<Proposal> training_proposals(const SearchLists& lists, const Model& m, int32_t devices) {
+std::vector<Proposal> training_proposals(const SearchLists& lists, const Model& m, int32_t devices,
+                                         const std::vector<std::string>& registered) {
   const std::vector<bool> sps = bool_list(lists.sequence_parallel, "tuner.sequence_parallel");
-  const std::vector<Recompute> policies = recompute_list(lists.recompute, "tuner.recompute");
+  const std::vector<std::string> policies = recompute_list(lists.recompute, "tuner.recompute", registered);
   std::vector<Proposal> out;
   for_each_split(lists, m, devices, [&](int32_t t, int32_t p, int32_t d) {
+    const std::vector<DataChoice> optimizers = data_choices(lists, d);
     const int64_t stage_layers = std::max<int64_t>(1, m.layers / p);
     for (int64_t v : int_list(lists.virtual_stages, divisors(stage_layers), "tuner.virtual_stages"))
       for (bool sp : sps) {
         if (sp && t == 1) continue;  // sequence parallelism is off at t = 1, as in Megatron
         for (int64_t b : int_list(lists.micro_batch, divisors(std::max<int64_t>(1, m.global_batch / d)), "tuner.micro_batch"))
-          for (Recompute r : policies) {
+          for (const std::string& r : policies) {
+            // Megatron's full recompute checkpoints groups of layers; other
+            // policies run with their defaults.
             const std::vector<int64_t> groups =
-                r == Recompute::kFull ? int_list(lists.recompute_layers, divisors(std::max<int64_t>(1, stage_layers / v)),
-                                                 "tuner.recompute_layers")
-                                      : std::vector<int64_t>{0};
-            for (int64_t n : groups) {
-              Layout l{t, p, int32_t(v), d, int32_t(b), sp, r, int32_t(n)};
-              out.push_back(Proposal{l, problems(l, m, devices)});
-            }
+                r == "full" ? int_list(lists.recompute_layers, divisors(std::max<int64_t>(1, stage_layers / v)),
+                                       "tuner.recompute_layers")
+                            : std::vector<int64_t>{0};
+            for (int64_t n : groups)
+              for (DataChoice o : optimizers) {
+                Layout l{t, p, int32_t(v), d, int32_t(b), sp, r, int32_t(n), o.distributed, o.overlap};
+                out.push_back(Proposal{l, problems(l, m, devices)});
+              }
           }
       }
   });
@@ -157,7 +188,7 @@ std::vector<Proposal> inference_proposals(const SearchLists& lists, const std::s
   std::vector<Proposal> out;
   for_each_split(lists, m, devices, [&](int32_t t, int32_t p, int32_t d) {
     for (int64_t b : int_list(batches, {1}, "tuner.inference_batch")) {
-      Layout l{t, p, 1, d, int32_t(b), false, Recompute::kNone, 0};
+      Layout l{t, p, 1, d, int32_t(b), false};
       Model one = m;
       one.global_batch = int64_t(b) * d;  // one batch per replica
       out.push_back(Proposal{l, problems(l, one, devices)});

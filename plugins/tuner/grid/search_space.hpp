@@ -17,7 +17,7 @@ namespace mh::tuner {
 
 struct SearchLists {
   std::string tensor, pipeline, virtual_stages, data, sequence_parallel, micro_batch, recompute,
-      recompute_layers;
+      recompute_layers, distributed_optimizer, overlap_param_gather;
 
   static SearchLists from(const Options& options);
 };
@@ -27,8 +27,11 @@ struct Proposal {
   std::vector<std::string> problems;  // empty: the host can run it
 };
 
-// Every combination of the lists for `devices` ranks in all.
-std::vector<Proposal> training_proposals(const SearchLists& lists, const Model& model, int32_t devices);
+// Every combination of the lists for `devices` ranks in all. `policies`:
+// the recompute policies the host's registry holds, which "auto" searches
+// and named ones must be among (empty: the host did not say, ABI < 1.4).
+std::vector<Proposal> training_proposals(const SearchLists& lists, const Model& model, int32_t devices,
+                                         const std::vector<std::string>& policies);
 
 // (t, p, d) with the batch as the micro-batch, for inference.
 std::vector<Proposal> inference_proposals(const SearchLists& lists, const std::string& batches, const Model& model,
@@ -39,7 +42,5 @@ std::vector<Proposal> inference_proposals(const SearchLists& lists, const std::s
 std::vector<int64_t> int_list(const std::string& text, const std::vector<int64_t>& auto_values, const std::string& key);
 
 std::vector<int64_t> divisors(int64_t n);
-
-const char* recompute_name(Recompute r);
 
 }  // namespace mh::tuner

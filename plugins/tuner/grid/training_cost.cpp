@@ -4,6 +4,7 @@
 #include <map>
 
 #include "op_pricer.hpp"
+#include "recompute_cost.hpp"
 
 namespace mh::tuner {
 
@@ -13,28 +14,28 @@ struct MicroBatchWork {
   Seconds first, middle, last;  // one micro-batch through the first, a middle and the last stage
 };
 
-// One layer forward, backward and what the recompute policy runs again:
-// selective the attention probabilities, full the whole layer (every
-// layer's activations but its checkpointed input are dropped, whatever the
-// group).
-void price_layer(Pricer& pr, const Layout& l, StepCost& cost) {
+// The recomputation of the middle stages: the slowest of them, or with no
+// middle stage the first's (the ends add their own work).
+Seconds middle_recompute(const std::vector<Seconds>& stages) {
+  const Seconds* out = &stages.front();
+  for (size_t s = 1; s + 1 < stages.size(); ++s)
+    if (s == 1 || stages[s].total() > out->total()) out = &stages[s];
+  return *out;
+}
+
+MicroBatchWork micro_batch_work(const Machine& mc, const Model& model, const Layout& l, const Placement& w,
+                                Sharing sharing, const KeepTable& keep, StepCost& cost) {
+  Pricer pr(mc, model, l, w, sharing);
   pr.layer_forward();
   cost.layer_forward = pr.take();
   pr.layer_backward();
   cost.layer_backward = pr.take();
-  if (l.recompute == Recompute::kSelective) pr.attention_probs();
-  if (l.recompute == Recompute::kFull) pr.layer_forward();
-  cost.layer_recompute = pr.take();
-}
-
-MicroBatchWork micro_batch_work(const Machine& mc, const Model& model, const Layout& l, const Placement& w,
-                                Sharing sharing, StepCost& cost) {
-  Pricer pr(mc, model, l, w, sharing);
-  price_layer(pr, l, cost);
+  const std::vector<Seconds> recompute = stage_recompute(pr, model, l, keep);
+  const double stage_layers = double(l.layers_per_chunk(model) * l.v);
+  cost.layer_recompute = recompute.front() * (1 / stage_layers);
   Seconds layers = cost.layer_forward;
   layers += cost.layer_backward;
-  layers += cost.layer_recompute;
-  layers = layers * double(l.layers_per_chunk(model) * l.v);
+  layers = layers * stage_layers;
   // Activations forward and gradients backward across each chunk boundary.
   const int64_t rows = w.scatter_gather ? pr.n / l.t : pr.nl;
   if (l.p > 1) layers.comm += 2.0 * l.v * mc.collective_seconds(Coll::kSendRecv, pr.act(rows * pr.h), 2, w.pp_level);
@@ -43,6 +44,9 @@ MicroBatchWork micro_batch_work(const Machine& mc, const Model& model, const Lay
   pr.head_forward_backward();
   const Seconds head = pr.take();
   MicroBatchWork out{layers, layers, layers};
+  out.first += recompute.front();
+  out.middle += middle_recompute(recompute);
+  out.last += recompute.back();
   out.first += embedding;
   out.last += head;
   if (l.p == 1) out.first += head;
@@ -50,8 +54,8 @@ MicroBatchWork micro_batch_work(const Machine& mc, const Model& model, const Lay
 }
 
 Seconds slowest_stage(const Machine& mc, const Model& model, const Layout& l, const Placement& w, Sharing sharing,
-                      StepCost& cost) {
-  const MicroBatchWork work = micro_batch_work(mc, model, l, w, sharing, cost);
+                      const KeepTable& keep, StepCost& cost) {
+  const MicroBatchWork work = micro_batch_work(mc, model, l, w, sharing, keep, cost);
   const Seconds* slowest = &work.first;
   for (const Seconds* s : {&work.middle, &work.last})
     if (s->total() > slowest->total()) slowest = s;
@@ -62,7 +66,8 @@ Seconds slowest_stage(const Machine& mc, const Model& model, const Layout& l, co
 // time each): m v + p - 1 of them, in slot j the stages s with
 // 0 <= j - s < m v computing. Filling and draining, fewer stages compute,
 // which on a shared device can run faster than at its full load.
-double schedule_seconds(const Machine& mc, const Model& model, const Layout& l, const Placement& w, StepCost& cost) {
+double schedule_seconds(const Machine& mc, const Model& model, const Layout& l, const Placement& w,
+                        const KeepTable& keep, StepCost& cost) {
   const int64_t chunks = l.microbatches(model) * l.v;
   std::map<int32_t, double> stage_seconds;  // by busy ranks
   double out = 0;
@@ -70,14 +75,33 @@ double schedule_seconds(const Machine& mc, const Model& model, const Layout& l, 
     const int32_t busy_stages = int32_t(std::min<int64_t>({j + 1, l.p, chunks, chunks + l.p - 1 - j}));
     const Sharing sharing = w.busy_stages(busy_stages, l.p);
     auto [it, fresh] = stage_seconds.try_emplace(sharing.busy, 0.0);
-    if (fresh) it->second = slowest_stage(mc, model, l, w, sharing, cost).total();
+    if (fresh) it->second = slowest_stage(mc, model, l, w, sharing, keep, cost).total();
     out += it->second / double(l.v);
   }
   return out;
 }
 
-// Gradient reductions, norm and AdamW once per step on the biggest stage.
-Seconds step_end(const Machine& mc, const Model& model, const Layout& l, const Placement& w) {
+// The distributed optimizer: gradients reduce-scattered, the norm and AdamW
+// over this rank's 1/d (then its master weights rounded into the
+// parameters), the parameters all-gathered in the compute dtype. With the
+// gather overlapped, the next forward's compute hides up to its length.
+Seconds distributed_step(const Machine& mc, const Layout& l, const Placement& w, double p, double forward_compute) {
+  const Sharing all = w.busy_stages(l.p, l.p);
+  const double shard = p / double(l.d);
+  Seconds out;
+  out.comm += mc.collective_seconds(Coll::kReduceScatter, p * kFp32, l.d, w.dp_level);
+  out.vector += mc.vector_seconds("sum_squares", shard, all);
+  out.comm += mc.collective_seconds(Coll::kAllReduce, kFp32, l.d, w.dp_level);  // the norm's sum
+  out.vector += mc.vector_seconds("adamw", shard, all);
+  out.vector += mc.vector_seconds("elementwise", shard, all);
+  const double gather = mc.collective_seconds(Coll::kAllGather, p * mc.element_bytes(), l.d, w.dp_level);
+  out.comm += l.overlap_param_gather ? std::max(0.0, gather - forward_compute) : gather;
+  return out;
+}
+
+// Gradient reductions, norm and AdamW once per step on the biggest stage;
+// `forward_compute`: one micro-batch's forward through a stage's layers.
+Seconds step_end(const Machine& mc, const Model& model, const Layout& l, const Placement& w, double forward_compute) {
   int64_t params = 0;
   for (int32_t stage = 0; stage < l.p; ++stage) params = std::max(params, params_per_rank(model, l, stage));
   const double p = double(params);
@@ -89,6 +113,10 @@ Seconds step_end(const Machine& mc, const Model& model, const Layout& l, const P
     const double replicated = double(model.layers / l.p) * 6.0 * double(model.hidden);
     out.comm += mc.collective_seconds(Coll::kAllReduce, replicated * kFp32, l.t, w.tp_level);
   }
+  if (l.distributed_optimizer) {
+    out += distributed_step(mc, l, w, p, forward_compute);
+    return out;
+  }
   out.comm += mc.collective_seconds(Coll::kAllReduce, p * kFp32, l.d, w.dp_level);
   out.vector += mc.vector_seconds("sum_squares", p, all);
   out.vector += mc.vector_seconds("adamw", p, all);
@@ -97,13 +125,16 @@ Seconds step_end(const Machine& mc, const Model& model, const Layout& l, const P
 
 }  // namespace
 
-StepCost training_step(const Machine& machine, const Model& model, const Layout& l, const Placement& w) {
+StepCost training_step(const Machine& machine, const Model& model, const Layout& l, const Placement& w,
+                       const KeepTable& keep) {
   StepCost cost;
-  const double pipeline = schedule_seconds(machine, model, l, w, cost);
+  const double pipeline = schedule_seconds(machine, model, l, w, keep, cost);
   // Last, so the per-layer costs reported are those at full load.
-  cost.stage = slowest_stage(machine, model, l, w, w.busy_stages(l.p, l.p), cost);
+  cost.stage = slowest_stage(machine, model, l, w, w.busy_stages(l.p, l.p), keep, cost);
   cost.bubble_slots = double(l.p - 1) / double(l.v);
-  cost.step_end = step_end(machine, model, l, w);
+  const double forward_compute =
+      (cost.layer_forward.gemm + cost.layer_forward.vector) * double(l.layers_per_chunk(model) * l.v);
+  cost.step_end = step_end(machine, model, l, w, forward_compute);
   cost.step_seconds = pipeline + cost.step_end.total();
   return cost;
 }

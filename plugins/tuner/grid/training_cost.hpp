@@ -6,6 +6,8 @@
 // schedule: (m + (p - 1) / v) micro-batch slots of the slowest stage -- the
 // (p - 1) / v of filling and draining at the load of the stages computing
 // then -- plus the gradient reduction and the optimizer once per step.
+// Recomputation is priced from the candidate's keep table
+// (recompute_cost.hpp).
 #pragma once
 
 #include "layout.hpp"
@@ -15,14 +17,18 @@
 namespace mh::tuner {
 
 struct StepCost {
-  Seconds layer_forward, layer_backward, layer_recompute;  // one layer, one micro-batch
+  Seconds layer_forward, layer_backward;  // one layer, one micro-batch
+  Seconds layer_recompute;                // the first stage's per micro-batch, over its layers
   Seconds stage;                                           // one micro-batch on the slowest stage, all computing
   Seconds step_end;                                        // gradient reduction and optimizer
   double bubble_slots = 0;                                 // (p - 1) / v
   double step_seconds = 0;
 };
 
-StepCost training_step(const Machine& machine, const Model& model, const Layout& layout, const Placement& where);
+// `keep`: every layer's keep table (KeepTable(model.layers) keeps nothing,
+// a table of all-true rows everything).
+StepCost training_step(const Machine& machine, const Model& model, const Layout& layout, const Placement& where,
+                       const KeepTable& keep);
 
 // Model FLOPs of one step ([K22] Eq. 7, with the MLP width as configured):
 // 72 B L s h^2 (1 + s / 6h + V / 12hL) when ffn = 4h.

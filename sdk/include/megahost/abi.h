@@ -70,6 +70,17 @@
  *        attends with Q = 1), in forward and backward, with no new field. A
  *        1.3 kernels plugin still loads and trains; generation needs 1.4 and
  *        the host names the missing op.
+ *        comm: MH_CommApi gains all_gather_start, a non-blocking all_gather
+ *        with the request_wait and request_destroy protocol of 1.1, so the
+ *        distributed optimizer can gather the updated parameters while the
+ *        next forward runs (MH_DataPlan gains overlap_param_gather). A 1.3
+ *        communicator still loads; the host then gathers with the blocking
+ *        call. tuner: MH_TunerApi gains recompute_policies (the host lists
+ *        the recompute components its registry holds, so any can be
+ *        searched); MH_Estimate gains keep and keep_layers (the candidate's
+ *        keep table, which the cost model prices); MH_Candidate gains
+ *        distributed_optimizer and overlap_param_gather. A 1.3 tuner still
+ *        loads and searches the policies it names.
  */
 #ifndef MEGAHOST_ABI_H
 #define MEGAHOST_ABI_H
@@ -625,6 +636,12 @@ typedef struct MH_CommApi {
   /* Releases a request; one still in flight is waited for first, since its
    * peers may still read this rank's buffers. NULL-safe. */
   void (*request_destroy)(MH_Request* request);
+
+  /* Since 1.4; absent from older tables. Non-blocking all_gather: same
+   * arguments and checks as the blocking call (in place when send is this
+   * rank's block of recv), the request and ordering rules of the 1.1 calls
+   * above. */
+  MH_Error* (*all_gather_start)(MH_Group* group, const MH_CollectiveArgs* args, MH_Request** out);
 } MH_CommApi;
 
 /* ------------------------------------------------------------------------
@@ -755,6 +772,11 @@ typedef struct MH_DataPlan {
   int32_t overlap;               /* start a bucket's reduction when it is final */
   const int32_t* bucket_of;      /* bucket index per parameter, owned by the instance */
   int32_t num_buckets;
+  /* Since 1.4 (it fits in a 1.3 struct's tail padding: read it only when
+   * struct_size reaches it). With the distributed optimizer: gather each
+   * bucket's updated parameters without blocking after the step, and wait
+   * for a bucket just before the next forward first reads it. */
+  int32_t overlap_param_gather;
 } MH_DataPlan;
 
 typedef struct MH_DataParallelApi {
@@ -835,6 +857,10 @@ typedef struct MH_Candidate {
   int32_t recompute_layers;
   int32_t reserved;
   int32_t workload;              /* 1.1: MH_Workload */
+  /* 1.4: parallel.data's distributed_optimizer and overlap_param_gather
+   * (1 or 0); a 1.3 tuner leaves them out, and the config's stand. */
+  int32_t distributed_optimizer;
+  int32_t overlap_param_gather;
 } MH_Candidate;
 
 typedef struct MH_Estimate {
@@ -848,6 +874,14 @@ typedef struct MH_Estimate {
   const char* failure;           /* 1.1: why the host has no estimate (the
                                     engine's error), NULL when it has one;
                                     borrowed for the call */
+  /* 1.4: the keep table of the candidate's recompute policy as the engine
+   * uses it: keep[l * MH_ACT_COUNT + a] is the MH_Decision for activation a
+   * of layer l, for the keep_layers layers of the model in order, each
+   * asked within its pipeline chunk of the candidate's layout (a chunk's
+   * received input is kept whatever the policy says). NULL for inference
+   * and for measured reports. Borrowed for the call. */
+  const int32_t* keep;
+  int64_t keep_layers;
 } MH_Estimate;
 
 /* A hardware profile (configs/hardware/NAME.toml, docs/tuner.md), loaded by
@@ -956,6 +990,10 @@ typedef struct MH_TunerApi {
   /* 1.1: every candidate, ranked ones first by rank, then the rejected;
    * valid until the next report or results call. */
   MH_Error* (*results)(MH_Instance* self, const MH_TunerResult** rows, size_t* count);
+  /* 1.4: the names of every recompute policy (MH_KIND_RECOMPUTE component)
+   * the host's registry holds, a third party's too; called once before
+   * begin. `names` is borrowed for the call. */
+  MH_Error* (*recompute_policies)(MH_Instance* self, const char* const* names, size_t count);
 } MH_TunerApi;
 
 #ifdef __cplusplus

@@ -153,13 +153,18 @@ const MH_KernelsApi* kernels_api() {
 // std::unique_ptr<Request> all_reduce_start(args) and reduce_scatter_start(args),
 // with a nested class Group::Request that has wait() and whose destructor
 // waits for a request still in flight; a Group without them gets a 1.0 table.
+// Since ABI 1.4 also all_gather_start(args), returning the same Request.
 template <class T>
 const MH_CommApi* comm_api() {
   using G = typename T::Group;
   static constexpr bool v1_1 = requires(G& g, const MH_CollectiveArgs& a) { g.all_reduce_start(a).release(); };
+  static constexpr bool v1_4 = requires(G& g, const MH_CollectiveArgs& a) { g.all_gather_start(a).release(); };
+  static_assert(v1_1 || !v1_4, "all_gather_start needs the 1.1 requests (all_reduce_start, Group::Request)");
   static const MH_CommApi api = [] {
     MH_CommApi a{
-      v1_1 ? MH_STRUCT_SIZE(MH_CommApi, request_destroy) : MH_STRUCT_SIZE(MH_CommApi, abort),
+      v1_4   ? MH_STRUCT_SIZE(MH_CommApi, all_gather_start)
+      : v1_1 ? MH_STRUCT_SIZE(MH_CommApi, request_destroy)
+             : MH_STRUCT_SIZE(MH_CommApi, abort),
       [](MH_Instance* self, MH_CommInfo* out) -> MH_Error* {
         return guard([&] { detail::fill_out(out, [&](MH_CommInfo& i) { detail::as<T>(self)->info(i); }); });
       },
@@ -181,6 +186,7 @@ const MH_CommApi* comm_api() {
       [](MH_Group* group) -> MH_Error* { return guard([&] { reinterpret_cast<G*>(group)->barrier(); }); },
       [](MH_Instance* self, int32_t rank, const char* reason) { detail::as<T>(self)->abort(rank, reason); },
       nullptr, nullptr, nullptr, nullptr,  // the 1.1 calls, filled below when G has them
+      nullptr,                             // the 1.4 call, likewise
     };
     if constexpr (v1_1) {
       using R = typename G::Request;
@@ -189,6 +195,7 @@ const MH_CommApi* comm_api() {
       a.request_wait = [](MH_Request* r) -> MH_Error* { return guard([&] { reinterpret_cast<R*>(r)->wait(); }); };
       a.request_destroy = [](MH_Request* r) { delete reinterpret_cast<R*>(r); };
     }
+    if constexpr (v1_4) a.all_gather_start = MH_GROUP_START_TRAMPOLINE(G, all_gather_start);
     return a;
   }();
   return &api;
@@ -256,15 +263,20 @@ const MH_RecomputeApi* recompute_api() {
 // report(const MH_Candidate&, const MH_Estimate&); since ABI 1.1 also
 // needs(MH_TunerNeeds&), begin(const MH_ModelShape&, const MH_Hardware&) and
 // std::span<const MH_TunerResult> results(). A class without the 1.1 methods
-// gets a 1.0 table.
+// gets a 1.0 table. Since ABI 1.4 also
+// recompute_policies(std::span<const char* const> names).
 template <class T>
 const MH_TunerApi* tuner_api() {
   using Next = MH_Error* (*)(MH_Instance*, const MH_ModelShape*, MH_Candidate*, int32_t*);
   using Report = MH_Error* (*)(MH_Instance*, const MH_Candidate*, const MH_Estimate*);
   static constexpr bool v1_1 = requires(T& t) { t.results(); };
+  static constexpr bool v1_4 = requires(T& t, std::span<const char* const> n) { t.recompute_policies(n); };
+  static_assert(v1_1 || !v1_4, "recompute_policies needs the 1.1 methods");
   static const MH_TunerApi api = [] {
     MH_TunerApi a{};
-    a.struct_size = v1_1 ? MH_STRUCT_SIZE(MH_TunerApi, results) : MH_STRUCT_SIZE(MH_TunerApi, report);
+    a.struct_size = v1_4   ? MH_STRUCT_SIZE(MH_TunerApi, recompute_policies)
+                    : v1_1 ? MH_STRUCT_SIZE(MH_TunerApi, results)
+                           : MH_STRUCT_SIZE(MH_TunerApi, report);
     a.next = Next([](MH_Instance* self, const MH_ModelShape* shape, MH_Candidate* out, int32_t* done) -> MH_Error* {
       return guard([&] {
         bool more = false;
@@ -290,6 +302,10 @@ const MH_TunerApi* tuner_api() {
         });
       };
     }
+    if constexpr (v1_4)
+      a.recompute_policies = [](MH_Instance* self, const char* const* names, size_t count) -> MH_Error* {
+        return guard([&] { detail::as<T>(self)->recompute_policies(std::span<const char* const>(names, count)); });
+      };
     return a;
   }();
   return &api;

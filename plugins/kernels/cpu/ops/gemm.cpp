@@ -6,6 +6,8 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include "bf16.hpp"
+
 namespace mh::kernels::cpu {
 namespace {
 
@@ -13,19 +15,50 @@ namespace {
 // waking the team and splitting the packing would cost more than it saves.
 constexpr double kParallelFlops = 4e6;
 
+// Up to this many rows of a, a product against a transposed b (a linear
+// layer's weight, stored (N, K)) streams b once: a decode step's GEMMs have
+// one row per sequence served, and sgemm would first pack all of b into
+// blocks, which for so few rows is traffic of its own (docs/kernels-cpu.md).
+constexpr int64_t kFewRows = 8;
+
+// c (M, N) = alpha * a (M, K) @ b^T + beta * c with b stored (N, K), f32 or
+// bf16: each row of b meets every row of a while it sits in L1.
+template <class T>
+void few_rows_times_transposed(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,
+                               const T* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  for (int64_t j = 0; j < N; ++j) {
+    const T* w = b + j * ldb;
+    for (int64_t i = 0; i < M; ++i) {
+      const float* x = a + i * lda;
+      float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t k = 0; k < K; ++k) sum += x[k] * widen(w[k]);
+      float& out = c[i * ldc + j];
+      out = beta == 0.0f ? alpha * sum : alpha * sum + beta * out;  // beta 0 ignores what c held, as BLAS does
+    }
+  }
+}
+
 // c (M, N) = alpha * op(a) (M, K) @ op(b) (K, N) + beta * c, on the calling thread
-void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, const StridedMatrix& A, const float* b,
-           const StridedMatrix& B, float beta, float* c, int64_t ldc) {
+void product(int64_t M, int64_t N, int64_t K, float alpha, const float* a, const StridedMatrix& A, const float* b,
+             const StridedMatrix& B, float beta, float* c, int64_t ldc) {
+  if (streams_b(M, A.trans, B.trans)) return few_rows_times_transposed(M, N, K, alpha, a, A.ld, b, B.ld, beta, c, ldc);
   cblas_sgemm(CblasRowMajor, A.trans ? CblasTrans : CblasNoTrans, B.trans ? CblasTrans : CblasNoTrans,
               static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, a, static_cast<int>(A.ld), b,
               static_cast<int>(B.ld), beta, c, static_cast<int>(ldc));
 }
 
+void product(int64_t M, int64_t N, int64_t K, float alpha, const float* a, const StridedMatrix& A, const uint16_t* b,
+             const Bf16Matrix& B, float beta, float* c, int64_t ldc) {
+  few_rows_times_transposed(M, N, K, alpha, a, A.ld, b, B.ld, beta, c, ldc);
+}
+
 // One product split between the team along the longer side of c: each thread
 // multiplies its block of rows of op(a) (or columns of op(b)) by all of the
 // other operand.
-void split_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, const StridedMatrix& A,
-                const float* b, const StridedMatrix& B, float beta, float* c, int64_t ldc, int threads) {
+template <class T>
+void split_product(int64_t M, int64_t N, int64_t K, float alpha, const float* a, const StridedMatrix& A, const T* b,
+                   const Strided<T>& B, float beta, float* c, int64_t ldc, int threads) {
   const bool by_rows = M >= N;
   const int64_t extent = by_rows ? M : N;
 #pragma omp parallel num_threads(threads)
@@ -33,16 +66,15 @@ void split_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, co
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t lo = extent * t / nt, hi = extent * (t + 1) / nt;
     if (hi > lo && by_rows)
-      sgemm(hi - lo, N, K, alpha, a + (A.trans ? lo : lo * A.ld), A, b, B, beta, c + lo * ldc, ldc);
+      product(hi - lo, N, K, alpha, a + (A.trans ? lo : lo * A.ld), A, b, B, beta, c + lo * ldc, ldc);
     else if (hi > lo)
-      sgemm(M, hi - lo, K, alpha, a, A, b + (B.trans ? lo * B.ld : lo), B, beta, c + lo, ldc);
+      product(M, hi - lo, K, alpha, a, A, b + (B.trans ? lo * B.ld : lo), B, beta, c + lo, ldc);
   }
 }
 
-}  // namespace
-
-void gemm(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha, StridedMatrix a, StridedMatrix b,
-          float beta, float* c, int64_t c_batch_stride, int64_t ldc, int threads) {
+template <class T>
+void batched(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha, StridedMatrix a, Strided<T> b, float beta,
+             float* c, int64_t c_batch_stride, int64_t ldc, int threads) {
   if (batch == 0 || M == 0 || N == 0) return;
   const double flops = 2.0 * M * N * K;
   if (batch >= threads || flops < kParallelFlops) {
@@ -50,13 +82,27 @@ void gemm(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha, StridedMa
     const int nt = flops * batch < kParallelFlops ? 1 : threads;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t i = 0; i < batch; ++i)
-      sgemm(M, N, K, alpha, a.data + i * a.batch_stride, a, b.data + i * b.batch_stride, b, beta,
-            c + i * c_batch_stride, ldc);
+      product(M, N, K, alpha, a.data + i * a.batch_stride, a, b.data + i * b.batch_stride, b, beta,
+              c + i * c_batch_stride, ldc);
     return;
   }
   for (int64_t i = 0; i < batch; ++i)
-    split_gemm(M, N, K, alpha, a.data + i * a.batch_stride, a, b.data + i * b.batch_stride, b, beta,
-               c + i * c_batch_stride, ldc, threads);
+    split_product(M, N, K, alpha, a.data + i * a.batch_stride, a, b.data + i * b.batch_stride, b, beta,
+                  c + i * c_batch_stride, ldc, threads);
+}
+
+}  // namespace
+
+bool streams_b(int64_t M, bool trans_a, bool trans_b) { return M <= kFewRows && trans_b && !trans_a; }
+
+void gemm(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha, StridedMatrix a, StridedMatrix b,
+          float beta, float* c, int64_t c_batch_stride, int64_t ldc, int threads) {
+  batched(batch, M, N, K, alpha, a, b, beta, c, c_batch_stride, ldc, threads);
+}
+
+void gemm_bf16_b(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha, StridedMatrix a, Bf16Matrix b,
+                 float beta, float* c, int64_t c_batch_stride, int64_t ldc, int threads) {
+  batched(batch, M, N, K, alpha, a, b, beta, c, c_batch_stride, ldc, threads);
 }
 
 }  // namespace mh::kernels::cpu

@@ -16,18 +16,29 @@ namespace mh::kernels::cpu {
 inline int team(int threads, int64_t work) { return work < (int64_t{1} << 15) ? 1 : threads; }
 
 // One operand of a strided batched GEMM: matrix i starts at data + i * batch_stride.
-struct StridedMatrix {
-  const float* data;
+template <class T>
+struct Strided {
+  const T* data;
   int64_t batch_stride;  // 0 broadcasts one matrix to the whole batch
   int64_t ld;            // leading dimension, >= the stored matrix's columns
   bool trans;            // the product uses the stored matrix transposed
 };
+using StridedMatrix = Strided<float>;
+using Bf16Matrix = Strided<uint16_t>;  // bf16 bits
 
 // c[i] = alpha * op(a[i]) @ op(b[i]) + beta * c[i] for i < batch, where
 // op(a[i]) is (M, K), op(b[i]) (K, N) and c[i] (M, N) starts at
 // c + i * c_batch_stride with leading dimension ldc.
 void gemm(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha, StridedMatrix a, StridedMatrix b,
           float beta, float* c, int64_t c_batch_stride, int64_t ldc, int threads);
+// Whether a product of these shapes streams b once (few rows of a against a
+// transposed b: a decode step against a weight), the one case gemm_bf16_b takes.
+bool streams_b(int64_t M, bool trans_a, bool trans_b);
+// gemm with b read in bf16 as it is stored, for the streams_b shapes only:
+// a decode step reads each weight once, so reading it at half the bytes
+// halves the step, where staging it into f32 first would add traffic.
+void gemm_bf16_b(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha, StridedMatrix a, Bf16Matrix b,
+                 float beta, float* c, int64_t c_batch_stride, int64_t ldc, int threads);
 
 // out, x (N, C); weight, bias (C); mean, rstd (N)
 void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* weight,
@@ -69,6 +80,10 @@ void dropout_backward(float* dx, const float* dout, const uint8_t* mask, float p
 // out (N, C); ids (N); table (R, C) holds ids [id_start, id_start + R)
 void embedding_forward(float* out, const float* table, const int32_t* ids, int64_t id_start, bool accumulate,
                        int64_t N, int64_t R, int64_t C, int threads);
+// The same over a bf16 table read as stored: a lookup touches a few rows of
+// the table, which staging would convert whole.
+void embedding_forward_bf16(float* out, const uint16_t* table, const int32_t* ids, int64_t id_start, bool accumulate,
+                            int64_t N, int64_t R, int64_t C, int threads);
 // dtable (R, C) +=; dout (N, C); ids (N)
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t id_start, int64_t N,
                         int64_t R, int64_t C, int threads);
