@@ -13,6 +13,7 @@
 #include "command_line.hpp"
 #include "config.hpp"
 #include "dry_run.hpp"
+#include "evaluation_check.hpp"
 #include "generate/generate.hpp"
 #include "launch_check.hpp"
 #include "layout_check.hpp"
@@ -29,6 +30,9 @@
 
 DEFINE_string(config, "", "run TOML; empty runs the embedded default config");
 DEFINE_string(plugin_path, "", "colon-separated plugin folders searched before MEGAHOST_PLUGIN_PATH and the installed ones");
+DEFINE_bool(evaluate, false,
+            "train nothing: load checkpoint.load (or keep the initialised model) and report the loss, perplexity and "
+            "tokens/s over the whole valid and test splits");
 DEFINE_bool(dry_run, false, "assemble and plan the run against the dry kernels (memory only, nothing computed)");
 DEFINE_string(metrics_out, "", "JSON-lines metrics file (overrides output.metrics)");
 DEFINE_bool(list_plugins, false, "list every component of every plugin on the plugin path and exit");
@@ -105,12 +109,14 @@ int main(int argc, char** argv) {
   if (!diag.has_errors()) mh::check_layout(*config, *assembly, diag);
   if (assembly->generates) mh::generate::check(*config, *assembly, diag);
   mh::check_size_products(*config, *assembly, diag);
+  if (FLAGS_evaluate) mh::check_evaluation(*config, *assembly, {FLAGS_dry_run, FLAGS_calibrate}, diag);
   if (diag.has_errors()) return fail(diag);
   std::cerr << diag.report();
 
+  // The memory check plans a training step, more than evaluation needs.
   const std::optional<mh::Assembly> memory_plan =
-      FLAGS_dry_run ? std::nullopt : mh::memory_plan_assembly(*config, registry);
-  mh::RunFlags flags{FLAGS_dry_run, FLAGS_metrics_out, FLAGS_report_memory, FLAGS_grads_out,
+      FLAGS_dry_run || FLAGS_evaluate ? std::nullopt : mh::memory_plan_assembly(*config, registry);
+  mh::RunFlags flags{FLAGS_dry_run, FLAGS_evaluate, FLAGS_metrics_out, FLAGS_report_memory, FLAGS_grads_out,
                      memory_plan ? &*memory_plan : nullptr};
   try {
     if (FLAGS_calibrate) return mh::calibrate(*config, registry, profile);

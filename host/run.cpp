@@ -74,6 +74,12 @@ ModelVocab model_vocab(const Assembly& a, const Config& config) {
           "the " + a.data.options().get_string("tokenizer") + " tokenizer's, from data.tokenizer"};
 }
 
+data::DataKeys data_keys(const Assembly& a) {
+  Options data = a.data.options();
+  return {data.get_string("path"),        data.get_string("paths"),      data.get_string("train_paths"),
+          data.get_string("valid_paths"), data.get_string("test_paths"), data.get_string("split")};
+}
+
 namespace {
 
 ModelSpec model_spec(const Options& m) {
@@ -166,19 +172,30 @@ void plan_pipeline(RunSetup& s, const Instance& pipeline) {
   }
 }
 
+// Training opens the train split, the valid split when it validates, and
+// the test split when there is one; evaluation the valid and test splits
+// that there are, whole.
 void open_data(RunSetup& s, const Assembly& a, const Config& config) {
-  Options data = a.data.options(), train = a.train.options();
+  Options train = a.train.options();
   const ModelVocab vocab = model_vocab(a, config);
-  data::DataRequest request{
-      {data.get_string("path"), data.get_string("paths"), data.get_string("train_paths"),
-       data.get_string("valid_paths"), data.get_string("test_paths"), data.get_string("split")},
-      [&config](const std::string& prefix) { return config.resolve(prefix).string(); },
-      s.dims.seq, uint64_t(train.get_int("seed")), train.get_int("eval_interval") > 0,
-      train.get_int("eval_batches") == 0, vocab.size, vocab.source};
+  const data::DataKeys keys = data_keys(a);
+  const bool test = data::split_given(keys, data::Split::kTest);
+  const bool valid = s.evaluate_only ? data::split_given(keys, data::Split::kValid) : train.get_int("eval_interval") > 0;
+  data::DataRequest request{keys,
+                            [&config](const std::string& prefix) { return config.resolve(prefix).string(); },
+                            s.dims.seq,
+                            uint64_t(train.get_int("seed")),
+                            !s.evaluate_only,
+                            valid,
+                            s.evaluate_only || train.get_int("eval_batches") == 0,
+                            test,
+                            vocab.size,
+                            vocab.source};
   data::OpenedData opened = data::open_data(request);
   s.datasets = std::move(opened.datasets);
   s.train = std::move(opened.train);
   s.valid = std::move(opened.valid);
+  s.test = std::move(opened.test);
 }
 
 // An imported model carries this run's own settings, so that loading it
@@ -216,16 +233,17 @@ std::unique_ptr<convert::TemporaryImport> plan_checkpoints(RunSetup& s, const As
   require(load != "auto" || !s.checkpoint.dir.empty(),
           "checkpoint.load = \"auto\" resumes from checkpoint.dir, which is not set; set checkpoint.dir");
   if (s.dry_run) return nullptr;
-  // Before step 1, not at the first save an hour later.
-  if (!s.checkpoint.dir.empty()) ckpt::check_writable(s.checkpoint.dir);
+  // Before step 1, not at the first save an hour later; evaluation saves nothing.
+  if (!s.checkpoint.dir.empty() && !s.evaluate_only) ckpt::check_writable(s.checkpoint.dir);
   if (load != "auto" && convert::is_hf_folder(load)) {
     auto imported = std::make_unique<convert::TemporaryImport>(load, convert::ImportOptions{s.dims.seq, run_settings(s, a)});
     s.resume_from = imported->checkpoint();
-    LOG(INFO) << "starting from the Hugging Face model " << load << " (imported at step 0, AdamW's moments at zero)";
+    LOG(INFO) << (s.evaluate_only ? "evaluating" : "starting from") << " the Hugging Face model " << load
+              << (s.evaluate_only ? "" : " (imported at step 0, AdamW's moments at zero)");
     return imported;
   }
   s.resume_from = ckpt::resolve_load(load, s.checkpoint.dir);
-  if (load == "auto" && s.resume_from.empty())
+  if (load == "auto" && s.resume_from.empty() && !s.evaluate_only)
     LOG(INFO) << "no checkpoint in " << s.checkpoint.dir << " yet: starting fresh";
   return nullptr;
 }
@@ -338,6 +356,7 @@ int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
   RunSetup s;
   s.assembly = &assembly;
   s.dry_run = flags.dry_run;
+  s.evaluate_only = flags.evaluate;
   s.report_memory = flags.report_memory;
   s.grads_out = flags.grads_out;
   Options train = assembly.train.options();
@@ -369,10 +388,15 @@ int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
     return generate::serve(s, config, [&](const auto& body) { run_ranks(s, body); });
   if (s.comm_info.first_rank == 0) s.log = training_log(s, assembly, config);
   LOG_IF(INFO, s.comm_info.first_rank == 0)
-      << "training " << s.dims.layers << " layers, hidden " << s.dims.hidden << ", vocab " << s.dims.vocab << " on "
-      << s.comm_info.world_size << " rank(s): TP " << s.tp << (s.dims.sp ? " with SP" : "") << ", PP " << s.pp
+      << (s.evaluate_only ? "evaluating " : "training ") << s.dims.layers << " layers, hidden " << s.dims.hidden
+      << ", vocab " << s.dims.vocab << " on " << s.comm_info.world_size << " rank(s): TP " << s.tp << (s.dims.sp ? " with SP" : "") << ", PP " << s.pp
       << (s.virtual_stages > 1 ? " x " + std::to_string(s.virtual_stages) + " chunks" : "") << ", DP " << s.dp << ", "
-      << s.microbatches << " micro-batch(es) of " << s.micro_batch << " per step";
+      << (s.evaluate_only ? "" : std::to_string(s.microbatches) + " ") << "micro-batch(es) of " << s.micro_batch
+      << (s.evaluate_only ? "" : " per step");
+  if (s.evaluate_only) {
+    run_ranks(s, [&](int32_t local) { evaluate_rank(s, local); });
+    return 0;
+  }
   StopSignals signals;
   if (flags.memory_plan != nullptr)
     check_planned_memory(s, *flags.memory_plan, [&](const auto& body) { run_ranks(s, body); });

@@ -1,5 +1,6 @@
-// Runs an assembled pipeline: trains, or generates when the config has
-// [generate] (main hands a config with [tuner] to tuner/tune.hpp instead).
+// Runs an assembled pipeline: trains, generates when the config has
+// [generate], or with --evaluate evaluates the model alone (main hands a
+// config with [tuner] to tuner/tune.hpp instead).
 #pragma once
 
 #include <memory>
@@ -7,6 +8,7 @@
 
 #include "assembly.hpp"
 #include "config.hpp"
+#include "data/data_sources.hpp"
 #include "data/tokenizer.hpp"
 #include "engine/model.hpp"
 
@@ -14,6 +16,7 @@ namespace mh {
 
 struct RunFlags {
   bool dry_run = false;
+  bool evaluate = false;  // evaluate the model on the valid and test splits; train nothing
   std::string metrics_out;
   bool report_memory = false;
   std::string grads_out;
@@ -31,6 +34,9 @@ struct ModelVocab {
 ModelVocab model_vocab(const Assembly& assembly, const Config& config);
 // The tokenizer [data] names, with its files resolved against the config.
 std::unique_ptr<data::Tokenizer> run_tokenizer(const Assembly& assembly, const Config& config);
+
+// The [data] keys that name the datasets and cut them into splits.
+data::DataKeys data_keys(const Assembly& assembly);
 
 // The model as the config describes it, the vocabulary padded as the
 // engine pads it.

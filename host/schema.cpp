@@ -55,7 +55,7 @@ const MH_OptionSpec kData[] = {
     opt("paths", MH_VALUE_STRING, "\"\"", "weighted prefixes to blend, \"0.3 a 0.7 b\"; replaces path"),
     opt("train_paths", MH_VALUE_STRING, "\"\"", "weighted prefixes used whole for training; split is then unused"),
     opt("valid_paths", MH_VALUE_STRING, "\"\"", "weighted prefixes used whole for validation"),
-    opt("test_paths", MH_VALUE_STRING, "\"\"", "weighted prefixes used whole as the test split (checked, not evaluated)"),
+    opt("test_paths", MH_VALUE_STRING, "\"\"", "weighted prefixes used whole as the test split (evaluated at the end of training and by --evaluate)"),
     opt_choice("tokenizer", "\"byte\"", "byte|gpt2|huggingface", "tokenizer the dataset was made with"),
     opt("vocab_file", MH_VALUE_STRING, "\"\"", "vocab.json (tokenizer = gpt2); empty: GPT-2's, shipped"),
     opt("merges_file", MH_VALUE_STRING, "\"\"", "merges.txt (tokenizer = gpt2); empty: GPT-2's, shipped"),

@@ -53,6 +53,14 @@ void TrainingLog::validation(int64_t step, double loss) {
   events_->flush();
 }
 
+void TrainingLog::test(int64_t step, double loss) {
+  LOG(INFO) << "validation loss at iteration " << step << " on test set | lm loss: " << loss
+            << " | lm loss PPL: " << std::exp(std::min(loss, 700.0));
+  if (!events_) return;
+  events_->scalar("test/loss", step, loss);
+  events_->flush();
+}
+
 // Megatron-LM's training_log line; rates are averaged over the interval
 // (total work over total time), the loss over its finite steps.
 void TrainingLog::log_line(const StepRecord& last) {

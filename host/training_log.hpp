@@ -30,6 +30,8 @@ class TrainingLog {
   void config(const std::string& toml);
   void step(const StepRecord& r);
   void validation(int64_t step, double loss);
+  // The test split's loss, once, at the end of training.
+  void test(int64_t step, double loss);
 
  private:
   void log_line(const StepRecord& last);

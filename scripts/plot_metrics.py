@@ -27,7 +27,7 @@ def runs(path):
             if "run" in record or not out:
                 out.append(([], [], [], []))
             steps, losses, val_steps, val_losses = out[-1]
-            if "loss" in record:
+            if "loss" in record and "step" in record:  # --evaluate's records have no step
                 steps.append(record["step"])
                 losses.append(record["loss"])
             if "val_loss" in record:

@@ -59,10 +59,14 @@ class Opener {
   OpenedData& out_;
 };
 
-// The train, valid and test lists the keys describe.
-std::vector<SplitList> split_lists(const DataKeys& k) {
-  const bool separate = !k.train_paths.empty() || !k.valid_paths.empty() || !k.test_paths.empty();
-  if (!separate) {
+bool separate_lists(const DataKeys& k) {
+  return !k.train_paths.empty() || !k.valid_paths.empty() || !k.test_paths.empty();
+}
+
+// The train, valid and test lists the keys describe; the train list only
+// when training.
+std::vector<SplitList> split_lists(const DataKeys& k, bool train) {
+  if (!separate_lists(k)) {
     const std::string key = k.paths.empty() ? "data.path" : "data.paths";
     std::vector<BlendEntry> entries = parse_blend(k.paths.empty() ? k.path : k.paths, key);
     return {{key, entries, Split::kTrain, k.split}, {key, entries, Split::kValid, k.split},
@@ -70,10 +74,11 @@ std::vector<SplitList> split_lists(const DataKeys& k) {
   }
   require(k.paths.empty(), "data.paths and data.train_paths/valid_paths/test_paths are both given; use "
                            "data.paths with data.split, or the three lists, not both");
-  require(!k.train_paths.empty(), "data.valid_paths or data.test_paths is given without data.train_paths; "
-                                  "give the training datasets in data.train_paths");
-  std::vector<SplitList> lists = {{"data.train_paths", parse_blend(k.train_paths, "data.train_paths"),
-                                   Split::kTrain, "1,0,0"}};
+  require(!train || !k.train_paths.empty(), "data.valid_paths or data.test_paths is given without data.train_paths; "
+                                            "give the training datasets in data.train_paths");
+  std::vector<SplitList> lists;
+  if (train)
+    lists.push_back({"data.train_paths", parse_blend(k.train_paths, "data.train_paths"), Split::kTrain, "1,0,0"});
   if (!k.valid_paths.empty())
     lists.push_back({"data.valid_paths", parse_blend(k.valid_paths, "data.valid_paths"), Split::kValid, "0,1,0"});
   if (!k.test_paths.empty())
@@ -83,15 +88,26 @@ std::vector<SplitList> split_lists(const DataKeys& k) {
 
 }  // namespace
 
+bool split_given(const DataKeys& k, Split split) {
+  if (!separate_lists(k)) return split_weighted(k.split, split);
+  switch (split) {
+    case Split::kTrain: return !k.train_paths.empty();
+    case Split::kValid: return !k.valid_paths.empty();
+    case Split::kTest: return !k.test_paths.empty();
+  }
+  return false;
+}
+
 OpenedData open_data(const DataRequest& r) {
   OpenedData out;
   Opener opener(r, out);
-  for (const SplitList& list : split_lists(r.keys)) {
+  for (const SplitList& list : split_lists(r.keys, r.train)) {
     std::vector<IndexedDataset*> datasets = opener.open(list);
-    if (list.split == Split::kTrain) out.train = samples_of(list, datasets, r, false);
+    if (list.split == Split::kTrain && r.train) out.train = samples_of(list, datasets, r, false);
     if (list.split == Split::kValid && r.valid) out.valid = samples_of(list, datasets, r, r.whole_valid);
+    if (list.split == Split::kTest && r.test) out.test = samples_of(list, datasets, r, true);
   }
-  const bool separate = !r.keys.train_paths.empty();
+  const bool separate = separate_lists(r.keys);
   require(!r.valid || out.valid != nullptr,
           std::string("validation is on (train.eval_interval > 0) but ") +
               (separate ? "data.valid_paths is empty; give validation datasets or set train.eval_interval = 0"

@@ -7,6 +7,8 @@
 //                weighted prefixes used whole for one split each (Megatron's
 //                --train-data-path, ...); split is then not used
 // Every dataset's token ids are checked against the model's vocabulary.
+// Evaluation alone (megahost --evaluate) needs no training data: the
+// training list is then neither required nor opened.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,7 @@
 
 #include "data/indexed_dataset.hpp"
 #include "data/samples.hpp"
+#include "data/split.hpp"
 
 namespace mh::data {
 
@@ -29,16 +32,23 @@ struct DataRequest {
   std::function<std::string(const std::string&)> resolve;  // a prefix as written -> a path
   int64_t seq_len;
   uint64_t seed;
+  bool train;        // open the training split
   bool valid;        // open a validation split
   bool whole_valid;  // validation visits every window of every dataset once
+  bool test;         // open the test split, whole (every window once)
   int64_t vocab;     // ids must be 0..vocab-1
   std::string vocab_source;
 };
 
 struct OpenedData {
   std::vector<std::unique_ptr<IndexedDataset>> datasets;
-  std::unique_ptr<Samples> train, valid;  // valid only when requested
+  std::unique_ptr<Samples> train, valid, test;  // each only when requested
 };
+
+// Whether the keys give `split` any data: its own list (data.valid_paths,
+// data.test_paths), or a weight above zero in data.split when the datasets
+// are cut by it. Throws mh::Error on malformed weights.
+bool split_given(const DataKeys& keys, Split split);
 
 // Throws mh::Error naming the key and the fix for bad lists, a dataset that
 // cannot be opened, ids outside the vocabulary, or a split too short.

@@ -70,4 +70,8 @@ DocumentRange split_documents(std::string_view weights, Split split, int64_t doc
   return {bound(before), bound(through)};
 }
 
+bool split_weighted(std::string_view weights, Split split) {
+  return parse_weights(weights)[static_cast<size_t>(split)] > 0;
+}
+
 }  // namespace mh::data

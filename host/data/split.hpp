@@ -22,4 +22,8 @@ struct DocumentRange {
 };
 DocumentRange split_documents(std::string_view weights, Split split, int64_t documents);
 
+// Whether `weights` give `split` a weight above zero. Throws mh::Error on
+// malformed weights.
+bool split_weighted(std::string_view weights, Split split);
+
 }  // namespace mh::data

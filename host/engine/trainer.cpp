@@ -26,6 +26,7 @@
 #include "engine/param_gather.hpp"
 #include "engine/params.hpp"
 #include "engine/pipeline_schedule.hpp"
+#include "engine/split_evaluation.hpp"
 #include "engine/tensor_parallel.hpp"
 #include "engine/transformer.hpp"
 #include "plugin_loader.hpp"
@@ -170,6 +171,7 @@ class RankTrainer {
   }
 
   void train();
+  void evaluate_model();
   const MemoryTracker& memory() { return dev_.memory(); }
 
  private:
@@ -185,9 +187,12 @@ class RankTrainer {
   MicroBatch load(const data::Samples& samples, int64_t first_sample, uint64_t key);
   double step(int64_t step);
   double evaluate(int64_t step);
+  SplitLoss evaluate_whole(const data::Samples& samples);
+  void test(int64_t step);
   double sum_over_model(double local);
   StepExchange exchange(double hw_flops);
   ckpt::Metadata checkpoint_metadata(int64_t step) const;
+  ckpt::Metadata load_model();
   int64_t resume();
   void stop(int64_t step, int signal);
   void record_stage_time(double busy, double idle);
@@ -346,14 +351,22 @@ ckpt::Metadata RankTrainer::checkpoint_metadata(int64_t step) const {
   return m;
 }
 
-// Loads the checkpoint the run resumes from; returns its step.
-int64_t RankTrainer::resume() {
+// Loads the checkpoint the run starts from (s_.resume_from) into the
+// model and the optimizer; returns its metadata.
+ckpt::Metadata RankTrainer::load_model() {
   const std::string& path = s_.resume_from;
   const ckpt::Metadata saved = ckpt::read_metadata(path);
   ckpt::check_model(path, saved, dims_);
-  const auto started = std::chrono::steady_clock::now();
   checkpointer_.load(path, saved);
   optimizer_.publish();
+  return saved;
+}
+
+// Loads the checkpoint the run resumes from; returns its step.
+int64_t RankTrainer::resume() {
+  const std::string& path = s_.resume_from;
+  const auto started = std::chrono::steady_clock::now();
+  const ckpt::Metadata saved = load_model();
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   consumed_ = saved.consumed_samples;
   if (!leader()) return saved.step;
@@ -421,11 +434,11 @@ std::vector<GroupRange> RankTrainer::norm_ranges() const {
   return ranges;
 }
 
+// The validation loss: over train.eval_batches micro-batches per replica,
+// or with 0 over the whole split.
 double RankTrainer::evaluate(int64_t step) {
-  const int64_t b = s_.micro_batch, asked = s_.assembly->train.options().get_int("eval_batches");
-  // eval_batches = 0: the whole validation split, the last micro-batch filled
-  // from its start again.
-  const int64_t batches = asked > 0 ? asked : (s_.valid->size() + s_.dp * b - 1) / (s_.dp * b);
+  const int64_t b = s_.micro_batch, batches = s_.assembly->train.options().get_int("eval_batches");
+  if (batches == 0) return evaluate_whole(*s_.valid).loss;
   PipelineStage stage(dev_, groups_.pipeline, chunks_, dims_, {});
   double loss = 0;
   for (int64_t k = 0; k < batches; ++k) {
@@ -435,6 +448,47 @@ double RankTrainer::evaluate(int64_t step) {
   return sum_over_model(loss) / double(batches * s_.dp * b * dims_.seq);
 }
 
+SplitLoss RankTrainer::evaluate_whole(const data::Samples& samples) {
+  const auto started = std::chrono::steady_clock::now();
+  PipelineStage stage(dev_, groups_.pipeline, chunks_, dims_, {});
+  double loss = 0;
+  for (const SplitBatch& sb : whole_split_batches(samples.size(), s_.micro_batch, s_.dp, coords_.dp)) {
+    MicroBatch mb = load(samples, sb.first_sample, 0);  // evaluation has no dropout to key
+    mb.counted = sb.counted;
+    loss += stage.evaluate(mb);
+  }
+  const int64_t tokens = samples.size() * dims_.seq;
+  const double total = sum_over_model(loss);
+  return {total / double(tokens), tokens,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
+}
+
+// The test split's loss at the end of training, as Megatron reports it.
+void RankTrainer::test(int64_t step) {
+  const SplitLoss r = evaluate_whole(*s_.test);
+  if (!leader()) return;
+  s_.metrics->write({{"step", step}, {"test_loss", r.loss}, {"test_perplexity", r.perplexity()}});
+  s_.log->test(step, r.loss);
+}
+
+void RankTrainer::evaluate_model() {
+  if (s_.resume_from.empty()) {
+    LOG_IF(WARNING, leader()) << "no checkpoint to load (checkpoint.load is empty, or \"auto\" found none in "
+                                 "checkpoint.dir): evaluating the freshly initialised model";
+  } else {
+    const ckpt::Metadata saved = load_model();
+    LOG_IF(INFO, leader()) << "evaluating the model of " << s_.resume_from << " (step " << saved.step << ")";
+  }
+  const std::pair<const char*, const data::Samples*> splits[] = {{"valid", s_.valid.get()}, {"test", s_.test.get()}};
+  for (const auto& [name, samples] : splits) {
+    if (samples == nullptr) continue;
+    const SplitLoss r = evaluate_whole(*samples);
+    if (!leader()) continue;
+    std::cout << split_line(name, r) << std::endl;
+    s_.metrics->write(split_record(name, r));
+  }
+}
+
 void RankTrainer::train() {
   Options t = s_.assembly->train.options();
   const int64_t eval_interval = t.get_int("eval_interval");
@@ -442,7 +496,9 @@ void RankTrainer::train() {
   const double world = double(s_.comm_info.world_size), peak = dev_.info().peak_flops;
   if (leader()) LOG(INFO) << "rank 0 computes on " << dev_.info().name;
   const int64_t first = s_.resume_from.empty() ? 1 : resume() + 1;
+  int64_t last = first - 1;  // the step the model is at
   for (int64_t st = first; st <= s_.steps; ++st) {
+    last = st;
     auto start = std::chrono::steady_clock::now();
     const double flops_before = dev_.gemm_flops();
     double loss = step(st);
@@ -515,6 +571,7 @@ void RankTrainer::train() {
   checkpointer_.wait();
   if (s_.dry_run && checkpointer_.saving()) checkpointer_.dry_save();
   if (s_.plan_only) return;
+  if (s_.test && !s_.dry_run && !s_.interrupted) test(last);
   finish();
 }
 
@@ -563,6 +620,11 @@ MemoryTracker train_rank(const RunSetup& setup, int32_t local) {
   RankTrainer trainer(setup, local);
   trainer.train();
   return trainer.memory();
+}
+
+void evaluate_rank(const RunSetup& setup, int32_t local) {
+  RankTrainer trainer(setup, local);
+  trainer.evaluate_model();
 }
 
 }  // namespace mh

@@ -1,6 +1,6 @@
 // One rank's training loop: builds its groups, parameters, model and
 // optimizer from the assembled components, then runs the steps, evaluation
-// and metrics.
+// and metrics; or, for megahost --evaluate, evaluates the model alone.
 #pragma once
 
 #include <megahost/abi.h>
@@ -39,8 +39,9 @@ struct RunSetup {
   ModelDims dims{};  // global dims; each rank sets tp_rank
   int64_t steps = 0, global_batch = 0, micro_batch = 0, microbatches = 0;
   std::vector<std::unique_ptr<data::IndexedDataset>> datasets;
-  std::unique_ptr<data::Samples> train, valid;
+  std::unique_ptr<data::Samples> train, valid, test;  // test: whole, when the run has a test split
   bool dry_run = false, report_memory = false;
+  bool evaluate_only = false;  // megahost --evaluate: no training, no train split
   bool plan_only = false;  // a dry pass that only measures memory: it reports and writes nothing
   std::string grads_out;  // full gradients of the last step, for equivalence tests
   std::unique_ptr<MetricsWriter> metrics;
@@ -58,5 +59,11 @@ bool shards_optimizer_state(const Assembly& assembly, int32_t d);
 // Runs rank `local` of this process to the end and returns its memory
 // accounting; throws on failure.
 MemoryTracker train_rank(const RunSetup& setup, int32_t local);
+
+// Loads rank `local`'s part of the model (setup.resume_from; none keeps the
+// initialised one) and evaluates each of the valid and test splits the
+// setup has, whole; rank 0 prints a line and writes a metrics record per
+// split. Throws on failure.
+void evaluate_rank(const RunSetup& setup, int32_t local);
 
 }  // namespace mh

@@ -263,7 +263,8 @@ double Transformer::head_forward(ForwardState& st, const MicroBatch& mb) {
   dev_.to_host(stats.data(), st.xent.data(), stats.size() * sizeof(float));
   double loss = 0;
   for (int64_t r = 0; r < N; ++r)
-    loss += std::log(double(stats[size_t(N + r)])) + stats[size_t(r)] - stats[size_t(2 * N + r)];
+    if (r % d_.micro_batch < mb.counted)  // rows are [s, b]: r % b is the sample
+      loss += std::log(double(stats[size_t(N + r)])) + stats[size_t(r)] - stats[size_t(2 * N + r)];
   return loss;
 }
 

@@ -50,6 +50,9 @@ struct MicroBatch {
   Buffer targets;    // I32 [rows]: next tokens, same order
   Buffer positions;  // I32 [local_rows]: sequence position of each local row
   uint64_t key = 0;  // random stream of this micro-batch (seed, step, global index)
+  // The loss counts samples [0, counted) only: a split's last micro-batch,
+  // filled up past the split's end, counts its real samples alone.
+  int64_t counted = INT64_MAX;
 };
 
 // Told the parameters whose gradients backward has just made its last

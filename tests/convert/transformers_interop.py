@@ -8,8 +8,9 @@ transformers' from_pretrained loads the result and every tensor is equal.
 Parity, for each model the engine computes: the imported model trained by
 Megahost on a dataset whose every sample is one known sequence, against
 PyTorch on that sequence: the loss and every gradient (fp32, relative error
-<= 1e-4); then a few steps of training, an export, and transformers' loss on
-the exported model equal to Megahost's on the same weights.
+<= 1e-4); `megahost --evaluate` on the folder itself gives that loss over
+the whole split; then a few steps of training, an export, and transformers'
+loss on the exported model equal to Megahost's on the same weights.
 
 Needs torch and transformers (scripts/install-deps.sh); exits 77 (skipped)
 without them."""
@@ -57,7 +58,8 @@ MODELS = [
 
 
 def run(*args, expect=0):
-    p = subprocess.run([str(a) for a in args], capture_output=True, text=True)
+    # errors="replace": generated text need not be UTF-8 (transformers_generate.py).
+    p = subprocess.run([str(a) for a in args], capture_output=True, text=True, errors="replace")
     if p.returncode != expect:
         sys.exit(f"{' '.join(map(str, args))}\nexited {p.returncode} (expected {expect}):\n{p.stdout}\n{p.stderr}")
     return p
@@ -87,7 +89,8 @@ def round_trip(tools, tmp, name, maker, dtype):
 
 def prepare_dataset(tools, tmp):
     """Every document is the same SEQ - 1 bytes (plus its end-of-document
-    token), so every sample Megahost draws is the same SEQ + 1 tokens."""
+    token), so every sample Megahost draws is the same SEQ + 1 tokens: the
+    64 documents' 64 SEQ tokens make 63 samples."""
     text = "".join(chr(ord("a") + (i * 7) % 26) for i in range(SEQ - 1))
     source = os.path.join(tmp, "docs.jsonl")
     with open(source, "w") as f:
@@ -175,6 +178,25 @@ def metrics_loss(path, step):
     sys.exit(f"{path}: no loss for step {step}")
 
 
+def evaluation(path):
+    """The --evaluate records of a metrics file, by split."""
+    with open(path) as f:
+        return {r["evaluate"]: r for r in map(json.loads, f) if "evaluate" in r}
+
+
+def check_evaluate(tools, tmp, name, data, hf, loss):
+    """--evaluate on the Hugging Face folder: every sample is the known
+    sequence, so the whole split's mean loss is transformers' loss on it."""
+    config = write_config(tmp, f"{name}_evaluate", data, hf, steps=1)
+    metrics = os.path.join(tmp, f"{name}_evaluate.jsonl")
+    run(tools.megahost, "--config", config, "--evaluate", 'data.split="0,1,0"', "--metrics_out", metrics)
+    valid = evaluation(metrics)["valid"]
+    error = abs(valid["loss"] - loss) / loss
+    print(f"{name}: --evaluate on the folder: loss {valid['loss']:.6f} over {valid['tokens']} tokens, "
+          f"relative error {error:.1e}")
+    assert error <= TOLERANCE and valid["tokens"] == 63 * SEQ, valid
+
+
 def parity(tools, tmp, name, maker, data, tokens):
     model = make(maker, torch.float32)
     hf = os.path.join(tmp, f"{name}_parity_hf")
@@ -202,6 +224,7 @@ def parity(tools, tmp, name, maker, data, tokens):
     print(f"{name}: loss {loss.item():.6f}, relative error {loss_error:.1e}; {len(got)} gradients, worst relative "
           f"error {worst[0]:.1e} ({worst[1]})")
     assert loss_error <= TOLERANCE and worst[0] <= TOLERANCE, (loss_error, worst)
+    check_evaluate(tools, tmp, name, data, hf, loss.item())
 
     # Three steps of training on two tensor-parallel ranks (so the export
     # assembles sliced tensors), exported: transformers computes the loss that

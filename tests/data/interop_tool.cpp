@@ -57,7 +57,7 @@ json pretokenize(std::string_view pattern) {
 
 json samples(const std::string& paths, const std::string& split, int64_t seq_len) {
   DataRequest request{{"", paths, "", "", "", split}, [](const std::string& p) { return p; },
-                      seq_len, 1234, false, false, INT32_MAX, "int32"};
+                      seq_len, 1234, true, false, false, false, INT32_MAX, "int32"};
   OpenedData data = open_data(request);
   json result = json::array();
   std::vector<int32_t> tokens(static_cast<size_t>(seq_len + 1));

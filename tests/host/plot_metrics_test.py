@@ -1,6 +1,6 @@
 """scripts/plot_metrics.py writes a PNG of a metrics file's loss curves (every
-run in the file, or --last), and names the file and line of a record that is
-not JSON."""
+training run in the file, or --last; an --evaluate run has none), and names
+the file and line of a record that is not JSON."""
 import json
 import os
 import subprocess
@@ -23,6 +23,9 @@ def main():
                 for step in range(1, 5):
                     f.write(json.dumps({"step": step, "loss": 6.0 - step / (run + 1)}) + "\n")
                 f.write(json.dumps({"step": 4, "val_loss": 4.5}) + "\n")
+            # An --evaluate run appended to the file: nothing to plot.
+            f.write(json.dumps({"run": {"pid": 2}}) + "\n")
+            f.write(json.dumps({"evaluate": "valid", "loss": 4.4, "perplexity": 81.5}) + "\n")
         for extra in ([], ["--last"]):
             done = plot(metrics, "-o", png, *extra)
             assert done.returncode == 0, done.stderr
@@ -33,7 +36,7 @@ def main():
         with open(metrics, "a") as f:
             f.write("not json\n")
         done = plot(metrics, "-o", png)
-        assert done.returncode != 0 and f"{metrics}:13: not a JSON record" in done.stderr, done.stderr
+        assert done.returncode != 0 and f"{metrics}:15: not a JSON record" in done.stderr, done.stderr
         assert not os.path.exists(png)
     print("plot_metrics.py: PNGs written, a bad record named")
 
