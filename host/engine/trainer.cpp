@@ -98,28 +98,6 @@ Groups make_groups(const RunSetup& s, int32_t local, int32_t rank, const Device&
   return g;
 }
 
-// This stage's model chunks, in chunk order.
-std::vector<ChunkSpec> stage_chunks(const RunSetup& s, int32_t stage) {
-  std::vector<ChunkSpec> chunks(size_t(s.virtual_stages));
-  const size_t total = s.stage_layers.size();
-  for (size_t k = 0; k < total; ++k) {
-    const MH_StageLayers& e = s.stage_layers[k];
-    if (e.stage != stage) continue;
-    chunks[size_t(e.chunk)] = ChunkSpec{e.first, e.count, k == 0, k + 1 == total};
-  }
-  return chunks;
-}
-
-OwnedParts owned_parts(const std::vector<ChunkSpec>& chunks) {
-  OwnedParts owned{{}, false, false};
-  for (const ChunkSpec& c : chunks) {
-    for (int64_t l = c.first_layer; l < c.first_layer + c.layers; ++l) owned.layers.push_back(l);
-    owned.embedding |= c.first;
-    owned.head |= c.last;
-  }
-  std::sort(owned.layers.begin(), owned.layers.end());
-  return owned;
-}
 
 // What every rank learns from every other at the end of a step.
 struct StepExchange {
@@ -605,6 +583,29 @@ void RankTrainer::finish() {
 }
 
 }  // namespace
+
+// This stage's model chunks, in chunk order.
+std::vector<ChunkSpec> stage_chunks(const RunSetup& s, int32_t stage) {
+  std::vector<ChunkSpec> chunks(size_t(s.virtual_stages));
+  const size_t total = s.stage_layers.size();
+  for (size_t k = 0; k < total; ++k) {
+    const MH_StageLayers& e = s.stage_layers[k];
+    if (e.stage != stage) continue;
+    chunks[size_t(e.chunk)] = ChunkSpec{e.first, e.count, k == 0, k + 1 == total};
+  }
+  return chunks;
+}
+
+OwnedParts owned_parts(const std::vector<ChunkSpec>& chunks) {
+  OwnedParts owned{{}, false, false};
+  for (const ChunkSpec& c : chunks) {
+    for (int64_t l = c.first_layer; l < c.first_layer + c.layers; ++l) owned.layers.push_back(l);
+    owned.embedding |= c.first;
+    owned.head |= c.last;
+  }
+  std::sort(owned.layers.begin(), owned.layers.end());
+  return owned;
+}
 
 bool shards_optimizer_state(const Assembly& assembly, int32_t d) {
   if (d <= 1) return false;

@@ -20,6 +20,8 @@
 #include "data/samples.hpp"
 #include "engine/memory.hpp"
 #include "engine/model.hpp"
+#include "engine/params.hpp"
+#include "engine/transformer.hpp"
 #include "metrics.hpp"
 #include "training_log.hpp"
 
@@ -55,6 +57,11 @@ struct RunSetup {
 // Whether the data-parallel component shards optimizer state (and the
 // master weights) over d replicas: Megatron's distributed optimizer.
 bool shards_optimizer_state(const Assembly& assembly, int32_t d);
+
+// Stage `stage`'s model chunks, in chunk order, and what of the model they
+// hold: its layers, and the embedding or head when it has the first or last.
+std::vector<ChunkSpec> stage_chunks(const RunSetup& setup, int32_t stage);
+OwnedParts owned_parts(const std::vector<ChunkSpec>& chunks);
 
 // Runs rank `local` of this process to the end and returns its memory
 // accounting; throws on failure.

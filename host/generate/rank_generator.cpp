@@ -39,7 +39,7 @@ class RankGenerator {
         tensor_(world_.split(stage_, tp_rank_, "tensor")),
         pipeline_(world_.split(tp_rank_, stage_, "pipeline")),
         dims_(rank_dims()),
-        owned_(owned_parts()),
+        owned_(owned_parts(stage_chunks(s, stage_))),
         params_(dev_, dims_, s.tensor_plan, uint64_t(s.assembly->train.options().get_int("seed")), owned_,
                 ParamStorage{1, false, false, !loads_weights()}),
         cache_(dev_, dims_, owned_.layers, job.batch, job.capacity),
@@ -65,7 +65,6 @@ class RankGenerator {
     d.tp_rank = tp_rank_;
     return d;
   }
-  OwnedParts owned_parts() const;
   bool loads_weights() const { return !s_.resume_from.empty() && !s_.dry_run; }
   void load_weights();
   void admit(std::vector<Slot>& slots, size_t& next, std::vector<Outcome>& out, double now) const;
@@ -90,20 +89,6 @@ class RankGenerator {
   KvCache cache_;
   Decoder decoder_;
 };
-
-OwnedParts RankGenerator::owned_parts() const {
-  OwnedParts owned{{}, false, false};
-  const size_t total = s_.stage_layers.size();
-  for (size_t k = 0; k < total; ++k) {
-    const MH_StageLayers& e = s_.stage_layers[k];
-    if (e.stage != stage_) continue;
-    for (int64_t l = e.first; l < e.first + e.count; ++l) owned.layers.push_back(l);
-    owned.embedding |= k == 0;
-    owned.head |= k + 1 == total;
-  }
-  std::sort(owned.layers.begin(), owned.layers.end());
-  return owned;
-}
 
 void RankGenerator::load_weights() {
   const ckpt::Metadata saved = ckpt::read_metadata(s_.resume_from);
