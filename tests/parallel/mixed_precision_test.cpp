@@ -86,19 +86,20 @@ INSTANTIATE_TEST_SUITE_P(Layouts, Bf16SameFunctionAsOneRank, ::testing::ValuesIn
                          [](const auto& info) { return std::string(info.param.name); });
 
 // The distributed optimizer keeps the f32 master weights itself, 1/d per
-// rank, starting from the bf16 parameters as Megatron's does, and every op
-// reads bf16 weights: the loss curve stays that of the all-reduce optimizer
-// up to those roundings (within 0.3%, as bf16 tracks fp32 above; measured
-// 0.21% at one step of 30 in a -O1 build, under 0.1% at the others).
-TEST(MixedPrecision, DistributedOptimizerTracksTheAllReduceOptimizer) {
-  const std::string dp2 = std::string("comm.world_size=2 ") + kLearning + kBf16;
+// rank; the all-reduce optimizer keeps them whole. Both start them as the
+// bf16 parameters widened, every op reads the bf16 parameters, and AdamW is
+// elementwise, so the two compute the same function bit for bit: nothing
+// here depends on how a CPU's BLAS rounds. Only the gradient norm is summed
+// in another order (over shards, then across ranks), so clipping, which
+// scales by it, is off.
+TEST(MixedPrecision, DistributedOptimizerComputesTheAllReduceOptimizersFunction) {
+  const std::string dp2 = std::string("comm.world_size=2 train.clip_grad=0 ") + kLearning + kBf16;
   LayoutResult plain = run_layout(dp2);
   LayoutResult sharded = run_layout(dp2 + " parallel.data.distributed_optimizer=true");
   ASSERT_EQ(plain.exit_code, 0) << plain.log;
   ASSERT_EQ(sharded.exit_code, 0) << sharded.log;
   ASSERT_EQ(sharded.losses.size(), plain.losses.size());
-  for (size_t i = 0; i < plain.losses.size(); ++i)
-    EXPECT_NEAR(sharded.losses[i], plain.losses[i], 3e-3 * plain.losses[i]) << "step " << i + 1;
+  for (size_t i = 0; i < plain.losses.size(); ++i) EXPECT_EQ(sharded.losses[i], plain.losses[i]) << "step " << i + 1;
   EXPECT_LT(sharded.losses.back(), 0.75 * sharded.losses.front());
 }
 
