@@ -22,6 +22,12 @@ uint8_t* u8(const MH_Tensor& t) { return static_cast<uint8_t*>(t.data); }
 
 }  // namespace
 
+const char* cpu::plugin_description() {
+  static const std::string text = "host memory, OpenBLAS sgemm and vectorised OpenMP ops; fp32, or bf16 with GEMMs on " +
+                                  std::string(describe(detect_bf16_units()));
+  return text.c_str();
+}
+
 CpuKernels::CpuKernels(const CreateContext& ctx)
     : compute_(ctx.options.get_string("dtype") == "bf16" ? MH_BF16 : MH_F32),
       ranks_in_process_(std::max(1, ctx.ranks_in_process)) {
@@ -46,6 +52,12 @@ CpuKernels::CpuKernels(const CreateContext& ctx)
   peak_flops_ = gflops > 0 ? gflops * 1e9 : cpu::theoretical_peak_flops(threads_);
   name_ = "cpu: " + cpu::cpu_model() + ", " + std::to_string(threads_) + " threads (OpenBLAS " +
           openblas_get_corename() + ")";
+  if (compute_ == MH_BF16) {
+    const cpu::Bf16Units units =
+        ctx.options.get_string("bf16_gemm") == "f32" ? cpu::Bf16Units::kNone : cpu::detect_bf16_units();
+    if (units != cpu::Bf16Units::kNone) bf16_gemm_.emplace(threads_);
+    name_ += ", bf16 GEMM: " + std::string(cpu::describe(units));
+  }
 }
 
 // Memory is the host's RAM, shared by the ranks of this process: each
@@ -79,6 +91,7 @@ void CpuKernels::copy(void* dst, const void* src, uint64_t bytes, MH_CopyKind ki
 
 void CpuKernels::gemm(const MH_GemmArgs& args) {
   const GemmDims d = check_gemm(args, compute_);
+  if (bf16_gemm_ && bf16_gemm_->run(args, d)) return;
   cpu::F32Staging s(threads_);
   if (args.b.dtype == MH_BF16 && cpu::streams_b(d.m, args.trans_a != 0, args.trans_b != 0)) {
     // A decode step's weight, read in bf16 as stored (only a and c are staged).
