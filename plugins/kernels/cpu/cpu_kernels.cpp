@@ -95,9 +95,13 @@ void CpuKernels::copy(void* dst, const void* src, uint64_t bytes, MH_CopyKind ki
 
 void CpuKernels::gemm(const MH_GemmArgs& args) {
   const GemmDims d = check_gemm(args, compute_);
-  if (bf16_gemm_ && bf16_gemm_->run(args, d)) return;
+  const bool streams_b = args.b.dtype == MH_BF16 && cpu::streams_b(d.m, args.trans_a != 0, args.trans_b != 0);
+  // One row against a weight (single-stream decode) reads the weight once at
+  // memory speed on the streaming kernel, where oneDNN would pack it first
+  // (docs/kernels-cpu.md); from two rows on, the bf16 units win.
+  if (bf16_gemm_ && !(streams_b && d.m == 1) && bf16_gemm_->run(args, d)) return;
   cpu::F32Staging s(threads_);
-  if (args.b.dtype == MH_BF16 && cpu::streams_b(d.m, args.trans_a != 0, args.trans_b != 0)) {
+  if (streams_b) {
     // A decode step's weight, read in bf16 as stored (only a and c are staged).
     cpu::gemm_bf16_b(d.batch, d.m, d.n, d.k, args.alpha,
                      {s.in(args.a), args.a.strides[0], args.a.strides[1], args.trans_a != 0},
