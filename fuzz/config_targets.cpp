@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "assembly.hpp"
-#include "config.hpp"
+#include "plugins/assembly.hpp"
+#include "config/config.hpp"
 #include "fixed_registry.hpp"
 #include "scratch.hpp"
 #include "targets.hpp"

@@ -5,7 +5,7 @@
 // every checkout.
 #pragma once
 
-#include "registry.hpp"
+#include "plugins/registry.hpp"
 
 namespace mh::fuzz {
 

@@ -23,11 +23,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "assembly.hpp"
-#include "config.hpp"
-#include "plugin_list.hpp"
-#include "plugin_loader.hpp"
-#include "registry.hpp"
+#include "plugins/assembly.hpp"
+#include "config/config.hpp"
+#include "cli/plugin_list.hpp"
+#include "plugins/plugin_loader.hpp"
+#include "plugins/registry.hpp"
 #include "targets.hpp"
 
 namespace mh::fuzz {

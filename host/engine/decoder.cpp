@@ -44,7 +44,7 @@ struct Pass {
   Buffer branch(TypedPtr branch_in, int64_t width, int w, int b, TypedPtr residual) {
     const int64_t n = d.rows(), h = d.hidden;
     Buffer partial(ctx.dev, kWork, n * h), scratch, mask(ctx.dev, kWork, n * h, MH_U8);
-    ops::linear(ctx.dev, branch_in, ctx.W(w), partial.f32(), n, width, h);
+    ops::linear(ctx.dev, branch_in, ctx.P(w), partial.f32(), n, width, h);
     TypedPtr y = tp.exit_fwd(partial.f32(), scratch);
     if (b >= 0) ops::bias_add(ctx.dev, y, ctx.P(b), n, h);
     Buffer out = ctx.activation(kAct, n * h);
@@ -122,7 +122,7 @@ std::vector<float> Decoder::logits(const Buffer& x, const DecodeInput& in) {
   const Buffer normed = NormPart(pass.ctx).forward(last.ptr(), params_.lnf_w(), params_.lnf_b());
   // f32 logits, as training's: sampling compares and exponentiates them.
   Buffer local(dev_, kWork, n * V), all;
-  ops::linear(dev_, normed.ptr(), params_.gemm_weight(params_.head_w()), local.f32(), n, h, V);
+  ops::linear(dev_, normed.ptr(), params_.weight(params_.head_w()), local.f32(), n, h, V);
   if (t > 1) {
     all = Buffer(dev_, MemCategory::kComm, t * n * V);
     tensor_.all_gather(local.f32(), all.f32(), n * V);

@@ -10,9 +10,9 @@
 #include <string>
 #include <utility>
 
-#include "assembly.hpp"
+#include "plugins/assembly.hpp"
 #include "engine/memory.hpp"
-#include "plugin_calls.hpp"
+#include "plugins/plugin_calls.hpp"
 
 namespace mh {
 

@@ -2,7 +2,7 @@
 // layers, as the engine keeps them (and as the tuner prices them).
 #pragma once
 
-#include "assembly.hpp"
+#include "plugins/assembly.hpp"
 #include "engine/activations.hpp"
 #include "engine/transformer.hpp"
 

@@ -111,7 +111,7 @@ void Optimizer::publish() {
   const TypedPtr all = gathered();
   for (size_t r = 0; distributed() && r < ranges_.size(); ++r)
     data_->all_gather(all + owned_[r].flat, all + ranges_[r].offset, owned_[r].count);
-  params_.refresh_gemm_weights();
+  params_.refresh_compute_copy();
 }
 
 void Optimizer::round_master() {
@@ -120,7 +120,7 @@ void Optimizer::round_master() {
 }
 
 // Distributed, the parameters hold either f32 values and no GEMM copy or
-// only the copy, so refresh_gemm_weights has nothing to do after a gather.
+// only the copy, so refresh_compute_copy has nothing to do after a gather.
 PendingCollective Optimizer::all_gather_start(size_t range) {
   const TypedPtr all = gathered();
   return data_->all_gather_start(all + owned_.at(range).flat, all + ranges_[range].offset, owned_[range].count);

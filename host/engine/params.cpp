@@ -43,11 +43,14 @@ ParamSet::ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& p
   }
   if (storage.gradients) grads_ = Buffer(device, MemCategory::kGrads, n);
   if (compute != MH_F32) {
-    gemm_copy_ = Buffer(device, MemCategory::kParams, n, compute);
-    if (!holds_master()) ops::fill(device, gemm_copy_.ptr(), n, 0);  // the padding
+    compute_copy_ = Buffer(device, MemCategory::kParams, n, compute);
+    if (!holds_master()) ops::fill(device, compute_copy_.ptr(), n, 0);  // the padding
   }
   if (storage.initialize) upload_initial_values(seed);
-  refresh_gemm_weights();
+  refresh_compute_copy();
+  // The master weights start as the compute-dtype parameters widened, as
+  // Megatron's do and as the distributed optimizer's do.
+  if (storage.initialize && compute_copy_ && holds_master()) ops::copy(device, compute_copy_.ptr(), values_.ptr(), n);
 }
 
 void ParamSet::add_norm(const std::string& name, int& w, int& b) {
@@ -127,16 +130,16 @@ void ParamSet::upload(int id, const std::vector<float>& host) {
   }
   Buffer staged(device_, MemCategory::kWorkspace, int64_t(host.size()));
   device_.to_device(staged.data(), host.data(), host.size() * sizeof(float));
-  ops::copy(device_, staged.ptr(), gemm_weight(id), int64_t(host.size()));
+  ops::copy(device_, staged.ptr(), weight(id), int64_t(host.size()));
 }
 
-TypedPtr ParamSet::gemm_weight(int id) const {
-  if (!gemm_copy_) return value(id);
-  return gemm_copy_.ptr() + infos_[id].offset;
+TypedPtr ParamSet::weight(int id) const {
+  if (!compute_copy_) return value(id);
+  return compute_copy_.ptr() + infos_[id].offset;
 }
 
-void ParamSet::refresh_gemm_weights() {
-  if (gemm_copy_ && holds_master()) ops::copy(device_, values_.ptr(), gemm_copy_.ptr(), values_.numel());
+void ParamSet::refresh_compute_copy() {
+  if (compute_copy_ && holds_master()) ops::copy(device_, values_.ptr(), compute_copy_.ptr(), values_.numel());
 }
 
 int ParamSet::add(std::string name, int64_t global_rows, int64_t global_cols, int32_t shard, ParamGroup group,

@@ -88,17 +88,16 @@ class ParamSet {
   // optimizer does.
   bool holds_master() const { return bool(values_); }
   float* value(int id) const { return values_.f32() + infos_[id].offset; }
-  // The weight the other ops (layernorm, bias, embedding) read: the value,
-  // else its copy in the compute dtype.
-  TypedPtr weight(int id) const { return holds_master() ? TypedPtr(value(id)) : gemm_weight(id); }
   // Every parameter in the compute dtype, padded as the values; empty in f32.
-  TypedPtr compute_copy() const { return gemm_copy_.ptr(); }
-  // The weight a GEMM reads: the value itself in f32, else its copy in the
-  // compute dtype.
-  TypedPtr gemm_weight(int id) const;
+  TypedPtr compute_copy() const { return compute_copy_.ptr(); }
+  // The weight every op reads: the value itself in f32, else its copy in the
+  // compute dtype. As in Megatron's bf16 training, norms, biases and
+  // embeddings read the bf16 parameter like the GEMMs, so both optimizers,
+  // whichever of them keeps the f32 master weights, compute one function.
+  TypedPtr weight(int id) const;
   // Rounds the values into the GEMMs' copy; call after every change to the
   // values. Nothing to do in f32 or without values.
-  void refresh_gemm_weights();
+  void refresh_compute_copy();
   float* grad(int id) const { return grads_.f32() + infos_[id].offset; }
   const ParamInfo& info(int id) const { return infos_[id]; }
   const std::vector<ParamInfo>& infos() const { return infos_; }
@@ -153,7 +152,7 @@ class ParamSet {
   std::array<GroupRange, kParamGroups> groups_{};
   Device& device_;
   Buffer values_, grads_;
-  Buffer gemm_copy_;  // values in the compute dtype; empty in f32
+  Buffer compute_copy_;  // values in the compute dtype; empty in f32
 };
 
 }  // namespace mh

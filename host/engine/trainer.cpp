@@ -29,8 +29,8 @@
 #include "engine/split_evaluation.hpp"
 #include "engine/tensor_parallel.hpp"
 #include "engine/transformer.hpp"
-#include "plugin_loader.hpp"
-#include "stop_signals.hpp"
+#include "plugins/plugin_loader.hpp"
+#include "run/stop_signals.hpp"
 
 namespace mh {
 namespace {

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "assembly.hpp"
+#include "plugins/assembly.hpp"
 #include "checkpoint/checkpointer.hpp"
 #include "data/indexed_dataset.hpp"
 #include "data/samples.hpp"
@@ -22,8 +22,8 @@
 #include "engine/model.hpp"
 #include "engine/params.hpp"
 #include "engine/transformer.hpp"
-#include "metrics.hpp"
-#include "training_log.hpp"
+#include "report/metrics.hpp"
+#include "report/training_log.hpp"
 
 namespace mh {
 

@@ -187,7 +187,7 @@ void Transformer::residual_branch(ForwardState& st, int64_t l, const MicroBatch&
   const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden;
   LayerActivations& A = st.acts[size_t(l)];
   Buffer partial(dev_, kWork, N * h), scratch;
-  ops::linear(dev_, branch_in, W(w), partial.f32(), N, branch_width, h);
+  ops::linear(dev_, branch_in, P(w), partial.f32(), N, branch_width, h);
   TypedPtr y = tp_.exit_fwd(partial.f32(), scratch);
   if (b >= 0) ops::bias_add(dev_, y, P(b), n, h);
   A[mask] = Buffer(dev_, kAct, n * h, MH_U8);
@@ -203,7 +203,7 @@ Buffer Transformer::residual_branch_bwd(ForwardState& st, int64_t l, const float
   if (b >= 0) ops::bias_bwd(dev_, dloc.ptr(), G(b), n, h);
   TypedPtr dy = tp_.exit_bwd(dloc.ptr(), scratch);
   Buffer din = activation(kWork, N * branch_width);
-  ops::linear_dx(dev_, dy, W(w), din.ptr(), N, branch_width, h);
+  ops::linear_dx(dev_, dy, P(w), din.ptr(), N, branch_width, h);
   ops::linear_dw(dev_, dy, branch_in, G(w), N, branch_width, h);
   return din;
 }
@@ -241,7 +241,7 @@ double Transformer::head_forward(ForwardState& st, const MicroBatch& mb) {
   // Logits are f32 in every precision: the softmax over a large vocabulary
   // sums many small exponentials, and the loss is a difference of logits.
   st.logits = Buffer(dev_, kAct, N * V);
-  ops::linear(dev_, in, W(params_.head_w()), st.logits.f32(), N, h, V);
+  ops::linear(dev_, in, P(params_.head_w()), st.logits.f32(), N, h, V);
   gathered.release();
   // [row_max | sum_exp | target_logit], each [N]; shards combine in between.
   st.xent = Buffer(dev_, kAct, 3 * N);
@@ -291,7 +291,7 @@ void Transformer::head_backward(ForwardState& st, const MicroBatch& mb, float lo
     dlogits = rounded.ptr();
   }
   Buffer dfull(dev_, kWork, N * h), s1, s2;
-  ops::linear_dx(dev_, dlogits, W(params_.head_w()), dfull.f32(), N, h, V);
+  ops::linear_dx(dev_, dlogits, P(params_.head_w()), dfull.f32(), N, h, V);
   TypedPtr in = tp_.enter_fwd(st.lnf.ptr(), s1);
   ops::linear_dw(dev_, dlogits, in, G(params_.head_w()), N, h, V);
   s1.release();

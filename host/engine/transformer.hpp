@@ -111,7 +111,6 @@ class Transformer {
   MH_RngSpan hidden_span(const MicroBatch& mb, int64_t layer, int site) const;
   MH_RngSpan attention_span(const MicroBatch& mb, int64_t layer) const;
   TypedPtr P(int id) const { return params_.weight(id); }
-  TypedPtr W(int id) const { return params_.gemm_weight(id); }
   float* G(int id) const { return params_.grad(id); }
   Buffer activation(MemCategory category, int64_t elements) const { return ctx_.activation(category, elements); }
 

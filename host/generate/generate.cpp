@@ -10,7 +10,7 @@
 
 #include "generate/prompts.hpp"
 #include "generate/rank_generator.hpp"
-#include "run.hpp"
+#include "run/run.hpp"
 
 namespace mh::generate {
 namespace {

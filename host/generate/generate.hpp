@@ -4,11 +4,11 @@
 // training (docs/generate.md).
 #pragma once
 
-#include "assembly.hpp"
-#include "config.hpp"
-#include "diagnostics.hpp"
+#include "plugins/assembly.hpp"
+#include "config/config.hpp"
+#include "config/diagnostics.hpp"
 #include "engine/trainer.hpp"
-#include "memory_preflight.hpp"
+#include "preflight/memory_preflight.hpp"
 
 namespace mh::generate {
 

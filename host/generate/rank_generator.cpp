@@ -11,7 +11,7 @@
 #include "engine/decoder.hpp"
 #include "engine/kv_cache.hpp"
 #include "engine/params.hpp"
-#include "plugin_loader.hpp"
+#include "plugins/plugin_loader.hpp"
 
 namespace mh::generate {
 namespace {

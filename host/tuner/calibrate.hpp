@@ -10,8 +10,8 @@
 #include <span>
 #include <string>
 
-#include "config.hpp"
-#include "registry.hpp"
+#include "config/config.hpp"
+#include "plugins/registry.hpp"
 
 namespace mh {
 

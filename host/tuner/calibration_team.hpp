@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "assembly.hpp"
+#include "plugins/assembly.hpp"
 #include "engine/device.hpp"
 
 namespace mh {

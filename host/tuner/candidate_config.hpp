@@ -10,8 +10,8 @@
 
 #include <toml++/toml.h>
 
-#include "assembly.hpp"
-#include "config.hpp"
+#include "plugins/assembly.hpp"
+#include "config/config.hpp"
 #include "tuner/hardware_profile.hpp"
 
 namespace mh {

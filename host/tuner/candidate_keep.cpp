@@ -2,7 +2,7 @@
 
 #include <megahost/error.hpp>
 
-#include "assembly.hpp"
+#include "plugins/assembly.hpp"
 #include "engine/keep_table.hpp"
 
 namespace mh {

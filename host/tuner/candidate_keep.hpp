@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "registry.hpp"
+#include "plugins/registry.hpp"
 
 namespace mh {
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
-#include "diagnostics.hpp"
+#include "config/config.hpp"
+#include "config/diagnostics.hpp"
 
 namespace mh {
 

@@ -11,8 +11,8 @@
 #include <span>
 #include <string>
 
-#include "assembly.hpp"
-#include "config.hpp"
+#include "plugins/assembly.hpp"
+#include "config/config.hpp"
 #include "tuner/hardware_profile.hpp"
 
 namespace mh {

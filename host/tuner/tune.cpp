@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "engine/trainer.hpp"
-#include "run.hpp"
+#include "run/run.hpp"
 #include "tuner/candidate_config.hpp"
 #include "tuner/candidate_keep.hpp"
 #include "tuner/hardware_profile.hpp"

@@ -7,9 +7,9 @@
 
 #include <string>
 
-#include "assembly.hpp"
-#include "config.hpp"
-#include "registry.hpp"
+#include "plugins/assembly.hpp"
+#include "config/config.hpp"
+#include "plugins/registry.hpp"
 
 namespace mh {
 

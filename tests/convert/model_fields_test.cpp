@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "checkpoint/metadata.hpp"
-#include "config.hpp"
+#include "config/config.hpp"
 #include "hf_fixture.hpp"
 
 namespace mh::convert {

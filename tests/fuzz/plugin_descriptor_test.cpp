@@ -8,8 +8,8 @@
 
 #include <megahost/options.hpp>
 
-#include "plugin_loader.hpp"
-#include "registry.hpp"
+#include "plugins/plugin_loader.hpp"
+#include "plugins/registry.hpp"
 
 namespace mh {
 namespace {

@@ -5,10 +5,10 @@
 // would call the first's and decide KEEP too.
 #include <gtest/gtest.h>
 
-#include "assembly.hpp"
+#include "plugins/assembly.hpp"
 #include "megahost_process.hpp"
-#include "plugin_loader.hpp"
-#include "registry.hpp"
+#include "plugins/plugin_loader.hpp"
+#include "plugins/registry.hpp"
 
 namespace mh::host::testing {
 namespace {

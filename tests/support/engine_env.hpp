@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "assembly.hpp"
-#include "config.hpp"
-#include "plugin_loader.hpp"
-#include "registry.hpp"
+#include "plugins/assembly.hpp"
+#include "config/config.hpp"
+#include "plugins/plugin_loader.hpp"
+#include "plugins/registry.hpp"
 
 namespace mh::test {
 

@@ -51,7 +51,7 @@ void AttentionPart::project(LayerActivations& A, const LayerParamIds& w) const {
   Buffer gathered;
   TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN1].ptr(), gathered);
   A[MH_ACT_QKV] = c_.activation(kAct, N * q);
-  ops::linear(c_.dev, in, c_.W(w.qkv_w), A[MH_ACT_QKV].ptr(), N, h, q);
+  ops::linear(c_.dev, in, c_.P(w.qkv_w), A[MH_ACT_QKV].ptr(), N, h, q);
   if (w.qkv_b >= 0) ops::bias_add(c_.dev, A[MH_ACT_QKV].ptr(), c_.P(w.qkv_b), N, q);
 }
 
@@ -97,7 +97,7 @@ void AttentionPart::backward(LayerActivations& A, const LayerParamIds& w, TypedP
   TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN1].ptr(), gathered);
   ops::linear_dw(c_.dev, dqkv.ptr(), in, c_.G(w.qkv_w), N, h, q);
   gathered.release();
-  ops::linear_dx(c_.dev, dqkv.ptr(), c_.W(w.qkv_w), dx.f32(), N, h, q);
+  ops::linear_dx(c_.dev, dqkv.ptr(), c_.P(w.qkv_w), dx.f32(), N, h, q);
 }
 
 // A group's K and V serve its m query heads, so their gradients sum over

@@ -39,10 +39,10 @@ void MlpPart::forward(LayerActivations& A, const LayerParamIds& w) const {
 // bias is added as the rank-1 product ones[N] x bias[f] instead.
 void MlpPart::project(TypedPtr in, TypedPtr fc1, int64_t first, int weight, int bias) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, f = c_.d.local_ffn();
-  ops::gemm(c_.dev, in.t({1, N, h}), c_.W(weight).t({1, f, h}), half(fc1, first), false, true, 0);
+  ops::gemm(c_.dev, in.t({1, N, h}), c_.P(weight).t({1, f, h}), half(fc1, first), false, true, 0);
   if (bias < 0) return;
   if (!swiglu()) return ops::bias_add(c_.dev, fc1, c_.P(bias), N, f);
-  ops::gemm(c_.dev, ones().t({1, N, 1}), c_.W(bias).t({1, 1, f}), half(fc1, first), false, false, 1);
+  ops::gemm(c_.dev, ones().t({1, N, 1}), c_.P(bias).t({1, 1, f}), half(fc1, first), false, false, 1);
 }
 
 void MlpPart::backward(LayerActivations& A, const LayerParamIds& w, Buffer& dact, Buffer& dx) const {
@@ -69,7 +69,7 @@ void MlpPart::project_bwd(TypedPtr in, TypedPtr dfc1, int64_t first, int weight,
   if (bias >= 0 && swiglu())
     ops::gemm(c_.dev, ones().t({1, N, 1}), dy, TypedPtr(c_.G(bias)).t({1, 1, f}), true, false, 1);
   ops::gemm(c_.dev, dy, in.t({1, N, h}), TypedPtr(c_.G(weight)).t({1, f, h}), true, false, 1);
-  ops::gemm(c_.dev, dy, c_.W(weight).t({1, f, h}), TypedPtr(dx).t({1, N, h}), false, false, beta);
+  ops::gemm(c_.dev, dy, c_.P(weight).t({1, f, h}), TypedPtr(dx).t({1, N, h}), false, false, beta);
 }
 
 double MlpPart::activation_bytes(const ModelDims& d, double e, MH_Activation a) {

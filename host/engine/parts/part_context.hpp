@@ -17,7 +17,6 @@ struct PartContext {
 
   // The weight the non-GEMM ops read (ParamSet::weight).
   TypedPtr P(int id) const { return params.weight(id); }
-  TypedPtr W(int id) const { return params.gemm_weight(id); }
   float* G(int id) const { return params.grad(id); }
   // A buffer in the compute dtype.
   Buffer activation(MemCategory category, int64_t elements) const {

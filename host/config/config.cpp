@@ -1,0 +1,394 @@
+#include "config/config.hpp"
+
+#include <megahost/error.hpp>
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "convert/hf_config.hpp"
+#include "convert/hf_folder.hpp"
+#include "embedded_default_config.hpp"
+#include "config/model_preset.hpp"
+#include "config/toml_nesting.hpp"
+
+namespace mh {
+namespace fs = std::filesystem;
+namespace {
+
+std::vector<std::string> split_dotted(const std::string& key) {
+  std::vector<std::string> parts;
+  std::stringstream in(key);
+  std::string part;
+  while (std::getline(in, part, '.')) parts.push_back(part);
+  return parts;
+}
+
+// A value as TOML would read it ("4", "true", "\"x\"", "1e-3"); anything
+// that does not parse is taken as a bare string, so `data.tokenizer=byte`
+// needs no quotes.
+toml::node_view<toml::node> parsed_value(const std::string& text, toml::table& holder) {
+  if (first_nesting_beyond(text, kMaxTomlNesting)) {
+    holder = toml::table{{"v", text}};
+    return holder["v"];
+  }
+  try {
+    holder = toml::parse("v = " + text);
+  } catch (const toml::parse_error&) {
+    holder = toml::table{{"v", text}};
+  }
+  return holder["v"];
+}
+
+void apply_override(toml::table& root, const std::string& item, Diagnostics& diag) {
+  auto eq = item.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    diag.error("command line", "override '" + item + "' is not of the form section.key=value");
+    return;
+  }
+  std::vector<std::string> path = split_dotted(item.substr(0, eq));
+  if (path.size() > kMaxTomlNesting) {
+    diag.error("command line", "override '" + item.substr(0, 40) + "...': a key of " + std::to_string(path.size()) +
+                                   " dotted parts; a run config's keys have a few");
+    return;
+  }
+  toml::table* table = &root;
+  for (size_t i = 0; i + 1 < path.size(); ++i) {
+    toml::node* next = table->get(path[i]);
+    if (next == nullptr) next = table->insert(path[i], toml::table{}).first->second.as_table();
+    if (!next->is_table()) {
+      diag.error("command line", "override '" + item + "': '" + path[i] + "' is not a section");
+      return;
+    }
+    table = next->as_table();
+  }
+  toml::table holder;
+  auto value = parsed_value(item.substr(eq + 1), holder);
+  table->insert_or_assign(path.back(), *value.node());
+}
+
+std::string type_name(int32_t type) {
+  switch (type) {
+    case MH_VALUE_BOOL: return "a boolean";
+    case MH_VALUE_INT: return "an integer";
+    case MH_VALUE_DOUBLE: return "a number";
+    default: return "a string";
+  }
+}
+
+bool has_type(const toml::node& node, int32_t type) {
+  switch (type) {
+    case MH_VALUE_BOOL: return node.is_boolean();
+    case MH_VALUE_INT: return node.is_integer();
+    case MH_VALUE_DOUBLE: return node.is_number();
+    default: return node.is_string();
+  }
+}
+
+std::vector<std::string> split_choices(const char* choices) {
+  std::vector<std::string> out;
+  std::stringstream in(choices);
+  std::string c;
+  while (std::getline(in, c, '|')) out.push_back(c);
+  return out;
+}
+
+std::string format_number(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+// Returns "" when the value satisfies the spec's range and choices.
+std::string value_problem(const MH_OptionSpec& spec, const toml::node& node) {
+  if (spec.type == MH_VALUE_INT || spec.type == MH_VALUE_DOUBLE) {
+    double v = node.is_integer() ? double(*node.value<int64_t>()) : *node.value<double>();
+    // NaN passes every comparison and infinity every lower bound.
+    if (!std::isfinite(v)) return "must be a finite number, got " + format_number(v);
+    if ((spec.flags & MH_OPTION_HAS_MIN) && v < spec.min)
+      return "must be >= " + format_number(spec.min) + ", got " + format_number(v);
+    if ((spec.flags & MH_OPTION_HAS_MAX) && v > spec.max)
+      return "must be <= " + format_number(spec.max) + ", got " + format_number(v);
+  }
+  if (spec.type == MH_VALUE_STRING && spec.choices != nullptr) {
+    std::string v = *node.value<std::string>();
+    std::vector<std::string> choices = split_choices(spec.choices);
+    for (const auto& c : choices)
+      if (c == v) return "";
+    std::string hint = did_you_mean(v, choices);
+    return "'" + v + "' is not one of " + std::string(spec.choices) + (hint.empty() ? "" : "; " + hint);
+  }
+  return "";
+}
+
+std::vector<std::string> known_keys(std::span<const MH_OptionSpec> specs, const std::vector<std::string>& extra) {
+  std::vector<std::string> keys = extra;
+  for (const auto& s : specs) keys.emplace_back(s.name);
+  return keys;
+}
+
+// What kind of file system object a path is, for a message that says why it
+// cannot be read as a config.
+std::string not_regular(fs::file_type type) {
+  switch (type) {
+    case fs::file_type::directory: return "a directory";
+    case fs::file_type::fifo: return "a FIFO (reading it could wait forever)";
+    case fs::file_type::character:
+    case fs::file_type::block: return "a device";
+    case fs::file_type::socket: return "a socket";
+    default: return "not a regular file";
+  }
+}
+
+// The config's text. Only a regular file is read: a directory or a device
+// would read as empty or endless TOML and train on defaults, a FIFO hangs.
+std::optional<std::string> read_config_file(const std::string& path, Diagnostics& diag) {
+  const std::string fix = "; --config takes a TOML file";
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) {
+    diag.error(path, std::string("cannot read the config: ") + std::strerror(errno) + fix);
+    return std::nullopt;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    diag.error(path, "the config is " + not_regular(fs::status(path).type()) + fix);
+    return std::nullopt;
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in.good() && !in.eof()) {
+    diag.error(path, std::string("cannot read the config: ") + std::strerror(errno) + fix);
+    return std::nullopt;
+  }
+  return text.str();
+}
+
+}  // namespace
+
+std::optional<Config> Config::load(const std::string& path, const std::vector<std::string>& overrides,
+                                   Diagnostics& diag) {
+  Config config;
+  std::string text = kEmbeddedDefaultConfig;
+  config.file_ = "<embedded default config>";
+  config.base_dir_ = MEGAHOST_DEFAULT_CONFIG_DIR;
+  if (!path.empty()) {
+    config.file_ = path;
+    config.base_dir_ = fs::absolute(path).parent_path();
+    std::optional<std::string> read = read_config_file(path, diag);
+    if (!read) return std::nullopt;
+    text = std::move(*read);
+  }
+  if (auto at = first_nesting_beyond(text, kMaxTomlNesting)) {
+    diag.error(config.file_ + ":" + std::to_string(at->line) + ":" + std::to_string(at->column),
+               "nested more than " + std::to_string(kMaxTomlNesting) +
+                   " levels deep (tables, arrays, dotted-key parts); a run config needs a few");
+    return std::nullopt;
+  }
+  try {
+    config.root_ = toml::parse(text, config.file_);
+  } catch (const toml::parse_error& e) {
+    const auto& at = e.source().begin;
+    std::string where = config.file_ + (at.line > 0 ? ":" + std::to_string(at.line) + ":" + std::to_string(at.column) : "");
+    diag.error(where, "malformed TOML: " + std::string(e.description()));
+    return std::nullopt;
+  }
+  for (const auto& item : overrides) apply_override(config.root_, item, diag);
+  // The Hugging Face folder's keys first: they are as set as the user's.
+  config.merge_hf_model(diag);
+  apply_arch_preset(config.root_);
+  return config;
+}
+
+namespace {
+
+void insert_value(toml::table& table, const std::string& key, const nlohmann::json& v) {
+  if (v.is_boolean()) table.insert_or_assign(key, v.get<bool>());
+  else if (v.is_number_integer()) table.insert_or_assign(key, v.get<int64_t>());
+  else if (v.is_number()) table.insert_or_assign(key, v.get<double>());
+  else table.insert_or_assign(key, v.get<std::string>());
+}
+
+// Whether the user's [model] value says what config.json says, under the key's rule.
+bool agrees(const toml::node& node, const convert::ModelKey& k) {
+  const nlohmann::json& v = k.value;
+  if (v.is_boolean()) return node.is_boolean() && *node.value<bool>() == v.get<bool>();
+  if (v.is_string()) return node.is_string() && *node.value<std::string>() == v.get<std::string>();
+  if (!node.is_number()) return false;
+  const double mine = node.is_integer() ? double(*node.value<int64_t>()) : *node.value<double>();
+  const double theirs = v.get<double>();
+  if (k.zero_means_this && mine == 0) return true;
+  if (k.rule == convert::ModelKey::kAtMost) return mine <= theirs;
+  return std::abs(mine - theirs) <= 1e-9 * std::abs(theirs);
+}
+
+std::string node_text(const toml::node& node) {
+  std::ostringstream out;
+  out << toml::node_view<const toml::node>(&node);
+  return out.str();
+}
+
+}  // namespace
+
+void Config::merge_hf_model(Diagnostics& diag) {
+  const toml::node* load = root_.at_path("checkpoint.load").node();
+  if (load == nullptr || !load->is_string()) return;
+  const std::string value = *load->value<std::string>();
+  if (value.empty() || value == "auto") return;
+  const std::string dir = resolve(value).string();
+  if (!convert::is_hf_folder(dir)) return;
+  convert::HfModel hf;
+  try {
+    hf = convert::read_hf_config(dir);
+  } catch (const Error& e) {
+    diag.error(where(*load), std::string("checkpoint.load: ") + e.what());
+    return;
+  }
+  toml::node* section = root_.get("model");
+  if (section == nullptr) section = root_.insert("model", toml::table{}).first->second.as_table();
+  if (!section->is_table()) return;  // validating [model] reports it
+  toml::table& model = *section->as_table();
+  const std::string file = dir + "/" + convert::kConfigFile;
+  for (const convert::ModelKey& k : convert::model_keys(hf)) {
+    const toml::node* mine = model.get(k.key);
+    if (mine == nullptr) {
+      insert_value(model, k.key, k.value);
+      continue;
+    }
+    if (k.rule == convert::ModelKey::kDefault || agrees(*mine, k)) continue;
+    diag.error(where(*mine), "model." + k.key + " = " + node_text(*mine) + " but " + file + " has " + k.hf_field +
+                                 " = " + k.hf_value.dump() + (k.rule == convert::ModelKey::kAtMost ? " (at most that)" : "") +
+                                 "; remove model." + k.key + " to take the model's value");
+  }
+}
+
+std::string Config::where(const toml::node& node) const {
+  const auto& at = node.source().begin;
+  if (at.line == 0) return "command line";
+  return file_ + ":" + std::to_string(at.line) + ":" + std::to_string(at.column);
+}
+
+std::string Config::where(const toml::table* section) const {
+  return section != nullptr ? where(*section) : file_;
+}
+
+fs::path Config::resolve(const std::string& path) const {
+  fs::path p(path);
+  return p.is_absolute() ? p : base_dir_ / p;
+}
+
+const char* OptionValues::keep(std::string text) {
+  strings_.push_back(std::move(text));
+  return strings_.back().c_str();
+}
+
+void OptionValues::add(const MH_OptionSpec& spec, const toml::node& node) {
+  MH_NamedValue v{};
+  v.name = keep(spec.name);
+  v.type = spec.type;
+  switch (spec.type) {
+    case MH_VALUE_BOOL: v.value.b = *node.value<bool>() ? 1 : 0; break;
+    case MH_VALUE_INT: v.value.i = *node.value<int64_t>(); break;
+    case MH_VALUE_DOUBLE: v.value.d = *node.value<double>(); break;
+    default: v.value.s = keep(*node.value<std::string>()); break;
+  }
+  values_.push_back(v);
+  raw_.values = values_.data();
+  raw_.count = values_.size();
+}
+
+void OptionValues::set_section(std::string section) {
+  section_ = std::move(section);
+  raw_.section = keep(section_);
+}
+
+const MH_Options* OptionValues::view() const { return &raw_; }
+
+std::string default_problem(const MH_OptionSpec& spec) {
+  if (spec.default_value == nullptr) return "";
+  const std::string text = spec.default_value, quoted = "default '" + text + "' ";
+  toml::table holder;
+  if (first_nesting_beyond(text, kMaxTomlNesting)) return quoted + "nests too deep to be an option's value";
+  try {
+    holder = toml::parse("v = " + text);
+  } catch (const toml::parse_error& e) {
+    return quoted + "is not a TOML value (" + std::string(e.description()) + ")";
+  }
+  if (holder.size() != 1) return quoted + "is more than one TOML value";
+  if (!has_type(*holder.get("v"), spec.type)) return quoted + "is not " + type_name(spec.type);
+  std::string problem = value_problem(spec, *holder.get("v"));
+  return problem.empty() ? "" : "default '" + text + "': " + problem;
+}
+
+const toml::table* find_table(const toml::table& root, const std::string& dotted) {
+  const toml::table* table = &root;
+  for (const auto& part : split_dotted(dotted)) {
+    const toml::node* next = table->get(part);
+    if (next == nullptr || !next->is_table()) return nullptr;
+    table = next->as_table();
+  }
+  return table;
+}
+
+namespace {
+
+// A number or boolean where text is expected is most often a list of one
+// (tuner.tensor = 2): say how to write it.
+std::string wrong_type(const std::string& key, const MH_OptionSpec& spec, const toml::node& node) {
+  std::string out = "'" + key + "' must be " + type_name(spec.type);
+  if (spec.type == MH_VALUE_STRING && (node.is_number() || node.is_boolean())) {
+    std::ostringstream value;
+    value << toml::node_view<const toml::node>(&node);
+    out += "; quote it: " + key + " = \"" + value.str() + "\"";
+  }
+  return out;
+}
+
+}  // namespace
+
+OptionValues validate_section(const Config& config, const toml::table* section, const std::string& name,
+                              std::span<const MH_OptionSpec> specs, const std::vector<std::string>& extra_keys,
+                              Diagnostics& diag) {
+  OptionValues values;
+  values.set_section(name);
+  if (section != nullptr) {
+    std::vector<std::string> keys = known_keys(specs, extra_keys);
+    for (const auto& [key, node] : *section) {
+      if (std::find(keys.begin(), keys.end(), key.str()) != keys.end()) continue;
+      std::string hint = did_you_mean(key.str(), keys);
+      diag.error(config.where(node), "unknown key '" + name + "." + std::string(key.str()) + "'" +
+                                         (hint.empty() ? "" : "; " + hint));
+    }
+  }
+  for (const auto& spec : specs) {
+    const toml::node* node = section != nullptr ? section->get(spec.name) : nullptr;
+    std::string key = name + "." + spec.name;
+    toml::table holder;
+    if (node == nullptr) {
+      if (spec.default_value == nullptr) {
+        diag.error(config.where(section), "missing required key '" + key + "' (" + (spec.doc ? spec.doc : "") + ")");
+        continue;
+      }
+      holder = toml::parse(std::string("v = ") + spec.default_value);
+      node = holder.get("v");
+    } else if (!has_type(*node, spec.type)) {
+      diag.error(config.where(*node), wrong_type(key, spec, *node));
+      continue;
+    } else if (std::string problem = value_problem(spec, *node); !problem.empty()) {
+      diag.error(config.where(*node), "'" + key + "' " + problem);
+      continue;
+    }
+    if (spec.type == MH_VALUE_DOUBLE && node->is_integer()) {
+      holder = toml::table{{"v", double(*node->value<int64_t>())}};
+      node = holder.get("v");
+    }
+    values.add(spec, *node);
+  }
+  return values;
+}
+
+}  // namespace mh

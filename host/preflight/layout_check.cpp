@@ -1,0 +1,106 @@
+#include "preflight/layout_check.hpp"
+
+#include <megahost/error.hpp>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "preflight/kernel_ops_check.hpp"
+#include "run/run.hpp"
+
+namespace mh {
+namespace {
+
+// The world as the comm's options or the launcher state it; 0 if unknown.
+int32_t known_world(const Assembly& a) {
+  const MH_Options* o = a.slot(MH_KIND_COMM)->options.view();
+  for (size_t i = 0; i < o->count; ++i)
+    if (std::string(o->values[i].name) == "world_size") return int32_t(o->values[i].value.i);
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
+    if (const char* v = std::getenv(name)) return int32_t(std::strtol(v, nullptr, 10));
+  return 0;
+}
+
+// Each line of a plugin's error (its problems, one per line) as a problem
+// located at the slot's section.
+void report(MH_Error* raw, const Config& config, const Slot& slot, Diagnostics& diag) {
+  if (raw == nullptr) return;
+  ErrorPtr error(raw);
+  std::istringstream lines(error->message != nullptr ? error->message : "(no message)");
+  const std::string where = config.where(find_table(config.root(), slot.section));
+  for (std::string line; std::getline(lines, line);)
+    diag.error(where, line.rfind(slot.section, 0) == 0 ? line : slot.section + ": " + line);
+}
+
+MH_ModelShape shape(const ModelDims& d, const Assembly& a, int32_t world) {
+  Options train = a.train.options();
+  return model_shape(d, train.get_int("micro_batch"), train.get_int("global_batch"), world);
+}
+
+// The tensor size, or 0 when the plan failed (reported).
+int32_t plan_tensor(const Config& config, const Assembly& a, const MH_ModelShape& s, Diagnostics& diag) {
+  const Slot& slot = *a.slot(MH_KIND_TENSOR_PARALLEL);
+  Instance tensor(slot, 1, -1);
+  MH_TensorPlan plan{};
+  plan.struct_size = sizeof plan;
+  MH_Error* error = tensor.api<MH_TensorParallelApi>()->plan(tensor.get(), &s, &plan);
+  report(error, config, slot, diag);
+  return error == nullptr ? plan.size : 0;
+}
+
+// With `tp` 0 (unknown), only what needs no data-parallel size is planned.
+void plan_pipeline(const Config& config, const Assembly& a, const MH_ModelShape& s, int32_t tp, Diagnostics& diag) {
+  const Slot& slot = *a.slot(MH_KIND_PIPELINE_PARALLEL);
+  Instance pipeline(slot, 1, -1);
+  const auto* api = pipeline.api<MH_PipelineParallelApi>();
+  MH_PipelinePlan plan{};
+  plan.struct_size = sizeof plan;
+  MH_Error* error = api->plan(pipeline.get(), &s, 1, &plan);
+  report(error, config, slot, diag);
+  if (tp == 0) return;  // the tensor plan failed: the data-parallel size is unknown
+  if (error != nullptr || s.world_size % (tp * plan.size) != 0) {
+    if (error == nullptr)
+      diag.error(config.where(find_table(config.root(), "comm")),
+                 "the world size " + std::to_string(s.world_size) + " is not a multiple of parallel.tensor.size (" +
+                     std::to_string(tp) + ") x parallel.pipeline.size (" + std::to_string(plan.size) +
+                     "); the data-parallel size is world / (tensor x pipeline)");
+    return;
+  }
+  report(api->plan(pipeline.get(), &s, s.world_size / (tp * plan.size), &plan), config, slot, diag);
+}
+
+// The data-parallel component checks how its options combine when it
+// starts (overlap_param_gather needs the distributed optimizer).
+void start_data_parallel(const Config& config, const Assembly& a, Diagnostics& diag) {
+  const Slot& slot = *a.slot(MH_KIND_DATA_PARALLEL);
+  try {
+    Instance data(slot, 1, -1);
+  } catch (const Error& e) {
+    diag.error(config.where(find_table(config.root(), slot.section)), e.what());
+  }
+}
+
+}  // namespace
+
+void check_layout(const Config& config, const Assembly& a, Diagnostics& diag) {
+  if (a.slot(MH_KIND_TUNER) != nullptr) return;  // a search space, not one layout
+  ModelDims dims;
+  try {
+    dims = global_dims(a, config);
+  } catch (const Error& e) {
+    diag.error(config.where(find_table(config.root(), "model")), e.what());
+    return;
+  }
+  check_kernel_ops(config, a, dims.spec, diag);
+  start_data_parallel(config, a, diag);
+  const int32_t world = known_world(a);
+  if (world <= 0) return;
+  try {
+    const MH_ModelShape s = shape(dims, a, world);
+    plan_pipeline(config, a, s, plan_tensor(config, a, s, diag), diag);
+  } catch (const Error& e) {
+    diag.error(config.file(), e.what());  // a planner that failed to start
+  }
+}
+
+}  // namespace mh

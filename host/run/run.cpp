@@ -1,0 +1,407 @@
+#include "run/run.hpp"
+
+#include <megahost/error.hpp>
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "data/data_sources.hpp"
+#include "data/tokenizer.hpp"
+#include "checkpoint/store.hpp"
+#include "convert/hf_folder.hpp"
+#include "convert/hf_to_megahost.hpp"
+#include "engine/trainer.hpp"
+#include "generate/generate.hpp"
+#include "preflight/memory_preflight.hpp"
+#include "plugins/plugin_calls.hpp"
+#include "run/stop_signals.hpp"
+#include "run/rank_exits.hpp"
+#include "preflight/run_agreement.hpp"
+
+namespace mh {
+namespace {
+
+MH_ModelShape model_shape(const RunSetup& s, int32_t world) {
+  return model_shape(s.dims, s.micro_batch, s.global_batch, world);
+}
+
+}  // namespace
+
+MH_ModelShape model_shape(const ModelDims& d, int64_t micro_batch, int64_t global_batch, int32_t world) {
+  return MH_ModelShape{sizeof(MH_ModelShape),
+                       d.layers,
+                       d.hidden,
+                       d.heads,
+                       d.ffn,
+                       d.seq,
+                       d.vocab,
+                       micro_batch,
+                       global_batch,
+                       world,
+                       d.spec.activation == MlpActivation::kSwiglu,
+                       d.spec.position == Position::kRope,
+                       d.kv(),
+                       !d.spec.tie_embeddings};
+}
+
+std::unique_ptr<data::Tokenizer> run_tokenizer(const Assembly& a, const Config& config) {
+  Options data = a.data.options();
+  auto file = [&](const char* key) {
+    const std::string value = data.get_string(key);
+    return value.empty() ? value : config.resolve(value).string();
+  };
+  const data::TokenizerFiles files{file("vocab_file"), file("merges_file"), file("tokenizer_file")};
+  return data::make_tokenizer(data.get_string("tokenizer"), files);
+}
+
+ModelVocab model_vocab(const Assembly& a, const Config& config) {
+  Options m = a.model.options();
+  if (m.get_int("vocab") > 0) return {m.get_int("vocab"), "model.vocab"};
+  return {run_tokenizer(a, config)->vocab_size(),
+          "the " + a.data.options().get_string("tokenizer") + " tokenizer's, from data.tokenizer"};
+}
+
+data::DataKeys data_keys(const Assembly& a) {
+  Options data = a.data.options();
+  return {data.get_string("path"),        data.get_string("paths"),      data.get_string("train_paths"),
+          data.get_string("valid_paths"), data.get_string("test_paths"), data.get_string("split")};
+}
+
+namespace {
+
+ModelSpec model_spec(const Options& m) {
+  ModelSpec spec;
+  spec.norm = m.get_string("normalization") == "rmsnorm" ? Norm::kRmsNorm : Norm::kLayerNorm;
+  spec.position = m.get_string("position") == "rope" ? Position::kRope : Position::kLearned;
+  spec.activation = m.get_string("activation") == "swiglu" ? MlpActivation::kSwiglu : MlpActivation::kGelu;
+  spec.tie_embeddings = m.get_bool("tie_embeddings");
+  spec.bias = m.get_bool("bias");
+  spec.rope_theta = float(m.get_double("rope_theta"));
+  return spec;
+}
+
+// 4h for GeLU; for SwiGLU, whose three matrices would otherwise hold 1.5x
+// the parameters, Llama's 2/3 of 4h rounded up to a multiple of 256.
+int64_t default_ffn(const ModelDims& d) {
+  if (d.spec.activation == MlpActivation::kGelu) return 4 * d.hidden;
+  return (8 * d.hidden / 3 + 255) / 256 * 256;
+}
+
+void check_heads(const ModelDims& d) {
+  require(d.hidden % d.heads == 0, "model.hidden = " + std::to_string(d.hidden) + " is not divisible by model.heads = " +
+                                       std::to_string(d.heads) + "; pick heads that divide hidden");
+  require(d.heads % d.kv() == 0, "model.kv_heads = " + std::to_string(d.kv()) + " does not divide model.heads = " +
+                                     std::to_string(d.heads) + "; each key/value head serves a whole group of heads");
+  require(d.spec.position != Position::kRope || d.head_dim() % 2 == 0,
+          "model.position = \"rope\" rotates pairs of features, but the head size hidden/heads = " +
+              std::to_string(d.head_dim()) + " is odd; pick an even head size");
+}
+
+}  // namespace
+
+ModelDims global_dims(const Assembly& a, const Config& config) {
+  Options m = a.model.options();
+  ModelDims d{};
+  d.spec = model_spec(m);
+  d.layers = m.get_int("layers");
+  d.hidden = m.get_int("hidden");
+  d.heads = m.get_int("heads");
+  d.kv_heads = m.get_int("kv_heads") > 0 ? m.get_int("kv_heads") : d.heads;
+  d.ffn = m.get_int("ffn_hidden") > 0 ? m.get_int("ffn_hidden") : default_ffn(d);
+  d.seq = m.get_int("seq_len");
+  d.vocab_size = model_vocab(a, config).size;
+  d.vocab = ckpt::padded_vocab(d.vocab_size);
+  d.dropout = float(m.get_double("dropout"));
+  d.attention_dropout = float(m.get_double("attention_dropout"));
+  d.init_std = float(m.get_double("init_std"));
+  d.layernorm_eps = float(m.get_double("layernorm_eps"));
+  check_heads(d);
+  return d;
+}
+
+namespace {
+
+void plan_tensor(RunSetup& s, const Instance& tensor) {
+  MH_ModelShape shape = model_shape(s, s.comm_info.world_size);
+  s.tensor_plan.struct_size = sizeof(MH_TensorPlan);
+  check(tensor.api<MH_TensorParallelApi>()->plan(tensor.get(), &shape, &s.tensor_plan), tensor.label());
+  s.tp = s.tensor_plan.size;
+  // A third party's plan may not know key/value heads; the engine needs whole groups per rank.
+  require(s.dims.kv() % s.tp == 0, tensor.label() + " planned parallel.tensor.size = " + std::to_string(s.tp) +
+                                       ", which does not divide model.kv_heads = " + std::to_string(s.dims.kv()));
+  s.dims.tp = s.tp;
+  s.dims.sp = s.tensor_plan.sequence_parallel != 0;
+}
+
+// The pipeline plan depends on the data-parallel size, which depends on the
+// pipeline size: plan once for p, then again with d = world / (t p).
+void plan_pipeline(RunSetup& s, const Instance& pipeline) {
+  const auto* api = pipeline.api<MH_PipelineParallelApi>();
+  const int32_t world = s.comm_info.world_size;
+  MH_ModelShape shape = model_shape(s, world);
+  MH_PipelinePlan plan{};
+  plan.struct_size = sizeof(plan);
+  check(api->plan(pipeline.get(), &shape, 1, &plan), pipeline.label());
+  s.pp = plan.size;
+  require(world % (s.tp * s.pp) == 0, "comm world size " + std::to_string(world) +
+                                          " is not a multiple of parallel.tensor.size (" + std::to_string(s.tp) +
+                                          ") x parallel.pipeline.size (" + std::to_string(s.pp) + ")");
+  s.dp = world / (s.tp * s.pp);
+  check(api->plan(pipeline.get(), &shape, s.dp, &plan), pipeline.label());
+  s.microbatches = plan.microbatches;
+  s.virtual_stages = plan.virtual_stages;
+  s.stage_layers.assign(plan.layers, plan.layers + plan.num_layers);
+  for (int32_t stage = 0; stage < s.pp; ++stage) {
+    const MH_PipeAction* actions = nullptr;
+    size_t count = 0;
+    check(api->schedule(pipeline.get(), stage, &actions, &count), pipeline.label() + " schedule");
+    s.schedules.emplace_back(actions, actions + count);
+  }
+}
+
+// Training opens the train split, the valid split when it validates, and
+// the test split when there is one; evaluation the valid and test splits
+// that there are, whole.
+void open_data(RunSetup& s, const Assembly& a, const Config& config) {
+  Options train = a.train.options();
+  const ModelVocab vocab = model_vocab(a, config);
+  const data::DataKeys keys = data_keys(a);
+  const bool test = data::split_given(keys, data::Split::kTest);
+  const bool valid = s.evaluate_only ? data::split_given(keys, data::Split::kValid) : train.get_int("eval_interval") > 0;
+  data::DataRequest request{keys,
+                            [&config](const std::string& prefix) { return config.resolve(prefix).string(); },
+                            s.dims.seq,
+                            uint64_t(train.get_int("seed")),
+                            !s.evaluate_only,
+                            valid,
+                            s.evaluate_only || train.get_int("eval_batches") == 0,
+                            test,
+                            vocab.size,
+                            vocab.source};
+  data::OpenedData opened = data::open_data(request);
+  s.datasets = std::move(opened.datasets);
+  s.train = std::move(opened.train);
+  s.valid = std::move(opened.valid);
+  s.test = std::move(opened.test);
+}
+
+// An imported model carries this run's own settings, so that loading it
+// reads as a start from step 0, not as a resume with changed settings.
+ckpt::Metadata run_settings(const RunSetup& s, const Assembly& a) {
+  Options t = a.train.options();
+  const int64_t decay = t.get_int("decay_steps");
+  ckpt::Metadata m;
+  m.global_batch = s.global_batch;
+  m.micro_batch = s.micro_batch;
+  m.seed = uint64_t(t.get_int("seed"));
+  m.schedule = {{"lr", t.get_double("lr")},
+                {"min_lr", t.get_double("min_lr")},
+                {"warmup_steps", t.get_int("warmup_steps")},
+                {"decay_steps", decay > 0 ? decay : s.steps},
+                {"weight_decay", t.get_double("weight_decay")},
+                {"adam_beta1", t.get_double("adam_beta1")},
+                {"adam_beta2", t.get_double("adam_beta2")},
+                {"adam_eps", t.get_double("adam_eps")},
+                {"clip_grad", t.get_double("clip_grad")}};
+  m.tokenizer = {{"name", a.data.options().get_string("tokenizer")}, {"vocab_padded", s.dims.vocab}};
+  return m;
+}
+
+// [checkpoint] with its paths resolved against the config, and the
+// checkpoint to resume from. A dry run saves and loads nothing. A Hugging
+// Face folder (its config.json already merged into [model]) is imported
+// into a temporary checkpoint, which the result holds until the run ends.
+std::unique_ptr<convert::TemporaryImport> plan_checkpoints(RunSetup& s, const Assembly& a, const Config& config) {
+  Options c = a.checkpoint.options();
+  auto path = [&](const std::string& p) { return p.empty() ? p : config.resolve(p).string(); };
+  s.checkpoint = ckpt::Options{path(c.get_string("dir")), c.get_string("load"), c.get_int("interval"),
+                               c.get_int("keep"), c.get_bool("async"), c.get_bool("save_optimizer")};
+  const std::string load = s.checkpoint.load == "auto" ? "auto" : path(s.checkpoint.load);
+  require(load != "auto" || !s.checkpoint.dir.empty(),
+          "checkpoint.load = \"auto\" resumes from checkpoint.dir, which is not set; set checkpoint.dir");
+  if (s.dry_run) return nullptr;
+  // Before step 1, not at the first save an hour later; evaluation saves nothing.
+  if (!s.checkpoint.dir.empty() && !s.evaluate_only) ckpt::check_writable(s.checkpoint.dir);
+  if (load != "auto" && convert::is_hf_folder(load)) {
+    auto imported = std::make_unique<convert::TemporaryImport>(load, convert::ImportOptions{s.dims.seq, run_settings(s, a)});
+    s.resume_from = imported->checkpoint();
+    LOG(INFO) << (s.evaluate_only ? "evaluating" : "starting from") << " the Hugging Face model " << load
+              << (s.evaluate_only ? "" : " (imported at step 0, AdamW's moments at zero)");
+    return imported;
+  }
+  s.resume_from = ckpt::resolve_load(load, s.checkpoint.dir);
+  if (load == "auto" && s.resume_from.empty() && !s.evaluate_only)
+    LOG(INFO) << "no checkpoint in " << s.checkpoint.dir << " yet: starting fresh";
+  return nullptr;
+}
+
+// What a rank's exception says to the user; std::bad_alloc says only its name.
+std::string failure_text(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) == nullptr) return e.what();
+  return "out of host memory (std::bad_alloc); lower train.micro_batch, model.seq_len or the model's size, or see "
+         "each rank's needs with --dry_run";
+}
+
+// How long the comm waits for a peer (comm.timeout_s), the grace a failed
+// run gives its other ranks to stop.
+double comm_timeout_s(const Assembly& a) {
+  Options comm = a.slot(MH_KIND_COMM)->options.options();
+  return comm.has("timeout_s") ? comm.get_double("timeout_s") : 30;
+}
+
+// Ends the process with status 1 without joining rank threads that are
+// inside a plugin call that does not return: saying so is all the host can
+// still do.
+[[noreturn]] void exit_stuck(const std::string& failure, const std::string& stuck) {
+  if (!failure.empty()) LOG(ERROR) << failure;
+  LOG(ERROR) << stuck;
+  google::FlushLogFiles(google::GLOG_INFO);
+  std::fflush(nullptr);
+  std::_Exit(1);
+}
+
+std::string not_stopped_text(const std::vector<int32_t>& stuck, double grace_s) {
+  std::ostringstream text;
+  text << "rank(s) ";
+  for (size_t i = 0; i < stuck.size(); ++i) text << (i > 0 ? ", " : "") << stuck[i];
+  text << " did not stop within comm.timeout_s = " << grace_s
+       << " s after the run failed: stuck inside a plugin call (a kernel that never returns?); exiting without them";
+  return text.str();
+}
+
+std::string hung_text(const PluginCalls::Stuck& stuck, double grace_s) {
+  std::ostringstream text;
+  text << "rank " << stuck.rank << " has been inside kernels call '" << stuck.what
+       << "' for more than comm.timeout_s = " << grace_s
+       << " s: a call that does not return (a hung kernel or device?); stopping the run without waiting for it "
+          "(raise comm.timeout_s if one call of this run can take longer)";
+  return text.str();
+}
+
+// Runs `body` for every local rank on its own thread. A rank that fails
+// aborts the communicator so the others stop instead of waiting on it; the
+// first failure that is not such an abort is the one reported.
+void run_ranks(const RunSetup& s, const std::function<void(int32_t local)>& body) {
+  std::mutex mu;
+  std::string first_error, first_abort;
+  std::vector<std::thread> threads;
+  RankExits exits(s.comm_info.first_rank, s.comm_info.ranks_in_process);
+  PluginCalls calls(s.comm_info.first_rank, s.comm_info.ranks_in_process);
+  for (int32_t local = 0; local < s.comm_info.ranks_in_process; ++local) {
+    threads.emplace_back([&, local] {
+      const int32_t rank = s.comm_info.first_rank + local;
+      calls.attach_this_thread(local);
+      bool failed = true;
+      try {
+        body(local);
+        failed = false;
+      } catch (const std::exception& e) {
+        const Error* err = dynamic_cast<const Error*>(&e);
+        bool aborted = err != nullptr && err->code() == MH_ABORTED;
+        std::string message = "rank " + std::to_string(rank) + ": " + failure_text(e);
+        {
+          std::lock_guard lock(mu);
+          std::string& slot = aborted ? first_abort : first_error;
+          if (slot.empty()) slot = message;
+        }
+        s.comm_api->abort(s.comm, rank, e.what());
+      }
+      exits.returned(local, failed);
+    });
+  }
+  // A rank inside one call for longer than a peer would wait for it in a
+  // collective is stuck, also where no peer waits (one rank, or all stuck).
+  const double grace_s = comm_timeout_s(*s.assembly);
+  std::optional<PluginCalls::Stuck> hung;
+  const auto stalled = [&] { return (hung = calls.longer_than(std::chrono::duration<double>(grace_s))).has_value(); };
+  if (std::vector<int32_t> stuck = exits.wait(std::chrono::duration<double>(grace_s), stalled); !stuck.empty()) {
+    std::lock_guard lock(mu);
+    exit_stuck(first_error.empty() ? first_abort : first_error,
+               hung ? hung_text(*hung, grace_s) : not_stopped_text(stuck, grace_s));
+  }
+  for (auto& t : threads) t.join();
+  if (!first_error.empty()) throw Error(MH_INTERNAL, first_error);
+  if (!first_abort.empty()) throw Error(MH_ABORTED, first_abort);
+}
+
+std::unique_ptr<TrainingLog> training_log(const RunSetup& s, const Assembly& assembly, const Config& config) {
+  Options train = assembly.train.options();
+  const std::string dir = assembly.output.options().get_string("tensorboard_dir");
+  auto events =
+      dir.empty() || s.dry_run ? nullptr : std::make_unique<tensorboard::EventFile>(dir, "output.tensorboard_dir");
+  auto log = std::make_unique<TrainingLog>(s.steps, train.get_int("log_interval"), s.global_batch, std::move(events));
+  std::ostringstream toml;
+  toml << config.root();
+  log->config(toml.str());
+  return log;
+}
+
+}  // namespace
+
+int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
+  if (flags.dry_run) std::cout << "assembled from " << config.file() << ":\n" << assembly.describe();
+  RunSetup s;
+  s.assembly = &assembly;
+  s.dry_run = flags.dry_run;
+  s.evaluate_only = flags.evaluate;
+  s.report_memory = flags.report_memory;
+  s.grads_out = flags.grads_out;
+  Options train = assembly.train.options();
+  s.steps = flags.dry_run ? 1 : train.get_int("steps");
+  s.global_batch = train.get_int("global_batch");
+  s.micro_batch = train.get_int("micro_batch");
+  s.dims = global_dims(assembly, config);
+  s.dims.micro_batch = s.micro_batch;
+
+  Instance comm(*assembly.slot(MH_KIND_COMM), 0, -1);
+  s.comm_api = comm.api<MH_CommApi>();
+  s.comm = comm.get();
+  s.comm_info.struct_size = sizeof(MH_CommInfo);
+  check(s.comm_api->info(s.comm, &s.comm_info), comm.label());
+  // The kernels split the node's cores between its ranks; a communicator
+  // older than ABI 1.3 knows only its own process's.
+  s.comm_info.ranks_on_node = std::max(s.comm_info.ranks_on_node, s.comm_info.ranks_in_process);
+  agree_on_run(s.comm_api, s.comm, s.comm_info, assembly);
+  Instance tensor(*assembly.slot(MH_KIND_TENSOR_PARALLEL), s.comm_info.ranks_in_process, -1);
+  plan_tensor(s, tensor);
+  Instance pipeline(*assembly.slot(MH_KIND_PIPELINE_PARALLEL), s.comm_info.ranks_in_process, -1);
+  plan_pipeline(s, pipeline);
+  if (!assembly.generates) open_data(s, assembly, config);
+  const std::unique_ptr<convert::TemporaryImport> imported = plan_checkpoints(s, assembly, config);
+  s.tokenizer = assembly.data.options().get_string("tokenizer");
+  std::string metrics = flags.metrics_out.empty() ? assembly.output.options().get_string("metrics") : flags.metrics_out;
+  s.metrics = std::make_unique<MetricsWriter>(s.comm_info.first_rank == 0 ? metrics : "");
+  if (assembly.generates)
+    return generate::serve(s, config, [&](const auto& body) { run_ranks(s, body); });
+  if (s.comm_info.first_rank == 0) s.log = training_log(s, assembly, config);
+  LOG_IF(INFO, s.comm_info.first_rank == 0)
+      << (s.evaluate_only ? "evaluating " : "training ") << s.dims.layers << " layers, hidden " << s.dims.hidden
+      << ", vocab " << s.dims.vocab << " on " << s.comm_info.world_size << " rank(s): TP " << s.tp << (s.dims.sp ? " with SP" : "") << ", PP " << s.pp
+      << (s.virtual_stages > 1 ? " x " + std::to_string(s.virtual_stages) + " chunks" : "") << ", DP " << s.dp << ", "
+      << (s.evaluate_only ? "" : std::to_string(s.microbatches) + " ") << "micro-batch(es) of " << s.micro_batch
+      << (s.evaluate_only ? "" : " per step");
+  if (s.evaluate_only) {
+    run_ranks(s, [&](int32_t local) { evaluate_rank(s, local); });
+    return 0;
+  }
+  StopSignals signals;
+  if (flags.memory_plan != nullptr)
+    check_planned_memory(s, *flags.memory_plan, [&](const auto& body) { run_ranks(s, body); });
+  run_ranks(s, [&](int32_t local) { train_rank(s, local); });
+  return s.interrupted ? kExitInterrupted : 0;
+}
+
+}  // namespace mh
