@@ -1,6 +1,8 @@
 #include "engine/trainer.hpp"
 
 #include <megahost/error.hpp>
+#include <megahost/model_flops.hpp>
+#include <megahost/rng.hpp>
 
 #include <glog/logging.h>
 
@@ -36,19 +38,11 @@
 namespace mh {
 namespace {
 
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// Model FLOPs of one optimizer step (GEMMs only, fwd + 2x bwd, attention
-// s^2 terms not halved for the causal mask, as [K22] Eq. 7 counts them).
-double model_flops(const ModelDims& d, int64_t global_batch) {
-  const double s = double(d.seq), h = double(d.hidden), f = double(d.ffn), B = double(global_batch);
-  const double layer = 2 * B * s * (4 * h * h + 2 * h * f) + 4 * B * s * s * h;
-  return 3 * (double(d.layers) * layer + 2 * B * s * h * double(d.vocab));
+// Model FLOPs of one optimizer step (megahost/model_flops.hpp).
+double step_model_flops(const ModelDims& d, int64_t global_batch) {
+  return model_flops({d.layers, d.hidden, d.heads, d.kv(), d.ffn, d.seq, d.vocab,
+                      d.spec.activation == MlpActivation::kSwiglu},
+                     global_batch);
 }
 
 void print_memory(const nlohmann::json& ranks) {
@@ -241,7 +235,7 @@ double RankTrainer::step(int64_t step) {
       [&](int64_t k) {
         const int64_t g = dp_rank * m + k;
         return load(*s_.train, consumed_ + g * b,
-                    mix(seed() ^ mix(uint64_t(step) << 20 | uint64_t(g))));
+                    rng::splitmix64(seed() ^ rng::splitmix64(uint64_t(step) << 20 | uint64_t(g))));
       },
       std::move(finalised));
   double loss = stage.run(s_.schedules[size_t(rc_.coords.pp)], scale);
@@ -377,7 +371,7 @@ double RankTrainer::evaluate(int64_t step) {
   double loss = 0;
   for (int64_t k = 0; k < batches; ++k) {
     const int64_t g = rc_.coords.dp * batches + k;
-    loss += stage.evaluate(load(*s_.valid, g * b, mix(seed() ^ uint64_t(step))));
+    loss += stage.evaluate(load(*s_.valid, g * b, rng::splitmix64(seed() ^ uint64_t(step))));
   }
   return sum_over_model(loss) / double(batches * s_.dp * b * rc_.dims.seq);
 }
@@ -426,7 +420,7 @@ void RankTrainer::evaluate_model() {
 void RankTrainer::train() {
   Options t = s_.assembly->train.options();
   const int64_t eval_interval = t.get_int("eval_interval");
-  const double flops = model_flops(rc_.dims, s_.global_batch);
+  const double flops = step_model_flops(rc_.dims, s_.global_batch);
   const double world = double(s_.comm_info.world_size), peak = rc_.dev.info().peak_flops;
   if (leader()) LOG(INFO) << "rank 0 computes on " << rc_.dev.info().name;
   const int64_t first = s_.resume_from.empty() ? 1 : resume() + 1;
