@@ -32,7 +32,7 @@ void DecoderLayer::forward(LayerActivations& A, int64_t layer, const LayerPass& 
   const TypedPtr x = A[MH_ACT_LAYER_INPUT].ptr();
   if (!A.has(MH_ACT_LN1)) A[MH_ACT_LN1] = parts_.norm->forward(x, w.ln1_w, w.ln1_b);
   attention_.forward(A, w, layer, pass);
-  done_with(A, pass, {MH_ACT_LN1, MH_ACT_QKV});
+  done_with(A, pass, {MH_ACT_LN1, MH_ACT_QKV, MH_ACT_ATTN_SCORES, MH_ACT_ATTN_MASK, MH_ACT_ATTN_PROBS});
   if (!A.has(MH_ACT_RESIDUAL1) || !A.has(MH_ACT_ATTN_DROP_MASK)) {
     if (!A.has(MH_ACT_RESIDUAL1)) A[MH_ACT_RESIDUAL1] = c_.activation(kAct, n * h);
     residual_branch(A, layer, pass, kDropoutSiteAttention, A[MH_ACT_CONTEXT].ptr(), c_.d.local_hidden(), w.proj_w,
