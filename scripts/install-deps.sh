@@ -7,7 +7,7 @@
 set -euo pipefail
 
 debian_packages=(
-  g++ cmake ninja-build pkg-config
+  g++ cmake ninja-build pkg-config ccache
   libboost-dev libtomlplusplus-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
   libopenblas-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libpcre2-dev libxxhash-dev
   python3 python3-pip python3-torch
