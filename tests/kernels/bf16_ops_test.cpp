@@ -12,9 +12,12 @@
 //    2^-8 of itself at most; kBf16Tolerance allows two such roundings and
 //    the f32 error, relative to the largest output.
 #include "bf16.hpp"
+#include "bf16_rows.hpp"
 #include "test_util.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <random>
 #include <limits>
 
 namespace mh::kernels::test {
@@ -108,6 +111,29 @@ TEST(Bf16, RoundsToNearestEvenAndKeepsNanAndInfinity) {
   EXPECT_EQ(to_bf16(std::numeric_limits<float>::infinity()), 0x7f80);
   EXPECT_TRUE(std::isnan(from_bf16(to_bf16(std::numeric_limits<float>::quiet_NaN()))));
   EXPECT_TRUE(std::isnan(from_bf16(to_bf16(std::bit_cast<float>(0x7fffffffu)))));  // no carry into inf
+}
+
+// The vector conversions of the ops (AVX-512, or the portable loop under
+// ONEDNN_MAX_CPU_ISA=AVX2) against the scalar ones: every bf16 value widened,
+// and f32 bit patterns of every kind (NaNs, infinities, subnormals, ties)
+// narrowed, from an odd start and length so the vector tails run too.
+TEST(Bf16, RowConversionsAreBitForBitTheScalarOnes) {
+  std::vector<uint16_t> all(65536 + 1);
+  for (uint32_t i = 0; i < 65536; ++i) all[i + 1] = uint16_t(i);
+  std::vector<float> wide(all.size());
+  cpu::widen_row(wide.data() + 1, all.data() + 1, 65536);
+  for (uint32_t i = 0; i < 65536; ++i) ASSERT_EQ(std::bit_cast<uint32_t>(wide[i + 1]), i << 16) << i;
+
+  std::mt19937 gen(7);
+  std::vector<float> values(100003);
+  for (float& v : values) v = std::bit_cast<float>(uint32_t(gen()));
+  const uint32_t edges[] = {0x7f800000u, 0xff800000u, 0x7fffffffu, 0x7f800001u, 0xffc00000u, 0x00000001u,
+                            0x80008000u, 0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x3f807fffu};
+  for (size_t i = 0; i < std::size(edges); ++i) values[i + 1] = std::bit_cast<float>(edges[i]);
+  std::vector<uint16_t> narrow(values.size());
+  cpu::narrow_row(narrow.data() + 1, values.data() + 1, int64_t(values.size()) - 1);
+  for (size_t i = 1; i < values.size(); ++i)
+    ASSERT_EQ(narrow[i], to_bf16(values[i])) << std::hex << std::bit_cast<uint32_t>(values[i]);
 }
 
 TEST(Bf16, DeviceInfoReportsTheComputeDtype) {
