@@ -184,12 +184,14 @@ std::string begin_folder(const std::string& out, const std::string& what) {
   const fs::path p = fs::absolute(out).lexically_normal();
   require(!p.filename().empty(), "--output " + out + ": give a folder name");
   require(!fs::exists(p), "--output " + out + ": exists; the " + what + " is written only to a new folder");
-  const fs::path temp = p.parent_path() / (".tmp_" + p.filename().string());
+  // A name of our own (mkdtemp makes it new), so no entry of the user's is
+  // replaced or removed, whatever it is called.
   std::error_code ec;
-  fs::remove_all(temp, ec);
-  fs::create_directories(temp, ec);
-  require(!ec, "--output " + out + ": cannot create " + temp.string() + ": " + ec.message(), MH_UNAVAILABLE);
-  return temp.string();
+  fs::create_directories(p.parent_path(), ec);
+  std::string temp = (p.parent_path() / (".tmp_" + p.filename().string() + "_XXXXXX")).string();
+  require(::mkdtemp(temp.data()) != nullptr,
+          "--output " + out + ": cannot create a folder beside it: " + std::strerror(errno), MH_UNAVAILABLE);
+  return temp;
 }
 
 void commit_folder(const std::string& temp, const std::string& out) {

@@ -138,5 +138,22 @@ TEST(HfFolder, NeverWritesOverAnExistingFolder) {
   fs::remove_all(dir);
 }
 
+// It staged the folder as .tmp_NAME beside it, removing whatever had that name.
+TEST(HfFolder, StagingLeavesAnEntryOfTheUsersNamedLikeItsTemporaryFolderAlone) {
+  const fs::path dir = scratch("staged");
+  const fs::path users = dir.parent_path() / (".tmp_" + dir.filename().string());
+  fs::remove_all(users);
+  fs::create_directories(users);
+  std::ofstream(users / "notes.txt") << "mine";
+  write(dir, small_tensors());
+  EXPECT_TRUE(fs::exists(dir / "model.safetensors"));
+  std::ifstream notes(users / "notes.txt");
+  std::string text;
+  notes >> text;
+  EXPECT_EQ(text, "mine");
+  fs::remove_all(users);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace mh::convert
