@@ -10,6 +10,7 @@
 #include "checkpoint/json_limits.hpp"
 #include "checkpoint/metadata.hpp"
 #include "checkpoint/store.hpp"
+#include "data/regular_file.hpp"
 
 namespace mh::convert {
 namespace fs = std::filesystem;
@@ -18,11 +19,7 @@ namespace {
 constexpr const char* kFix = "the Hugging Face folder is incomplete; download or save it again";
 
 std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  require(in.good(), path + ": cannot be read; " + kFix, MH_NOT_FOUND);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return data::read_regular_file(path, kFix);
 }
 
 bool is_buffer(const std::string& name) {
