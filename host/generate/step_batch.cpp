@@ -13,6 +13,7 @@
 #include "engine/decoder.hpp"
 #include "engine/kv_cache.hpp"
 #include "engine/params.hpp"
+#include "engine/rank_context.hpp"
 #include "plugins/plugin_loader.hpp"
 
 namespace mh::generate {
@@ -81,54 +82,35 @@ class StepBatch::Impl {
   Impl(const RunSetup& s, const BatchShape& shape, int32_t local)
       : s_(s),
         shape_(shape),
-        rank_(s.comm_info.first_rank + local),
-        tp_rank_(rank_ % s.tp),
-        stage_(rank_ / s.tp),
-        kernels_(*s.assembly->slot(MH_KIND_KERNELS), s.comm_info.ranks_on_node, rank_),
-        dev_(kernels_),
-        world_(world_group(local)),
-        tensor_(world_.split(stage_, tp_rank_, "tensor")),
-        pipeline_(world_.split(tp_rank_, stage_, "pipeline")),
-        dims_(rank_dims()),
+        rc_(s, local),
+        dev_(rc_.dev),
+        stage_(rc_.coords.pp),
         owned_(owned_parts(stage_chunks(s, stage_))),
-        params_(dev_, dims_, s.tensor_plan, uint64_t(s.assembly->train.options().get_int("seed")), owned_,
+        params_(dev_, rc_.dims, s.tensor_plan, uint64_t(s.assembly->train.options().get_int("seed")), owned_,
                 ParamStorage{1, false, false, !loads_weights()}),
-        cache_(dev_, dims_, owned_.layers, shape.slots, shape.capacity),
-        decoder_(dev_, params_, tensor_, s.tensor_plan, dims_, cache_),
+        cache_(dev_, rc_.dims, owned_.layers, shape.slots, shape.capacity),
+        decoder_(dev_, params_, rc_.groups.tensor, s.tensor_plan, rc_.dims, cache_),
         slots_(size_t(shape.slots)) {
     if (loads_weights()) load_weights();
   }
 
-  int32_t rank() const { return rank_; }
+  int32_t rank() const { return rc_.rank; }
   const BatchShape& shape() const { return shape_; }
   Slot& slot(int64_t k) { return slots_.at(size_t(k)); }
   const Slot& slot(int64_t k) const { return slots_.at(size_t(k)); }
   std::vector<SlotStep> step();
   std::vector<uint8_t> from_lead(std::vector<uint8_t> bytes);
   std::vector<RankMemory> memory() {
-    const std::vector<uint64_t> all = all_gather_counts(world_, to_counts(dev_.memory()));
-    return rank_ == 0 ? from_counts(all) : std::vector<RankMemory>{};
+    const std::vector<uint64_t> all = all_gather_counts(rc_.groups.world, to_counts(dev_.memory()));
+    return rc_.rank == 0 ? from_counts(all) : std::vector<RankMemory>{};
   }
 
  private:
-  Collectives world_group(int32_t local) {
-    MH_Group* world = nullptr;
-    check(s_.comm_api->world(s_.comm, local, &world), "comm world group");
-    Collectives g(s_.comm_api, world, "world", false);
-    g.set_dry(s_.dry_run);
-    g.set_stream(dev_.api().stream(dev_.instance()));
-    return g;
-  }
-  ModelDims rank_dims() const {
-    ModelDims d = s_.dims;
-    d.tp_rank = tp_rank_;
-    return d;
-  }
   bool loads_weights() const { return !s_.resume_from.empty() && !s_.dry_run; }
   void load_weights() {
     const ckpt::Metadata saved = ckpt::read_metadata(s_.resume_from);
-    ckpt::check_model(s_.resume_from, saved, dims_);
-    ckpt::load_weights(s_.resume_from, saved, params_, tp_rank_);
+    ckpt::check_model(s_.resume_from, saved, rc_.dims);
+    ckpt::load_weights(s_.resume_from, saved, params_, rc_.coords.tp);
   }
   DecodeInput step_input() const;
   // The rows whose logits the step needs, in order: every prefilled row of a
@@ -147,11 +129,9 @@ class StepBatch::Impl {
 
   const RunSetup& s_;
   BatchShape shape_;
-  int32_t rank_, tp_rank_, stage_;
-  Instance kernels_;
-  Device dev_;
-  Collectives world_, tensor_, pipeline_;
-  ModelDims dims_;
+  RankContext rc_;
+  Device& dev_;
+  int32_t stage_;
   OwnedParts owned_;
   ParamSet params_;
   KvCache cache_;
@@ -202,7 +182,7 @@ std::vector<int64_t> StepBatch::Impl::scored_rows(const DecodeInput& in) const {
 // returns the output of the last layer.
 Buffer StepBatch::Impl::forward(const DecodeInput& in) {
   const auto& chunks = s_.stage_layers;
-  const int64_t width = in.rows() * dims_.hidden;
+  const int64_t width = in.rows() * rc_.dims.hidden;
   Buffer x;
   for (size_t k = 0; k < chunks.size(); ++k) {
     const MH_StageLayers& e = chunks[k];
@@ -211,10 +191,10 @@ Buffer StepBatch::Impl::forward(const DecodeInput& in) {
       x = decoder_.embed(in);
     } else if (chunks[k - 1].stage != stage_) {
       x = Buffer(dev_, MemCategory::kActivations, width, dev_.info().compute_dtype);
-      pipeline_.recv(x.ptr(), width, chunks[k - 1].stage);
+      rc_.groups.pipeline.recv(x.ptr(), width, chunks[k - 1].stage);
     }
     x = decoder_.layers(std::move(x), e.first, e.count, in);
-    if (k + 1 < chunks.size() && chunks[k + 1].stage != stage_) pipeline_.send(x.ptr(), width, chunks[k + 1].stage);
+    if (k + 1 < chunks.size() && chunks[k + 1].stage != stage_) rc_.groups.pipeline.send(x.ptr(), width, chunks[k + 1].stage);
   }
   return x;
 }
@@ -222,7 +202,7 @@ Buffer StepBatch::Impl::forward(const DecodeInput& in) {
 // On the last stage: each sequence's new token (or -1 while prefilling),
 // then its scored prompt tokens and its new token's score, flattened.
 std::vector<float> StepBatch::Impl::results(const std::vector<float>& logits, const DecodeInput& in) const {
-  const size_t vocab = size_t(dims_.real_vocab()), sampled = std::min(vocab, size_t(shape_.vocab));
+  const size_t vocab = size_t(rc_.dims.real_vocab()), sampled = std::min(vocab, size_t(shape_.vocab));
   std::vector<float> out;
   size_t row = 0;
   const auto next_row = [&] { return std::span<const float>(logits.data() + row++ * vocab, sampled); };
@@ -265,7 +245,7 @@ std::vector<float> StepBatch::Impl::from_last_stage(std::vector<float> values, i
   values.resize(size_t(n), 0.f);
   Buffer shared(dev_, MemCategory::kComm, n);
   dev_.to_device(shared.data(), values.data(), values.size() * sizeof(float));
-  pipeline_.broadcast(shared.ptr(), n, s_.pp - 1);
+  rc_.groups.pipeline.broadcast(shared.ptr(), n, s_.pp - 1);
   dev_.to_host(values.data(), shared.data(), values.size() * sizeof(float));
   return values;
 }
@@ -310,7 +290,7 @@ std::vector<uint8_t> StepBatch::Impl::from_lead(std::vector<uint8_t> bytes) {
   const auto broadcast = [&](std::vector<float>& values) {
     Buffer shared(dev_, MemCategory::kComm, int64_t(values.size()));
     dev_.to_device(shared.data(), values.data(), values.size() * sizeof(float));
-    world_.broadcast(shared.ptr(), int64_t(values.size()), 0);
+    rc_.groups.world.broadcast(shared.ptr(), int64_t(values.size()), 0);
     dev_.to_host(values.data(), shared.data(), values.size() * sizeof(float));
   };
   const uint64_t n = bytes.size();

@@ -45,8 +45,11 @@ void Lead::admit(StepPlan& plan) {
 
 StepPlan Lead::plan(bool draining) {
   StepPlan plan;
-  for (size_t k = 0; k < slots_.size(); ++k)
-    if (slots_[k] && slots_[k]->request->cancelled()) finish(int64_t(k), "stop", false);
+  for (size_t k = 0; k < slots_.size(); ++k) {
+    if (!slots_[k] || !slots_[k]->request->cancelled()) continue;
+    if (slots_[k]->choice == 0) metrics_.cancelled();
+    finish(int64_t(k), "stop", false);
+  }
   plan.release = std::exchange(finished_, {});
   if (running() == 0 && queue_.size() == 0) {
     if (draining) {
@@ -106,6 +109,7 @@ void Lead::record(const std::vector<generate::SlotStep>& steps, const generate::
     if (stopped) finish(st.slot, "stop", false);
     else if (r.generated == ask.max_tokens || batch.full(st.slot)) finish(st.slot, "length", true);
   }
+  metrics_.queue(queue_.size(), running());
 }
 
 void Lead::fail_all(const std::string& error) {

@@ -30,6 +30,11 @@ void ServerMetrics::request(int status) {
   ++requests_[status];
 }
 
+void ServerMetrics::cancelled() {
+  std::lock_guard lock(mu_);
+  ++cancelled_;
+}
+
 void ServerMetrics::tokens(int64_t prompt, int64_t generated) {
   std::lock_guard lock(mu_);
   prompt_tokens_ += uint64_t(prompt);
@@ -57,6 +62,7 @@ std::string ServerMetrics::text() const {
   std::ostringstream out;
   out << "# TYPE megahost_requests_total counter\n";
   for (const auto& [status, n] : requests_) out << "megahost_requests_total{code=\"" << status << "\"} " << n << "\n";
+  out << "# TYPE megahost_requests_cancelled_total counter\nmegahost_requests_cancelled_total " << cancelled_ << "\n";
   out << "# TYPE megahost_prompt_tokens_total counter\nmegahost_prompt_tokens_total " << prompt_tokens_ << "\n"
       << "# TYPE megahost_generation_tokens_total counter\nmegahost_generation_tokens_total " << generated_tokens_
       << "\n"
