@@ -26,6 +26,7 @@
 #include "convert/hf_to_megahost.hpp"
 #include "engine/trainer.hpp"
 #include "generate/generate.hpp"
+#include "serve/serve.hpp"
 #include "preflight/memory_preflight.hpp"
 #include "plugins/plugin_calls.hpp"
 #include "run/stop_signals.hpp"
@@ -397,6 +398,7 @@ int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
   s.tokenizer = assembly.data.options().get_string("tokenizer");
   std::string metrics = flags.metrics_out.empty() ? assembly.output.options().get_string("metrics") : flags.metrics_out;
   s.metrics = std::make_unique<MetricsWriter>(s.comm_info.first_rank == 0 ? metrics : "");
+  if (assembly.serves) return serve::serve(s, config, [&](const auto& body) { run_ranks(s, body); });
   if (assembly.generates)
     return generate::serve(s, config, [&](const auto& body) { run_ranks(s, body); });
   if (s.comm_info.first_rank == 0) s.log = training_log(s, assembly, config);
