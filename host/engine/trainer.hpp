@@ -50,7 +50,8 @@ struct RunSetup {
   std::unique_ptr<TrainingLog> log;  // on the process of rank 0
   ckpt::Options checkpoint;      // dir resolved against the config
   std::string resume_from;       // the checkpoint to load; "" starts fresh
-  std::string tokenizer;         // the data's tokenizer, recorded in checkpoints
+  // The data's tokenizer as checkpoints record it: name, files, special ids.
+  nlohmann::json tokenizer;
   mutable std::atomic<bool> interrupted{false};  // a stop signal ended the run
 };
 

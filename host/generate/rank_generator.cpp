@@ -144,11 +144,12 @@ std::vector<int32_t> RankGenerator::step(const DecodeInput& in, const std::vecto
 std::vector<int32_t> RankGenerator::sample_all(const std::vector<float>& logits, const DecodeInput& in,
                                                const std::vector<Slot>& slots,
                                                const std::vector<Outcome>& out) const {
-  const size_t vocab = size_t(dims_.real_vocab()), sampled = std::min(vocab, size_t(job_.vocab));
+  // The whole vocabulary: generation refuses a tokenizer that could not decode it.
+  const size_t vocab = size_t(dims_.real_vocab());
   std::vector<int32_t> tokens;
   for (size_t i = 0; i < in.seqs.size(); ++i) {
     const int64_t request = slots[size_t(in.seqs[i].slot)].request;
-    const std::span<const float> row(logits.data() + i * vocab, sampled);
+    const std::span<const float> row(logits.data() + i * vocab, vocab);
     tokens.push_back(sample(row, job_.sampling, uint64_t(request), out[size_t(request)].tokens.size()));
   }
   return tokens;
