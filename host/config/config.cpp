@@ -237,7 +237,11 @@ bool agrees(const toml::node& node, const ckpt::ModelKey& k, const Config& confi
   return float(mine) == float(v.get<double>());
 }
 
+// A value as the user wrote it: numbers in their shortest round-trip form
+// (1e-06, not 9.9999999999999995e-07), strings quoted as JSON quotes them.
 std::string node_text(const toml::node& node) {
+  if (node.is_floating_point()) return nlohmann::json(*node.value<double>()).dump();
+  if (node.is_string()) return nlohmann::json(*node.value<std::string>()).dump();
   std::ostringstream out;
   out << toml::node_view<const toml::node>(&node);
   return out.str();

@@ -48,6 +48,8 @@ ordered tokenizer_config(const std::string& cls, const data::Tokenizer& t, const
     if (special.contains(key)) c[token] = token_text(t, special[key]);
   c["model_max_length"] = model.positions();
   c["clean_up_tokenization_spaces"] = false;
+  // The model takes no token types; generate() refuses inputs it does not use.
+  c["model_input_names"] = {"input_ids", "attention_mask"};
   if (cls == "GPT2Tokenizer") {
     c["unk_token"] = c.value("eos_token", std::string());
     c["add_prefix_space"] = false;
