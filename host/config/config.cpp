@@ -275,7 +275,11 @@ std::optional<Config::SavedModel> Config::saved_model(Diagnostics& diag) const {
     if (path.empty() || !fs::exists(path, ec)) return std::nullopt;
     const std::string checkpoint = ckpt::resolve_load(value == "auto" ? "auto" : path, folder);
     if (checkpoint.empty()) return std::nullopt;
-    return SavedModel{checkpoint + "/" + ckpt::kMetadataFile, ckpt::model_keys(ckpt::read_metadata(checkpoint))};
+    try {
+      return SavedModel{checkpoint + "/" + ckpt::kMetadataFile, ckpt::model_keys(ckpt::read_metadata(checkpoint))};
+    } catch (const Error&) {
+      return std::nullopt;  // a damaged checkpoint fails the load, which names what is wrong with it
+    }
   } catch (const Error& e) {
     diag.error(where(*load), std::string("checkpoint.load: ") + e.what());
     return std::nullopt;
