@@ -9,7 +9,7 @@ set -euo pipefail
 debian_packages=(
   g++ cmake ninja-build pkg-config ccache
   libboost-dev libtomlplusplus-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
-  libopenblas-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libpcre2-dev libxxhash-dev
+  libopenblas-dev libdnnl-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libpcre2-dev libxxhash-dev
   python3 python3-pip python3-torch
   clang-14 libclang-rt-14-dev libomp-14-dev
 )

@@ -1,10 +1,11 @@
-// One rank's model run for generation: forward only, over the packed rows
-// of the sequences served, each reading and extending its KV cache slot.
-// Dropout is off and so is sequence parallelism: a decode step has one row
-// per sequence, which does not split over the tensor group, so the
-// tensor-parallel regions are entered and left as Megatron does without it
-// (an all-reduce after attention and after the MLP). The layer is the
-// training layer's parts (norm, MLP) with attention's cached form.
+// One rank's model run for generation: the training skeleton's embedding,
+// layers and output head (embedding.hpp, layer.hpp, output_head.hpp) run
+// forward only, as an inference pass, over the packed rows of the sequences
+// served, with the cached attention core: each sequence reads and extends
+// its KV cache slot. Dropout is off and so is sequence parallelism: a
+// decode step has one row per sequence, which does not split over the
+// tensor group, so the tensor-parallel regions are entered and left as
+// Megatron does without it (an all-reduce after attention and after the MLP).
 #pragma once
 
 #include <cstdint>
@@ -44,7 +45,6 @@ class Decoder {
   std::vector<float> logits(const Buffer& x, const DecodeInput& in);
 
  private:
-  Buffer layer(Buffer x, int64_t l, const DecodeInput& in);
   Buffer upload(const std::vector<int32_t>& host);
 
   Device& dev_;

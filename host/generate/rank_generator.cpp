@@ -11,6 +11,7 @@
 #include "engine/decoder.hpp"
 #include "engine/kv_cache.hpp"
 #include "engine/params.hpp"
+#include "engine/rank_context.hpp"
 #include "plugins/plugin_loader.hpp"
 
 namespace mh::generate {
@@ -30,20 +31,12 @@ class RankGenerator {
   RankGenerator(const RunSetup& s, const Job& job, int32_t local)
       : s_(s),
         job_(job),
-        rank_(s.comm_info.first_rank + local),
-        tp_rank_(rank_ % s.tp),
-        stage_(rank_ / s.tp),
-        kernels_(*s.assembly->slot(MH_KIND_KERNELS), s.comm_info.ranks_on_node, rank_),
-        dev_(kernels_),
-        world_(world_group(local)),
-        tensor_(world_.split(stage_, tp_rank_, "tensor")),
-        pipeline_(world_.split(tp_rank_, stage_, "pipeline")),
-        dims_(rank_dims()),
-        owned_(owned_parts(stage_chunks(s, stage_))),
-        params_(dev_, dims_, s.tensor_plan, uint64_t(s.assembly->train.options().get_int("seed")), owned_,
+        rc_(s, local),
+        owned_(owned_parts(stage_chunks(s, rc_.coords.pp))),
+        params_(rc_.dev, rc_.dims, s.tensor_plan, uint64_t(s.assembly->train.options().get_int("seed")), owned_,
                 ParamStorage{1, false, false, !loads_weights()}),
-        cache_(dev_, dims_, owned_.layers, job.batch, job.capacity),
-        decoder_(dev_, params_, tensor_, s.tensor_plan, dims_, cache_) {
+        cache_(rc_.dev, rc_.dims, owned_.layers, job.batch, job.capacity),
+        decoder_(rc_.dev, params_, rc_.groups.tensor, s.tensor_plan, rc_.dims, cache_) {
     if (loads_weights()) load_weights();
   }
 
@@ -52,19 +45,6 @@ class RankGenerator {
   std::vector<RankMemory> memory();
 
  private:
-  Collectives world_group(int32_t local) {
-    MH_Group* world = nullptr;
-    check(s_.comm_api->world(s_.comm, local, &world), "comm world group");
-    Collectives g(s_.comm_api, world, "world", false);
-    g.set_dry(s_.dry_run);
-    g.set_stream(dev_.api().stream(dev_.instance()));
-    return g;
-  }
-  ModelDims rank_dims() const {
-    ModelDims d = s_.dims;
-    d.tp_rank = tp_rank_;
-    return d;
-  }
   bool loads_weights() const { return !s_.resume_from.empty() && !s_.dry_run; }
   void load_weights();
   void admit(std::vector<Slot>& slots, size_t& next, std::vector<Outcome>& out, double now) const;
@@ -79,11 +59,7 @@ class RankGenerator {
 
   const RunSetup& s_;
   const Job& job_;
-  int32_t rank_, tp_rank_, stage_;
-  Instance kernels_;
-  Device dev_;
-  Collectives world_, tensor_, pipeline_;
-  ModelDims dims_;
+  RankContext rc_;
   OwnedParts owned_;
   ParamSet params_;
   KvCache cache_;
@@ -92,8 +68,8 @@ class RankGenerator {
 
 void RankGenerator::load_weights() {
   const ckpt::Metadata saved = ckpt::read_metadata(s_.resume_from);
-  ckpt::check_model(s_.resume_from, saved, dims_);
-  ckpt::load_weights(s_.resume_from, saved, params_, tp_rank_);
+  ckpt::check_model(s_.resume_from, saved, rc_.dims);
+  ckpt::load_weights(s_.resume_from, saved, params_, rc_.coords.tp);
 }
 
 void RankGenerator::admit(std::vector<Slot>& slots, size_t& next, std::vector<Outcome>& out, double now) const {
@@ -122,21 +98,21 @@ DecodeInput RankGenerator::step_input(const std::vector<Slot>& slots) const {
 std::vector<int32_t> RankGenerator::step(const DecodeInput& in, const std::vector<Slot>& slots,
                                          const std::vector<Outcome>& out) {
   const auto& chunks = s_.stage_layers;
-  const int64_t width = in.rows() * dims_.hidden;
+  const int64_t width = in.rows() * rc_.dims.hidden;
   Buffer x;
   std::vector<int32_t> tokens;
   for (size_t k = 0; k < chunks.size(); ++k) {
     const MH_StageLayers& e = chunks[k];
-    if (e.stage != stage_) continue;
+    if (e.stage != rc_.coords.pp) continue;
     if (k == 0) {
       x = decoder_.embed(in);
-    } else if (chunks[k - 1].stage != stage_) {
-      x = Buffer(dev_, MemCategory::kActivations, width, dev_.info().compute_dtype);
-      pipeline_.recv(x.ptr(), width, chunks[k - 1].stage);
+    } else if (chunks[k - 1].stage != rc_.coords.pp) {
+      x = Buffer(rc_.dev, MemCategory::kActivations, width, rc_.dev.info().compute_dtype);
+      rc_.groups.pipeline.recv(x.ptr(), width, chunks[k - 1].stage);
     }
     x = decoder_.layers(std::move(x), e.first, e.count, in);
     if (k + 1 == chunks.size()) tokens = sample_all(decoder_.logits(x, in), in, slots, out);
-    else if (chunks[k + 1].stage != stage_) pipeline_.send(x.ptr(), width, chunks[k + 1].stage);
+    else if (chunks[k + 1].stage != rc_.coords.pp) rc_.groups.pipeline.send(x.ptr(), width, chunks[k + 1].stage);
   }
   return from_last_stage(std::move(tokens), int64_t(in.seqs.size()));
 }
@@ -145,7 +121,7 @@ std::vector<int32_t> RankGenerator::sample_all(const std::vector<float>& logits,
                                                const std::vector<Slot>& slots,
                                                const std::vector<Outcome>& out) const {
   // The whole vocabulary: generation refuses a tokenizer that could not decode it.
-  const size_t vocab = size_t(dims_.real_vocab());
+  const size_t vocab = size_t(rc_.dims.real_vocab());
   std::vector<int32_t> tokens;
   for (size_t i = 0; i < in.seqs.size(); ++i) {
     const int64_t request = slots[size_t(in.seqs[i].slot)].request;
@@ -160,10 +136,10 @@ std::vector<int32_t> RankGenerator::from_last_stage(std::vector<int32_t> tokens,
   if (s_.pp == 1) return tokens;
   std::vector<float> values(size_t(n), 0.f);
   for (size_t i = 0; i < tokens.size(); ++i) values[i] = float(tokens[i]);
-  Buffer shared(dev_, MemCategory::kComm, n);
-  dev_.to_device(shared.data(), values.data(), values.size() * sizeof(float));
-  pipeline_.broadcast(shared.ptr(), n, s_.pp - 1);
-  dev_.to_host(values.data(), shared.data(), values.size() * sizeof(float));
+  Buffer shared(rc_.dev, MemCategory::kComm, n);
+  rc_.dev.to_device(shared.data(), values.data(), values.size() * sizeof(float));
+  rc_.groups.pipeline.broadcast(shared.ptr(), n, s_.pp - 1);
+  rc_.dev.to_host(values.data(), shared.data(), values.size() * sizeof(float));
   std::vector<int32_t> shared_tokens(static_cast<size_t>(n));
   for (size_t i = 0; i < shared_tokens.size(); ++i) shared_tokens[i] = int32_t(values[i]);
   return shared_tokens;
@@ -185,7 +161,7 @@ std::vector<Outcome> RankGenerator::serve() {
     const DecodeInput in = step_input(slots);
     if (in.seqs.empty()) break;
     const std::vector<int32_t> tokens = step(in, slots, out);
-    dev_.synchronize();
+    rc_.dev.synchronize();
     const double t = now();
     for (size_t i = 0; i < in.seqs.size(); ++i) {
       Slot& slot = slots[size_t(in.seqs[i].slot)];
@@ -198,13 +174,13 @@ std::vector<Outcome> RankGenerator::serve() {
       if (finished(o, slot, tokens[i])) slot.request = -1;
     }
   }
-  if (rank_ != 0) out.clear();
+  if (rc_.rank != 0) out.clear();
   return out;
 }
 
 std::vector<RankMemory> RankGenerator::memory() {
-  const std::vector<uint64_t> all = all_gather_counts(world_, to_counts(dev_.memory()));
-  return rank_ == 0 ? from_counts(all) : std::vector<RankMemory>{};
+  const std::vector<uint64_t> all = all_gather_counts(rc_.groups.world, to_counts(rc_.dev.memory()));
+  return rc_.rank == 0 ? from_counts(all) : std::vector<RankMemory>{};
 }
 
 }  // namespace

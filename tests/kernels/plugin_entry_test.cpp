@@ -38,7 +38,7 @@ void expect_kernels_plugin(const MH_PluginDesc& desc, const char* plugin, const 
 }
 
 TEST(PluginEntry, CpuModuleListsTheCpuKernels) {
-  expect_kernels_plugin(*load(MH_KERNELS_CPU_MODULE), "kernels_cpu", "cpu", {"threads", "peak_gflops", "dtype", "memory_gb"});
+  expect_kernels_plugin(*load(MH_KERNELS_CPU_MODULE), "kernels_cpu", "cpu", {"threads", "peak_gflops", "dtype", "memory_gb", "bf16_gemm"});
 }
 
 TEST(PluginEntry, DryModuleListsTheDryKernels) {

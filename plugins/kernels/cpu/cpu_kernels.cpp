@@ -1,6 +1,7 @@
 #include "cpu_kernels.hpp"
 
 #include "alloc_size.hpp"
+#include "bf16_rows.hpp"
 #include "f32_staging.hpp"
 #include "machine.hpp"
 #include "ops/ops.hpp"
@@ -16,11 +17,20 @@
 namespace mh::kernels {
 namespace {
 
+using cpu::flat;
+using cpu::rows_of;
+
 float* f32(const MH_Tensor& t) { return static_cast<float*>(t.data); }
 const int32_t* i32(const MH_Tensor& t) { return static_cast<const int32_t*>(t.data); }
 uint8_t* u8(const MH_Tensor& t) { return static_cast<uint8_t*>(t.data); }
 
 }  // namespace
+
+const char* cpu::plugin_description() {
+  static const std::string text = "host memory, OpenBLAS sgemm and vectorised OpenMP ops; fp32, or bf16 with GEMMs on " +
+                                  std::string(describe(detect_bf16_units()));
+  return text.c_str();
+}
 
 CpuKernels::CpuKernels(const CreateContext& ctx)
     : compute_(ctx.options.get_string("dtype") == "bf16" ? MH_BF16 : MH_F32),
@@ -46,6 +56,12 @@ CpuKernels::CpuKernels(const CreateContext& ctx)
   peak_flops_ = gflops > 0 ? gflops * 1e9 : cpu::theoretical_peak_flops(threads_);
   name_ = "cpu: " + cpu::cpu_model() + ", " + std::to_string(threads_) + " threads (OpenBLAS " +
           openblas_get_corename() + ")";
+  if (compute_ == MH_BF16) {
+    const cpu::Bf16Units units =
+        ctx.options.get_string("bf16_gemm") == "f32" ? cpu::Bf16Units::kNone : cpu::detect_bf16_units();
+    if (units != cpu::Bf16Units::kNone) bf16_gemm_.emplace(threads_);
+    name_ += ", bf16 GEMM: " + std::string(cpu::describe(units));
+  }
 }
 
 // Memory is the host's RAM, shared by the ranks of this process: each
@@ -79,8 +95,13 @@ void CpuKernels::copy(void* dst, const void* src, uint64_t bytes, MH_CopyKind ki
 
 void CpuKernels::gemm(const MH_GemmArgs& args) {
   const GemmDims d = check_gemm(args, compute_);
+  const bool streams_b = args.b.dtype == MH_BF16 && cpu::streams_b(d.m, args.trans_a != 0, args.trans_b != 0);
+  // One row against a weight (single-stream decode) reads the weight once at
+  // memory speed on the streaming kernel, where oneDNN would pack it first
+  // (docs/kernels-cpu.md); from two rows on, the bf16 units win.
+  if (bf16_gemm_ && !(streams_b && d.m == 1) && bf16_gemm_->run(args, d)) return;
   cpu::F32Staging s(threads_);
-  if (args.b.dtype == MH_BF16 && cpu::streams_b(d.m, args.trans_a != 0, args.trans_b != 0)) {
+  if (streams_b) {
     // A decode step's weight, read in bf16 as stored (only a and c are staged).
     cpu::gemm_bf16_b(d.batch, d.m, d.n, d.k, args.alpha,
                      {s.in(args.a), args.a.strides[0], args.a.strides[1], args.trans_a != 0},
@@ -95,83 +116,120 @@ void CpuKernels::gemm(const MH_GemmArgs& args) {
   s.write_back();
 }
 
+// The ops below run their f32 loop straight on f32 tensors and in blocks of
+// rows when any tensor is bf16 (bf16_rows.hpp): blocks[i] is the i-th view
+// of the list over the block's rows.
+
 void CpuKernels::layernorm(const MH_LayerNormArgs& args) {
   const Matrix x = check_layernorm(args, compute_);
-  cpu::F32Staging s(threads_);
-  cpu::layernorm_forward(s.out(args.out), f32(args.mean), f32(args.rstd), s.in(args.x), s.in(args.weight),
-                         s.in(args.bias), x.rows, x.cols, args.eps, threads_);
-  s.write_back();
+  const int64_t C = x.cols;
+  const cpu::F32Vector weight(args.weight, C), bias(args.bias, C);
+  float* mean = f32(args.mean);
+  float* rstd = f32(args.rstd);
+  cpu::for_row_blocks<2>(threads_, 1, x.rows, {rows_of(args.out, C, C, false, true), rows_of(args.x, C, C, true, false)},
+                         [&](auto& b, int64_t, int64_t r0, int64_t n, int) {
+                           cpu::layernorm_forward(b[0].data, mean + r0, rstd + r0, b[1].data, weight.get(),
+                                                  bias.get(), n, C, args.eps, 1);
+                         });
 }
 
 void CpuKernels::layernorm_bwd(const MH_LayerNormBwdArgs& args) {
   const Matrix x = check_layernorm_bwd(args, compute_);
-  cpu::F32Staging s(threads_);
-  cpu::layernorm_backward(s.out(args.dx), s.out(args.dweight), s.out(args.dbias), s.in(args.dout), s.in(args.x),
-                          s.in(args.weight), f32(args.mean), f32(args.rstd), x.rows, x.cols, threads_);
-  s.write_back();
+  const int64_t C = x.cols;
+  const cpu::F32Vector weight(args.weight, C);
+  cpu::Partials dweight(threads_, C), dbias(threads_, C);
+  const float* mean = f32(args.mean);
+  const float* rstd = f32(args.rstd);
+  cpu::for_row_blocks<3>(threads_, 1, x.rows,
+                         {rows_of(args.dx, C, C, true, true), rows_of(args.dout, C, C, true, false),
+                          rows_of(args.x, C, C, true, false)},
+                         [&](auto& b, int64_t, int64_t r0, int64_t n, int t) {
+                           cpu::layernorm_backward(b[0].data, dweight.of(t), dbias.of(t), b[1].data, b[2].data,
+                                                   weight.get(), mean + r0, rstd + r0, n, C, 1);
+                         });
+  dweight.add_into(args.dweight);
+  dbias.add_into(args.dbias);
 }
 
 void CpuKernels::elementwise(const MH_ElementwiseArgs& args) {
   const int64_t n = check_elementwise(args, compute_);
-  cpu::F32Staging s(threads_);
-  float* out = s.out(args.out);
-  switch (args.op) {
-    case MH_GELU: cpu::gelu_forward(out, s.in(args.x), n, threads_); break;
-    case MH_GELU_BWD: cpu::gelu_backward(out, s.in(args.x), s.in(args.y), n, threads_); break;
-    case MH_SCALE: cpu::scale(out, s.in(args.x), args.alpha, n, threads_); break;
-    case MH_COPY:
-      // Between dtypes the staging converts: x is read as f32, out rounded back.
-      if (const float* x = s.in(args.x); n > 0 && out != x) std::memcpy(out, x, static_cast<size_t>(n) * sizeof(float));
-      break;
-    case MH_FILL: cpu::fill(out, args.alpha, n, threads_); break;
-    case MH_ADD: cpu::axpy(out, 1.0f, s.in(args.x), s.in(args.y), n, threads_); break;
-    case MH_AXPY: cpu::axpy(out, args.alpha, s.in(args.x), s.in(args.y), n, threads_); break;
-  }
-  s.write_back();
+  if (args.op == MH_COPY) return cpu::convert(args.out.data, args.out.dtype, args.x.data, args.x.dtype, n, threads_);
+  const float alpha = args.alpha;
+  const std::array<cpu::FlatView, 3> views{flat(args.out, false, true), flat(args.x, true, false),
+                                           flat(args.y, true, false)};
+  cpu::for_flat_blocks(threads_, n, views, [&](auto& b, int64_t, int64_t count, int) {
+    float* out = b[0].data;
+    switch (args.op) {
+      case MH_GELU: cpu::gelu_forward(out, b[1].data, count, 1); break;
+      case MH_GELU_BWD: cpu::gelu_backward(out, b[1].data, b[2].data, count, 1); break;
+      case MH_SCALE: cpu::scale(out, b[1].data, alpha, count, 1); break;
+      case MH_FILL: cpu::fill(out, alpha, count, 1); break;
+      case MH_ADD: cpu::axpy(out, 1.0f, b[1].data, b[2].data, count, 1); break;
+      case MH_AXPY: cpu::axpy(out, alpha, b[1].data, b[2].data, count, 1); break;
+      case MH_COPY: break;
+    }
+  });
 }
 
 void CpuKernels::bias_add(const MH_BiasArgs& args) {
   const Matrix x = check_bias_add(args, compute_);
-  cpu::F32Staging s(threads_);
-  cpu::bias_forward(s.out(args.out), s.in(args.x), s.in(args.bias), x.rows, x.cols, threads_);
-  s.write_back();
+  const int64_t C = x.cols;
+  const cpu::F32Vector bias(args.bias, C);
+  cpu::for_row_blocks<2>(threads_, 1, x.rows, {rows_of(args.out, C, C, false, true), rows_of(args.x, C, C, true, false)},
+                         [&](auto& b, int64_t, int64_t, int64_t n, int) {
+                           cpu::bias_forward(b[0].data, b[1].data, bias.get(), n, C, 1);
+                         });
 }
 
 void CpuKernels::bias_bwd(const MH_BiasArgs& args) {
   const Matrix dout = check_bias_bwd(args, compute_);
-  cpu::F32Staging s(threads_);
-  cpu::bias_backward(s.out(args.bias), s.in(args.out), dout.rows, dout.cols, threads_);
-  s.write_back();
+  const int64_t C = dout.cols;
+  cpu::Partials dbias(threads_, C);
+  cpu::for_row_blocks<1>(threads_, 1, dout.rows, {rows_of(args.out, C, C, true, false)},
+                         [&](auto& b, int64_t, int64_t, int64_t n, int t) {
+                           cpu::bias_backward(dbias.of(t), b[0].data, n, C, 1);
+                         });
+  dbias.add_into(args.bias);
 }
 
 void CpuKernels::softmax(const MH_SoftmaxArgs& args) {
   const SoftmaxDims d = check_softmax(args, compute_);
-  cpu::F32Staging s(threads_);
-  cpu::softmax_forward(s.out(args.out), s.in(args.x), args.scale, d.groups, d.rows, d.cols, threads_);
-  s.write_back();
+  const int64_t Q = d.rows, T = d.cols;
+  cpu::for_row_blocks<2>(threads_, d.groups, Q,
+                         {rows_of(args.out, T, T, false, true, Q * T), rows_of(args.x, T, T, true, false, Q * T)},
+                         [&](auto& b, int64_t, int64_t r0, int64_t n, int) {
+                           cpu::softmax_forward(b[0].data, b[1].data, args.scale, 1, n, T, Q - r0 - n, 1);
+                         });
 }
 
 void CpuKernels::softmax_bwd(const MH_SoftmaxArgs& args) {
   const SoftmaxDims d = check_softmax_bwd(args, compute_);
-  cpu::F32Staging s(threads_);
-  cpu::softmax_backward(s.out(args.dx), s.in(args.out), s.in(args.dout), args.scale, d.groups, d.rows, d.cols,
-                        threads_);
-  s.write_back();
+  const int64_t Q = d.rows, T = d.cols;
+  cpu::for_row_blocks<3>(threads_, d.groups, Q,
+                         {rows_of(args.dx, T, T, false, true, Q * T), rows_of(args.out, T, T, true, false, Q * T),
+                          rows_of(args.dout, T, T, true, false, Q * T)},
+                         [&](auto& b, int64_t, int64_t r0, int64_t n, int) {
+                           cpu::softmax_backward(b[0].data, b[1].data, b[2].data, args.scale, 1, n, T, Q - r0 - n, 1);
+                         });
 }
 
 void CpuKernels::dropout(const MH_DropoutArgs& args) {
   const int64_t n = check_dropout(args, compute_);
-  cpu::F32Staging s(threads_);
-  cpu::dropout_forward(s.out(args.out), u8(args.mask), s.in(args.x), s.in(args.residual), args.p, args.rng, n,
-                       threads_);
-  s.write_back();
+  uint8_t* mask = u8(args.mask);
+  const std::array<cpu::FlatView, 3> views{flat(args.out, false, true), flat(args.x, true, false),
+                                           flat(args.residual, true, false)};
+  cpu::for_flat_blocks(threads_, n, views, [&](auto& b, int64_t first, int64_t count, int) {
+    cpu::dropout_forward(b[0].data, mask + first, b[1].data, b[2].data, args.p, args.rng, first, count, 1);
+  });
 }
 
 void CpuKernels::dropout_bwd(const MH_DropoutArgs& args) {
   const int64_t n = check_dropout_bwd(args, compute_);
-  cpu::F32Staging s(threads_);
-  cpu::dropout_backward(s.out(args.x), s.in(args.out), u8(args.mask), args.p, n, threads_);
-  s.write_back();
+  const uint8_t* mask = u8(args.mask);
+  const std::array<cpu::FlatView, 2> views{flat(args.x, false, true), flat(args.out, true, false)};
+  cpu::for_flat_blocks(threads_, n, views, [&](auto& b, int64_t first, int64_t count, int) {
+    cpu::dropout_backward(b[0].data, b[1].data, mask + first, args.p, count, 1);
+  });
 }
 
 void CpuKernels::embedding(const MH_EmbeddingArgs& args) {
@@ -225,41 +283,59 @@ void CpuKernels::sum_squares(const MH_SumSquaresArgs& args) {
 
 void CpuKernels::rmsnorm(const MH_RmsNormArgs& args) {
   const Matrix x = check_rmsnorm(args, compute_);
-  cpu::F32Staging s(threads_);
-  cpu::rmsnorm_forward(s.out(args.out), f32(args.rstd), s.in(args.x), f32(args.weight), x.rows, x.cols, args.eps,
-                       threads_);
-  s.write_back();
+  const int64_t C = x.cols;
+  float* rstd = f32(args.rstd);
+  cpu::for_row_blocks<2>(threads_, 1, x.rows, {rows_of(args.out, C, C, false, true), rows_of(args.x, C, C, true, false)},
+                         [&](auto& b, int64_t, int64_t r0, int64_t n, int) {
+                           cpu::rmsnorm_forward(b[0].data, rstd + r0, b[1].data, f32(args.weight), n, C, args.eps, 1);
+                         });
 }
 
 void CpuKernels::rmsnorm_bwd(const MH_RmsNormBwdArgs& args) {
   const Matrix x = check_rmsnorm_bwd(args, compute_);
-  cpu::F32Staging s(threads_);
-  cpu::rmsnorm_backward(f32(args.dx), f32(args.dweight), s.in(args.dout), s.in(args.x), f32(args.weight),
-                        f32(args.rstd), x.rows, x.cols, threads_);
+  const int64_t C = x.cols;
+  cpu::Partials dweight(threads_, C);
+  const float* rstd = f32(args.rstd);
+  float* dx = f32(args.dx);
+  cpu::for_row_blocks<2>(threads_, 1, x.rows, {rows_of(args.dout, C, C, true, false), rows_of(args.x, C, C, true, false)},
+                         [&](auto& b, int64_t, int64_t r0, int64_t n, int t) {
+                           cpu::rmsnorm_backward(dx + r0 * C, dweight.of(t), b[0].data, b[1].data, f32(args.weight),
+                                                 rstd + r0, n, C, 1);
+                         });
+  dweight.add_into(args.dweight);
 }
 
 void CpuKernels::rope(const MH_RopeArgs& args) {
   const RopeDims d = check_rope(args, compute_);
-  cpu::F32Staging s(threads_);
-  const float* x = s.in(args.x);
-  cpu::rope(s.out(args.out), {args.out.strides[0], args.out.strides[1]}, x, {args.x.strides[0], args.x.strides[1]},
-            d.groups, d.seq, d.dim, args.position_offset, args.theta, args.inverse != 0, threads_);
-  s.write_back();
+  const cpu::RotationTable table =
+      cpu::rotation_table(d.seq, d.dim, args.position_offset, args.theta, args.inverse != 0, threads_);
+  const std::array<cpu::RowView, 2> views{
+      rows_of(args.out, d.dim, args.out.strides[1], false, true, args.out.strides[0]),
+      rows_of(args.x, d.dim, args.x.strides[1], true, false, args.x.strides[0])};
+  cpu::for_row_blocks(threads_, d.groups, d.seq, views, [&](auto& b, int64_t, int64_t s0, int64_t n, int) {
+    cpu::rope(b[0].data, {0, b[0].ld}, b[1].data, {0, b[1].ld}, 1, n, d.dim, table, s0, 1);
+  });
 }
 
 void CpuKernels::swiglu(const MH_SwigluArgs& args) {
   const SwigluDims d = check_swiglu(args, compute_);
-  cpu::F32Staging s(threads_);
-  cpu::swiglu_forward(s.out(args.out), s.in(args.x), args.x.strides[0], d.rows, d.ffn, threads_);
-  s.write_back();
+  const int64_t F = d.ffn;
+  cpu::for_row_blocks<2>(threads_, 1, d.rows,
+                         {rows_of(args.out, F, F, false, true), rows_of(args.x, 2 * F, args.x.strides[0], true, false)},
+                         [&](auto& b, int64_t, int64_t, int64_t n, int) {
+                           cpu::swiglu_forward(b[0].data, b[1].data, b[1].ld, n, F, 1);
+                         });
 }
 
 void CpuKernels::swiglu_bwd(const MH_SwigluArgs& args) {
   const SwigluDims d = check_swiglu_bwd(args, compute_);
-  cpu::F32Staging s(threads_);
-  cpu::swiglu_backward(s.out(args.dx), args.dx.strides[0], s.in(args.x), args.x.strides[0], s.in(args.dout), d.rows,
-                       d.ffn, threads_);
-  s.write_back();
+  const int64_t F = d.ffn;
+  cpu::for_row_blocks<3>(threads_, 1, d.rows,
+                         {rows_of(args.dx, 2 * F, args.dx.strides[0], false, true),
+                          rows_of(args.x, 2 * F, args.x.strides[0], true, false), rows_of(args.dout, F, F, true, false)},
+                         [&](auto& b, int64_t, int64_t, int64_t n, int) {
+                           cpu::swiglu_backward(b[0].data, b[0].ld, b[1].data, b[1].ld, b[2].data, n, F, 1);
+                         });
 }
 
 // A byte copy in every dtype: no staging through f32.

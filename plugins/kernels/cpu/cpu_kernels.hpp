@@ -1,16 +1,24 @@
 // The "cpu" kernels component: host memory stands in for device memory, GEMM
 // goes through OpenBLAS and the other ops are the loops in ops/, each rank's
 // work running on that rank's own OpenMP team. f32, or bf16 storage with f32
-// compute (f32_staging.hpp).
+// compute: bf16 GEMMs on the CPU's bf16 units where it has them
+// (bf16_gemm.hpp), the other ops converting as they load and store.
 #pragma once
 
 #include <megahost/plugin.hpp>
 
+#include "bf16_gemm.hpp"
 #include "block_cache.hpp"
 
+#include <optional>
 #include <string>
 
 namespace mh::kernels {
+
+namespace cpu {
+// The component's line in --list_plugins, naming what runs bf16 GEMMs here.
+const char* plugin_description();
+}  // namespace cpu
 
 class CpuKernels {
  public:
@@ -24,6 +32,9 @@ class CpuKernels {
                  "dtype of activations and GEMM inputs: fp32, or bf16 with fp32 accumulation"),
       opt_double("memory_gb", "0", 0, 1e6,
                  "memory each rank may use, in GiB; 0 = the machine's physical memory split between its ranks"),
+      opt_choice("bf16_gemm", "\"auto\"", "auto|f32",
+                 "bf16 GEMMs: auto = oneDNN on the CPU's bf16 units (AMX, else AVX512-BF16) where it has them, "
+                 "else f32; f32 = OpenBLAS sgemm on f32 copies"),
   };
 
   explicit CpuKernels(const CreateContext& ctx);
@@ -65,6 +76,7 @@ class CpuKernels {
   double peak_flops_;
   std::string name_;
   cpu::BlockCache memory_;
+  std::optional<cpu::Bf16Gemm> bf16_gemm_;  // with dtype bf16 on a CPU with bf16 units
 };
 
 }  // namespace mh::kernels

@@ -2,6 +2,5 @@
 #include "cpu_kernels.hpp"
 
 MH_PLUGIN("kernels_cpu", "0.1.0",
-          mh::component<mh::kernels::CpuKernels>("cpu", "0.1.0",
-                                                 "host memory, OpenBLAS GEMM and vectorised OpenMP ops, f32",
+          mh::component<mh::kernels::CpuKernels>("cpu", "0.1.0", mh::kernels::cpu::plugin_description(),
                                                  mh::kernels::CpuKernels::options))

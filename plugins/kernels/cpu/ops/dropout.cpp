@@ -13,7 +13,7 @@ namespace mh::kernels::cpu {
 // whole tensor would at the same place, on every layout and on recompute.
 // An element is kept when its draw is >= p, so p = 0 keeps everything.
 void dropout_forward(float* out, uint8_t* mask, const float* x, const float* residual, float p,
-                     const MH_RngSpan& rng, int64_t n, int threads) {
+                     const MH_RngSpan& rng, int64_t first, int64_t n, int threads) {
   if (p == 0.0f) {
     // Every draw is >= 0, so everything is kept: the same mask and output
     // without the draws (Philox is ~11 ns an element, unvectorised). The
@@ -43,7 +43,7 @@ void dropout_forward(float* out, uint8_t* mask, const float* x, const float* res
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t hi = n * (t + 1) / nt;
     for (int64_t i = n * t / nt; i < hi;) {
-      const int64_t row = i / len, j = i - row * len, count = std::min(hi - i, len - j);
+      const int64_t row = (first + i) / len, j = first + i - row * len, count = std::min(hi - i, len - j);
       const uint64_t first = rng.base + static_cast<uint64_t>(row) * rng.row_stride + static_cast<uint64_t>(j);
       for (int64_t k = 0; k < count; ++k) {
         const bool keep = rng::uniform(rng.seed, first + static_cast<uint64_t>(k)) >= p;

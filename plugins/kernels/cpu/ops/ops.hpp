@@ -8,6 +8,7 @@
 #include <megahost/abi.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace mh::kernels::cpu {
 
@@ -65,15 +66,19 @@ void bias_forward(float* out, const float* x, const float* bias, int64_t N, int6
 void bias_backward(float* dbias, const float* dout, int64_t N, int64_t C, int threads);
 
 // out, x (G, Q, T): causal softmax of scale * x along the last dimension,
-// the Q rows being the last Q positions of T (Q = T = S in training)
-void softmax_forward(float* out, const float* x, float scale, int64_t G, int64_t Q, int64_t T, int threads);
+// the Q rows being positions T - Q - later .. T - later - 1 of T: the last Q
+// positions (Q = T = S in training) when later = 0, else a block of rows
+// followed by `later` more that this call leaves alone
+void softmax_forward(float* out, const float* x, float scale, int64_t G, int64_t Q, int64_t T, int64_t later,
+                     int threads);
 // dx, out, dout (G, Q, T)
 void softmax_backward(float* dx, const float* out, const float* dout, float scale, int64_t G, int64_t Q, int64_t T,
-                      int threads);
+                      int64_t later, int threads);
 
-// out, x, residual (n; residual may be NULL), mask (n), drawn in rows of rng.row_len
+// out, x, residual (n; residual may be NULL), mask (n): elements [first,
+// first + n) of the span, drawn in rows of rng.row_len
 void dropout_forward(float* out, uint8_t* mask, const float* x, const float* residual, float p,
-                     const MH_RngSpan& rng, int64_t n, int threads);
+                     const MH_RngSpan& rng, int64_t first, int64_t n, int threads);
 // dx, dout, mask (n)
 void dropout_backward(float* dx, const float* dout, const uint8_t* mask, float p, int64_t n, int threads);
 
@@ -117,10 +122,16 @@ void rmsnorm_backward(float* dx, float* dweight, const float* dout, const float*
 struct RowStrides {
   int64_t batch, row;
 };
-// out, x (G, S, D): each row's pairs (i, i + D/2) rotated by position (position_offset + s)
-// times theta^(-2i/D), or back when inverse; out may be x
+// cos and sin of positions offset .. offset + S - 1 times frequencies
+// theta^(-2i/D), as [S, D/2] each (sin negated when inverse)
+struct RotationTable {
+  std::vector<float> cos, sin;
+};
+RotationTable rotation_table(int64_t S, int64_t D, int64_t offset, float theta, bool inverse, int threads);
+// out, x (G, S, D): each row's pairs (i, i + D/2) rotated by row first + s of
+// the table; out may be x
 void rope(float* out, RowStrides out_strides, const float* x, RowStrides x_strides, int64_t G, int64_t S, int64_t D,
-          int64_t position_offset, float theta, bool inverse, int threads);
+          const RotationTable& table, int64_t first, int threads);
 
 // out[g, r, :] = x[g, r, :] for g < G, r < R: rows of row_bytes bytes, each
 // view's rows and groups `strides` elements of element_bytes apart

@@ -5,7 +5,6 @@
 #include <vector>
 
 namespace mh::kernels::cpu {
-namespace {
 
 // cos and sin of position (offset + s) times frequency i, as [S, D/2] each.
 // The angle is formed in f32 as Hugging Face forms it: the exponent 2i/D in
@@ -13,15 +12,11 @@ namespace {
 // get the same bits: a last-bit difference in inv_freq moves the angle at
 // position 4000 by 2e-4), its reciprocal in f32, times the position in f32.
 // cos and sin of that angle are taken in double and rounded once.
-struct RotationTable {
-  std::vector<float> cos, sin;
-};
-
-RotationTable rotation_table(int64_t S, int64_t half, int64_t offset, float theta, bool inverse, int threads) {
+RotationTable rotation_table(int64_t S, int64_t D, int64_t offset, float theta, bool inverse, int threads) {
+  const int64_t half = D / 2;
   std::vector<float> inv_freq(static_cast<size_t>(half));
-  const float D = static_cast<float>(2 * half);
   for (int64_t i = 0; i < half; ++i) {
-    const float exponent = static_cast<float>(2 * i) / D;
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(D);
     inv_freq[i] = 1.0f / static_cast<float>(std::pow(static_cast<double>(theta), static_cast<double>(exponent)));
   }
   RotationTable t{std::vector<float>(static_cast<size_t>(S * half)), std::vector<float>(static_cast<size_t>(S * half))};
@@ -38,19 +33,16 @@ RotationTable rotation_table(int64_t S, int64_t half, int64_t offset, float thet
   return t;
 }
 
-}  // namespace
-
 void rope(float* out, RowStrides out_strides, const float* x, RowStrides x_strides, int64_t G, int64_t S, int64_t D,
-          int64_t position_offset, float theta, bool inverse, int threads) {
+          const RotationTable& table, int64_t first, int threads) {
   const int64_t half = D / 2;
-  const RotationTable table = rotation_table(S, half, position_offset, theta, inverse, threads);
 #pragma omp parallel for num_threads(team(threads, G * S * D)) schedule(static)
   for (int64_t row = 0; row < G * S; ++row) {
     const int64_t g = row / S, s = row % S;
     const float* xr = x + g * x_strides.batch + s * x_strides.row;
     float* outr = out + g * out_strides.batch + s * out_strides.row;
-    const float* c = table.cos.data() + s * half;
-    const float* sn = table.sin.data() + s * half;
+    const float* c = table.cos.data() + (first + s) * half;
+    const float* sn = table.sin.data() + (first + s) * half;
     // In place, iteration i reads and writes only elements i and i + D/2.
 #pragma omp simd
     for (int64_t i = 0; i < half; ++i) {

@@ -6,12 +6,13 @@
 
 namespace mh::kernels::cpu {
 
-// Row i of each group's (Q, T) scores is position T - Q + i and sees columns
-// 0..T - Q + i; the rest is masked out and comes out as 0.
-void softmax_forward(float* out, const float* x, float scale, int64_t G, int64_t Q, int64_t T, int threads) {
+// Row i of each group's (Q, T) scores is position T - Q - later + i and sees
+// columns 0..T - Q - later + i; the rest is masked out and comes out as 0.
+void softmax_forward(float* out, const float* x, float scale, int64_t G, int64_t Q, int64_t T, int64_t later,
+                     int threads) {
 #pragma omp parallel for num_threads(team(threads, G * Q * T)) schedule(static)
   for (int64_t row = 0; row < G * Q; ++row) {
-    const int64_t seen = T - Q + row % Q + 1;
+    const int64_t seen = T - Q - later + row % Q + 1;
     const float* xr = x + row * T;
     float* o = out + row * T;
     float max = -std::numeric_limits<float>::infinity();
@@ -34,10 +35,10 @@ void softmax_forward(float* out, const float* x, float scale, int64_t G, int64_t
 // dx = out * (dout - sum(dout * out)) * scale over the visible columns; the
 // masked ones get 0 whatever dout holds there.
 void softmax_backward(float* dx, const float* out, const float* dout, float scale, int64_t G, int64_t Q, int64_t T,
-                      int threads) {
+                      int64_t later, int threads) {
 #pragma omp parallel for num_threads(team(threads, G * Q * T)) schedule(static)
   for (int64_t row = 0; row < G * Q; ++row) {
-    const int64_t seen = T - Q + row % Q + 1;
+    const int64_t seen = T - Q - later + row % Q + 1;
     const float* o = out + row * T;
     const float* g = dout + row * T;
     float* d = dx + row * T;
