@@ -81,14 +81,17 @@ Buffer Decoder::layers(Buffer x, int64_t first, int64_t count, const DecodeInput
   return x;
 }
 
-std::vector<float> Decoder::logits(const Buffer& x, const DecodeInput& in) {
-  const int64_t n = int64_t(in.seqs.size()), h = dims_.hidden, V = dims_.local_vocab(), t = plan_.size;
+std::vector<int64_t> last_rows(const DecodeInput& in) {
+  std::vector<int64_t> rows;
+  for (const SequenceRows& s : in.seqs) rows.push_back(s.row + s.count - 1);
+  return rows;
+}
+
+std::vector<float> Decoder::logits(const Buffer& x, std::span<const int64_t> rows) {
+  const int64_t n = int64_t(rows.size()), h = dims_.hidden, V = dims_.local_vocab(), t = plan_.size;
   Pass pass(dev_, params_, tensor_, plan_, dims_, n);
   Buffer last = pass.ctx.activation(kWork, n * h);
-  for (int64_t i = 0; i < n; ++i) {
-    const SequenceRows& s = in.seqs[size_t(i)];
-    ops::copy(dev_, x.ptr() + (s.row + s.count - 1) * h, last.ptr() + i * h, h);
-  }
+  for (int64_t i = 0; i < n; ++i) ops::copy(dev_, x.ptr() + rows[size_t(i)] * h, last.ptr() + i * h, h);
   const OutputHead head(pass.ctx, *pass.parts.norm);
   Buffer local = head.logits(head.norm(last.ptr()), Pass::kInference), all;
   if (t > 1) {

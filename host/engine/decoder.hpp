@@ -27,6 +27,8 @@ struct DecodeInput {
   std::vector<SequenceRows> seqs;
   int64_t rows() const { return int64_t(ids.size()); }
 };
+// Each sequence's last row: the one that predicts its next token.
+std::vector<int64_t> last_rows(const DecodeInput& in);
 
 class Decoder {
  public:
@@ -39,10 +41,10 @@ class Decoder {
   Buffer embed(const DecodeInput& in);
   // Global layers [first, first + count) over x [rows, h]; returns their output.
   Buffer layers(Buffer x, int64_t first, int64_t count, const DecodeInput& in);
-  // The output layer on each sequence's last row: f32 logits [seqs, vocab]
-  // of the tokenizer's vocabulary (padding dropped), on the host, the same
-  // on every rank of the tensor group.
-  std::vector<float> logits(const Buffer& x, const DecodeInput& in);
+  // The output layer on the given rows of x: f32 logits [rows, vocab] of
+  // the tokenizer's vocabulary (padding dropped), on the host, the same on
+  // every rank of the tensor group.
+  std::vector<float> logits(const Buffer& x, std::span<const int64_t> rows);
 
  private:
   Buffer upload(const std::vector<int32_t>& host);

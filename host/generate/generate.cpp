@@ -70,6 +70,7 @@ Job make_job(const RunSetup& s, const Config& config, const data::Tokenizer& tok
                           uint64_t(g.get_int("seed"))};
   job.stop_at_eod = g.get_bool("stop_at_eod");
   job.eod = tokenizer.eod_id();
+  job.vocab = s.dims.real_vocab();
   return job;
 }
 
