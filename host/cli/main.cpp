@@ -15,6 +15,7 @@
 #include "run/dry_run.hpp"
 #include "preflight/evaluation_check.hpp"
 #include "generate/generate.hpp"
+#include "serve/serve.hpp"
 #include "preflight/launch_check.hpp"
 #include "preflight/layout_check.hpp"
 #include "preflight/memory_preflight.hpp"
@@ -107,7 +108,8 @@ int main(int argc, char** argv) {
   mh::check_output_files(outputs(*assembly, profile), mh::run_inputs(*config, *assembly, plugins), diag);
   mh::check_launch(*config, *assembly, diag);
   if (!diag.has_errors()) mh::check_layout(*config, *assembly, diag);
-  if (assembly->generates) mh::generate::check(*config, *assembly, diag);
+  if (assembly->serves) mh::serve::check(*config, *assembly, diag);
+  else if (assembly->generates) mh::generate::check(*config, *assembly, diag);
   mh::check_size_products(*config, *assembly, diag);
   if (FLAGS_evaluate) mh::check_evaluation(*config, *assembly, {FLAGS_dry_run, FLAGS_calibrate}, diag);
   if (diag.has_errors()) return fail(diag);

@@ -78,6 +78,8 @@ const MH_OptionSpec kCheckpoint[] = {
         "\"\" starts fresh; \"auto\" resumes from the newest complete checkpoint in dir, if any; else a checkpoint path"),
     opt_bool("async", "false", "snapshot to host memory and write in the background while training goes on"),
     opt_bool("save_optimizer", "true", "save AdamW's moments (needed to resume exactly)"),
+    opt_bool("overwrite", "false",
+             "let a run that does not resume from dir take a dir holding another run's checkpoints, deleting them"),
 };
 
 // A run whose TOML has [generate] generates text instead of training (docs/generate.md).
@@ -94,9 +96,28 @@ const MH_OptionSpec kGenerate[] = {
     opt_bool("stop_at_eod", "true", "stop a request at the end-of-document token"),
 };
 
+// A run whose TOML has [serve] serves OpenAI's HTTP API instead of training (docs/serve.md).
+const MH_OptionSpec kServe[] = {
+    opt("host", MH_VALUE_STRING, "\"127.0.0.1\"", "address the HTTP server listens on"),
+    opt_int("port", "8000", 0, 65535, "TCP port; 0 picks a free one (printed on stdout)"),
+    opt_int("max_batch", "8", 1, 1e6, "sequences in flight: the KV cache's slots, of model.seq_len positions each"),
+    opt_int("max_queue", "64", 0, 1e6, "requests waiting for a slot at most; more are refused with 429"),
+    opt_int("max_new_tokens", "256", 0, 1e7, "max_tokens of a request that gives none, and the most it may ask"),
+    opt("api_key", MH_VALUE_STRING, "\"\"", "when set, requests must send it as 'Authorization: Bearer KEY' (else 401)"),
+    opt_double("timeout_s", "600", 0.001, 1e7,
+               "longest a request waits in the queue (then 503) and a connection's read or write waits"),
+    opt_int("prefill_chunk", "256", 1, 1e7,
+            "prompt tokens one step prefills at most, beside the decode rows, so a long prompt does not stall them"),
+    opt("model_name", MH_VALUE_STRING, "\"megahost\"", "the model's id in /v1/models and in responses"),
+    opt("chat_template", MH_VALUE_STRING, "\"\"",
+        "tokenizer_config.json (or a Jinja file) whose chat_template renders chat messages, relative to the config; "
+        "empty: the tokenizer_config.json beside data.tokenizer_file"),
+};
+
 const HostSection kHostSections[] = {
     {"model", kModel},           {"train", kTrain},       {"data", kData},
     {"output", kOutput},         {"checkpoint", kCheckpoint}, {"generate", kGenerate},
+    {"serve", kServe},
 };
 
 const SlotSpec kSlots[] = {

@@ -3,6 +3,7 @@
 #include "data/permutation.hpp"
 
 #include <megahost/error.hpp>
+#include <megahost/rng.hpp>
 
 #include <algorithm>
 
@@ -12,7 +13,7 @@ GptSamples::GptSamples(const IndexedDataset& dataset, Split split, std::string_v
                        int64_t seq_len, uint64_t seed)
     : dataset_(dataset),
       seq_len_(seq_len),
-      key_(mix64(mix64(seed) ^ static_cast<uint64_t>(split))) {
+      key_(rng::splitmix64(rng::splitmix64(seed) ^ static_cast<uint64_t>(split))) {
   require(seq_len > 0, "GptSamples: seq_len must be positive, got " + std::to_string(seq_len));
   DocumentRange documents = split_documents(split_weights, split, dataset.document_count());
   first_sequence_ = dataset.document_begin(documents.begin);
@@ -40,7 +41,7 @@ void GptSamples::get(int64_t index, int32_t* out) const {
                 "GptSamples::get: negative sample index " + std::to_string(index));
   }
   const auto epoch = static_cast<uint64_t>(index / windows_);
-  const Permutation order(static_cast<uint64_t>(windows_), mix64(key_ ^ mix64(epoch)));
+  const Permutation order(static_cast<uint64_t>(windows_), rng::splitmix64(key_ ^ rng::splitmix64(epoch)));
   const auto window = static_cast<int64_t>(order(static_cast<uint64_t>(index % windows_)));
   read_stream(window * seq_len_, seq_len_ + 1, out);
 }

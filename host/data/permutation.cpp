@@ -1,6 +1,7 @@
 #include "data/permutation.hpp"
 
 #include <megahost/error.hpp>
+#include <megahost/rng.hpp>
 
 #include <algorithm>
 #include <bit>
@@ -12,13 +13,6 @@ namespace {
 constexpr int kRounds = 6;
 }  // namespace
 
-uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 Permutation::Permutation(uint64_t n, uint64_t key) : n_(n), key_(key) {
   require(n > 0, "Permutation: cannot permute an empty range", MH_INTERNAL);
   half_bits_ = std::max(1u, (static_cast<unsigned>(std::bit_width(n - 1)) + 1) / 2);
@@ -28,7 +22,7 @@ uint64_t Permutation::feistel(uint64_t x) const {
   const uint64_t mask = (uint64_t{1} << half_bits_) - 1;
   uint64_t left = x >> half_bits_, right = x & mask;
   for (int round = 0; round < kRounds; ++round) {
-    uint64_t next = left ^ (mix64(key_ ^ mix64(right + static_cast<uint64_t>(round))) & mask);
+    uint64_t next = left ^ (rng::splitmix64(key_ ^ rng::splitmix64(right + static_cast<uint64_t>(round))) & mask);
     left = right;
     right = next;
   }

@@ -8,9 +8,6 @@
 
 namespace mh::data {
 
-// SplitMix64's finaliser: a bijective, well-mixing hash, used to derive keys.
-uint64_t mix64(uint64_t x);
-
 class Permutation {
  public:
   Permutation(uint64_t n, uint64_t key);

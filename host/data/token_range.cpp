@@ -2,9 +2,9 @@
 
 #include "data/indexed_dataset.hpp"
 #include "data/mapped_file.hpp"
-#include "data/permutation.hpp"
 
 #include <megahost/error.hpp>
+#include <megahost/rng.hpp>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -36,11 +36,11 @@ DatasetStamp stamp_of(const std::string& bin_path, const std::string& idx_path) 
   if (::stat(bin_path.c_str(), &st) != 0) return {};
   MappedFile idx(idx_path, "");
   std::span<const std::byte> bytes = idx.bytes();
-  uint64_t hash = mix64(bytes.size());
+  uint64_t hash = rng::splitmix64(bytes.size());
   for (size_t at = 0; at < bytes.size(); at += 8) {
     uint64_t word = 0;
     std::memcpy(&word, bytes.data() + at, std::min<size_t>(8, bytes.size() - at));
-    hash = mix64(hash ^ word);
+    hash = rng::splitmix64(hash ^ word);
   }
   return {static_cast<int64_t>(st.st_size), hash};
 }

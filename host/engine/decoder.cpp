@@ -1,9 +1,11 @@
 #include "engine/decoder.hpp"
 
+#include "engine/embedding.hpp"
+#include "engine/layer.hpp"
 #include "engine/ops.hpp"
+#include "engine/output_head.hpp"
 #include "engine/parts/cached_attention.hpp"
-#include "engine/parts/mlp.hpp"
-#include "engine/parts/norm.hpp"
+#include "engine/parts/layer_parts.hpp"
 #include "engine/tensor_parallel.hpp"
 
 namespace mh {
@@ -22,15 +24,18 @@ MH_TensorPlan without_sequence_parallel(MH_TensorPlan plan) {
   return plan;
 }
 
-// What the parts work with for one forward of `rows` packed rows: the
-// model's dimensions with those rows as its sequence.
+// The skeleton as one inference forward of `rows` packed rows runs it: the
+// model's dimensions with those rows as its sequence, the parts the
+// specification chooses, and the cached attention core.
 struct Pass {
   ModelDims d;
   TensorParallel tp;
   PartContext ctx;
+  LayerParts parts;
+  static constexpr LayerPass kInference{0, 0, 0, true};
 
   Pass(Device& dev, ParamSet& params, Collectives& group, const MH_TensorPlan& plan, ModelDims dims, int64_t rows)
-      : d(with_rows(dims, rows)), tp(dev, group, plan, d), ctx{dev, params, tp, d} {}
+      : d(with_rows(dims, rows)), tp(dev, group, plan, d), ctx{dev, params, tp, d}, parts(build_layer_parts(ctx)) {}
   Pass(const Pass&) = delete;
 
   static ModelDims with_rows(ModelDims d, int64_t rows) {
@@ -38,19 +43,6 @@ struct Pass {
     d.micro_batch = 1;
     d.sp = false;
     return d;
-  }
-
-  // out = residual + (branch_in @ W^T + bias), summed over the tensor group.
-  Buffer branch(TypedPtr branch_in, int64_t width, int w, int b, TypedPtr residual) {
-    const int64_t n = d.rows(), h = d.hidden;
-    Buffer partial(ctx.dev, kWork, n * h), scratch, mask(ctx.dev, kWork, n * h, MH_U8);
-    ops::linear(ctx.dev, branch_in, ctx.P(w), partial.f32(), n, width, h);
-    TypedPtr y = tp.exit_fwd(partial.f32(), scratch);
-    if (b >= 0) ops::bias_add(ctx.dev, y, ctx.P(b), n, h);
-    Buffer out = ctx.activation(kAct, n * h);
-    ops::dropout(ctx.dev, y, residual, out.ptr(), static_cast<uint8_t*>(mask.data()), n * h, 0,
-                 MH_RngSpan{0, 0, uint64_t(n * h), uint64_t(n * h)});
-    return out;
   }
 };
 
@@ -71,58 +63,37 @@ Buffer Decoder::upload(const std::vector<int32_t>& host) {
 
 Buffer Decoder::embed(const DecodeInput& in) {
   Pass pass(dev_, params_, tensor_, plan_, dims_, in.rows());
-  const int64_t n = in.rows(), h = dims_.hidden;
-  const Buffer ids = upload(in.ids);
-  Buffer partial(dev_, kWork, n * h), scratch;
-  ops::embedding(dev_, params_.weight(params_.wte()), dims_.local_vocab(), static_cast<int32_t*>(ids.data()),
-                 partial.f32(), n, h, dims_.vocab_start(), false);
-  TypedPtr e = pass.tp.exit_fwd(partial.f32(), scratch);
-  if (params_.wpe() >= 0) {
-    const Buffer positions = upload(in.positions);
-    ops::embedding(dev_, params_.weight(params_.wpe()), dims_.seq, static_cast<int32_t*>(positions.data()), e, n, h,
-                   0, true);
-  }
-  Buffer x = pass.ctx.activation(kAct, n * h);
-  ops::copy(dev_, e, x.ptr(), n * h);
-  return x;
+  const Buffer ids = upload(in.ids), positions = params_.wpe() >= 0 ? upload(in.positions) : Buffer();
+  Buffer mask;
+  return Embedding(pass.ctx).forward(static_cast<int32_t*>(ids.data()), static_cast<int32_t*>(positions.data()),
+                                     Pass::kInference, mask);
 }
 
 Buffer Decoder::layers(Buffer x, int64_t first, int64_t count, const DecodeInput& in) {
-  for (int64_t l = first; l < first + count; ++l) x = layer(std::move(x), l, in);
+  Pass pass(dev_, params_, tensor_, plan_, dims_, in.rows());
+  const CachedAttention attention(pass.ctx, *pass.parts.position, cache_, in.seqs);
+  const DecoderLayer layer(pass.ctx, pass.parts, attention);
+  for (int64_t l = first; l < first + count; ++l) {
+    LayerActivations A;
+    A[MH_ACT_LAYER_INPUT] = std::move(x);
+    layer.forward(A, l, Pass::kInference, &x);
+  }
   return x;
 }
 
-Buffer Decoder::layer(Buffer x, int64_t l, const DecodeInput& in) {
-  Pass pass(dev_, params_, tensor_, plan_, dims_, in.rows());
-  const LayerParamIds& w = params_.layer(l);
-  const NormPart norm(pass.ctx);
-  LayerActivations A;
-  A[MH_ACT_LN1] = norm.forward(x.ptr(), w.ln1_w, w.ln1_b);
-  CachedAttention(pass.ctx).forward(A, w, l, cache_, in.seqs);
-  A[MH_ACT_LN1].release();
-  A[MH_ACT_QKV].release();
-  Buffer mid = pass.branch(A[MH_ACT_CONTEXT].ptr(), dims_.local_hidden(), w.proj_w, w.proj_b, x.ptr());
-  A[MH_ACT_CONTEXT].release();
-  x.release();
-  A[MH_ACT_LN2] = norm.forward(mid.ptr(), w.ln2_w, w.ln2_b);
-  MlpPart(pass.ctx).forward(A, w);
-  A[MH_ACT_LN2].release();
-  A[MH_ACT_FC1].release();
-  return pass.branch(A[MH_ACT_GELU].ptr(), dims_.local_ffn(), w.fc2_w, w.fc2_b, mid.ptr());
+std::vector<int64_t> last_rows(const DecodeInput& in) {
+  std::vector<int64_t> rows;
+  for (const SequenceRows& s : in.seqs) rows.push_back(s.row + s.count - 1);
+  return rows;
 }
 
-std::vector<float> Decoder::logits(const Buffer& x, const DecodeInput& in) {
-  const int64_t n = int64_t(in.seqs.size()), h = dims_.hidden, V = dims_.local_vocab(), t = plan_.size;
+std::vector<float> Decoder::logits(const Buffer& x, std::span<const int64_t> rows) {
+  const int64_t n = int64_t(rows.size()), h = dims_.hidden, V = dims_.local_vocab(), t = plan_.size;
   Pass pass(dev_, params_, tensor_, plan_, dims_, n);
   Buffer last = pass.ctx.activation(kWork, n * h);
-  for (int64_t i = 0; i < n; ++i) {
-    const SequenceRows& s = in.seqs[size_t(i)];
-    ops::copy(dev_, x.ptr() + (s.row + s.count - 1) * h, last.ptr() + i * h, h);
-  }
-  const Buffer normed = NormPart(pass.ctx).forward(last.ptr(), params_.lnf_w(), params_.lnf_b());
-  // f32 logits, as training's: sampling compares and exponentiates them.
-  Buffer local(dev_, kWork, n * V), all;
-  ops::linear(dev_, normed.ptr(), params_.weight(params_.head_w()), local.f32(), n, h, V);
+  for (int64_t i = 0; i < n; ++i) ops::copy(dev_, x.ptr() + rows[size_t(i)] * h, last.ptr() + i * h, h);
+  const OutputHead head(pass.ctx, *pass.parts.norm);
+  Buffer local = head.logits(head.norm(last.ptr()), Pass::kInference), all;
   if (t > 1) {
     all = Buffer(dev_, MemCategory::kComm, t * n * V);
     tensor_.all_gather(local.f32(), all.f32(), n * V);

@@ -1,10 +1,11 @@
-// One rank's model run for generation: forward only, over the packed rows
-// of the sequences served, each reading and extending its KV cache slot.
-// Dropout is off and so is sequence parallelism: a decode step has one row
-// per sequence, which does not split over the tensor group, so the
-// tensor-parallel regions are entered and left as Megatron does without it
-// (an all-reduce after attention and after the MLP). The layer is the
-// training layer's parts (norm, MLP) with attention's cached form.
+// One rank's model run for generation: the training skeleton's embedding,
+// layers and output head (embedding.hpp, layer.hpp, output_head.hpp) run
+// forward only, as an inference pass, over the packed rows of the sequences
+// served, with the cached attention core: each sequence reads and extends
+// its KV cache slot. Dropout is off and so is sequence parallelism: a
+// decode step has one row per sequence, which does not split over the
+// tensor group, so the tensor-parallel regions are entered and left as
+// Megatron does without it (an all-reduce after attention and after the MLP).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,8 @@ struct DecodeInput {
   std::vector<SequenceRows> seqs;
   int64_t rows() const { return int64_t(ids.size()); }
 };
+// Each sequence's last row: the one that predicts its next token.
+std::vector<int64_t> last_rows(const DecodeInput& in);
 
 class Decoder {
  public:
@@ -38,13 +41,12 @@ class Decoder {
   Buffer embed(const DecodeInput& in);
   // Global layers [first, first + count) over x [rows, h]; returns their output.
   Buffer layers(Buffer x, int64_t first, int64_t count, const DecodeInput& in);
-  // The output layer on each sequence's last row: f32 logits [seqs, vocab]
-  // of the tokenizer's vocabulary (padding dropped), on the host, the same
-  // on every rank of the tensor group.
-  std::vector<float> logits(const Buffer& x, const DecodeInput& in);
+  // The output layer on the given rows of x: f32 logits [rows, vocab] of
+  // the tokenizer's vocabulary (padding dropped), on the host, the same on
+  // every rank of the tensor group.
+  std::vector<float> logits(const Buffer& x, std::span<const int64_t> rows);
 
  private:
-  Buffer layer(Buffer x, int64_t l, const DecodeInput& in);
   Buffer upload(const std::vector<int32_t>& host);
 
   Device& dev_;

@@ -1,6 +1,8 @@
 #include "engine/trainer.hpp"
 
 #include <megahost/error.hpp>
+#include <megahost/model_flops.hpp>
+#include <megahost/rng.hpp>
 
 #include <glog/logging.h>
 
@@ -26,6 +28,7 @@
 #include "engine/param_gather.hpp"
 #include "engine/params.hpp"
 #include "engine/pipeline_schedule.hpp"
+#include "engine/rank_context.hpp"
 #include "engine/split_evaluation.hpp"
 #include "engine/tensor_parallel.hpp"
 #include "engine/transformer.hpp"
@@ -35,29 +38,13 @@
 namespace mh {
 namespace {
 
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
+// Model FLOPs of one optimizer step (megahost/model_flops.hpp).
+double step_model_flops(const ModelDims& d, int64_t global_batch) {
+  return model_flops({d.layers, d.hidden, d.heads, d.kv(), d.ffn, d.seq, d.vocab,
+                      d.spec.activation == MlpActivation::kSwiglu},
+                     global_batch);
 }
 
-// Model FLOPs of one optimizer step (GEMMs only, fwd + 2x bwd, attention
-// s^2 terms not halved for the causal mask, as [K22] Eq. 7 counts them).
-double model_flops(const ModelDims& d, int64_t global_batch) {
-  const double s = double(d.seq), h = double(d.hidden), f = double(d.ffn), B = double(global_batch);
-  const double layer = 2 * B * s * (4 * h * h + 2 * h * f) + 4 * B * s * s * h;
-  return 3 * (double(d.layers) * layer + 2 * B * s * h * double(d.vocab));
-}
-
-struct Groups {
-  Collectives world, tensor, data, pipeline, embedding;
-};
-
-// Megatron's rank order: tensor fastest, then data, then pipeline.
-struct Coordinates {
-  int32_t tp, dp, pp;
-};
 void print_memory(const nlohmann::json& ranks) {
   std::printf("memory per rank, MiB (measured peaks; activations beside the paper's formula; ckpt file: what the "
               "rank writes per checkpoint; B/param: params + grads + optimizer per parameter of the rank)\n");
@@ -76,28 +63,6 @@ void print_memory(const nlohmann::json& ranks) {
                 mib(j["checkpoint"]), mib(j["total"]), mib(j["activations"]), mib(j["activations_formula"]),
                 mib(j["checkpoint_bytes"]), per_param(j));
 }
-
-Coordinates coordinates(const RunSetup& s, int32_t rank) {
-  return {rank % s.tp, (rank / s.tp) % s.dp, rank / (s.tp * s.dp)};
-}
-
-Groups make_groups(const RunSetup& s, int32_t local, int32_t rank, const Device& device) {
-  MH_Group* world = nullptr;
-  check(s.comm_api->world(s.comm, local, &world), "comm world group");
-  Groups g{Collectives(s.comm_api, world, "world", false), {}, {}, {}, {}};
-  g.world.set_dry(s.dry_run);
-  g.world.set_stream(device.api().stream(device.instance()));
-  const Coordinates c = coordinates(s, rank);
-  g.tensor = g.world.split(c.pp * s.dp + c.dp, c.tp, "tensor");
-  g.data = g.world.split(c.pp * s.tp + c.tp, c.dp, "data");
-  g.pipeline = g.world.split(c.dp * s.tp + c.tp, c.pp, "pipeline");
-  // The first and last stage both hold the tied embedding; every other
-  // rank gets a group of its own.
-  const bool end = c.pp == 0 || c.pp == s.pp - 1;
-  g.embedding = g.world.split(end ? c.dp * s.tp + c.tp : s.comm_info.world_size + rank, c.pp, "embedding");
-  return g;
-}
-
 
 // What every rank learns from every other at the end of a step.
 struct StepExchange {
@@ -118,46 +83,36 @@ class RankTrainer {
  public:
   RankTrainer(const RunSetup& s, int32_t local)
       : s_(s),
-        rank_(s.comm_info.first_rank + local),
-        coords_(coordinates(s, rank_)),
-        kernels_(*s.assembly->slot(MH_KIND_KERNELS), s.comm_info.ranks_on_node, rank_),
-        dev_(kernels_),
-        groups_(make_groups(s, local, rank_, dev_)),
-        dims_(rank_dims()),
-        chunk_specs_(stage_chunks(s, coords_.pp)),
-        params_(dev_, dims_, s.tensor_plan, seed(), owned_parts(chunk_specs_),
+        rc_(s, local),
+        chunk_specs_(stage_chunks(s, rc_.coords.pp)),
+        params_(rc_.dev, rc_.dims, s.tensor_plan, seed(), owned_parts(chunk_specs_),
                 ParamStorage{s.dp, !shards_optimizer_state(*s.assembly, s.dp), true}),
-        tp_(dev_, groups_.tensor, s.tensor_plan, dims_),
+        tp_(rc_.dev, rc_.groups.tensor, s.tensor_plan, rc_.dims),
         data_sync_(plan_data_sync()),
-        optimizer_(dev_, params_, adamw_config(), data_sync_.distributed ? &groups_.data : nullptr,
+        optimizer_(rc_.dev, params_, adamw_config(), data_sync_.distributed ? &rc_.groups.data : nullptr,
                    reduction_ranges(data_sync_.buckets)),
         grad_sync_(params_, optimizer_, data_sync_.buckets, grad_sync_groups()),
         param_gather_(optimizer_, data_sync_.buckets, params_.infos().size(), data_sync_.overlap_param_gather),
-        checkpointer_(dev_, groups_.world, rank_,
-                      ckpt::rank_state(params_, optimizer_, {coords_.tp, coords_.dp, data_sync_.distributed},
+        checkpointer_(rc_.dev, rc_.groups.world, rc_.rank,
+                      ckpt::rank_state(params_, optimizer_, {rc_.coords.tp, rc_.coords.dp, data_sync_.distributed},
                                        s.checkpoint.save_optimizer),
                       s.checkpoint) {
-    Instance policy(*s.assembly->slot(MH_KIND_RECOMPUTE), s.comm_info.ranks_in_process, rank_);
+    Instance policy(*s.assembly->slot(MH_KIND_RECOMPUTE), s.comm_info.ranks_in_process, rc_.rank);
     for (const ChunkSpec& c : chunk_specs_) {
       KeepTable keep = keep_table(policy, c);
       keep_.insert(keep_.end(), keep.begin(), keep.end());
       ParamsNeeded needed;
       if (param_gather_.overlapped()) needed = [this](std::span<const int> ids) { param_gather_.needed(ids); };
-      chunks_.push_back(std::make_unique<Transformer>(dev_, params_, tp_, dims_, c, std::move(keep), std::move(needed)));
+      chunks_.push_back(std::make_unique<Transformer>(rc_.dev, params_, tp_, rc_.dims, c, std::move(keep), std::move(needed)));
     }
-    check_keep_tables_agree(groups_.tensor, keep_, policy.label());
+    check_keep_tables_agree(rc_.groups.tensor, keep_, policy.label());
   }
 
   void train();
   void evaluate_model();
-  const MemoryTracker& memory() { return dev_.memory(); }
+  const MemoryTracker& memory() { return rc_.dev.memory(); }
 
  private:
-  ModelDims rank_dims() const {
-    ModelDims d = s_.dims;
-    d.tp_rank = coords_.tp;
-    return d;
-  }
   uint64_t seed() const { return uint64_t(s_.assembly->train.options().get_int("seed")); }
   AdamWConfig adamw_config() const;
   DataSync plan_data_sync() const;
@@ -176,15 +131,10 @@ class RankTrainer {
   void record_stage_time(double busy, double idle);
   std::vector<GroupRange> norm_ranges() const;
   void finish();
-  bool leader() const { return rank_ == 0; }
+  bool leader() const { return rc_.rank == 0; }
 
   const RunSetup& s_;
-  int32_t rank_;
-  Coordinates coords_;
-  Instance kernels_;
-  Device dev_;
-  Groups groups_;
-  ModelDims dims_;
+  RankContext rc_;
   std::vector<ChunkSpec> chunk_specs_;
   ParamSet params_;
   TensorParallel tp_;
@@ -211,7 +161,7 @@ AdamWConfig RankTrainer::adamw_config() const {
 // order backward finalises them. With d = 1 there is nothing to reduce, so
 // nothing to shard or overlap.
 DataSync RankTrainer::plan_data_sync() const {
-  Instance data(*s_.assembly->slot(MH_KIND_DATA_PARALLEL), s_.comm_info.ranks_in_process, rank_);
+  Instance data(*s_.assembly->slot(MH_KIND_DATA_PARALLEL), s_.comm_info.ranks_in_process, rc_.rank);
   const std::vector<int> order = backward_order(params_, chunk_specs_);
   std::vector<uint64_t> bytes;
   for (int id : order) bytes.push_back(uint64_t(params_.info(id).numel()) * 4);
@@ -233,14 +183,14 @@ DataSync RankTrainer::plan_data_sync() const {
 
 GradSyncGroups RankTrainer::grad_sync_groups() {
   GradSyncGroups g;
-  if (s_.dp > 1) g.data = &groups_.data;
-  if (s_.tensor_plan.reduce_norm_grads && s_.tp > 1) g.tensor = &groups_.tensor;
-  if (s_.pp > 1 && s_.dims.spec.tie_embeddings && params_.wte() >= 0) g.embedding = &groups_.embedding;
+  if (s_.dp > 1) g.data = &rc_.groups.data;
+  if (s_.tensor_plan.reduce_norm_grads && s_.tp > 1) g.tensor = &rc_.groups.tensor;
+  if (s_.pp > 1 && s_.dims.spec.tie_embeddings && params_.wte() >= 0) g.embedding = &rc_.groups.embedding;
   return g;
 }
 
 MicroBatch RankTrainer::load(const data::Samples& samples, int64_t first_sample, uint64_t key) {
-  const int64_t S = dims_.seq, B = dims_.micro_batch, N = dims_.rows(), n = dims_.local_rows();
+  const int64_t S = rc_.dims.seq, B = rc_.dims.micro_batch, N = rc_.dims.rows(), n = rc_.dims.local_rows();
   std::vector<int32_t> window(static_cast<size_t>(S + 1)), ids(static_cast<size_t>(N)),
       targets(static_cast<size_t>(N)), positions(static_cast<size_t>(n));
   for (int64_t b = 0; b < B; ++b) {
@@ -250,45 +200,45 @@ MicroBatch RankTrainer::load(const data::Samples& samples, int64_t first_sample,
       targets[size_t(t * B + b)] = window[size_t(t + 1)];
     }
   }
-  for (int64_t r = 0; r < n; ++r) positions[size_t(r)] = int32_t((dims_.first_local_row() + r) / B);
+  for (int64_t r = 0; r < n; ++r) positions[size_t(r)] = int32_t((rc_.dims.first_local_row() + r) / B);
   MicroBatch mb;
-  mb.ids = Buffer(dev_, MemCategory::kWorkspace, N, MH_I32);
-  mb.targets = Buffer(dev_, MemCategory::kWorkspace, N, MH_I32);
-  mb.positions = Buffer(dev_, MemCategory::kWorkspace, n, MH_I32);
-  dev_.to_device(mb.ids.data(), ids.data(), ids.size() * 4);
-  dev_.to_device(mb.targets.data(), targets.data(), targets.size() * 4);
-  dev_.to_device(mb.positions.data(), positions.data(), positions.size() * 4);
+  mb.ids = Buffer(rc_.dev, MemCategory::kWorkspace, N, MH_I32);
+  mb.targets = Buffer(rc_.dev, MemCategory::kWorkspace, N, MH_I32);
+  mb.positions = Buffer(rc_.dev, MemCategory::kWorkspace, n, MH_I32);
+  rc_.dev.to_device(mb.ids.data(), ids.data(), ids.size() * 4);
+  rc_.dev.to_device(mb.targets.data(), targets.data(), targets.size() * 4);
+  rc_.dev.to_device(mb.positions.data(), positions.data(), positions.size() * 4);
   mb.key = key;
   return mb;
 }
 
 // A scalar summed over the pipeline stages and data-parallel replicas.
 double RankTrainer::sum_over_model(double local) {
-  Buffer total(dev_, MemCategory::kWorkspace, 1);
+  Buffer total(rc_.dev, MemCategory::kWorkspace, 1);
   float value = float(local);
-  dev_.to_device(total.data(), &value, sizeof(float));
-  if (s_.pp > 1) groups_.pipeline.all_reduce(total.f32(), 1);
-  if (s_.dp > 1) groups_.data.all_reduce(total.f32(), 1);
-  dev_.to_host(&value, total.data(), sizeof(float));
+  rc_.dev.to_device(total.data(), &value, sizeof(float));
+  if (s_.pp > 1) rc_.groups.pipeline.all_reduce(total.f32(), 1);
+  if (s_.dp > 1) rc_.groups.data.all_reduce(total.f32(), 1);
+  rc_.dev.to_host(&value, total.data(), sizeof(float));
   return double(value);
 }
 
 double RankTrainer::step(int64_t step) {
-  ops::fill(dev_, params_.grads().f32(), params_.numel(), 0);
-  const int64_t m = s_.microbatches, b = s_.micro_batch, dp_rank = coords_.dp;
-  const float scale = float(1.0 / double(s_.global_batch * dims_.seq));
+  ops::fill(rc_.dev, params_.grads().f32(), params_.numel(), 0);
+  const int64_t m = s_.microbatches, b = s_.micro_batch, dp_rank = rc_.coords.dp;
+  const float scale = float(1.0 / double(s_.global_batch * rc_.dims.seq));
   // Global micro-batch index: the same samples and dropout stream on every layout.
   GradsFinalised finalised;
   if (data_sync_.overlap) finalised = [this](std::span<const int> ids) { grad_sync_.finalised(ids); };
   PipelineStage stage(
-      dev_, groups_.pipeline, chunks_, dims_,
+      rc_.dev, rc_.groups.pipeline, chunks_, rc_.dims,
       [&](int64_t k) {
         const int64_t g = dp_rank * m + k;
         return load(*s_.train, consumed_ + g * b,
-                    mix(seed() ^ mix(uint64_t(step) << 20 | uint64_t(g))));
+                    rng::splitmix64(seed() ^ rng::splitmix64(uint64_t(step) << 20 | uint64_t(g))));
       },
       std::move(finalised));
-  double loss = stage.run(s_.schedules[size_t(coords_.pp)], scale);
+  double loss = stage.run(s_.schedules[size_t(rc_.coords.pp)], scale);
   grad_sync_.finish();
   consumed_ += s_.global_batch;
   record_stage_time(stage.busy_seconds(), stage.idle_seconds());
@@ -300,7 +250,7 @@ double RankTrainer::step(int64_t step) {
 StepExchange RankTrainer::exchange(double hw_flops) {
   const float mine[3] = {float(hw_flops), float(stop_signal()), float(checkpointer_.writer_state())};
   std::vector<float> all(size_t(3 * s_.comm_info.world_size));
-  groups_.world.all_gather_host(mine, all.data(), 3);
+  rc_.groups.world.all_gather_host(mine, all.data(), 3);
   StepExchange e;
   for (size_t r = 0; r < all.size(); r += 3) {
     e.hw_flops += double(all[r]);
@@ -318,13 +268,13 @@ ckpt::Metadata RankTrainer::checkpoint_metadata(int64_t step) const {
   m.global_batch = s_.global_batch;
   m.micro_batch = s_.micro_batch;
   m.seed = seed();
-  m.model = ckpt::checkpoint_model(dims_, s_.assembly->model.options().get_string("arch"));
-  m.layout = {s_.tp, s_.pp, s_.dp, s_.virtual_stages, s_.comm_info.world_size, dims_.sp, data_sync_.distributed};
+  m.model = ckpt::checkpoint_model(rc_.dims, s_.assembly->model.options().get_string("arch"));
+  m.layout = {s_.tp, s_.pp, s_.dp, s_.virtual_stages, s_.comm_info.world_size, rc_.dims.sp, data_sync_.distributed};
   m.schedule = {{"lr", c.lr}, {"min_lr", c.min_lr}, {"warmup_steps", c.warmup_steps}, {"decay_steps", c.decay_steps},
                 {"weight_decay", c.weight_decay}, {"adam_beta1", c.beta1}, {"adam_beta2", c.beta2},
                 {"adam_eps", c.eps}, {"clip_grad", c.clip_grad}};
-  m.tokenizer = {{"name", s_.tokenizer}, {"vocab_padded", dims_.vocab}};
-  m.dtype = dev_.info().compute_dtype == MH_F32 ? "fp32" : "bf16";
+  m.tokenizer = {{"name", s_.tokenizer}, {"vocab_padded", rc_.dims.vocab}};
+  m.dtype = rc_.dev.info().compute_dtype == MH_F32 ? "fp32" : "bf16";
   m.optimizer = s_.checkpoint.save_optimizer;
   return m;
 }
@@ -334,7 +284,7 @@ ckpt::Metadata RankTrainer::checkpoint_metadata(int64_t step) const {
 ckpt::Metadata RankTrainer::load_model() {
   const std::string& path = s_.resume_from;
   const ckpt::Metadata saved = ckpt::read_metadata(path);
-  ckpt::check_model(path, saved, dims_);
+  ckpt::check_model(path, saved, rc_.dims);
   checkpointer_.load(path, saved);
   optimizer_.publish();
   return saved;
@@ -384,7 +334,7 @@ void RankTrainer::stop(int64_t step, int signal) {
 void RankTrainer::record_stage_time(double busy, double idle) {
   const float mine[2] = {float(busy), float(idle)};
   std::vector<float> all(size_t(2 * s_.pp));
-  groups_.pipeline.all_gather_host(mine, all.data(), 2);
+  rc_.groups.pipeline.all_gather_host(mine, all.data(), 2);
   stage_busy_.clear();
   stage_idle_.clear();
   for (int32_t st = 0; st < s_.pp; ++st) {
@@ -402,7 +352,7 @@ std::vector<GroupRange> RankTrainer::norm_ranges() const {
     auto group = static_cast<ParamGroup>(g);
     bool replicated = group == ParamGroup::kReplicatedDecay || group == ParamGroup::kReplicatedNoDecay;
     GroupRange r = params_.group(group);
-    if (replicated && coords_.tp != 0) continue;
+    if (replicated && rc_.coords.tp != 0) continue;
     if (group == ParamGroup::kShardedDecay && params_.embedding_copy()) {
       const int64_t skip = params_.info(params_.wte()).numel();  // wte comes first in its group
       r = GroupRange{r.offset + skip, r.count - skip};
@@ -417,25 +367,25 @@ std::vector<GroupRange> RankTrainer::norm_ranges() const {
 double RankTrainer::evaluate(int64_t step) {
   const int64_t b = s_.micro_batch, batches = s_.assembly->train.options().get_int("eval_batches");
   if (batches == 0) return evaluate_whole(*s_.valid).loss;
-  PipelineStage stage(dev_, groups_.pipeline, chunks_, dims_, {});
+  PipelineStage stage(rc_.dev, rc_.groups.pipeline, chunks_, rc_.dims, {});
   double loss = 0;
   for (int64_t k = 0; k < batches; ++k) {
-    const int64_t g = coords_.dp * batches + k;
-    loss += stage.evaluate(load(*s_.valid, g * b, mix(seed() ^ uint64_t(step))));
+    const int64_t g = rc_.coords.dp * batches + k;
+    loss += stage.evaluate(load(*s_.valid, g * b, rng::splitmix64(seed() ^ uint64_t(step))));
   }
-  return sum_over_model(loss) / double(batches * s_.dp * b * dims_.seq);
+  return sum_over_model(loss) / double(batches * s_.dp * b * rc_.dims.seq);
 }
 
 SplitLoss RankTrainer::evaluate_whole(const data::Samples& samples) {
   const auto started = std::chrono::steady_clock::now();
-  PipelineStage stage(dev_, groups_.pipeline, chunks_, dims_, {});
+  PipelineStage stage(rc_.dev, rc_.groups.pipeline, chunks_, rc_.dims, {});
   double loss = 0;
-  for (const SplitBatch& sb : whole_split_batches(samples.size(), s_.micro_batch, s_.dp, coords_.dp)) {
+  for (const SplitBatch& sb : whole_split_batches(samples.size(), s_.micro_batch, s_.dp, rc_.coords.dp)) {
     MicroBatch mb = load(samples, sb.first_sample, 0);  // evaluation has no dropout to key
     mb.counted = sb.counted;
     loss += stage.evaluate(mb);
   }
-  const int64_t tokens = samples.size() * dims_.seq;
+  const int64_t tokens = samples.size() * rc_.dims.seq;
   const double total = sum_over_model(loss);
   return {total / double(tokens), tokens,
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
@@ -470,34 +420,34 @@ void RankTrainer::evaluate_model() {
 void RankTrainer::train() {
   Options t = s_.assembly->train.options();
   const int64_t eval_interval = t.get_int("eval_interval");
-  const double flops = model_flops(dims_, s_.global_batch);
-  const double world = double(s_.comm_info.world_size), peak = dev_.info().peak_flops;
-  if (leader()) LOG(INFO) << "rank 0 computes on " << dev_.info().name;
+  const double flops = step_model_flops(rc_.dims, s_.global_batch);
+  const double world = double(s_.comm_info.world_size), peak = rc_.dev.info().peak_flops;
+  if (leader()) LOG(INFO) << "rank 0 computes on " << rc_.dev.info().name;
   const int64_t first = s_.resume_from.empty() ? 1 : resume() + 1;
   int64_t last = first - 1;  // the step the model is at
   for (int64_t st = first; st <= s_.steps; ++st) {
     last = st;
     auto start = std::chrono::steady_clock::now();
-    const double flops_before = dev_.gemm_flops();
+    const double flops_before = rc_.dev.gemm_flops();
     double loss = step(st);
-    const StepExchange ex = exchange(dev_.gemm_flops() - flops_before);
+    const StepExchange ex = exchange(rc_.dev.gemm_flops() - flops_before);
     const double hw_flops = ex.hw_flops;
     if (st == s_.steps && !s_.grads_out.empty())
-      dump_gradients(dev_, params_, groups_.tensor, s_.grads_out + (s_.pp > 1 ? ".stage" + std::to_string(coords_.pp) : ""),
-                     coords_.tp == 0 && coords_.dp == 0);
-    double norm = optimizer_.grad_norm(norm_ranges(), {&groups_.tensor, &groups_.pipeline});
+      dump_gradients(rc_.dev, params_, rc_.groups.tensor, s_.grads_out + (s_.pp > 1 ? ".stage" + std::to_string(rc_.coords.pp) : ""),
+                     rc_.coords.tp == 0 && rc_.coords.dp == 0);
+    double norm = optimizer_.grad_norm(norm_ranges(), {&rc_.groups.tensor, &rc_.groups.pipeline});
     const bool finite =
-        s_.dry_run || finite_step(st, loss, norm, {t.get_bool("skip_nonfinite"), leader()}, params_, dev_);
+        s_.dry_run || finite_step(st, loss, norm, {t.get_bool("skip_nonfinite"), leader()}, params_, rc_.dev);
     if (finite) {
       optimizer_.step(st, norm);
       param_gather_.publish();
     }
-    dev_.synchronize();
+    rc_.dev.synchronize();
     const double gather_wait_s = param_gather_.take_wait_s();
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (leader() && !s_.dry_run) {
       // Per device, as Megatron reports them: the sum over ranks divided by the ranks.
-      const double tokens_per_s = double(s_.global_batch * dims_.seq) / seconds;
+      const double tokens_per_s = double(s_.global_batch * rc_.dims.seq) / seconds;
       const double tflops = flops / seconds / world / 1e12, hw_tflops = hw_flops / seconds / world / 1e12;
       nlohmann::json record{{"step", st},
                             {"loss", loss},
@@ -522,7 +472,7 @@ void RankTrainer::train() {
       }
       s_.metrics->write(record);
       s_.log->step({st, consumed_, loss, learning_rate(adamw_config(), st), norm, seconds, tokens_per_s, tflops,
-                    !finite, !finite, dev_.memory().total_peak()});
+                    !finite, !finite, rc_.dev.memory().total_peak()});
     }
     if (!s_.dry_run && eval_interval > 0 && (st % eval_interval == 0 || st == s_.steps)) {
       double val = evaluate(st);
@@ -554,16 +504,16 @@ void RankTrainer::train() {
 }
 
 void RankTrainer::finish() {
-  const double e = double(dtype_size(dev_.info().compute_dtype));
-  const ActivationFormula per_layer = activation_formula(dims_, e, keep_);
-  const double formula = scheduled_activation_bytes(dims_, e, chunk_specs_, keep_, s_.schedules[size_t(coords_.pp)]);
+  const double e = double(dtype_size(rc_.dev.info().compute_dtype));
+  const ActivationFormula per_layer = activation_formula(rc_.dims, e, keep_);
+  const double formula = scheduled_activation_bytes(rc_.dims, e, chunk_specs_, keep_, s_.schedules[size_t(rc_.coords.pp)]);
   std::vector<uint64_t> mine;
-  for (size_t c = 0; c < kMemCategories; ++c) mine.push_back(dev_.memory().peak(static_cast<MemCategory>(c)));
-  mine.push_back(dev_.memory().total_peak());
+  for (size_t c = 0; c < kMemCategories; ++c) mine.push_back(rc_.dev.memory().peak(static_cast<MemCategory>(c)));
+  mine.push_back(rc_.dev.memory().total_peak());
   mine.push_back(uint64_t(formula));
   mine.push_back(checkpointer_.saving() ? checkpointer_.save_bytes() : 0);
   mine.push_back(uint64_t(params_.numel()));
-  const std::vector<uint64_t> all = all_gather_counts(groups_.world, mine);
+  const std::vector<uint64_t> all = all_gather_counts(rc_.groups.world, mine);
   if (!leader()) return;
   const int64_t per_rank = int64_t(mine.size()), world = s_.comm_info.world_size;
   auto field = [&](int64_t rank, size_t index) { return all[size_t(rank * per_rank) + index]; };

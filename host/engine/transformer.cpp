@@ -7,16 +7,8 @@
 namespace mh {
 namespace {
 
-constexpr int kSiteEmbedding = 0, kSiteAttention = 1, kSiteMlp = 2, kSiteProbs = 3;
 constexpr auto kAct = MemCategory::kActivations;
 constexpr auto kWork = MemCategory::kWorkspace;
-
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 }  // namespace
 
@@ -30,39 +22,27 @@ Transformer::Transformer(Device& device, ParamSet& params, TensorParallel& tp, c
       keep_(std::move(keep)),
       needed_(std::move(needed)),
       ctx_{device, params, tp, d_},
-      norm_(ctx_),
-      attention_(ctx_),
-      mlp_(ctx_) {}
-
-MH_RngSpan Transformer::hidden_span(const MicroBatch& mb, int64_t layer, int site) const {
-  // The local rows are one contiguous block of the [s, b, h] tensor.
-  const uint64_t n = uint64_t(d_.local_rows() * d_.hidden);
-  return MH_RngSpan{mix(mb.key ^ mix(uint64_t(layer * 8 + site))), uint64_t(d_.first_local_row() * d_.hidden), n, n};
-}
-
-MH_RngSpan Transformer::attention_span(const MicroBatch& mb, int64_t layer) const {
-  // Local probabilities are [b, a/t, s, s] of the global [b, a, s, s].
-  const uint64_t per_head = uint64_t(d_.seq * d_.seq);
-  return MH_RngSpan{mix(mb.key ^ mix(uint64_t(layer * 8 + kSiteProbs))),
-                    uint64_t(d_.tp_rank * d_.local_heads()) * per_head, uint64_t(d_.local_heads()) * per_head,
-                    uint64_t(d_.heads) * per_head};
-}
+      parts_(build_layer_parts(ctx_)),
+      attention_(ctx_, *parts_.position),
+      layer_(ctx_, parts_, attention_),
+      embedding_(ctx_),
+      head_(ctx_, *parts_.norm) {}
 
 double Transformer::forward(ForwardState& st, const MicroBatch& mb, Buffer input, bool train) {
-  const float p = train ? d_.dropout : 0.f, attn_p = train ? d_.attention_dropout : 0.f;
+  const LayerPass pass = train ? training_pass(mb) : LayerPass{0, 0, mb.key, false};
   auto need = [&](std::span<const int> ids) {
     if (needed_) needed_(ids);
   };
   st.acts.resize(size_t(chunk_.layers + 1));
   if (chunk_.first) {
     need(params_.embedding_ids());
-    embed(st, mb, p);
+    embed(st, mb, pass);
   } else {
     st.acts[0][MH_ACT_LAYER_INPUT] = std::move(input);
   }
   for (int64_t l = 0; l < chunk_.layers; ++l) {
     need(params_.layer(global(l)).ids());
-    layer_forward(st, l, mb, p, attn_p, true);
+    layer_forward(st, l, pass, true);
     if (train) drop_unkept(st, l);
     else st.acts[size_t(l)].clear();
   }
@@ -89,12 +69,13 @@ Buffer Transformer::backward(ForwardState& st, const MicroBatch& mb, Buffer dout
   st.acts[size_t(chunk_.layers)].clear();
   for (int64_t l = chunk_.layers - 1; l >= 0; --l) {
     recompute_for_backward(st, l, mb);
-    layer_backward(st, l, dres.f32());
+    layer_.backward(st.acts[size_t(l)], global(l), dres.f32());
     st.acts[size_t(l)].clear();
     done(params_.layer(global(l)).ids());
   }
   if (!chunk_.first) return dres;
-  embed_bwd(st, mb, dres.f32());
+  embedding_.backward(static_cast<int32_t*>(mb.ids.data()), static_cast<int32_t*>(mb.positions.data()), st.emb_mask,
+                      dres.f32());
   done(params_.embedding_ids());
   return Buffer();
 }
@@ -111,138 +92,30 @@ void Transformer::recompute_for_backward(ForwardState& st, int64_t l, const Micr
     // only the previous stage could recompute), so l == 0 here means the
     // first chunk, whose input is the embedding.
     if (l == 0) {
-      embed(st, mb, d_.dropout);
+      embed(st, mb, training_pass(mb));
     } else {
       recompute_for_backward(st, l - 1, mb);
-      layer_forward(st, l - 1, mb, d_.dropout, d_.attention_dropout, true);
+      layer_forward(st, l - 1, training_pass(mb), true);
     }
   }
-  layer_forward(st, l, mb, d_.dropout, d_.attention_dropout, false);
+  layer_forward(st, l, training_pass(mb), false);
 }
 
-// ---- embeddings -----------------------------------------------------------
-
-void Transformer::embed(ForwardState& st, const MicroBatch& mb, float p) {
-  const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden;
-  // The lookups sum in f32 (the vocabulary shards are reduced in f32); the
-  // dropout writes the layer input in the compute dtype.
-  Buffer partial(dev_, kWork, N * h), scratch;
-  ops::embedding(dev_, P(params_.wte()), d_.local_vocab(), static_cast<int32_t*>(mb.ids.data()), partial.f32(), N,
-                 h, d_.vocab_start(), false);
-  TypedPtr e = tp_.exit_fwd(partial.f32(), scratch);
-  if (params_.wpe() >= 0)
-    ops::embedding(dev_, P(params_.wpe()), d_.seq, static_cast<int32_t*>(mb.positions.data()), e, n, h, 0, true);
-  Buffer& x0 = st.acts[0][MH_ACT_LAYER_INPUT];
-  x0 = activation(kAct, n * h);
-  st.emb_mask = Buffer(dev_, kAct, n * h, MH_U8);
-  ops::dropout(dev_, e, {}, x0.ptr(), static_cast<uint8_t*>(st.emb_mask.data()), n * h, p,
-               hidden_span(mb, -1, kSiteEmbedding));
+void Transformer::embed(ForwardState& st, const MicroBatch& mb, const LayerPass& pass) {
+  st.acts[0][MH_ACT_LAYER_INPUT] = embedding_.forward(static_cast<int32_t*>(mb.ids.data()),
+                                                      static_cast<int32_t*>(mb.positions.data()), pass, st.emb_mask);
 }
 
-void Transformer::embed_bwd(ForwardState& st, const MicroBatch& mb, const float* dres) {
-  const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden;
-  Buffer de(dev_, kWork, n * h), scratch;
-  ops::dropout_bwd(dev_, dres, static_cast<uint8_t*>(st.emb_mask.data()), de.f32(), n * h, d_.dropout);
-  st.emb_mask.release();
-  if (params_.wpe() >= 0)
-    ops::embedding_bwd(dev_, G(params_.wpe()), d_.seq, static_cast<int32_t*>(mb.positions.data()), de.f32(), n, h, 0);
-  TypedPtr df = tp_.exit_bwd(de.f32(), scratch);
-  ops::embedding_bwd(dev_, G(params_.wte()), d_.local_vocab(), static_cast<int32_t*>(mb.ids.data()), df, N, h,
-                     d_.vocab_start());
-}
-
-// ---- one layer ------------------------------------------------------------
-
-void Transformer::layer_forward(ForwardState& st, int64_t l, const MicroBatch& mb, float p, float attn_p,
-                                bool need_output) {
-  LayerActivations& A = st.acts[size_t(l)];
-  const LayerParamIds& w = params_.layer(global(l));
-  const int64_t n = d_.local_rows(), h = d_.hidden;
-  const TypedPtr x = A[MH_ACT_LAYER_INPUT].ptr();
-  if (!A.has(MH_ACT_LN1)) A[MH_ACT_LN1] = norm_.forward(x, w.ln1_w, w.ln1_b);
-  attention_.forward(A, w, attn_p, attention_span(mb, global(l)));
-  if (!A.has(MH_ACT_RESIDUAL1) || !A.has(MH_ACT_ATTN_DROP_MASK)) {
-    if (!A.has(MH_ACT_RESIDUAL1)) A[MH_ACT_RESIDUAL1] = activation(kAct, n * h);
-    residual_branch(st, l, mb, kSiteAttention, A[MH_ACT_CONTEXT].ptr(), d_.local_hidden(), w.proj_w, w.proj_b, x,
-                    MH_ACT_ATTN_DROP_MASK, A[MH_ACT_RESIDUAL1].ptr(), p);
-  }
-  const TypedPtr mid = A[MH_ACT_RESIDUAL1].ptr();
-  if (!A.has(MH_ACT_LN2)) A[MH_ACT_LN2] = norm_.forward(mid, w.ln2_w, w.ln2_b);
-  mlp_.forward(A, w);
-  Buffer& next = st.acts[size_t(l + 1)][MH_ACT_LAYER_INPUT];
-  const bool write_next = need_output && !next;
-  if (!write_next && A.has(MH_ACT_MLP_DROP_MASK)) return;
-  // Without need_output the branch only regenerates its dropout mask.
-  Buffer out = activation(write_next ? kAct : kWork, n * h);
-  residual_branch(st, l, mb, kSiteMlp, A[MH_ACT_GELU].ptr(), d_.local_ffn(), w.fc2_w, w.fc2_b, mid,
-                  MH_ACT_MLP_DROP_MASK, out.ptr(), p);
-  if (write_next) next = std::move(out);
-}
-
-// The GEMM's partial sums are f32 in every precision: the tensor group
-// reduces them in f32, and the dropout rounds once, into `out`.
-void Transformer::residual_branch(ForwardState& st, int64_t l, const MicroBatch& mb, int site, TypedPtr branch_in,
-                                  int64_t branch_width, int w, int b, TypedPtr residual, MH_Activation mask,
-                                  TypedPtr out, float p) {
-  const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden;
-  LayerActivations& A = st.acts[size_t(l)];
-  Buffer partial(dev_, kWork, N * h), scratch;
-  ops::linear(dev_, branch_in, P(w), partial.f32(), N, branch_width, h);
-  TypedPtr y = tp_.exit_fwd(partial.f32(), scratch);
-  if (b >= 0) ops::bias_add(dev_, y, P(b), n, h);
-  A[mask] = Buffer(dev_, kAct, n * h, MH_U8);
-  ops::dropout(dev_, y, residual, out, static_cast<uint8_t*>(A[mask].data()), n * h, p, hidden_span(mb, global(l), site));
-}
-
-Buffer Transformer::residual_branch_bwd(ForwardState& st, int64_t l, const float* dres, TypedPtr branch_in,
-                                        int64_t branch_width, int w, int b, MH_Activation mask) {
-  LayerActivations& A = st.acts[size_t(l)];
-  const int64_t n = d_.local_rows(), N = d_.rows(), h = d_.hidden;
-  Buffer dloc = activation(kWork, n * h), scratch;
-  ops::dropout_bwd(dev_, dres, static_cast<uint8_t*>(A[mask].data()), dloc.ptr(), n * h, d_.dropout);
-  if (b >= 0) ops::bias_bwd(dev_, dloc.ptr(), G(b), n, h);
-  TypedPtr dy = tp_.exit_bwd(dloc.ptr(), scratch);
-  Buffer din = activation(kWork, N * branch_width);
-  ops::linear_dx(dev_, dy, P(w), din.ptr(), N, branch_width, h);
-  ops::linear_dw(dev_, dy, branch_in, G(w), N, branch_width, h);
-  return din;
-}
-
-// Activation gradients are in the compute dtype where GEMMs read them; the
-// residual stream's gradient `dres` and the input gradients of column-parallel
-// GEMMs (reduced across the tensor group) stay f32.
-void Transformer::layer_backward(ForwardState& st, int64_t l, float* dres) {
-  LayerActivations& A = st.acts[size_t(l)];
-  const LayerParamIds& w = params_.layer(global(l));
-  Buffer dfull(dev_, kWork, d_.rows() * d_.hidden), scratch;
-
-  Buffer dact = residual_branch_bwd(st, l, dres, A[MH_ACT_GELU].ptr(), d_.local_ffn(), w.fc2_w, w.fc2_b,
-                                    MH_ACT_MLP_DROP_MASK);
-  mlp_.backward(A, w, dact, dfull);
-  dact.release();
-  norm_.backward(tp_.enter_bwd(dfull.f32(), scratch), A[MH_ACT_RESIDUAL1].ptr(), A[MH_ACT_LN2], w.ln2_w, w.ln2_b,
-                 dres);
-
-  Buffer dctx = residual_branch_bwd(st, l, dres, A[MH_ACT_CONTEXT].ptr(), d_.local_hidden(), w.proj_w, w.proj_b,
-                                    MH_ACT_ATTN_DROP_MASK);
-  attention_.backward(A, w, dctx.ptr(), dfull);
-  dctx.release();
-  norm_.backward(tp_.enter_bwd(dfull.f32(), scratch), A[MH_ACT_LAYER_INPUT].ptr(), A[MH_ACT_LN1], w.ln1_w, w.ln1_b,
-                 dres);
+void Transformer::layer_forward(ForwardState& st, int64_t l, const LayerPass& pass, bool need_output) {
+  layer_.forward(st.acts[size_t(l)], global(l), pass, need_output ? &st.acts[size_t(l + 1)][MH_ACT_LAYER_INPUT] : nullptr);
 }
 
 // ---- output head and loss -------------------------------------------------
 
 double Transformer::head_forward(ForwardState& st, const MicroBatch& mb) {
-  const int64_t N = d_.rows(), h = d_.hidden, V = d_.local_vocab();
-  st.lnf = norm_.forward(st.acts[size_t(chunk_.layers)][MH_ACT_LAYER_INPUT].ptr(), params_.lnf_w(), params_.lnf_b());
-  Buffer gathered;
-  TypedPtr in = tp_.enter_fwd(st.lnf.ptr(), gathered);
-  // Logits are f32 in every precision: the softmax over a large vocabulary
-  // sums many small exponentials, and the loss is a difference of logits.
-  st.logits = Buffer(dev_, kAct, N * V);
-  ops::linear(dev_, in, P(params_.head_w()), st.logits.f32(), N, h, V);
-  gathered.release();
+  const int64_t N = d_.rows(), V = d_.local_vocab();
+  st.lnf = head_.norm(st.acts[size_t(chunk_.layers)][MH_ACT_LAYER_INPUT].ptr());
+  st.logits = head_.logits(st.lnf, training_pass(mb));
   // [row_max | sum_exp | target_logit], each [N]; shards combine in between.
   st.xent = Buffer(dev_, kAct, 3 * N);
   MH_XentArgs x{};
@@ -300,8 +173,8 @@ void Transformer::head_backward(ForwardState& st, const MicroBatch& mb, float lo
   st.xent.release();
   TypedPtr dln = tp_.enter_bwd(dfull.f32(), s2);
   ops::fill(dev_, dres, d_.local_rows() * h, 0);
-  norm_.backward(dln, st.acts[size_t(chunk_.layers)][MH_ACT_LAYER_INPUT].ptr(), st.lnf, params_.lnf_w(),
-                 params_.lnf_b(), dres);
+  parts_.norm->backward(dln, st.acts[size_t(chunk_.layers)][MH_ACT_LAYER_INPUT].ptr(), st.lnf, params_.lnf_w(),
+                        params_.lnf_b(), dres);
   st.lnf.release();
 }
 

@@ -1,9 +1,7 @@
-// The decoder of one rank for one micro-batch: embeddings, the layers, the
-// final norm and the output layer with a vocabulary-parallel cross-entropy;
-// backward mirrors forward in reverse. A layer is assembled from the parts
-// the model's specification names (engine/parts/): norm, attention with its
-// position encoding, norm, MLP with its activation, each branch closed by
-// its output projection, dropout and the residual add (pre-norm).
+// The decoder of one rank for one micro-batch in training and evaluation:
+// the skeleton's embedding, layers and output head (embedding.hpp,
+// layer.hpp, output_head.hpp) with the full attention core, and the
+// vocabulary-parallel cross-entropy; backward mirrors forward in reverse.
 //
 // Recomputation is generic: forward keeps what the recompute policy said to
 // keep (KeepTable); backward recomputes, in forward order, whatever a layer
@@ -23,9 +21,11 @@
 #include "engine/device.hpp"
 #include "engine/model.hpp"
 #include "engine/params.hpp"
+#include "engine/embedding.hpp"
+#include "engine/layer.hpp"
+#include "engine/output_head.hpp"
 #include "engine/parts/attention.hpp"
-#include "engine/parts/mlp.hpp"
-#include "engine/parts/norm.hpp"
+#include "engine/parts/layer_parts.hpp"
 #include "engine/tensor_parallel.hpp"
 
 namespace mh {
@@ -87,29 +87,18 @@ class Transformer {
                   const GradsFinalised& finalised = {});
 
  private:
-  void embed(ForwardState& st, const MicroBatch& mb, float p);
-  void embed_bwd(ForwardState& st, const MicroBatch& mb, const float* dres);
-  void layer_forward(ForwardState& st, int64_t l, const MicroBatch& mb, float p, float attn_p, bool need_output);
-  void layer_backward(ForwardState& st, int64_t l, float* dres);
-  // out [n, h] = residual + dropout(exit(branch_in @ W^T) + bias): a branch's
-  // output projection; bias -1 when the model has none.
-  void residual_branch(ForwardState& st, int64_t l, const MicroBatch& mb, int site, TypedPtr branch_in,
-                       int64_t branch_width, int w, int b, TypedPtr residual, MH_Activation mask, TypedPtr out,
-                       float p);
-  // Its backward from dres: accumulates W's and the bias's gradients and
-  // returns the gradient of branch_in [rows, branch_width].
-  Buffer residual_branch_bwd(ForwardState& st, int64_t l, const float* dres, TypedPtr branch_in,
-                             int64_t branch_width, int w, int b, MH_Activation mask);
+  void embed(ForwardState& st, const MicroBatch& mb, const LayerPass& pass);
+  void layer_forward(ForwardState& st, int64_t l, const LayerPass& pass, bool need_output);
   double head_forward(ForwardState& st, const MicroBatch& mb);
   void head_backward(ForwardState& st, const MicroBatch& mb, float loss_scale, float* dres);
   // Makes sure every activation layer l's backward reads is present.
   void recompute_for_backward(ForwardState& st, int64_t l, const MicroBatch& mb);
   void drop_unkept(ForwardState& st, int64_t l);
+  // Training's pass over micro-batch mb (what recomputation replays).
+  LayerPass training_pass(const MicroBatch& mb) const { return {d_.dropout, d_.attention_dropout, mb.key, false}; }
 
   // Global layer index of the chunk's layer l (parameters, dropout streams).
   int64_t global(int64_t l) const { return chunk_.first_layer + l; }
-  MH_RngSpan hidden_span(const MicroBatch& mb, int64_t layer, int site) const;
-  MH_RngSpan attention_span(const MicroBatch& mb, int64_t layer) const;
   TypedPtr P(int id) const { return params_.weight(id); }
   float* G(int id) const { return params_.grad(id); }
   Buffer activation(MemCategory category, int64_t elements) const { return ctx_.activation(category, elements); }
@@ -122,9 +111,11 @@ class Transformer {
   KeepTable keep_;
   ParamsNeeded needed_;
   PartContext ctx_;
-  NormPart norm_;
+  LayerParts parts_;
   AttentionPart attention_;
-  MlpPart mlp_;
+  DecoderLayer layer_;
+  Embedding embedding_;
+  OutputHead head_;
 };
 
 }  // namespace mh

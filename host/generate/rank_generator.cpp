@@ -1,217 +1,64 @@
 #include "generate/rank_generator.hpp"
 
-#include <megahost/error.hpp>
-
-#include <algorithm>
 #include <chrono>
 
-#include "checkpoint/store.hpp"
-#include "checkpoint/model_weights.hpp"
-#include "engine/collectives.hpp"
-#include "engine/decoder.hpp"
-#include "engine/kv_cache.hpp"
-#include "engine/params.hpp"
-#include "plugins/plugin_loader.hpp"
+#include "generate/step_batch.hpp"
 
 namespace mh::generate {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A KV cache slot: the request it serves (-1: free), the positions cached
-// and the tokens the next step feeds (the prompt, then the last token).
-struct Slot {
-  int64_t request = -1, past = 0;
-  std::vector<int32_t> feed;
-};
-
-class RankGenerator {
- public:
-  RankGenerator(const RunSetup& s, const Job& job, int32_t local)
-      : s_(s),
-        job_(job),
-        rank_(s.comm_info.first_rank + local),
-        tp_rank_(rank_ % s.tp),
-        stage_(rank_ / s.tp),
-        kernels_(*s.assembly->slot(MH_KIND_KERNELS), s.comm_info.ranks_on_node, rank_),
-        dev_(kernels_),
-        world_(world_group(local)),
-        tensor_(world_.split(stage_, tp_rank_, "tensor")),
-        pipeline_(world_.split(tp_rank_, stage_, "pipeline")),
-        dims_(rank_dims()),
-        owned_(owned_parts(stage_chunks(s, stage_))),
-        params_(dev_, dims_, s.tensor_plan, uint64_t(s.assembly->train.options().get_int("seed")), owned_,
-                ParamStorage{1, false, false, !loads_weights()}),
-        cache_(dev_, dims_, owned_.layers, job.batch, job.capacity),
-        decoder_(dev_, params_, tensor_, s.tensor_plan, dims_, cache_) {
-    if (loads_weights()) load_weights();
-  }
-
-  std::vector<Outcome> serve();
-  // Every rank's peaks on world rank 0, empty elsewhere; every rank calls it.
-  std::vector<RankMemory> memory();
-
- private:
-  Collectives world_group(int32_t local) {
-    MH_Group* world = nullptr;
-    check(s_.comm_api->world(s_.comm, local, &world), "comm world group");
-    Collectives g(s_.comm_api, world, "world", false);
-    g.set_dry(s_.dry_run);
-    g.set_stream(dev_.api().stream(dev_.instance()));
-    return g;
-  }
-  ModelDims rank_dims() const {
-    ModelDims d = s_.dims;
-    d.tp_rank = tp_rank_;
-    return d;
-  }
-  bool loads_weights() const { return !s_.resume_from.empty() && !s_.dry_run; }
-  void load_weights();
-  void admit(std::vector<Slot>& slots, size_t& next, std::vector<Outcome>& out, double now) const;
-  DecodeInput step_input(const std::vector<Slot>& slots) const;
-  // The step's forward through every stage; each rank returns the tokens
-  // sampled for the input's sequences, in order.
-  std::vector<int32_t> step(const DecodeInput& in, const std::vector<Slot>& slots, const std::vector<Outcome>& out);
-  std::vector<int32_t> sample_all(const std::vector<float>& logits, const DecodeInput& in,
-                                  const std::vector<Slot>& slots, const std::vector<Outcome>& out) const;
-  std::vector<int32_t> from_last_stage(std::vector<int32_t> tokens, int64_t n);
-  bool finished(const Outcome& o, const Slot& slot, int32_t token) const;
-
-  const RunSetup& s_;
-  const Job& job_;
-  int32_t rank_, tp_rank_, stage_;
-  Instance kernels_;
-  Device dev_;
-  Collectives world_, tensor_, pipeline_;
-  ModelDims dims_;
-  OwnedParts owned_;
-  ParamSet params_;
-  KvCache cache_;
-  Decoder decoder_;
-};
-
-void RankGenerator::load_weights() {
-  const ckpt::Metadata saved = ckpt::read_metadata(s_.resume_from);
-  ckpt::check_model(s_.resume_from, saved, dims_);
-  ckpt::load_weights(s_.resume_from, saved, params_, tp_rank_);
+BatchShape batch_shape(const Job& job) {
+  // A whole prompt is prefilled in one step, as a batch job has no decode
+  // rows waiting on it that a chunked prefill would let through sooner.
+  return BatchShape{job.batch, job.capacity, job.batch * job.capacity, job.vocab};
 }
 
-void RankGenerator::admit(std::vector<Slot>& slots, size_t& next, std::vector<Outcome>& out, double now) const {
-  for (Slot& slot : slots) {
-    if (slot.request >= 0 || next == job_.prompts.size()) continue;
-    slot = Slot{int64_t(next), 0, job_.prompts[next]};
-    out[next++].admitted = now;
-  }
+bool finished(const Job& job, const Outcome& o, const StepBatch& batch, int64_t slot) {
+  return (job.stop_at_eod && o.tokens.back() == job.eod) || int64_t(o.tokens.size()) == job.max_new_tokens ||
+         batch.full(slot);
 }
 
-DecodeInput RankGenerator::step_input(const std::vector<Slot>& slots) const {
-  DecodeInput in;
-  for (size_t k = 0; k < slots.size(); ++k) {
-    const Slot& slot = slots[k];
-    if (slot.request < 0) continue;
-    const int64_t count = int64_t(slot.feed.size());
-    in.seqs.push_back(SequenceRows{int64_t(k), in.rows(), count, slot.past});
-    for (int64_t i = 0; i < count; ++i) {
-      in.ids.push_back(slot.feed[size_t(i)]);
-      in.positions.push_back(int32_t(slot.past + i));
-    }
-  }
-  return in;
-}
-
-std::vector<int32_t> RankGenerator::step(const DecodeInput& in, const std::vector<Slot>& slots,
-                                         const std::vector<Outcome>& out) {
-  const auto& chunks = s_.stage_layers;
-  const int64_t width = in.rows() * dims_.hidden;
-  Buffer x;
-  std::vector<int32_t> tokens;
-  for (size_t k = 0; k < chunks.size(); ++k) {
-    const MH_StageLayers& e = chunks[k];
-    if (e.stage != stage_) continue;
-    if (k == 0) {
-      x = decoder_.embed(in);
-    } else if (chunks[k - 1].stage != stage_) {
-      x = Buffer(dev_, MemCategory::kActivations, width, dev_.info().compute_dtype);
-      pipeline_.recv(x.ptr(), width, chunks[k - 1].stage);
-    }
-    x = decoder_.layers(std::move(x), e.first, e.count, in);
-    if (k + 1 == chunks.size()) tokens = sample_all(decoder_.logits(x, in), in, slots, out);
-    else if (chunks[k + 1].stage != stage_) pipeline_.send(x.ptr(), width, chunks[k + 1].stage);
-  }
-  return from_last_stage(std::move(tokens), int64_t(in.seqs.size()));
-}
-
-std::vector<int32_t> RankGenerator::sample_all(const std::vector<float>& logits, const DecodeInput& in,
-                                               const std::vector<Slot>& slots,
-                                               const std::vector<Outcome>& out) const {
-  const size_t vocab = size_t(dims_.real_vocab()), sampled = std::min(vocab, size_t(job_.vocab));
-  std::vector<int32_t> tokens;
-  for (size_t i = 0; i < in.seqs.size(); ++i) {
-    const int64_t request = slots[size_t(in.seqs[i].slot)].request;
-    const std::span<const float> row(logits.data() + i * vocab, sampled);
-    tokens.push_back(sample(row, job_.sampling, uint64_t(request), out[size_t(request)].tokens.size()));
-  }
-  return tokens;
-}
-
-// The last stage's tokens to every stage (exact in f32: ids below 2^24).
-std::vector<int32_t> RankGenerator::from_last_stage(std::vector<int32_t> tokens, int64_t n) {
-  if (s_.pp == 1) return tokens;
-  std::vector<float> values(size_t(n), 0.f);
-  for (size_t i = 0; i < tokens.size(); ++i) values[i] = float(tokens[i]);
-  Buffer shared(dev_, MemCategory::kComm, n);
-  dev_.to_device(shared.data(), values.data(), values.size() * sizeof(float));
-  pipeline_.broadcast(shared.ptr(), n, s_.pp - 1);
-  dev_.to_host(values.data(), shared.data(), values.size() * sizeof(float));
-  std::vector<int32_t> shared_tokens(static_cast<size_t>(n));
-  for (size_t i = 0; i < shared_tokens.size(); ++i) shared_tokens[i] = int32_t(values[i]);
-  return shared_tokens;
-}
-
-bool RankGenerator::finished(const Outcome& o, const Slot& slot, int32_t token) const {
-  return (job_.stop_at_eod && token == job_.eod) || int64_t(o.tokens.size()) == job_.max_new_tokens ||
-         slot.past >= job_.capacity;
-}
-
-std::vector<Outcome> RankGenerator::serve() {
-  std::vector<Outcome> out(job_.prompts.size());
-  std::vector<Slot> slots(size_t(job_.batch));
+// Each free slot takes the next prompt; a finished request's slot is free
+// at the next step.
+std::vector<Outcome> serve(StepBatch& batch, const Job& job) {
+  std::vector<Outcome> out(job.prompts.size());
+  std::vector<int64_t> request(size_t(batch.slots()), -1);
   size_t next = 0;
   const Clock::time_point start = Clock::now();
   const auto now = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   for (;;) {
-    admit(slots, next, out, now());
-    const DecodeInput in = step_input(slots);
-    if (in.seqs.empty()) break;
-    const std::vector<int32_t> tokens = step(in, slots, out);
-    dev_.synchronize();
+    for (int64_t k = 0; k < batch.slots() && next < job.prompts.size(); ++k) {
+      if (request[size_t(k)] >= 0) continue;
+      batch.admit(k, Sequence{job.prompts[next], job.sampling, next});
+      request[size_t(k)] = int64_t(next);
+      out[next++].admitted = now();
+    }
+    const std::vector<SlotStep> steps = batch.step();
+    if (steps.empty()) break;
     const double t = now();
-    for (size_t i = 0; i < in.seqs.size(); ++i) {
-      Slot& slot = slots[size_t(in.seqs[i].slot)];
-      Outcome& o = out[size_t(slot.request)];
+    for (const SlotStep& st : steps) {
+      if (st.prefilling) continue;
+      Outcome& o = out[size_t(request[size_t(st.slot)])];
       if (o.tokens.empty()) o.first_token = t;
       o.last_token = t;
-      o.tokens.push_back(tokens[i]);
-      slot.past += in.seqs[i].count;
-      slot.feed = {tokens[i]};
-      if (finished(o, slot, tokens[i])) slot.request = -1;
+      o.tokens.push_back(st.token);
+      if (!finished(job, o, batch, st.slot)) continue;
+      batch.release(st.slot);
+      request[size_t(st.slot)] = -1;
     }
   }
-  if (rank_ != 0) out.clear();
   return out;
-}
-
-std::vector<RankMemory> RankGenerator::memory() {
-  const std::vector<uint64_t> all = all_gather_counts(world_, to_counts(dev_.memory()));
-  return rank_ == 0 ? from_counts(all) : std::vector<RankMemory>{};
 }
 
 }  // namespace
 
 RankResult generate_rank(const RunSetup& setup, const Job& job, int32_t local) {
-  RankGenerator generator(setup, job, local);
-  std::vector<Outcome> outcomes = generator.serve();
-  return RankResult{std::move(outcomes), generator.memory()};
+  StepBatch batch(setup, batch_shape(job), local);
+  std::vector<Outcome> outcomes = serve(batch, job);
+  if (batch.rank() != 0) outcomes.clear();
+  return RankResult{std::move(outcomes), batch.memory()};
 }
 
 }  // namespace mh::generate

@@ -23,8 +23,11 @@ struct Slot {
 };
 
 struct Assembly {
-  OptionValues model, train, data, output, checkpoint, generate;
-  bool generates = false;  // the TOML has [generate]: the run generates text instead of training
+  OptionValues model, train, data, output, checkpoint, generate, serve;
+  // The TOML has [generate] or [serve]: the run generates text instead of
+  // training, from a prompts file or, with [serve], for HTTP clients.
+  bool generates = false;
+  bool serves = false;  // the TOML has [serve]
   std::vector<Slot> slots;
 
   // The slot of `kind`, or NULL when the run has none (the tuner).

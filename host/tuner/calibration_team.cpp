@@ -36,8 +36,7 @@ void run_together(int size, const std::function<void(int rank)>& body) {
 
 CalibrationTeam::CalibrationTeam(const Slot& kernels, int ranks, int busy) : ranks_(ranks) {
   for (int r = 0; r < busy; ++r) {
-    kernels_.push_back(std::make_unique<Instance>(kernels, ranks, r));
-    devices_.push_back(std::make_unique<Device>(*kernels_.back()));
+    devices_.push_back(std::make_unique<RankDevice>(kernels, ranks, r));
   }
 }
 
@@ -67,7 +66,7 @@ double CalibrationTeam::seconds_per_call(const Prepare& prepare, double min_seco
   std::atomic<int> reps{1};
   RoundClock clock(n, kRounds);
   run_together(n, [&](int r) {
-    std::function<void()> call = prepare(*devices_[size_t(r)], r);
+    std::function<void()> call = prepare(devices_[size_t(r)]->dev, r);
     sync.arrive_and_wait();
     const double start = now();
     call();

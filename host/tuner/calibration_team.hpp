@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "plugins/assembly.hpp"
-#include "engine/device.hpp"
+#include "engine/rank_context.hpp"
 
 namespace mh {
 
@@ -29,8 +29,7 @@ class CalibrationTeam {
 
  private:
   int ranks_;
-  std::vector<std::unique_ptr<Instance>> kernels_;
-  std::vector<std::unique_ptr<Device>> devices_;
+  std::vector<std::unique_ptr<RankDevice>> devices_;
 };
 
 // When each rank began and ended each round of a timing. A round lasts from

@@ -7,13 +7,9 @@
 #include <cmath>
 #include <random>
 
-#include "../support/engine_env.hpp"
-#include "engine/collectives.hpp"
-#include "engine/device.hpp"
 #include "engine/ops.hpp"
-#include "engine/params.hpp"
-#include "engine/tensor_parallel.hpp"
 #include "engine/transformer.hpp"
+#include "support/single_rank_engine.hpp"
 
 namespace mh {
 namespace {
@@ -37,39 +33,19 @@ ModelDims tiny_dims(const ModelSpec& spec, int64_t kv_heads) {
 }
 
 struct Model {
-  explicit Model(const test::EngineEnv& env, const ModelDims& d)
-      : kernels(env.slot(MH_KIND_KERNELS), 1, 0),
-        comm(env.slot(MH_KIND_COMM), 0, -1),
-        dev(kernels),
-        world(make_world()),
-        plan(single_rank_plan()),
-        params(dev, d, plan, 7, OwnedParts{{0, 1}, true, true}),
-        tp(dev, world, plan, d),
-        model(dev, params, tp, d, ChunkSpec{0, d.layers, true, true}, KeepTable(size_t(d.layers), keep_all())) {}
+  Model(const test::EngineEnv& env, const ModelDims& d)
+      : rank(env, d), dev(rank.dev), params(rank.params),
+        model(dev, params, rank.tp, d, ChunkSpec{0, d.layers, true, true}, KeepTable(size_t(d.layers), keep_all())) {}
 
-  Collectives make_world() {
-    MH_Group* g = nullptr;
-    check(comm.api<MH_CommApi>()->world(comm.get(), 0, &g));
-    return Collectives(comm.api<MH_CommApi>(), g, "world", false);
-  }
-  static MH_TensorPlan single_rank_plan() {
-    MH_TensorPlan p{};
-    p.size = 1;
-    for (auto& s : p.shard) s = MH_SHARD_NONE;
-    return p;
-  }
   static std::array<bool, MH_ACT_COUNT> keep_all() {
     std::array<bool, MH_ACT_COUNT> k{};
     k.fill(true);
     return k;
   }
 
-  Instance kernels, comm;
-  Device dev;
-  Collectives world;
-  MH_TensorPlan plan;
-  ParamSet params;
-  TensorParallel tp;
+  test::SingleRankEngine rank;
+  Device& dev;
+  ParamSet& params;
   Transformer model;
 };
 

@@ -37,27 +37,33 @@ struct Heads {
 
 }  // namespace
 
-void AttentionPart::forward(LayerActivations& A, const LayerParamIds& w, float attn_p,
-                            const MH_RngSpan& probs_rng) const {
+void AttentionPart::forward(LayerActivations& A, const LayerParamIds& w, int64_t layer,
+                            const LayerPass& pass) const {
   if (!A.has(MH_ACT_QKV)) {
-    project(A, w);
-    if (c_.d.spec.position == Position::kRope) rotate(A[MH_ACT_QKV].ptr(), false);
+    project(c_, A, w);
+    encode(A[MH_ACT_QKV].ptr(), false);
   }
-  core(A, attn_p, probs_rng);
+  core(A, pass.attention_dropout, probs_span(pass.key, layer));
 }
 
-void AttentionPart::project(LayerActivations& A, const LayerParamIds& w) const {
-  const int64_t N = c_.d.rows(), h = c_.d.hidden, q = c_.d.local_qkv();
+MH_RngSpan AttentionPart::probs_span(uint64_t key, int64_t layer) const {
+  const uint64_t per_head = uint64_t(c_.d.seq * c_.d.seq);
+  return MH_RngSpan{dropout_stream(key, layer, kDropoutSiteProbs), uint64_t(c_.d.tp_rank * c_.d.local_heads()) * per_head,
+                    uint64_t(c_.d.local_heads()) * per_head, uint64_t(c_.d.heads) * per_head};
+}
+
+void AttentionPart::project(const PartContext& c, LayerActivations& A, const LayerParamIds& w) {
+  const int64_t N = c.d.rows(), h = c.d.hidden, q = c.d.local_qkv();
   Buffer gathered;
-  TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN1].ptr(), gathered);
-  A[MH_ACT_QKV] = c_.activation(kAct, N * q);
-  ops::linear(c_.dev, in, c_.P(w.qkv_w), A[MH_ACT_QKV].ptr(), N, h, q);
-  if (w.qkv_b >= 0) ops::bias_add(c_.dev, A[MH_ACT_QKV].ptr(), c_.P(w.qkv_b), N, q);
+  TypedPtr in = c.tp.enter_fwd(A[MH_ACT_LN1].ptr(), gathered);
+  A[MH_ACT_QKV] = c.activation(kAct, N * q);
+  ops::linear(c.dev, in, c.P(w.qkv_w), A[MH_ACT_QKV].ptr(), N, h, q);
+  if (w.qkv_b >= 0) ops::bias_add(c.dev, A[MH_ACT_QKV].ptr(), c.P(w.qkv_b), N, q);
 }
 
-void AttentionPart::rotate(TypedPtr qkv, bool inverse) const {
+void AttentionPart::encode(TypedPtr qkv, bool inverse) const {
   const Heads H(c_.d);
-  for (int64_t j = 0; j <= H.m; ++j) ops::rope(c_.dev, H.qkv(qkv, j), 0, c_.d.spec.rope_theta, inverse);
+  for (int64_t j = 0; j <= H.m; ++j) position_.encode(H.qkv(qkv, j), 0, inverse);
 }
 
 void AttentionPart::core(LayerActivations& A, float attn_p, const MH_RngSpan& probs_rng) const {
@@ -92,7 +98,7 @@ void AttentionPart::backward(LayerActivations& A, const LayerParamIds& w, TypedP
   const int64_t N = c_.d.rows(), h = c_.d.hidden, q = c_.d.local_qkv();
   Buffer dqkv = c_.activation(kWork, N * q), gathered;
   core_bwd(A, dctx, dqkv.ptr());
-  if (c_.d.spec.position == Position::kRope) rotate(dqkv.ptr(), true);
+  encode(dqkv.ptr(), true);
   if (w.qkv_b >= 0) ops::bias_bwd(c_.dev, dqkv.ptr(), c_.G(w.qkv_b), N, q);
   TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN1].ptr(), gathered);
   ops::linear_dw(c_.dev, dqkv.ptr(), in, c_.G(w.qkv_w), N, h, q);

@@ -1,8 +1,9 @@
-// The attention part: the QKV projection, the position encoding (RoPE
-// rotates Q and K in place; learned positions live in the embedding), and
-// the causal attention core over grouped key/value heads. Its activations
-// are QKV, the scores, the dropout mask and probabilities, and the context;
-// the output projection belongs to the layer's residual branch.
+// The attention part: the QKV projection, the position encoding (the
+// position part; learned positions live in the embedding), and a core that
+// turns Q, K and V into the context: over the whole sequence in training
+// and evaluation (AttentionPart), over a KV cache in generation
+// (CachedAttention, cached_attention.hpp). The output projection belongs to
+// the layer's residual branch.
 //
 // QKV is laid out per key/value group, as Megatron-Core does: each row
 // holds, for each of the rank's k/t groups, its m = a/k query heads, then
@@ -13,25 +14,37 @@
 
 #include "engine/activations.hpp"
 #include "engine/parts/part_context.hpp"
+#include "engine/parts/position.hpp"
 
 namespace mh {
 
-class AttentionPart {
+// What the layer skeleton asks of attention, whichever core it runs.
+class AttentionCore {
  public:
-  explicit AttentionPart(const PartContext& c) : c_(c) {}
-
-  // Fills whichever of QKV, scores, mask, probabilities and context A lacks,
-  // from A's first norm output. `probs_rng`: the dropout stream of the
-  // probabilities.
-  void forward(LayerActivations& A, const LayerParamIds& w, float attn_p, const MH_RngSpan& probs_rng) const;
+  virtual ~AttentionCore() = default;
+  // Fills whichever of QKV, the core's activations and the context
+  // [rows, local_hidden] A lacks, from A's first norm output, for global
+  // layer `layer`.
+  virtual void forward(LayerActivations& A, const LayerParamIds& w, int64_t layer, const LayerPass& pass) const = 0;
   // dctx [rows, local_hidden]: the context's gradient. Accumulates the QKV
   // weight's gradients and returns the gradient of the (gathered) norm
   // output, f32 [rows, h], in `dx`.
-  void backward(LayerActivations& A, const LayerParamIds& w, TypedPtr dctx, Buffer& dx) const;
+  virtual void backward(LayerActivations& A, const LayerParamIds& w, TypedPtr dctx, Buffer& dx) const = 0;
+};
+
+// Causal attention over the whole sequence, with dropout on the
+// probabilities; its activations are QKV, the scores, the dropout mask and
+// probabilities, and the context.
+class AttentionPart final : public AttentionCore {
+ public:
+  AttentionPart(const PartContext& c, const PositionPart& position) : c_(c), position_(position) {}
+
+  void forward(LayerActivations& A, const LayerParamIds& w, int64_t layer, const LayerPass& pass) const override;
+  void backward(LayerActivations& A, const LayerParamIds& w, TypedPtr dctx, Buffer& dx) const override;
 
   // A[QKV] = the QKV projection of A's first norm output (with its bias),
-  // before any position encoding; generation's cached attention starts here.
-  void project(LayerActivations& A, const LayerParamIds& w) const;
+  // before any position encoding; the cached core starts here too.
+  static void project(const PartContext& c, LayerActivations& A, const LayerParamIds& w);
 
   // Bytes activation `a` takes per micro-batch on one rank, for the parts'
   // activations (0 for others), with e-byte activations and 1-byte masks.
@@ -40,11 +53,15 @@ class AttentionPart {
  private:
   void core(LayerActivations& A, float attn_p, const MH_RngSpan& probs_rng) const;
   void core_bwd(LayerActivations& A, TypedPtr dctx, TypedPtr dqkv) const;
-  // Rotates each query head and the key of every group by their positions;
-  // `inverse` undoes it (the backward of the rotation).
-  void rotate(TypedPtr qkv, bool inverse) const;
+  // Encodes each query head and the key of every group by their positions;
+  // `inverse` undoes it (the backward).
+  void encode(TypedPtr qkv, bool inverse) const;
+  // The probabilities' dropout stream in layer `layer`: local probabilities
+  // are [b, a/t, s, s] of the global [b, a, s, s].
+  MH_RngSpan probs_span(uint64_t key, int64_t layer) const;
 
   PartContext c_;
+  const PositionPart& position_;
 };
 
 }  // namespace mh

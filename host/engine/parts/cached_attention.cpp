@@ -1,9 +1,10 @@
 #include "engine/parts/cached_attention.hpp"
 
+#include <megahost/error.hpp>
+
 #include <cmath>
 
 #include "engine/ops.hpp"
-#include "engine/parts/attention.hpp"
 
 namespace mh {
 namespace {
@@ -38,31 +39,34 @@ struct SequenceHeads {
 
 }  // namespace
 
-void CachedAttention::forward(LayerActivations& A, const LayerParamIds& w, int64_t layer, KvCache& cache,
-                              std::span<const SequenceRows> seqs) const {
-  AttentionPart(c_).project(A, w);
+void CachedAttention::forward(LayerActivations& A, const LayerParamIds& w, int64_t layer, const LayerPass&) const {
+  AttentionPart::project(c_, A, w);
   A[MH_ACT_CONTEXT] = c_.activation(MemCategory::kActivations, c_.d.rows() * c_.d.local_hidden());
-  for (const SequenceRows& s : seqs) {
+  for (const SequenceRows& s : seqs_) {
     const SequenceHeads H(c_.d, s);
-    if (c_.d.spec.position == Position::kRope) rotate(A[MH_ACT_QKV].ptr(), s);
-    ops::strided_copy(c_.dev, H.qkv(A[MH_ACT_QKV].ptr(), H.m), cache.keys(layer, s.slot, s.past, s.count));
-    ops::strided_copy(c_.dev, H.qkv(A[MH_ACT_QKV].ptr(), H.m + 1), cache.values(layer, s.slot, s.past, s.count));
-    attend(A, layer, cache, s);
+    encode(A[MH_ACT_QKV].ptr(), s);
+    ops::strided_copy(c_.dev, H.qkv(A[MH_ACT_QKV].ptr(), H.m), cache_.keys(layer, s.slot, s.past, s.count));
+    ops::strided_copy(c_.dev, H.qkv(A[MH_ACT_QKV].ptr(), H.m + 1), cache_.values(layer, s.slot, s.past, s.count));
+    attend(A, layer, s);
   }
 }
 
+void CachedAttention::backward(LayerActivations&, const LayerParamIds&, TypedPtr, Buffer&) const {
+  throw Error(MH_INTERNAL, "cached attention serves inference: it has no backward");
+}
+
 // The query heads and the key of each group, each at the sequence's positions.
-void CachedAttention::rotate(TypedPtr qkv, const SequenceRows& s) const {
+void CachedAttention::encode(TypedPtr qkv, const SequenceRows& s) const {
   const SequenceHeads H(c_.d, s);
-  for (int64_t j = 0; j <= H.m; ++j) ops::rope(c_.dev, H.qkv(qkv, j), s.past, c_.d.spec.rope_theta, false);
+  for (int64_t j = 0; j <= H.m; ++j) position_.encode(H.qkv(qkv, j), s.past, false);
 }
 
 // The new rows are the last `count` of the `seen` positions, which the
 // softmax's [G, count, seen] causal mask expects.
-void CachedAttention::attend(LayerActivations& A, int64_t layer, const KvCache& cache, const SequenceRows& s) const {
+void CachedAttention::attend(LayerActivations& A, int64_t layer, const SequenceRows& s) const {
   const SequenceHeads H(c_.d, s);
   const int64_t seen = s.past + s.count;
-  const MH_Tensor keys = cache.keys(layer, s.slot, 0, seen), values = cache.values(layer, s.slot, 0, seen);
+  const MH_Tensor keys = cache_.keys(layer, s.slot, 0, seen), values = cache_.values(layer, s.slot, 0, seen);
   Buffer scores = c_.activation(MemCategory::kWorkspace, H.m * H.groups * s.count * seen);
   for (int64_t i = 0; i < H.m; ++i)
     ops::gemm(c_.dev, H.qkv(A[MH_ACT_QKV].ptr(), i), keys, H.scores(scores.ptr(), i, seen), false, true, 0);

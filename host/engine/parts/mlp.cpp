@@ -10,50 +10,81 @@ constexpr auto kWork = MemCategory::kWorkspace;
 
 }  // namespace
 
-Buffer MlpPart::ones() const {
+double MlpPart::activation_bytes(const ModelDims& d, double e, MH_Activation a) {
+  const double sbf_t = double(d.seq) * double(d.micro_batch) * double(d.ffn) / double(d.tp);
+  const double fc1_width = double(d.local_fc1() / d.local_ffn());
+  switch (a) {
+    case MH_ACT_FC1: return fc1_width * e * sbf_t;
+    case MH_ACT_GELU: return e * sbf_t;
+    default: return 0;
+  }
+}
+
+MH_Tensor MlpPart::block(TypedPtr fc1, int64_t first) const {
+  return view((fc1 + first).data, fc1.dtype, {1, c_.d.rows(), c_.d.local_ffn()}, {0, c_.d.local_fc1(), 1});
+}
+
+// ---- GeLU -----------------------------------------------------------------
+
+void GeluMlpPart::forward(LayerActivations& A, const LayerParamIds& w) const {
+  const int64_t N = c_.d.rows(), h = c_.d.hidden, f = c_.d.local_ffn();
+  if (!A.has(MH_ACT_FC1)) {
+    Buffer gathered;
+    TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN2].ptr(), gathered);
+    A[MH_ACT_FC1] = c_.activation(kAct, N * f);
+    ops::gemm(c_.dev, in.t({1, N, h}), c_.P(w.fc1_w).t({1, f, h}), block(A[MH_ACT_FC1].ptr(), 0), false, true, 0);
+    if (w.fc1_b >= 0) ops::bias_add(c_.dev, A[MH_ACT_FC1].ptr(), c_.P(w.fc1_b), N, f);
+  }
+  if (A.has(MH_ACT_GELU)) return;
+  A[MH_ACT_GELU] = c_.activation(kAct, N * f);
+  ops::gelu(c_.dev, A[MH_ACT_FC1].ptr(), A[MH_ACT_GELU].ptr(), N * f);
+}
+
+void GeluMlpPart::backward(LayerActivations& A, const LayerParamIds& w, Buffer& dact, Buffer& dx) const {
+  const int64_t N = c_.d.rows(), h = c_.d.hidden, f = c_.d.local_ffn();
+  Buffer gathered;
+  TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN2].ptr(), gathered);
+  ops::gelu_bwd(c_.dev, A[MH_ACT_FC1].ptr(), dact.ptr(), dact.ptr(), N * f);
+  const MH_Tensor dy = block(dact.ptr(), 0);
+  if (w.fc1_b >= 0) ops::bias_bwd(c_.dev, dact.ptr(), c_.G(w.fc1_b), N, f);
+  ops::gemm(c_.dev, dy, in.t({1, N, h}), TypedPtr(c_.G(w.fc1_w)).t({1, f, h}), true, false, 1);
+  ops::gemm(c_.dev, dy, c_.P(w.fc1_w).t({1, f, h}), dx.t({1, N, h}), false, false, 0);
+}
+
+// ---- SwiGLU ---------------------------------------------------------------
+
+Buffer SwigluMlpPart::ones() const {
   Buffer out = c_.activation(kWork, c_.d.rows());
   ops::fill(c_.dev, out.ptr(), c_.d.rows(), 1);
   return out;
 }
 
-MH_Tensor MlpPart::half(TypedPtr fc1, int64_t first) const {
-  return view((fc1 + first).data, fc1.dtype, {1, c_.d.rows(), c_.d.local_ffn()}, {0, c_.d.local_fc1(), 1});
-}
-
-void MlpPart::forward(LayerActivations& A, const LayerParamIds& w) const {
+void SwigluMlpPart::forward(LayerActivations& A, const LayerParamIds& w) const {
   const int64_t N = c_.d.rows(), f = c_.d.local_ffn();
   if (!A.has(MH_ACT_FC1)) {
     Buffer gathered;
     TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN2].ptr(), gathered);
-    A[MH_ACT_FC1] = c_.activation(kAct, N * c_.d.local_fc1());
-    if (swiglu()) project(in, A[MH_ACT_FC1].ptr(), 0, w.gate_w, w.gate_b);
-    project(in, A[MH_ACT_FC1].ptr(), swiglu() ? f : 0, w.fc1_w, w.fc1_b);
+    A[MH_ACT_FC1] = c_.activation(kAct, N * 2 * f);
+    project(in, A[MH_ACT_FC1].ptr(), 0, w.gate_w, w.gate_b);
+    project(in, A[MH_ACT_FC1].ptr(), f, w.fc1_w, w.fc1_b);
   }
   if (A.has(MH_ACT_GELU)) return;
   A[MH_ACT_GELU] = c_.activation(kAct, N * f);
-  if (swiglu()) ops::swiglu(c_.dev, A[MH_ACT_FC1].ptr(), A[MH_ACT_GELU].ptr(), N, f);
-  else ops::gelu(c_.dev, A[MH_ACT_FC1].ptr(), A[MH_ACT_GELU].ptr(), N * f);
+  ops::swiglu(c_.dev, A[MH_ACT_FC1].ptr(), A[MH_ACT_GELU].ptr(), N, f);
 }
 
-// Under SwiGLU the half is strided, which the bias op does not take: the
-// bias is added as the rank-1 product ones[N] x bias[f] instead.
-void MlpPart::project(TypedPtr in, TypedPtr fc1, int64_t first, int weight, int bias) const {
+// The half is strided, which the bias op does not take: the bias is added
+// as the rank-1 product ones[N] x bias[f] instead.
+void SwigluMlpPart::project(TypedPtr in, TypedPtr fc1, int64_t first, int weight, int bias) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, f = c_.d.local_ffn();
-  ops::gemm(c_.dev, in.t({1, N, h}), c_.P(weight).t({1, f, h}), half(fc1, first), false, true, 0);
-  if (bias < 0) return;
-  if (!swiglu()) return ops::bias_add(c_.dev, fc1, c_.P(bias), N, f);
-  ops::gemm(c_.dev, ones().t({1, N, 1}), c_.P(bias).t({1, 1, f}), half(fc1, first), false, false, 1);
+  ops::gemm(c_.dev, in.t({1, N, h}), c_.P(weight).t({1, f, h}), block(fc1, first), false, true, 0);
+  if (bias >= 0) ops::gemm(c_.dev, ones().t({1, N, 1}), c_.P(bias).t({1, 1, f}), block(fc1, first), false, false, 1);
 }
 
-void MlpPart::backward(LayerActivations& A, const LayerParamIds& w, Buffer& dact, Buffer& dx) const {
+void SwigluMlpPart::backward(LayerActivations& A, const LayerParamIds& w, Buffer& dact, Buffer& dx) const {
   const int64_t N = c_.d.rows(), f = c_.d.local_ffn();
   Buffer gathered;
   TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN2].ptr(), gathered);
-  if (!swiglu()) {
-    ops::gelu_bwd(c_.dev, A[MH_ACT_FC1].ptr(), dact.ptr(), dact.ptr(), N * f);
-    project_bwd(in, dact.ptr(), 0, w.fc1_w, w.fc1_b, dx.f32(), 0);
-    return;
-  }
   Buffer dfc1 = c_.activation(kWork, N * 2 * f);
   ops::swiglu_bwd(c_.dev, A[MH_ACT_FC1].ptr(), dact.ptr(), dfc1.ptr(), N, f);
   dact.release();
@@ -61,25 +92,13 @@ void MlpPart::backward(LayerActivations& A, const LayerParamIds& w, Buffer& dact
   project_bwd(in, dfc1.ptr(), f, w.fc1_w, w.fc1_b, dx.f32(), 1);
 }
 
-void MlpPart::project_bwd(TypedPtr in, TypedPtr dfc1, int64_t first, int weight, int bias, float* dx,
-                          float beta) const {
+void SwigluMlpPart::project_bwd(TypedPtr in, TypedPtr dfc1, int64_t first, int weight, int bias, float* dx,
+                                float beta) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, f = c_.d.local_ffn();
-  const MH_Tensor dy = half(dfc1, first);
-  if (bias >= 0 && !swiglu()) ops::bias_bwd(c_.dev, dfc1, c_.G(bias), N, f);
-  if (bias >= 0 && swiglu())
-    ops::gemm(c_.dev, ones().t({1, N, 1}), dy, TypedPtr(c_.G(bias)).t({1, 1, f}), true, false, 1);
+  const MH_Tensor dy = block(dfc1, first);
+  if (bias >= 0) ops::gemm(c_.dev, ones().t({1, N, 1}), dy, TypedPtr(c_.G(bias)).t({1, 1, f}), true, false, 1);
   ops::gemm(c_.dev, dy, in.t({1, N, h}), TypedPtr(c_.G(weight)).t({1, f, h}), true, false, 1);
   ops::gemm(c_.dev, dy, c_.P(weight).t({1, f, h}), TypedPtr(dx).t({1, N, h}), false, false, beta);
-}
-
-double MlpPart::activation_bytes(const ModelDims& d, double e, MH_Activation a) {
-  const double sbf_t = double(d.seq) * double(d.micro_batch) * double(d.ffn) / double(d.tp);
-  const double fc1_width = d.spec.activation == MlpActivation::kSwiglu ? 2 : 1;
-  switch (a) {
-    case MH_ACT_FC1: return fc1_width * e * sbf_t;
-    case MH_ACT_GELU: return e * sbf_t;
-    default: return 0;
-  }
 }
 
 }  // namespace mh

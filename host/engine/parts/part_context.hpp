@@ -1,6 +1,11 @@
 // What every part of a layer works with: the device, the rank's parameters,
-// the tensor-parallel boundaries and the model's dimensions.
+// the tensor-parallel boundaries and the model's dimensions; and what one
+// pass through the layers varies by.
 #pragma once
+
+#include <megahost/rng.hpp>
+
+#include <cstdint>
 
 #include "engine/device.hpp"
 #include "engine/model.hpp"
@@ -15,7 +20,7 @@ struct PartContext {
   TensorParallel& tp;
   const ModelDims& d;
 
-  // The weight the non-GEMM ops read (ParamSet::weight).
+  // The weight every op reads (ParamSet::weight).
   TypedPtr P(int id) const { return params.weight(id); }
   float* G(int id) const { return params.grad(id); }
   // A buffer in the compute dtype.
@@ -23,5 +28,23 @@ struct PartContext {
     return Buffer(dev, category, elements, dev.info().compute_dtype);
   }
 };
+
+// One pass through the skeleton: training (dropout on, what backward reads
+// kept or recomputed), evaluation (dropout off) or inference (dropout off,
+// nothing kept: each activation is released as soon as the layer is done
+// with it, so a step's peak is one branch's transients).
+struct LayerPass {
+  float dropout = 0, attention_dropout = 0;
+  uint64_t key = 0;  // the micro-batch's random stream (dropout masks)
+  bool inference = false;
+};
+
+// Where a layer draws dropout masks; with the layer (-1: the embedding) and
+// the micro-batch's key each names one random stream, so recomputation and
+// every parallel layout draw the same masks.
+enum DropoutSite { kDropoutSiteEmbedding = 0, kDropoutSiteAttention = 1, kDropoutSiteMlp = 2, kDropoutSiteProbs = 3 };
+inline uint64_t dropout_stream(uint64_t key, int64_t layer, DropoutSite site) {
+  return rng::splitmix64(key ^ rng::splitmix64(uint64_t(layer * 8 + site)));
+}
 
 }  // namespace mh

@@ -1,5 +1,7 @@
 #include "training_cost.hpp"
 
+#include <megahost/model_flops.hpp>
+
 #include <algorithm>
 #include <map>
 
@@ -140,10 +142,7 @@ StepCost training_step(const Machine& machine, const Model& model, const Layout&
 }
 
 double model_flops(const Model& m) {
-  const double B = double(m.global_batch), s = double(m.seq), h = double(m.hidden), f = double(m.ffn);
-  const double mlp_matrices = m.gated ? 3 : 2;
-  const double layer = 2 * B * s * (double(m.qkv()) * h + h * h + mlp_matrices * h * f) + 4 * B * s * s * h;
-  return 3 * (double(m.layers) * layer + 2 * B * s * h * double(m.vocab));
+  return mh::model_flops({m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.seq, m.vocab, m.gated}, m.global_batch);
 }
 
 int64_t params_per_rank(const Model& m, const Layout& l, int32_t stage) {

@@ -30,8 +30,8 @@ struct StepCost {
 StepCost training_step(const Machine& machine, const Model& model, const Layout& layout, const Placement& where,
                        const KeepTable& keep);
 
-// Model FLOPs of one step ([K22] Eq. 7, with the MLP width as configured):
-// 72 B L s h^2 (1 + s / 6h + V / 12hL) when ffn = 4h.
+// Model FLOPs of one step (the SDK's megahost/model_flops.hpp, which the
+// engine reports MFU from too).
 double model_flops(const Model& model);
 
 // Parameters one rank of `stage` holds (the engine's ParamSet).

@@ -75,4 +75,15 @@ MH_HOST_DEVICE inline float normal(uint64_t seed, uint64_t counter) {
   return sqrtf(-2.0f * logf(radius_u)) * cosf(6.28318530717958648f * angle_u);
 }
 
+// SplitMix64's output function (Steele, Lea and Flood, "Fast splittable
+// pseudorandom number generators", OOPSLA'14): a bijective mixer that turns
+// structured keys (seed, step, index) into independent-looking 64-bit seeds
+// and stream keys.
+MH_HOST_DEVICE inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
 }  // namespace mh::rng

@@ -1,0 +1,107 @@
+#include "engine/layer.hpp"
+
+#include "engine/ops.hpp"
+
+namespace mh {
+namespace {
+
+constexpr auto kAct = MemCategory::kActivations;
+constexpr auto kWork = MemCategory::kWorkspace;
+
+// Inference keeps nothing for a backward: what the layer has read for the
+// last time goes at once.
+void done_with(LayerActivations& A, const LayerPass& pass, std::initializer_list<MH_Activation> read) {
+  if (!pass.inference) return;
+  for (MH_Activation a : read) A[a].release();
+}
+
+}  // namespace
+
+MH_RngSpan hidden_dropout_span(const ModelDims& d, uint64_t key, int64_t layer, DropoutSite site) {
+  const uint64_t n = uint64_t(d.local_rows() * d.hidden);
+  return MH_RngSpan{dropout_stream(key, layer, site), uint64_t(d.first_local_row() * d.hidden), n, n};
+}
+
+MH_RngSpan DecoderLayer::hidden_span(const LayerPass& pass, int64_t layer, DropoutSite site) const {
+  return hidden_dropout_span(c_.d, pass.key, layer, site);
+}
+
+void DecoderLayer::forward(LayerActivations& A, int64_t layer, const LayerPass& pass, Buffer* next) const {
+  const LayerParamIds& w = c_.params.layer(layer);
+  const int64_t n = c_.d.local_rows(), h = c_.d.hidden;
+  const TypedPtr x = A[MH_ACT_LAYER_INPUT].ptr();
+  if (!A.has(MH_ACT_LN1)) A[MH_ACT_LN1] = parts_.norm->forward(x, w.ln1_w, w.ln1_b);
+  attention_.forward(A, w, layer, pass);
+  done_with(A, pass, {MH_ACT_LN1, MH_ACT_QKV, MH_ACT_ATTN_SCORES, MH_ACT_ATTN_MASK, MH_ACT_ATTN_PROBS});
+  if (!A.has(MH_ACT_RESIDUAL1) || !A.has(MH_ACT_ATTN_DROP_MASK)) {
+    if (!A.has(MH_ACT_RESIDUAL1)) A[MH_ACT_RESIDUAL1] = c_.activation(kAct, n * h);
+    residual_branch(A, layer, pass, kDropoutSiteAttention, A[MH_ACT_CONTEXT].ptr(), c_.d.local_hidden(), w.proj_w,
+                    w.proj_b, x, MH_ACT_ATTN_DROP_MASK, A[MH_ACT_RESIDUAL1].ptr());
+  }
+  done_with(A, pass, {MH_ACT_CONTEXT, MH_ACT_LAYER_INPUT});
+  const TypedPtr mid = A[MH_ACT_RESIDUAL1].ptr();
+  if (!A.has(MH_ACT_LN2)) A[MH_ACT_LN2] = parts_.norm->forward(mid, w.ln2_w, w.ln2_b);
+  parts_.mlp->forward(A, w);
+  done_with(A, pass, {MH_ACT_LN2, MH_ACT_FC1});
+  const bool write_next = next != nullptr && !*next;
+  if (!write_next && A.has(MH_ACT_MLP_DROP_MASK)) return;
+  Buffer out = c_.activation(write_next ? kAct : kWork, n * h);
+  residual_branch(A, layer, pass, kDropoutSiteMlp, A[MH_ACT_GELU].ptr(), c_.d.local_ffn(), w.fc2_w, w.fc2_b, mid,
+                  MH_ACT_MLP_DROP_MASK, out.ptr());
+  done_with(A, pass, {MH_ACT_GELU, MH_ACT_RESIDUAL1});
+  if (write_next) *next = std::move(out);
+}
+
+// The GEMM's partial sums are f32 in every precision: the tensor group
+// reduces them in f32, and the dropout rounds once, into `out`. Inference
+// has no backward to keep the mask for.
+void DecoderLayer::residual_branch(LayerActivations& A, int64_t layer, const LayerPass& pass, DropoutSite site,
+                                   TypedPtr branch_in, int64_t branch_width, int w, int b, TypedPtr residual,
+                                   MH_Activation mask, TypedPtr out) const {
+  const int64_t n = c_.d.local_rows(), N = c_.d.rows(), h = c_.d.hidden;
+  Buffer partial(c_.dev, kWork, N * h), scratch;
+  ops::linear(c_.dev, branch_in, c_.P(w), partial.f32(), N, branch_width, h);
+  TypedPtr y = c_.tp.exit_fwd(partial.f32(), scratch);
+  if (b >= 0) ops::bias_add(c_.dev, y, c_.P(b), n, h);
+  A[mask] = Buffer(c_.dev, pass.inference ? kWork : kAct, n * h, MH_U8);
+  ops::dropout(c_.dev, y, residual, out, static_cast<uint8_t*>(A[mask].data()), n * h, pass.dropout,
+               hidden_span(pass, layer, site));
+  done_with(A, pass, {mask});
+}
+
+Buffer DecoderLayer::residual_branch_bwd(LayerActivations& A, const float* dres, TypedPtr branch_in,
+                                         int64_t branch_width, int w, int b, MH_Activation mask) const {
+  const int64_t n = c_.d.local_rows(), N = c_.d.rows(), h = c_.d.hidden;
+  Buffer dloc = c_.activation(kWork, n * h), scratch;
+  ops::dropout_bwd(c_.dev, dres, static_cast<uint8_t*>(A[mask].data()), dloc.ptr(), n * h, c_.d.dropout);
+  if (b >= 0) ops::bias_bwd(c_.dev, dloc.ptr(), c_.G(b), n, h);
+  TypedPtr dy = c_.tp.exit_bwd(dloc.ptr(), scratch);
+  Buffer din = c_.activation(kWork, N * branch_width);
+  ops::linear_dx(c_.dev, dy, c_.P(w), din.ptr(), N, branch_width, h);
+  ops::linear_dw(c_.dev, dy, branch_in, c_.G(w), N, branch_width, h);
+  return din;
+}
+
+// Activation gradients are in the compute dtype where GEMMs read them; the
+// residual stream's gradient `dres` and the input gradients of column-parallel
+// GEMMs (reduced across the tensor group) stay f32.
+void DecoderLayer::backward(LayerActivations& A, int64_t layer, float* dres) const {
+  const LayerParamIds& w = c_.params.layer(layer);
+  Buffer dfull(c_.dev, kWork, c_.d.rows() * c_.d.hidden), scratch;
+
+  Buffer dact = residual_branch_bwd(A, dres, A[MH_ACT_GELU].ptr(), c_.d.local_ffn(), w.fc2_w, w.fc2_b,
+                                    MH_ACT_MLP_DROP_MASK);
+  parts_.mlp->backward(A, w, dact, dfull);
+  dact.release();
+  parts_.norm->backward(c_.tp.enter_bwd(dfull.f32(), scratch), A[MH_ACT_RESIDUAL1].ptr(), A[MH_ACT_LN2], w.ln2_w,
+                        w.ln2_b, dres);
+
+  Buffer dctx = residual_branch_bwd(A, dres, A[MH_ACT_CONTEXT].ptr(), c_.d.local_hidden(), w.proj_w,
+                                    w.proj_b, MH_ACT_ATTN_DROP_MASK);
+  attention_.backward(A, w, dctx.ptr(), dfull);
+  dctx.release();
+  parts_.norm->backward(c_.tp.enter_bwd(dfull.f32(), scratch), A[MH_ACT_LAYER_INPUT].ptr(), A[MH_ACT_LN1], w.ln1_w,
+                        w.ln1_b, dres);
+}
+
+}  // namespace mh

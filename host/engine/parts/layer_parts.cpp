@@ -1,0 +1,34 @@
+#include "engine/parts/layer_parts.hpp"
+
+namespace mh {
+namespace {
+
+std::unique_ptr<NormPart> norm(const PartContext& c) {
+  switch (c.d.spec.norm) {
+    case Norm::kLayerNorm: return std::make_unique<LayerNormPart>(c);
+    case Norm::kRmsNorm: return std::make_unique<RmsNormPart>(c);
+  }
+  return nullptr;
+}
+
+std::unique_ptr<PositionPart> position(const PartContext& c) {
+  switch (c.d.spec.position) {
+    case Position::kLearned: return std::make_unique<LearnedPositionPart>(c);
+    case Position::kRope: return std::make_unique<RotaryPositionPart>(c);
+  }
+  return nullptr;
+}
+
+std::unique_ptr<MlpPart> mlp(const PartContext& c) {
+  switch (c.d.spec.activation) {
+    case MlpActivation::kGelu: return std::make_unique<GeluMlpPart>(c);
+    case MlpActivation::kSwiglu: return std::make_unique<SwigluMlpPart>(c);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+LayerParts build_layer_parts(const PartContext& c) { return {norm(c), position(c), mlp(c)}; }
+
+}  // namespace mh

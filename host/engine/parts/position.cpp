@@ -1,0 +1,11 @@
+#include "engine/parts/position.hpp"
+
+#include "engine/ops.hpp"
+
+namespace mh {
+
+void RotaryPositionPart::encode(const MH_Tensor& heads, int64_t first_position, bool inverse) const {
+  ops::rope(c_.dev, heads, first_position, c_.d.spec.rope_theta, inverse);
+}
+
+}  // namespace mh

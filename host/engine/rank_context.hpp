@@ -1,0 +1,56 @@
+// What one rank computes with, built in one place for training,
+// evaluation, generation and calibration: its kernels instance and device,
+// its coordinates in the layout, its process groups and the model's
+// dimensions as the rank sees them.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/collectives.hpp"
+#include "engine/device.hpp"
+#include "engine/model.hpp"
+#include "engine/run_setup.hpp"
+#include "plugins/assembly.hpp"
+
+namespace mh {
+
+// A rank's kernels instance and the device it drives.
+struct RankDevice {
+  RankDevice(const Slot& kernels, int32_t ranks_on_node, int32_t rank) : kernels(kernels, ranks_on_node, rank), dev(this->kernels) {}
+  RankDevice(const RankDevice&) = delete;
+
+  Instance kernels;
+  Device dev;
+};
+
+// Megatron's rank order: tensor fastest, then data, then pipeline.
+struct RankCoordinates {
+  int32_t tp = 0, dp = 0, pp = 0;
+};
+RankCoordinates rank_coordinates(const RunSetup& setup, int32_t rank);
+
+struct RankGroups {
+  Collectives world, tensor, data, pipeline;
+  // The first and last stage's: both hold the tied embedding. Every other
+  // rank is alone in its own.
+  Collectives embedding;
+};
+
+// Process-local rank `local`'s world group; dry in a dry run, ordered after
+// `device`'s stream.
+Collectives world_group(const MH_CommApi* api, MH_Instance* comm, int32_t local, bool dry, const Device& device);
+
+class RankContext {
+ public:
+  RankContext(const RunSetup& setup, int32_t local);
+  RankContext(const RankContext&) = delete;
+
+  int32_t rank;
+  RankCoordinates coords;
+  RankDevice device;
+  Device& dev;
+  RankGroups groups;
+  ModelDims dims;  // the run's, with this rank's tensor-parallel rank
+};
+
+}  // namespace mh

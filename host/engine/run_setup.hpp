@@ -1,0 +1,53 @@
+// What every rank of a run shares (the assembled components, the layout,
+// the model's dimensions, the data), built once on the main thread; each
+// rank builds its RankContext from it.
+#pragma once
+
+#include <megahost/abi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpointer.hpp"
+#include "checkpoint/folder_owner.hpp"
+#include "data/indexed_dataset.hpp"
+#include "data/samples.hpp"
+#include "engine/model.hpp"
+#include "plugins/assembly.hpp"
+#include "report/metrics.hpp"
+#include "report/training_log.hpp"
+
+namespace mh {
+
+// What every rank of the run shares, built once on the main thread.
+struct RunSetup {
+  const Assembly* assembly = nullptr;
+  const MH_CommApi* comm_api = nullptr;
+  MH_Instance* comm = nullptr;
+  MH_CommInfo comm_info{};
+  MH_TensorPlan tensor_plan{};
+  int32_t virtual_stages = 1;
+  std::vector<MH_StageLayers> stage_layers;            // p * v model chunks, in model order
+  std::vector<std::vector<MH_PipeAction>> schedules;   // per stage
+  int32_t tp = 1, pp = 1, dp = 1;
+  ModelDims dims{};  // global dims; each rank sets tp_rank
+  int64_t steps = 0, global_batch = 0, micro_batch = 0, microbatches = 0;
+  std::vector<std::unique_ptr<data::IndexedDataset>> datasets;
+  std::unique_ptr<data::Samples> train, valid, test;  // test: whole, when the run has a test split
+  bool dry_run = false, report_memory = false;
+  bool evaluate_only = false;  // megahost --evaluate: no training, no train split
+  bool plan_only = false;  // a dry pass that only measures memory: it reports and writes nothing
+  std::string grads_out;  // full gradients of the last step, for equivalence tests
+  std::unique_ptr<MetricsWriter> metrics;
+  std::unique_ptr<TrainingLog> log;  // on the process of rank 0
+  ckpt::Options checkpoint;      // dir resolved against the config
+  std::string resume_from;       // the checkpoint to load; "" starts fresh
+  std::unique_ptr<ckpt::FolderLock> folder_lock;  // the leader's, on checkpoint.dir, for the run's lifetime
+  std::string tokenizer;         // the data's tokenizer, recorded in checkpoints
+  mutable std::atomic<bool> interrupted{false};  // a stop signal ended the run
+};
+
+}  // namespace mh

@@ -1,0 +1,36 @@
+// A choice's completion text as its tokens arrive: decoded whole, shown as
+// far as it is final — no half of a UTF-8 character (a byte-level token may
+// end inside one), nothing that may begin a stop sequence — and cut before
+// the first stop sequence, which ends the choice.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/tokenizer.hpp"
+
+namespace mh::serve {
+
+class TextStream {
+ public:
+  TextStream(const data::Tokenizer& tokenizer, std::vector<std::string> stop)
+      : tokenizer_(&tokenizer), stop_(std::move(stop)) {}
+
+  // Adds a generated token; true when the text now holds a stop sequence.
+  bool add(int32_t token);
+  // The whole text, when the choice ends for another reason.
+  void finish();
+  const std::string& shown() const { return shown_; }
+
+ private:
+  const data::Tokenizer* tokenizer_;
+  std::vector<std::string> stop_;
+  std::vector<int32_t> tokens_;
+  std::string text_, shown_;
+};
+
+// The length of text without a trailing incomplete UTF-8 character.
+size_t whole_characters(const std::string& text);
+
+}  // namespace mh::serve
