@@ -10,6 +10,7 @@ Target find_target(std::string_view name) {
   if (name == "indexed_dataset") return &indexed_dataset;
   if (name == "plugin_descriptor") return &plugin_descriptor;
   if (name == "checkpoint_metadata") return &checkpoint_metadata;
+  if (name == "slice_cover") return &slice_cover;
   if (name == "safetensors_header") return &safetensors_header;
   if (name == "hf_config") return &hf_config;
   if (name == "shard_index") return &shard_index;

@@ -38,6 +38,10 @@ void plugin_descriptor(Input input);
 
 // A checkpoint's metadata.json: parsed and checked, then written and read again.
 void checkpoint_metadata(Input input);
+// Slices of one tensor, 4 bytes each of shape and 8 x 4 bytes per slice
+// (offset and shape, small values so they often touch): the exact-cover
+// check against a brute-force count of every element.
+void slice_cover(Input input);
 // A safetensors file: its header parsed and checked against the file's size.
 void safetensors_header(Input input);
 

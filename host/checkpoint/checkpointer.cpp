@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 
+#include "checkpoint/folder_owner.hpp"
 #include "checkpoint/failpoint.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "checkpoint/store.hpp"
@@ -142,13 +143,23 @@ std::vector<int32_t> Checkpointer::gather_states(int32_t mine) {
   return std::vector<int32_t>(all.begin(), all.end());
 }
 
+const std::string& Checkpointer::run_id() {
+  if (options_.run.empty()) {
+    const std::optional<std::string> run = folder_run(options_.dir);
+    require(run.has_value(), "checkpoint.dir = \"" + options_.dir + "\": its run identity (" + kOwnerFile +
+                                 ") is missing; another process removed it while this run was saving");
+    options_.run = *run;
+  }
+  return options_.run;
+}
+
 void Checkpointer::save(const Metadata& meta) {
   if (!saving()) return;
   wait();
   started_ = Clock::now();
-  if (rank_ == 0) prepare_temp(options_.dir, meta.step);
+  if (rank_ == 0) prepare_temp(options_.dir, meta.step, run_id());
   world_.barrier();
-  const std::string temp = temp_dir(options_.dir, meta.step);
+  const std::string temp = temp_dir(options_.dir, meta.step, run_id());
   pending_meta_ = meta;
   pending_ = true;
   if (options_.async) {
@@ -199,7 +210,7 @@ void Checkpointer::commit_and_report(const std::vector<int32_t>& states) {
                                       " could not write its file; the earlier checkpoints are untouched",
           MH_UNAVAILABLE);
   if (rank_ != 0) return;
-  const Metadata written = commit(options_.dir, pending_meta_, int32_t(states.size()), options_.keep);
+  const Metadata written = commit(options_.dir, pending_meta_, int32_t(states.size()), options_.keep, run_id());
   uint64_t bytes = 0;
   for (const auto& [name, f] : written.files) bytes += f.bytes;
   const double seconds = since(started_);

@@ -29,6 +29,8 @@ struct Options {
   std::string load;   // "", "auto" or a path
   int64_t interval = 0, keep = 0;
   bool async = false, save_optimizer = true;
+  bool overwrite = false;  // take a folder holding another run's checkpoints (folder_owner.hpp)
+  std::string run;         // the run's identity in dir; empty: read from the folder at the first save
 };
 
 // A rank's writer, as exchanged between ranks each step.
@@ -68,6 +70,8 @@ class Checkpointer {
   double last_stall_s() const { return stall_s_; }
 
  private:
+  // The identity the folder records for this run (folder_owner.hpp).
+  const std::string& run_id();
   void write_rank_files(const std::string& temp, const std::vector<std::span<const std::byte>>& data);
   std::vector<std::span<const std::byte>> snapshot();
   void commit_and_report(const std::vector<int32_t>& states);

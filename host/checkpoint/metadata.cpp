@@ -6,11 +6,15 @@
 #include <sstream>
 
 #include "checkpoint/json_limits.hpp"
+#include "checkpoint/safetensors.hpp"
+#include "checkpoint/slice_cover.hpp"
 
 namespace mh::ckpt {
 namespace {
 
 using json = nlohmann::json;
+
+constexpr const char* kChecksumKey = "checksum";
 
 nlohmann::ordered_json rect_json(const Rect& r) { return {{"offset", {r.row, r.col}}, {"shape", {r.rows, r.cols}}}; }
 
@@ -79,20 +83,21 @@ TensorEntry parse_tensor(const std::string& name, const json& j, const Metadata&
   const std::string where = path + ": tensor '" + name + "'";
   TensorEntry t{pair(j, "shape", where), field<std::string>(j, "dtype", where), {}};
   require(t.dtype == "F32", where + ": dtype " + t.dtype + " (this version reads F32)");
-  int64_t covered = 0;
   const json slices = field<json>(j, "slices", where);
   for (const json& s : slices) {
     auto offset = pair(s, "offset", where), shape = pair(s, "shape", where);
     SliceRef ref{field<std::string>(s, "file", where), field<std::string>(s, "key", where),
                  Rect{offset[0], offset[1], shape[0], shape[1]}};
     require(m.files.count(ref.file) == 1, where + ": slice in '" + ref.file + "', which the index does not list");
-    require(ref.rect.row + ref.rect.rows <= t.shape[0] && ref.rect.col + ref.rect.cols <= t.shape[1],
+    // Subtractions: offset + shape could pass INT64_MAX.
+    require(ref.rect.row <= t.shape[0] && ref.rect.rows <= t.shape[0] - ref.rect.row && ref.rect.col <= t.shape[1] &&
+                ref.rect.cols <= t.shape[1] - ref.rect.col,
             where + ": slice '" + ref.key + "' lies outside the tensor's shape");
-    covered += ref.rect.numel();
     t.slices.push_back(std::move(ref));
   }
-  require(covered == t.shape[0] * t.shape[1], where + ": its slices hold " + std::to_string(covered) + " of " +
-                                                 std::to_string(t.shape[0] * t.shape[1]) + " elements");
+  if (std::string problem = cover_problem(t.shape, t.slices); !problem.empty())
+    throw Error(MH_INVALID_ARGUMENT, where + ": its slices do not cover it exactly once: " + problem +
+                                         "; the index is damaged: load an earlier checkpoint");
   return t;
 }
 
@@ -105,6 +110,21 @@ void parse_index(const json& j, Metadata& m, const std::string& path) {
     m.files[name] = FileEntry{field<uint64_t>(f, "bytes", where), field<std::string>(f, "xxh3", where)};
   }
   for (const auto& [name, t] : tensors.items()) m.tensors[name] = parse_tensor(name, t, m, path);
+}
+
+// XXH3-64 of the metadata's compact, key-sorted text without the checksum
+// itself: what the writer meant, whatever whitespace the file has.
+std::string contents_checksum(json j) {
+  j.erase(kChecksumKey);
+  const std::string text = j.dump();
+  return safetensors::hex(safetensors::checksum(std::as_bytes(std::span(text.data(), text.size()))));
+}
+
+void verify_checksum(const json& j, const std::string& path) {
+  if (!j.contains(kChecksumKey)) return;  // written before metadata.json carried one
+  const std::string stated = field<std::string>(j, kChecksumKey, path), actual = contents_checksum(j);
+  require(stated == actual, path + ": its checksum " + stated + " does not match its contents (" + actual +
+                                "): the file was damaged or edited; load an earlier checkpoint");
 }
 
 }  // namespace
@@ -156,13 +176,16 @@ json to_json(const Metadata& m) {
     }
     j["tensors"][name] = {{"shape", t.shape}, {"dtype", t.dtype}, {"slices", slices}};
   }
-  return json::parse(j.dump());
+  json out = json::parse(j.dump());
+  out[kChecksumKey] = contents_checksum(out);
+  return out;
 }
 
 Metadata parse_metadata(std::string_view text, const std::string& path) {
   const json j = parse_json_limited(text, path, 16);
   require(j.is_object() && j.value("format", "") == kFormatName, path + ": not a Megahost checkpoint (no \"format\": \"" +
                                                                       std::string(kFormatName) + "\")");
+  verify_checksum(j, path);
   Metadata m;
   m.version = field<int64_t>(j, "version", path);
   require(m.version >= 1 && m.version <= kFormatVersion,

@@ -62,15 +62,6 @@ void merge_rank_index(Metadata& meta, const std::string& temp, int32_t rank) {
   }
 }
 
-// Renamed out of the way first, so a kill mid-delete leaves no folder that
-// looks like a checkpoint with files missing.
-void remove_checkpoint(const std::string& path) {
-  const fs::path p(path);
-  const fs::path trash = p.parent_path() / (std::string(kTrashPrefix) + p.filename().string());
-  fs::rename(p, trash);
-  fs::remove_all(trash);
-}
-
 int64_t step_of(const std::string& name) {
   if (name.rfind(kStepPrefix, 0) != 0) return -1;
   const std::string digits = name.substr(std::strlen(kStepPrefix));
@@ -78,7 +69,25 @@ int64_t step_of(const std::string& name) {
   return std::stoll(digits);
 }
 
+// Temporary names of run `run`: its own, and the names every run used
+// before temporary names carried the run (leftovers of an interrupted save:
+// ".tmp_step_<digits>", ".tmp_latest", ".trash_step_<digits>").
+bool own_temporary(const std::string& name, const std::string& run) {
+  for (const char* prefix : {kTempPrefix, kTrashPrefix}) {
+    if (name.rfind(std::string(prefix) + run + "_", 0) == 0) return true;
+    if (name.rfind(prefix, 0) == 0 && step_of(name.substr(std::strlen(prefix))) >= 0) return true;
+  }
+  return name == std::string(kTempPrefix) + kLatestFile;
+}
+
 }  // namespace
+
+void remove_checkpoint(const std::string& path, const std::string& run) {
+  const fs::path p(path);
+  const fs::path trash = p.parent_path() / (std::string(kTrashPrefix) + run + "_" + p.filename().string());
+  fs::rename(p, trash);
+  fs::remove_all(trash);
+}
 
 std::string step_name(int64_t step) {
   char name[32];
@@ -86,7 +95,9 @@ std::string step_name(int64_t step) {
   return name;
 }
 
-std::string temp_dir(const std::string& dir, int64_t step) { return dir + "/" + kTempPrefix + step_name(step); }
+std::string temp_dir(const std::string& dir, int64_t step, const std::string& run) {
+  return dir + "/" + kTempPrefix + run + "_" + step_name(step);
+}
 
 std::string rank_file(int32_t rank) {
   char name[40];
@@ -123,17 +134,17 @@ void check_writable(const std::string& dir) {
           "checkpoint.dir = \"" + dir + "\": cannot write into the folder: " + std::strerror(errno), MH_UNAVAILABLE);
 }
 
-void prepare_temp(const std::string& dir, int64_t step) {
+void prepare_temp(const std::string& dir, int64_t step, const std::string& run) {
   check_writable(dir);
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind(kTempPrefix, 0) == 0 || name.rfind(kTrashPrefix, 0) == 0) fs::remove_all(e.path());
+    if (own_temporary(name, run)) fs::remove_all(e.path());
   }
-  fs::create_directory(temp_dir(dir, step));
+  fs::create_directory(temp_dir(dir, step, run));
 }
 
-Metadata commit(const std::string& dir, Metadata meta, int32_t world, int64_t keep) {
-  const std::string temp = temp_dir(dir, meta.step), final_dir = dir + "/" + step_name(meta.step);
+Metadata commit(const std::string& dir, Metadata meta, int32_t world, int64_t keep, const std::string& run) {
+  const std::string temp = temp_dir(dir, meta.step, run), final_dir = dir + "/" + step_name(meta.step);
   for (int32_t r = 0; r < world; ++r) merge_rank_index(meta, temp, r);
   // The merged index is checked as a loader will read it before it is committed.
   const std::string text = to_json(meta).dump(1);
@@ -141,16 +152,17 @@ Metadata commit(const std::string& dir, Metadata meta, int32_t world, int64_t ke
   write_synced(temp + "/" + kMetadataFile, text);
   for (int32_t r = 0; r < world; ++r) fs::remove(temp + "/" + rank_index(r));
   sync_dir(temp);
-  if (fs::exists(final_dir)) remove_checkpoint(final_dir);  // a rerun from an earlier step saves this step again
+  if (fs::exists(final_dir)) remove_checkpoint(final_dir, run);  // a rerun from an earlier step saves this step again
   failpoint("checkpoint.before_rename");
   fs::rename(temp, final_dir);
   sync_dir(dir);
   failpoint("checkpoint.before_latest");
-  write_synced(dir + "/.tmp_" + kLatestFile, step_name(meta.step) + "\n");
-  fs::rename(dir + "/.tmp_" + kLatestFile, dir + "/" + kLatestFile);
+  const std::string latest_temp = dir + "/" + kTempPrefix + run + "_" + kLatestFile;
+  write_synced(latest_temp, step_name(meta.step) + "\n");
+  fs::rename(latest_temp, dir + "/" + kLatestFile);
   sync_dir(dir);
   std::vector<std::string> all = complete_checkpoints(dir);
-  for (size_t i = 0; keep > 0 && i + size_t(keep) < all.size(); ++i) remove_checkpoint(all[i]);
+  for (size_t i = 0; keep > 0 && i + size_t(keep) < all.size(); ++i) remove_checkpoint(all[i], run);
   return meta;
 }
 

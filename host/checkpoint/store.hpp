@@ -16,7 +16,9 @@ namespace mh::ckpt {
 constexpr const char* kLatestFile = "latest";
 
 std::string step_name(int64_t step);  // "step_000000100"
-std::string temp_dir(const std::string& dir, int64_t step);
+// DIR/.tmp_<run>_step_...: temporary names carry the run's identity
+// (folder_owner.hpp), so a run removes only its own leftovers.
+std::string temp_dir(const std::string& dir, int64_t step, const std::string& run);
 std::string rank_file(int32_t rank);   // "rank_00003.safetensors"
 std::string rank_index(int32_t rank);  // "rank_00003.json": the rank's slices until the commit merges them
 
@@ -24,16 +26,22 @@ std::string rank_index(int32_t rank);  // "rank_00003.json": the rank's slices u
 // naming checkpoint.dir and errno.
 void check_writable(const std::string& dir);
 
-// Leader, before any rank writes: removes leftovers of interrupted saves
-// and creates the step's temporary folder.
-void prepare_temp(const std::string& dir, int64_t step);
+// Leader, before any rank writes: removes the run's own leftovers of
+// interrupted saves (and the untagged names of earlier versions), never
+// another name, and creates the step's temporary folder.
+void prepare_temp(const std::string& dir, int64_t step, const std::string& run);
 
 // Leader, once every rank wrote its file and index into the temporary
 // folder: merges the indexes into metadata.json (with `meta`'s other
 // fields), syncs, renames the folder into place, points `latest` at it and
 // deletes all but the newest `keep` checkpoints (0 keeps all). Returns the
 // metadata as written, index included.
-Metadata commit(const std::string& dir, Metadata meta, int32_t world, int64_t keep);
+Metadata commit(const std::string& dir, Metadata meta, int32_t world, int64_t keep, const std::string& run);
+
+// Renames a checkpoint folder out of the way (.trash_<run>_step_...) and
+// deletes it, so a kill mid-delete leaves no folder that looks like a
+// checkpoint with files missing.
+void remove_checkpoint(const std::string& path, const std::string& run);
 
 // The complete checkpoints in `dir`, oldest first (folders whose
 // metadata.json is there; what is inside is checked when loading).

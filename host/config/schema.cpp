@@ -78,6 +78,8 @@ const MH_OptionSpec kCheckpoint[] = {
         "\"\" starts fresh; \"auto\" resumes from the newest complete checkpoint in dir, if any; else a checkpoint path"),
     opt_bool("async", "false", "snapshot to host memory and write in the background while training goes on"),
     opt_bool("save_optimizer", "true", "save AdamW's moments (needed to resume exactly)"),
+    opt_bool("overwrite", "false",
+             "let a run that does not resume from dir take a dir holding another run's checkpoints, deleting them"),
 };
 
 // A run whose TOML has [generate] generates text instead of training (docs/generate.md).

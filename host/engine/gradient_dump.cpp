@@ -2,8 +2,10 @@
 
 #include <megahost/error.hpp>
 
-#include <fstream>
+#include <optional>
 #include <vector>
+
+#include "report/replaced_file.hpp"
 
 namespace mh {
 namespace {
@@ -34,23 +36,21 @@ std::vector<float> gather(Device& device, const ParamSet& params, int id, Collec
 
 void dump_gradients(Device& device, const ParamSet& params, Collectives& tensor_group, const std::string& path,
                     bool write) {
-  std::ofstream out;
-  if (write) {
-    out.open(path, std::ios::binary | std::ios::trunc);
-    require(out.good(), "cannot open gradient dump '" + path + "'");
-  }
+  std::optional<ReplacedFile> file;
+  if (write) file.emplace(path);
   for (size_t id = 0; id < params.infos().size(); ++id) {
     std::vector<float> full = gather(device, params, int(id), tensor_group);
     if (!write) continue;
     const std::string& name = params.info(int(id)).name;
     const uint32_t len = uint32_t(name.size());
     const uint64_t n = full.size();
+    std::ofstream& out = file->out();
     out.write(reinterpret_cast<const char*>(&len), sizeof len);
     out.write(name.data(), len);
     out.write(reinterpret_cast<const char*>(&n), sizeof n);
     out.write(reinterpret_cast<const char*>(full.data()), std::streamsize(n * sizeof(float)));
   }
-  if (write) require(out.good(), "writing gradient dump '" + path + "' failed");
+  if (write) file->commit();
 }
 
 }  // namespace mh

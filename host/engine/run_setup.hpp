@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "checkpoint/checkpointer.hpp"
+#include "checkpoint/folder_owner.hpp"
 #include "data/indexed_dataset.hpp"
 #include "data/samples.hpp"
 #include "engine/model.hpp"
@@ -44,6 +45,7 @@ struct RunSetup {
   std::unique_ptr<TrainingLog> log;  // on the process of rank 0
   ckpt::Options checkpoint;      // dir resolved against the config
   std::string resume_from;       // the checkpoint to load; "" starts fresh
+  std::unique_ptr<ckpt::FolderLock> folder_lock;  // the leader's, on checkpoint.dir, for the run's lifetime
   std::string tokenizer;         // the data's tokenizer, recorded in checkpoints
   mutable std::atomic<bool> interrupted{false};  // a stop signal ended the run
 };

@@ -8,10 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "plugins/assembly.hpp"
-#include "config/config.hpp"
 #include "config/diagnostics.hpp"
-#include "plugins/plugin_loader.hpp"
+#include "preflight/run_inputs.hpp"
 
 namespace mh {
 
@@ -20,15 +18,9 @@ struct OutputFile {
   std::string path;    // empty: not written
 };
 
-// Every file the run reads: the config, the dataset's .bin and .idx, the
-// tokenizer's files, the plugins.
-std::vector<std::filesystem::path> run_inputs(const Config& config, const Assembly& assembly,
-                                              const std::vector<LoadedPlugin>& plugins);
-
 // Reports, naming the flag or key and the fix, each output that is one of
 // `inputs`, is a folder, or lies in a folder that is missing or not writable
 // (with the system's reason).
-void check_output_files(const std::vector<OutputFile>& outputs, const std::vector<std::filesystem::path>& inputs,
-                        Diagnostics& diag);
+void check_output_files(const std::vector<OutputFile>& outputs, const RunInputs& inputs, Diagnostics& diag);
 
 }  // namespace mh

@@ -20,6 +20,7 @@
 
 #include "data/data_sources.hpp"
 #include "data/tokenizer.hpp"
+#include "checkpoint/folder_owner.hpp"
 #include "checkpoint/store.hpp"
 #include "convert/hf_folder.hpp"
 #include "convert/hf_to_megahost.hpp"
@@ -220,6 +221,15 @@ ckpt::Metadata run_settings(const RunSetup& s, const Assembly& a) {
   return m;
 }
 
+// The leader process of a run that saves locks checkpoint.dir for the
+// run's lifetime and claims it (folder_owner.hpp) before step 1; the other
+// processes read the identity from the folder when they first save.
+void claim_checkpoint_dir(RunSetup& s) {
+  if (s.checkpoint.dir.empty() || s.evaluate_only || s.comm_info.first_rank != 0) return;
+  s.folder_lock = std::make_unique<ckpt::FolderLock>(s.checkpoint.dir);
+  s.checkpoint.run = ckpt::claim_folder(s.checkpoint.dir, s.resume_from, s.checkpoint.load == "auto", s.checkpoint.overwrite);
+}
+
 // [checkpoint] with its paths resolved against the config, and the
 // checkpoint to resume from. A dry run saves and loads nothing. A Hugging
 // Face folder (its config.json already merged into [model]) is imported
@@ -228,24 +238,27 @@ std::unique_ptr<convert::TemporaryImport> plan_checkpoints(RunSetup& s, const As
   Options c = a.checkpoint.options();
   auto path = [&](const std::string& p) { return p.empty() ? p : config.resolve(p).string(); };
   s.checkpoint = ckpt::Options{path(c.get_string("dir")), c.get_string("load"), c.get_int("interval"),
-                               c.get_int("keep"), c.get_bool("async"), c.get_bool("save_optimizer")};
+                               c.get_int("keep"), c.get_bool("async"), c.get_bool("save_optimizer"),
+                               c.get_bool("overwrite"), ""};
   const std::string load = s.checkpoint.load == "auto" ? "auto" : path(s.checkpoint.load);
   require(load != "auto" || !s.checkpoint.dir.empty(),
           "checkpoint.load = \"auto\" resumes from checkpoint.dir, which is not set; set checkpoint.dir");
   if (s.dry_run) return nullptr;
   // Before step 1, not at the first save an hour later; evaluation saves nothing.
   if (!s.checkpoint.dir.empty() && !s.evaluate_only) ckpt::check_writable(s.checkpoint.dir);
+  std::unique_ptr<convert::TemporaryImport> imported;
   if (load != "auto" && convert::is_hf_folder(load)) {
-    auto imported = std::make_unique<convert::TemporaryImport>(load, convert::ImportOptions{s.dims.seq, run_settings(s, a)});
+    imported = std::make_unique<convert::TemporaryImport>(load, convert::ImportOptions{s.dims.seq, run_settings(s, a)});
     s.resume_from = imported->checkpoint();
     LOG(INFO) << (s.evaluate_only ? "evaluating" : "starting from") << " the Hugging Face model " << load
               << (s.evaluate_only ? "" : " (imported at step 0, AdamW's moments at zero)");
-    return imported;
+  } else {
+    s.resume_from = ckpt::resolve_load(load, s.checkpoint.dir);
+    if (load == "auto" && s.resume_from.empty() && !s.evaluate_only)
+      LOG(INFO) << "no checkpoint in " << s.checkpoint.dir << " yet: starting fresh";
   }
-  s.resume_from = ckpt::resolve_load(load, s.checkpoint.dir);
-  if (load == "auto" && s.resume_from.empty() && !s.evaluate_only)
-    LOG(INFO) << "no checkpoint in " << s.checkpoint.dir << " yet: starting fresh";
-  return nullptr;
+  if (!a.generates) claim_checkpoint_dir(s);
+  return imported;
 }
 
 // What a rank's exception says to the user; std::bad_alloc says only its name.

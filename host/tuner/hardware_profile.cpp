@@ -6,6 +6,8 @@
 #include <fstream>
 #include <iomanip>
 
+#include "report/replaced_file.hpp"
+
 namespace mh {
 namespace fs = std::filesystem;
 namespace {
@@ -170,8 +172,8 @@ std::optional<HardwareProfile> load_hardware_profile(const std::string& name_or_
 void write_hardware_profile(const HardwareProfile& p, const fs::path& file, const std::string& comment) {
   std::error_code ec;
   if (file.has_parent_path()) fs::create_directories(file.parent_path(), ec);
-  std::ofstream out(file);
-  require(bool(out), "cannot write the hardware profile " + file.string());
+  ReplacedFile replaced(file.string());
+  std::ofstream& out = replaced.out();
   out << std::setprecision(6) << comment;
   out << "name = \"" << p.name << "\"\ndevice = \"" << p.device << "\"\ndtype = \"" << dtype_text(p.dtype)
       << "\"\ndevices_per_node = " << p.devices_per_node << "\nshared_device = " << (p.shared_device ? "true" : "false")
@@ -186,7 +188,7 @@ void write_hardware_profile(const HardwareProfile& p, const fs::path& file, cons
   for (const auto& c : p.collectives)
     out << "\n[[collective]]\nlevel = \"" << (c.level == MH_LINK_INTER_NODE ? "inter" : "intra") << "\"\nranks = " << c.ranks
         << "\nop = \"" << c.op << "\"\nlatency_us = " << c.latency_s * 1e6 << "\nbusbw_gbs = " << c.bus_bytes_per_s / 1e9 << "\n";
-  require(bool(out), "writing the hardware profile " + file.string() + " failed");
+  replaced.commit();
 }
 
 }  // namespace mh

@@ -54,9 +54,12 @@ class BadCheckpoint : public ::testing::Test {
     EXPECT_TRUE(snapshot(dir_) == before) << "the checkpoint folder changed";
   }
 
+  // Without its checksum, so the check after it is reached.
   nlohmann::json metadata() {
     std::ifstream in(step_ + "/metadata.json");
-    return nlohmann::json::parse(in);
+    nlohmann::json j = nlohmann::json::parse(in);
+    j.erase("checksum");
+    return j;
   }
   void write_metadata(const nlohmann::json& j) { std::ofstream(step_ + "/metadata.json") << j.dump(); }
   std::string rank0() const { return step_ + "/rank_00000.safetensors"; }
@@ -99,6 +102,30 @@ TEST_F(BadCheckpoint, TensorMissingFromTheIndexIsNamed) {
   j["tensors"].erase("layers.1.fc1_w");
   write_metadata(j);
   expect_refused("tensor 'layers.1.fc1_w' is missing from the index");
+}
+
+TEST_F(BadCheckpoint, EditedMetadataFailsItsOwnChecksumBeforeAnyFileIsRead) {
+  std::ifstream in(step_ + "/metadata.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  j["consumed_samples"] = j["consumed_samples"].get<int64_t>() + 1;
+  write_metadata(j);
+  expect_refused(step_ + "/metadata.json: its checksum");
+}
+
+// One rank's slice of a tensor moved onto another's rows: the moved-from
+// rows would have loaded as zeros.
+TEST_F(BadCheckpoint, OverlappingSlicesAreRefusedBeforeAnyFileIsRead) {
+  nlohmann::json j = metadata();
+  nlohmann::json& slices = j["tensors"]["wte"]["slices"];
+  ASSERT_EQ(slices.size(), 1u);
+  const int64_t rows = slices[0]["shape"][0].get<int64_t>();
+  nlohmann::json half = slices[0];
+  half["shape"][0] = rows / 2;
+  nlohmann::json other = half;
+  other["offset"][0] = rows / 4;
+  slices = {half, other};
+  write_metadata(j);
+  expect_refused("tensor 'wte': its slices do not cover it exactly once");
 }
 
 TEST_F(BadCheckpoint, PathWithNothingInItIsRefused) {
@@ -150,6 +177,28 @@ TEST_F(BadCheckpoint, InfoListsTheCheckpointAndVerifiesEveryFile) {
   Shell bad = sh(std::string(MEGAHOST_CKPT_BINARY) + " info " + step_);
   EXPECT_EQ(bad.status, 1) << bad.out;
   EXPECT_THAT(bad.out, HasSubstr("FAILED: " + rank0() + ": 100 bytes, the index says"));
+}
+
+// It said "every checksum verified" of an index whose slices overlapped.
+TEST_F(BadCheckpoint, InfoRefusesAnIndexThatDoesNotCoverATensorExactlyOnceAndAnEditedMetadata) {
+  const nlohmann::json original = [&] {
+    std::ifstream in(step_ + "/metadata.json");
+    return nlohmann::json::parse(in);
+  }();
+  nlohmann::json j = metadata();
+  nlohmann::json& slice = j["tensors"]["wpe"]["slices"][0];
+  slice["shape"][0] = slice["shape"][0].get<int64_t>() - 1;
+  write_metadata(j);
+  Shell gap = sh(std::string(MEGAHOST_CKPT_BINARY) + " info " + step_);
+  EXPECT_EQ(gap.status, 1) << gap.out;
+  EXPECT_THAT(gap.out, HasSubstr("tensor 'wpe': its slices do not cover it exactly once"));
+  EXPECT_THAT(gap.out, ::testing::Not(HasSubstr("verified")));
+  nlohmann::json edited = original;
+  edited["step"] = 3;
+  write_metadata(edited);
+  Shell bad = sh(std::string(MEGAHOST_CKPT_BINARY) + " info " + step_);
+  EXPECT_EQ(bad.status, 1) << bad.out;
+  EXPECT_THAT(bad.out, HasSubstr("metadata.json: its checksum"));
 }
 
 }  // namespace

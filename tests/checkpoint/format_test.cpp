@@ -58,8 +58,28 @@ TEST(CheckpointMetadata, RoundTripsThroughJson) {
   EXPECT_EQ(back.files.at("rank_00001.safetensors").xxh3, "fedcba9876543210");
 }
 
-TEST(CheckpointMetadata, NewerFormatVersionIsRefusedNamingBoth) {
+// The tests below edit a field to reach the check after the checksum's; a
+// metadata.json without one (written before it existed) is read unverified.
+nlohmann::json unsealed(const Metadata& m) {
+  nlohmann::json j = to_json(m);
+  j.erase("checksum");
+  return j;
+}
+
+TEST(CheckpointMetadata, AnEditedFieldFailsTheMetadatasOwnChecksum) {
   nlohmann::json j = to_json(two_slice_metadata());
+  j["consumed_samples"] = 57;
+  EXPECT_THAT([&] { parse_metadata(j.dump(1), "ck/metadata.json"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("ck/metadata.json: its checksum")));
+}
+
+TEST(CheckpointMetadata, ItsChecksumIgnoresWhitespaceAndKeyOrder) {
+  const nlohmann::json j = to_json(two_slice_metadata());
+  EXPECT_EQ(parse_metadata(j.dump(4), "m.json").step, 7);
+}
+
+TEST(CheckpointMetadata, NewerFormatVersionIsRefusedNamingBoth) {
+  nlohmann::json j = unsealed(two_slice_metadata());
   j["version"] = kFormatVersion + 1;
   try {
     parse_metadata(j.dump(), "ck/metadata.json");
@@ -71,21 +91,44 @@ TEST(CheckpointMetadata, NewerFormatVersionIsRefusedNamingBoth) {
 }
 
 TEST(CheckpointMetadata, TensorWhoseSlicesDoNotCoverItIsRefused) {
-  nlohmann::json j = to_json(two_slice_metadata());
+  nlohmann::json j = unsealed(two_slice_metadata());
   j["tensors"]["w"]["slices"].erase(1);
   EXPECT_THAT([&] { parse_metadata(j.dump(), "m.json"); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("tensor 'w': its slices hold 6 of 12 elements")));
+              ::testing::ThrowsMessage<Error>(HasSubstr("tensor 'w': its slices do not cover it exactly once: element (2, 0) is in no slice")));
+}
+
+// Rows 1 and 3 of the second slice: as many elements as the gap it leaves,
+// so counting them could not tell (the gap loaded as zeros).
+TEST(CheckpointMetadata, OverlappingSlicesWithAGapOfTheSameSizeAreRefusedNamingBoth) {
+  nlohmann::json j = unsealed(two_slice_metadata());
+  j["tensors"]["w"]["slices"][1]["offset"] = {1, 0};
+  EXPECT_THAT([&] { parse_metadata(j.dump(), "m.json"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("element (1, 0) is in two slices, 'w:0,0' (file rank_00000.safetensors) and 'w:2,0'")));
+}
+
+TEST(CheckpointMetadata, SliceWithATransposedShapeIsRefused) {
+  nlohmann::json j = unsealed(two_slice_metadata());
+  j["tensors"]["w"] = {{"shape", {3, 4}}, {"dtype", "F32"}, {"slices", j["tensors"]["w"]["slices"]}};
+  EXPECT_THAT([&] { parse_metadata(j.dump(), "m.json"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("lies outside the tensor's shape")));
+}
+
+TEST(CheckpointMetadata, SliceOffsetNearInt64MaxIsOutsideNotAnOverflow) {
+  nlohmann::json j = unsealed(two_slice_metadata());
+  j["tensors"]["w"]["slices"][1]["offset"] = {INT64_MAX, 0};
+  EXPECT_THAT([&] { parse_metadata(j.dump(), "m.json"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("lies outside the tensor's shape")));
 }
 
 TEST(CheckpointMetadata, SliceInAFileTheIndexDoesNotListIsRefused) {
-  nlohmann::json j = to_json(two_slice_metadata());
+  nlohmann::json j = unsealed(two_slice_metadata());
   j["files"].erase("rank_00001.safetensors");
   EXPECT_THAT([&] { parse_metadata(j.dump(), "m.json"); },
               ::testing::ThrowsMessage<Error>(HasSubstr("which the index does not list")));
 }
 
 TEST(CheckpointMetadata, FileNamesOutsideTheFolderAreRefused) {
-  nlohmann::json j = to_json(two_slice_metadata());
+  nlohmann::json j = unsealed(two_slice_metadata());
   j["files"]["../etc/passwd"] = {{"bytes", 1}, {"xxh3", "0"}};
   EXPECT_THAT([&] { parse_metadata(j.dump(), "m.json"); },
               ::testing::ThrowsMessage<Error>(HasSubstr("plain names inside the checkpoint folder")));

@@ -143,7 +143,8 @@ TEST(Keep, LeavesTheNewestCheckpointsAndTheLatestMarker) {
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"latest", "step_000000004", "step_000000005"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"latest", "megahost.lock", "megahost_run.json", "step_000000004",
+                                             "step_000000005"}));
   std::ifstream latest(dir + "/latest");
   std::string text;
   latest >> text;

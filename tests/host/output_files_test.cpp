@@ -81,7 +81,7 @@ TEST_F(OutputFiles, MetricsOutThatIsTheDatasetsBinIsRefusedAndTheDatasetIsUntouc
   Outcome o = run_megahost(tiny({"data.path=" + prefix, "--metrics_out", prefix + ".bin"}));
   EXPECT_EQ(o.status, 2) << o.err;
   EXPECT_THAT(o.err, HasSubstr("error: --metrics_out: --metrics_out '" + prefix +
-                               ".bin' is one of the run's inputs (" + prefix + ".bin); writing it would destroy it"));
+                               ".bin' is one of the run's inputs (" + prefix + ".bin, read as data.path); writing it would destroy it"));
   EXPECT_EQ(fs::file_size(prefix + ".bin"), size);
 }
 
@@ -91,6 +91,61 @@ TEST_F(OutputFiles, GradsOutThatIsTheConfigIsRefusedAndTheConfigIsUntouched) {
   EXPECT_EQ(o.status, 2) << o.err;
   EXPECT_THAT(o.err, HasSubstr("--grads_out '" + config + "' is one of the run's inputs"));
   EXPECT_EQ(read(config), "[train]\nsteps = 1\n");
+}
+
+TEST_F(OutputFiles, MetricsOutThatIsABlendMembersIndexIsRefusedAndTheDatasetIsUntouched) {
+  const std::string prefix = copy_dataset();
+  const auto size = fs::file_size(prefix + ".idx");
+  Outcome o = run_megahost(tiny({"data.paths=0.5 " + std::string(MEGAHOST_TEST_DATA) + " 0.5 " + prefix,
+                                 "--metrics_out", prefix + ".idx"}));
+  EXPECT_EQ(o.status, 2) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("is one of the run's inputs (" + prefix + ".idx, read as data.paths)"));
+  EXPECT_EQ(fs::file_size(prefix + ".idx"), size);
+}
+
+TEST_F(OutputFiles, GradsOutThatIsAValidationListMemberIsRefused) {
+  const std::string prefix = copy_dataset();
+  Outcome o = run_megahost(tiny({"data.train_paths=" + std::string(MEGAHOST_TEST_DATA), "data.valid_paths=" + prefix,
+                                 "--grads_out", prefix + ".bin"}));
+  EXPECT_EQ(o.status, 2) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("read as data.valid_paths"));
+}
+
+// A checkpoint being loaded: named by checkpoint.load, or found by "auto"
+// in checkpoint.dir. Its metadata.json and rank files stay whole.
+TEST_F(OutputFiles, OutputsOverTheCheckpointBeingLoadedAreRefusedAndItStaysWhole) {
+  const std::string ckpt = dir_.file("ckpt");
+  ASSERT_EQ(run_megahost(tiny({"train.steps=1", "checkpoint.dir=" + ckpt})).status, 0);
+  const std::string step = ckpt + "/step_000000001";
+  const std::string metadata = read(step + "/metadata.json"), rank = read(step + "/rank_00000.safetensors");
+  Outcome named = run_megahost(tiny({"train.steps=2", "checkpoint.load=" + step, "--metrics_out", step + "/metadata.json"}));
+  EXPECT_EQ(named.status, 2) << named.err;
+  EXPECT_THAT(named.err, HasSubstr("read as checkpoint.load); writing it would destroy it"));
+  Outcome automatic = run_megahost(tiny({"train.steps=2", "checkpoint.dir=" + ckpt, "checkpoint.load=auto", "--grads_out",
+                                         step + "/rank_00000.safetensors"}));
+  EXPECT_EQ(automatic.status, 2) << automatic.err;
+  EXPECT_THAT(automatic.err, HasSubstr("read as checkpoint.dir); writing it would destroy it"));
+  Outcome latest = run_megahost(tiny({"train.steps=2", "checkpoint.dir=" + ckpt, "--metrics_out", ckpt + "/latest"}));
+  EXPECT_EQ(latest.status, 2) << latest.err;
+  EXPECT_EQ(read(step + "/metadata.json"), metadata);
+  EXPECT_EQ(read(step + "/rank_00000.safetensors"), rank);
+}
+
+TEST_F(OutputFiles, MetricsOutThatIsThePromptsFileIsRefusedAndThePromptsStay) {
+  const std::string prompts = dir_.write("prompts.txt", "Once upon\n");
+  const std::string config = dir_.write("gen.toml", "[generate]\nprompts_file = \"prompts.txt\"\nmax_new_tokens = 2\n");
+  Outcome o = run_megahost(tiny({"--config", config, "--metrics_out", prompts}));
+  EXPECT_EQ(o.status, 2) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("read as generate.prompts_file)"));
+  EXPECT_EQ(read(prompts), "Once upon\n");
+}
+
+TEST_F(OutputFiles, GradsOutThatIsTheTokenizerFileIsRefused) {
+  const std::string tokenizer = dir_.write("tokenizer.json", "{}");
+  Outcome o = run_megahost(tiny({"data.tokenizer=huggingface", "data.tokenizer_file=" + tokenizer, "--grads_out", tokenizer}));
+  EXPECT_EQ(o.status, 2) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("read as data.tokenizer_file)"));
+  EXPECT_EQ(read(tokenizer), "{}");
 }
 
 TEST_F(OutputFiles, GradsOutInAMissingFolderIsRefusedBeforeStepOneWithTheSystemsReason) {
