@@ -1,6 +1,7 @@
 #include "tuner/candidate_config.hpp"
 
 #include <megahost/error.hpp>
+#include <megahost/struct_size.hpp>
 
 #include <algorithm>
 #include <fstream>
@@ -108,7 +109,7 @@ void write_device_components(toml::table& root, const HardwareProfile& cluster, 
 }  // namespace
 
 bool names_data_choices(const MH_Candidate& c) {
-  return c.struct_size >= MH_STRUCT_SIZE(MH_Candidate, overlap_param_gather);
+  return reaches(c, &MH_Candidate::overlap_param_gather);
 }
 
 bool shards_optimizer(const Assembly& assembly, const MH_Candidate& c) {
