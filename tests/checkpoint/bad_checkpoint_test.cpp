@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -124,6 +126,19 @@ TEST_F(BadCheckpoint, OverlappingSlicesAreRefusedBeforeAnyFileIsRead) {
   slices = {half, other};
   write_metadata(j);
   expect_refused("tensor 'wte': its slices do not cover it exactly once");
+}
+
+// They hung the reader.
+TEST_F(BadCheckpoint, MetadataThatIsAFifoIsRefusedByItsTypeInsteadOfHanging) {
+  fs::remove(step_ + "/metadata.json");
+  ASSERT_EQ(::mkfifo((step_ + "/metadata.json").c_str(), 0600), 0);
+  expect_refused(step_ + "/metadata.json is a FIFO, not a regular file");
+}
+
+TEST_F(BadCheckpoint, RankFileThatIsALinkToDevZeroIsRefusedAsADevice) {
+  fs::remove(rank0());
+  fs::create_symlink("/dev/zero", rank0());
+  expect_refused(rank0() + " is a device, not a regular file");
 }
 
 TEST_F(BadCheckpoint, PathWithNothingInItIsRefused) {
