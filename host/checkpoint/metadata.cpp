@@ -8,6 +8,7 @@
 #include "checkpoint/json_limits.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "checkpoint/slice_cover.hpp"
+#include "data/regular_file.hpp"
 
 namespace mh::ckpt {
 namespace {
@@ -213,11 +214,7 @@ Metadata parse_metadata(std::string_view text, const std::string& path) {
 
 Metadata read_metadata(const std::string& dir) {
   const std::string path = dir + "/" + kMetadataFile;
-  std::ifstream in(path, std::ios::binary);
-  require(in.good(), path + ": cannot be read; " + dir + " is not a complete checkpoint", MH_NOT_FOUND);
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_metadata(text.str(), path);
+  return parse_metadata(data::read_regular_file(path, dir + " is not a complete checkpoint; load an earlier one"), path);
 }
 
 std::vector<std::string> shape_differences(const ModelShape& saved, const ModelShape& run) {

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "checkpoint/json_limits.hpp"
+#include "data/regular_file.hpp"
 
 namespace mh::safetensors {
 namespace {
@@ -167,9 +168,7 @@ Written write_file(const std::string& path, const std::vector<Entry>& entries,
 uint64_t checksum(std::span<const std::byte> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
 
 Read read_file_checksum(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  require(fd >= 0, "cannot open " + path + ": " + std::strerror(errno) + "; the checkpoint is incomplete; load an earlier one",
-          MH_NOT_FOUND);
+  int fd = data::open_regular_file(path, "the checkpoint is incomplete; load an earlier one");
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash(XXH3_createState(), &XXH3_freeState);
   XXH3_64bits_reset(hash.get());
   // Reads from disk want large requests and read-ahead: 1 MiB reads ran at

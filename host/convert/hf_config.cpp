@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "checkpoint/json_limits.hpp"
+#include "data/regular_file.hpp"
 
 namespace mh::convert {
 namespace {
@@ -170,11 +171,7 @@ HfModel parse_hf_config(std::string_view text, const std::string& path) {
 
 HfModel read_hf_config(const std::string& dir) {
   const std::string path = dir + "/config.json";
-  std::ifstream in(path, std::ios::binary);
-  require(in.good(), path + ": cannot be read; a Hugging Face model folder holds config.json", MH_NOT_FOUND);
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_hf_config(text.str(), path);
+  return parse_hf_config(data::read_regular_file(path, "a Hugging Face model folder holds config.json"), path);
 }
 
 HfClass hf_class(const ckpt::ModelShape& m) {

@@ -10,6 +10,7 @@
 #include "checkpoint/json_limits.hpp"
 #include "checkpoint/metadata.hpp"
 #include "checkpoint/store.hpp"
+#include "data/regular_file.hpp"
 
 namespace mh::convert {
 namespace fs = std::filesystem;
@@ -18,11 +19,7 @@ namespace {
 constexpr const char* kFix = "the Hugging Face folder is incomplete; download or save it again";
 
 std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  require(in.good(), path + ": cannot be read; " + kFix, MH_NOT_FOUND);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return data::read_regular_file(path, kFix);
 }
 
 bool is_buffer(const std::string& name) {
@@ -184,12 +181,14 @@ std::string begin_folder(const std::string& out, const std::string& what) {
   const fs::path p = fs::absolute(out).lexically_normal();
   require(!p.filename().empty(), "--output " + out + ": give a folder name");
   require(!fs::exists(p), "--output " + out + ": exists; the " + what + " is written only to a new folder");
-  const fs::path temp = p.parent_path() / (".tmp_" + p.filename().string());
+  // A name of our own (mkdtemp makes it new), so no entry of the user's is
+  // replaced or removed, whatever it is called.
   std::error_code ec;
-  fs::remove_all(temp, ec);
-  fs::create_directories(temp, ec);
-  require(!ec, "--output " + out + ": cannot create " + temp.string() + ": " + ec.message(), MH_UNAVAILABLE);
-  return temp.string();
+  fs::create_directories(p.parent_path(), ec);
+  std::string temp = (p.parent_path() / (".tmp_" + p.filename().string() + "_XXXXXX")).string();
+  require(::mkdtemp(temp.data()) != nullptr,
+          "--output " + out + ": cannot create a folder beside it: " + std::strerror(errno), MH_UNAVAILABLE);
+  return temp;
 }
 
 void commit_folder(const std::string& temp, const std::string& out) {

@@ -48,6 +48,7 @@ class Opener {
         out_.datasets.push_back(std::make_unique<IndexedDataset>(prefix));
         found = out_.datasets.back().get();
         check_token_range(*found, r_.vocab, list.key, r_.vocab_source);
+        found->limit_ids(r_.vocab, "re-create the dataset with megahost_prepare (and remove its .range file)");
       }
       datasets.push_back(found);
     }

@@ -5,6 +5,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+
+#include "data/regular_file.hpp"
 
 namespace mh::data {
 namespace {
@@ -12,17 +15,13 @@ namespace {
 constexpr char kEndOfText[] = "<|endoftext|>";
 constexpr int kMaxVocabDepth = 2;  // the object, and a value inside it
 
-std::ifstream open_or_throw(const std::string& path, const char* what, const char* flag) {
-  std::ifstream in(path, std::ios::binary);
-  require(in.is_open(),
-          std::string("gpt2 tokenizer: cannot open ") + what + " '" + path +
-              "'; pass its path with --" + flag,
-          MH_NOT_FOUND);
-  return in;
+std::istringstream open_or_throw(const std::string& path, const char* what, const char* flag) {
+  return std::istringstream(read_regular_file(
+      path, std::string("gpt2 tokenizer: the ") + what + " cannot be read; pass its path with --" + flag));
 }
 
 void load_vocab(const std::string& vocab_file, BpeParts& parts) {
-  std::ifstream in = open_or_throw(vocab_file, "vocab file", "vocab_file");
+  std::istringstream in = open_or_throw(vocab_file, "vocab file", "vocab_file");
   // A vocabulary is one flat object. Refusing depth while parsing keeps a
   // hostile file nested 50,000 deep from reaching the recursive dump below.
   const auto flat = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
@@ -52,7 +51,7 @@ void load_vocab(const std::string& vocab_file, BpeParts& parts) {
 }
 
 void load_merges(const std::string& merges_file, BpeParts& parts) {
-  std::ifstream in = open_or_throw(merges_file, "merges file", "merges_file");
+  std::istringstream in = open_or_throw(merges_file, "merges file", "merges_file");
   std::string line;
   for (int line_number = 1; std::getline(in, line); ++line_number) {
     if (!line.empty() && line.back() == '\r') line.pop_back();

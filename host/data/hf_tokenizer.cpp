@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "data/regular_file.hpp"
+
 namespace mh::data {
 namespace {
 
@@ -179,12 +181,8 @@ BpeParts parse(const std::string& path, std::string_view json_text) {
 }
 
 BpeParts load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  require(in.is_open(), "cannot open tokenizer file '" + path + "'; pass its path with --tokenizer_file",
-          MH_NOT_FOUND);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_tokenizer_json(path, text.str());
+  return parse_tokenizer_json(path, read_regular_file(path, "the tokenizer file is a tokenizer.json; pass its path "
+                                                          "with --tokenizer_file or data.tokenizer_file"));
 }
 }  // namespace
 

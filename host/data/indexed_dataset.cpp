@@ -235,6 +235,14 @@ void IndexedDataset::read(int64_t sequence, int64_t offset, int64_t count, int32
   } else {
     widen<int32_t>(tokens, count, out);
   }
+  if (id_limit_ == 0) return;
+  for (int64_t i = 0; i < count; ++i)
+    if (out[i] < 0 || out[i] >= id_limit_)
+      throw Error(MH_INVALID_ARGUMENT, prefix_ + ".bin: token " + std::to_string(offset + i) + " of sequence " +
+                                           std::to_string(sequence) + " is id " + std::to_string(out[i]) +
+                                           ", outside 0.." + std::to_string(id_limit_ - 1) +
+                                           " (the .bin changed after its range was recorded in " + prefix_ +
+                                           ".range?); " + id_fix_);
 }
 
 IndexedDatasetWriter::IndexedDatasetWriter(const std::string& prefix, TokenDType dtype)

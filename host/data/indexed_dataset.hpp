@@ -46,8 +46,17 @@ class IndexedDataset {
   // The token bytes of .bin, exactly as long as the index says.
   std::span<const std::byte> bin_bytes() const { return bin_.bytes(); }
   const std::string& bin_path() const { return bin_.path(); }
-  // Copies tokens [offset, offset + count) of a sequence into out.
+  // Copies tokens [offset, offset + count) of a sequence into out; with an
+  // id limit set, throws naming the dataset for an id outside 0..limit-1.
   void read(int64_t sequence, int64_t offset, int64_t count, int32_t* out) const;
+  // Every id read from now on must lie in 0..limit-1. The range checked
+  // before step 1 may come from a sidecar (token_range.hpp), which a
+  // rewrite of the .bin that keeps its length and index does not change:
+  // the ids read are checked too, one comparison per token.
+  void limit_ids(int64_t limit, std::string fix) {
+    id_limit_ = limit;
+    id_fix_ = std::move(fix);
+  }
 
  private:
   struct Index {
@@ -62,6 +71,8 @@ class IndexedDataset {
   std::string prefix_;
   Index index_;  // copied out of .idx, whose arrays are not aligned
   MappedFile bin_;
+  int64_t id_limit_ = 0;  // 0: no limit
+  std::string id_fix_;
 };
 
 // Writes a dataset one document (one sequence) at a time into temporary

@@ -3,6 +3,7 @@
 #include <megahost/error.hpp>
 #include <megahost/model_flops.hpp>
 #include <megahost/rng.hpp>
+#include <megahost/struct_size.hpp>
 
 #include <glog/logging.h>
 
@@ -176,7 +177,7 @@ DataSync RankTrainer::plan_data_sync() const {
               std::to_string(comm.component->plugin->desc->abi_minor) + ": rebuild it, or turn the option off");
   const bool distributed = plan.distributed_optimizer != 0 && s_.dp > 1;
   const bool gather_overlap =
-      plan.struct_size >= MH_STRUCT_SIZE(MH_DataPlan, overlap_param_gather) && plan.overlap_param_gather != 0;
+      reaches(plan, &MH_DataPlan::overlap_param_gather) && plan.overlap_param_gather != 0;
   return DataSync{distributed, plan.overlap != 0, distributed && plan.overlap != 0 && gather_overlap,
                   make_buckets(params_, order, plan)};
 }

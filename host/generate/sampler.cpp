@@ -35,11 +35,12 @@ int32_t sample(std::span<const float> logits, const Sampling& s, uint64_t reques
   const double top = double(logits[ids[0]]);
   for (size_t i = 0; i < ids.size(); ++i) p[i] = std::exp((double(logits[ids[i]]) - top) / s.temperature);
   double total = std::accumulate(p.begin(), p.end(), 0.0);
-  // The nucleus: the fewest candidates whose probability reaches top_p.
+  // The nucleus: the fewest candidates whose probability reaches top_p, and
+  // never fewer than the likeliest one (top_p = 0 is greedy).
   size_t keep = p.size();
   if (s.top_p < 1) {
-    double mass = 0;
-    for (keep = 0; keep < p.size() && mass < s.top_p * total;) mass += p[keep++];
+    double mass = p[0];
+    for (keep = 1; keep < p.size() && mass < s.top_p * total;) mass += p[keep++];
     total = mass;
   }
   const double u = double(rng::uniform(s.seed, request << 32 | (token_index & 0xFFFFFFFFu))) * total;

@@ -6,15 +6,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
+#include <sys/stat.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "megahost_run.hpp"
+#include "support/process.hpp"
 
 namespace mh::ckpt::test {
 namespace {
@@ -138,6 +138,19 @@ TEST_F(BadCheckpoint, OverlappingSlicesAreRefusedBeforeAnyFileIsRead) {
   expect_refused("tensor 'wte': its slices do not cover it exactly once");
 }
 
+// They hung the reader.
+TEST_F(BadCheckpoint, MetadataThatIsAFifoIsRefusedByItsTypeInsteadOfHanging) {
+  fs::remove(step_ + "/metadata.json");
+  ASSERT_EQ(::mkfifo((step_ + "/metadata.json").c_str(), 0600), 0);
+  expect_refused(step_ + "/metadata.json is a FIFO, not a regular file");
+}
+
+TEST_F(BadCheckpoint, RankFileThatIsALinkToDevZeroIsRefusedAsADevice) {
+  fs::remove(rank0());
+  fs::create_symlink("/dev/zero", rank0());
+  expect_refused(rank0() + " is a device, not a regular file");
+}
+
 TEST_F(BadCheckpoint, PathWithNothingInItIsRefused) {
   step_ = dir_ + "/no_such_checkpoint";
   expect_refused("no such file or folder");
@@ -162,29 +175,22 @@ TEST(CheckpointDir, ThatCannotBeCreatedIsRefusedBeforeStepOne) {
 namespace mh::ckpt::test {
 namespace {
 
-struct Shell {
-  int status;
-  std::string out;
-};
-
-Shell sh(const std::string& command) {
-  Shell r{-1, ""};
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  char buffer[4096];
-  while (size_t n = std::fread(buffer, 1, sizeof buffer, p)) r.out.append(buffer, n);
-  const int status = ::pclose(p);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+// megahost_ckpt info on `path`, its output in one stream.
+mh::test::ProcessExit ckpt_info(const std::string& path) {
+  mh::test::ProcessSpec spec;
+  spec.argv = {MEGAHOST_CKPT_BINARY, "info", path};
+  spec.stderr_to_stdout = true;
+  return mh::test::run_process(spec);
 }
 
 TEST_F(BadCheckpoint, InfoListsTheCheckpointAndVerifiesEveryFile) {
-  Shell ok = sh(std::string(MEGAHOST_CKPT_BINARY) + " info " + dir_);
+  const mh::test::ProcessExit ok = ckpt_info(dir_);
   EXPECT_EQ(ok.status, 0) << ok.out;
   EXPECT_THAT(ok.out, HasSubstr("step 2, 16 samples consumed"));
   EXPECT_THAT(ok.out, HasSubstr("optimizer.exp_avg_sq.layers.3.qkv_w"));
   EXPECT_THAT(ok.out, HasSubstr("every checksum verified"));
   fs::resize_file(rank0(), 100);
-  Shell bad = sh(std::string(MEGAHOST_CKPT_BINARY) + " info " + step_);
+  const mh::test::ProcessExit bad = ckpt_info(step_);
   EXPECT_EQ(bad.status, 1) << bad.out;
   EXPECT_THAT(bad.out, HasSubstr("FAILED: " + rank0() + ": 100 bytes, the index says"));
 }
@@ -199,14 +205,14 @@ TEST_F(BadCheckpoint, InfoRefusesAnIndexThatDoesNotCoverATensorExactlyOnceAndAnE
   nlohmann::json& slice = j["tensors"]["wpe"]["slices"][0];
   slice["shape"][0] = slice["shape"][0].get<int64_t>() - 1;
   write_metadata(j);
-  Shell gap = sh(std::string(MEGAHOST_CKPT_BINARY) + " info " + step_);
+  const mh::test::ProcessExit gap = ckpt_info(step_);
   EXPECT_EQ(gap.status, 1) << gap.out;
   EXPECT_THAT(gap.out, HasSubstr("tensor 'wpe': its slices do not cover it exactly once"));
   EXPECT_THAT(gap.out, ::testing::Not(HasSubstr("verified")));
   nlohmann::json edited = original;
   edited["step"] = 3;
   write_metadata(edited);
-  Shell bad = sh(std::string(MEGAHOST_CKPT_BINARY) + " info " + step_);
+  const mh::test::ProcessExit bad = ckpt_info(step_);
   EXPECT_EQ(bad.status, 1) << bad.out;
   EXPECT_THAT(bad.out, HasSubstr("metadata.json: its checksum"));
 }

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <megahost/error.hpp>
 
 #include <filesystem>
@@ -135,6 +137,35 @@ TEST(HfFolder, NeverWritesOverAnExistingFolder) {
   fs::create_directories(dir);
   EXPECT_THAT(message([&] { write(dir, small_tensors()); }), HasSubstr("exists"));
   EXPECT_TRUE(fs::is_empty(dir));
+  fs::remove_all(dir);
+}
+
+// It hung the reader.
+TEST(HfFolder, AnIndexThatIsAFifoIsRefusedByItsType) {
+  const fs::path dir = scratch("fifo_index");
+  write(dir, small_tensors(), {"F32", 40});
+  const fs::path index = dir / "model.safetensors.index.json";
+  ASSERT_TRUE(fs::exists(index));
+  fs::remove(index);
+  ASSERT_EQ(::mkfifo(index.c_str(), 0600), 0);
+  EXPECT_THAT(message([&] { HfFolder folder(dir.string()); }), HasSubstr(index.string() + " is a FIFO, not a regular file"));
+  fs::remove_all(dir);
+}
+
+// It staged the folder as .tmp_NAME beside it, removing whatever had that name.
+TEST(HfFolder, StagingLeavesAnEntryOfTheUsersNamedLikeItsTemporaryFolderAlone) {
+  const fs::path dir = scratch("staged");
+  const fs::path users = dir.parent_path() / (".tmp_" + dir.filename().string());
+  fs::remove_all(users);
+  fs::create_directories(users);
+  std::ofstream(users / "notes.txt") << "mine";
+  write(dir, small_tensors());
+  EXPECT_TRUE(fs::exists(dir / "model.safetensors"));
+  std::ifstream notes(users / "notes.txt");
+  std::string text;
+  notes >> text;
+  EXPECT_EQ(text, "mine");
+  fs::remove_all(users);
   fs::remove_all(dir);
 }
 

@@ -1,5 +1,6 @@
 #include "data/token_range.hpp"
 
+#include "data/data_sources.hpp"
 #include "data/indexed_dataset.hpp"
 #include "temp_dir.hpp"
 
@@ -61,6 +62,24 @@ TEST_F(TokenRangeTest, SidecarOfAnotherDatasetIsNotBelieved) {
                              std::filesystem::copy_options::overwrite_existing);
   IndexedDataset dataset(prefix_);
   EXPECT_EQ(dataset_token_range(dataset).max, 30000);
+}
+
+// A rewrite of the same length and index keeps the stamp, so the stale
+// sidecar is believed before step 1; the ids are checked as they are read.
+TEST_F(TokenRangeTest, AStaleSidecarAfterASameLengthRewriteIsCaughtWhenTheIdsAreRead) {
+  write(TokenDType::kUint16, {{5, 300}, {7}});
+  std::filesystem::copy_file(prefix_ + ".range", dir_.file("old.range"));
+  write(TokenDType::kUint16, {{5, 30000}, {7}});
+  std::filesystem::copy_file(dir_.file("old.range"), prefix_ + ".range",
+                             std::filesystem::copy_options::overwrite_existing);
+  DataRequest request{{prefix_, "", "", "", "", "100,0,0"}, [](const std::string& p) { return p; }, 1, 1, true,
+                      false, false, false, 1000, "model.vocab"};
+  OpenedData data = open_data(request);
+  ASSERT_EQ(dataset_token_range(*data.datasets[0]).max, 300);  // the stale sidecar
+  std::vector<int32_t> sample(2);
+  EXPECT_THAT([&] { for (int64_t i = 0; i < data.train->size(); ++i) data.train->get(i, sample.data()); },
+              ThrowsMessage<Error>(AllOf(HasSubstr(prefix_ + ".bin: token 1 of sequence 0 is id 30000, outside 0..999"),
+                                         HasSubstr("megahost_prepare"))));
 }
 
 TEST_F(TokenRangeTest, IdsAtOrAboveTheVocabularyAreRefusedWithTheNumbers) {

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "megahost_run.hpp"
+#include "support/process.hpp"
 
 namespace mh::ckpt::test {
 namespace {
@@ -57,7 +58,7 @@ class Generate : public testing::Test {
     args.insert(args.begin(), model_->begin(), model_->end());
     if (mpi_ranks == 0) return run_megahost(args);
     args.push_back("comm.plugin=mpi");
-    return run_megahost(args, {}, {MEGAHOST_TEST_MPIEXEC, "-n", std::to_string(mpi_ranks), "--oversubscribe"});
+    return run_megahost(args, {}, mh::test::mpi_launcher(mpi_ranks));
   }
   static std::vector<std::string> with_prompts(std::vector<std::string> args) {
     args.push_back("generate.prompts_file=" + *prompts_);

@@ -37,6 +37,11 @@ TEST(Sampler, FrequenciesFollowTheSoftmaxAtTheTemperature) {
   EXPECT_NEAR(double(ones) / n, expected, 0.015);
 }
 
+// It read ids[-1] (keep 0) and emitted token 0.
+TEST(Sampler, TopPZeroKeepsTheLikeliestTokenAndIsGreedy) {
+  for (uint64_t t = 0; t < 50; ++t) EXPECT_EQ(sample(kLogits, Sampling{1.0, 0, 0.0, 7}, 2, t), 1);
+}
+
 TEST(Sampler, TopPKeepsTheFewestTokensReachingTheMass) {
   // Probabilities at temperature 1: ~0.64, 0.24, 0.09, 0.03 for logits 3, 2, 1, 0.
   const std::vector<float> logits = {0.0f, 3.0f, 1.0f, 2.0f};
