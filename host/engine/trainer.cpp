@@ -274,7 +274,8 @@ ckpt::Metadata RankTrainer::checkpoint_metadata(int64_t step) const {
   m.schedule = {{"lr", c.lr}, {"min_lr", c.min_lr}, {"warmup_steps", c.warmup_steps}, {"decay_steps", c.decay_steps},
                 {"weight_decay", c.weight_decay}, {"adam_beta1", c.beta1}, {"adam_beta2", c.beta2},
                 {"adam_eps", c.eps}, {"clip_grad", c.clip_grad}};
-  m.tokenizer = {{"name", s_.tokenizer}, {"vocab_padded", rc_.dims.vocab}};
+  m.tokenizer = s_.tokenizer;
+  m.tokenizer["vocab_padded"] = rc_.dims.vocab;
   m.dtype = rc_.dev.info().compute_dtype == MH_F32 ? "fp32" : "bf16";
   m.optimizer = s_.checkpoint.save_optimizer;
   return m;

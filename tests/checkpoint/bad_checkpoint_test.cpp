@@ -1,5 +1,6 @@
 // A bad checkpoint is refused with an error naming the file and the
-// tensor, exit status 1, and nothing in the checkpoint folder is changed:
+// tensor, exit status 1 (2 for a [model] key that contradicts it), and
+// nothing in the checkpoint folder is changed:
 // another model's shape, a missing, truncated or corrupt file, a newer
 // format version, a tensor missing from the index, a path with nothing in it.
 #include <gmock/gmock.h>
@@ -43,12 +44,12 @@ class BadCheckpoint : public ::testing::Test {
 
   // Loads the (damaged) checkpoint, saving into the same folder, and
   // checks the run fails saying `message` and leaves every file as it was.
-  void expect_refused(const std::string& message, const std::vector<std::string>& extra = {}) {
+  void expect_refused(const std::string& message, const std::vector<std::string>& extra = {}, int status = 1) {
     const auto before = snapshot(dir_);
     std::vector<std::string> args = {"train.steps=4", "checkpoint.dir=" + dir_, "checkpoint.load=" + step_};
     args.insert(args.end(), extra.begin(), extra.end());
     Outcome r = run_megahost(args);
-    EXPECT_EQ(r.status, 1) << r.log;
+    EXPECT_EQ(r.status, status) << r.log;
     EXPECT_THAT(r.log, HasSubstr(message));
     EXPECT_TRUE(r.losses.empty()) << "it trained";
     EXPECT_TRUE(snapshot(dir_) == before) << "the checkpoint folder changed";
@@ -67,8 +68,17 @@ class BadCheckpoint : public ::testing::Test {
   std::string dir_, step_;
 };
 
+// The checkpoint's metadata.json fills [model]: a key set otherwise is bad input.
 TEST_F(BadCheckpoint, OfAnotherModelShapeNamesEachKeyAndBothValues) {
-  expect_refused("model.hidden: checkpoint 64, this run 128", {"model.hidden=128"});
+  expect_refused("model.hidden = 128 but " + step_ + "/metadata.json has model.hidden = 64", {"model.hidden=128"}, 2);
+}
+
+// A key outside the model's shape changes its function just the same.
+TEST_F(BadCheckpoint, OfAnotherRopeThetaOrEpsilonIsRefusedNamingBothValues) {
+  expect_refused("model.layernorm_eps = 1e-06 but " + step_ + "/metadata.json has model.norm_eps = 1e-05",
+                 {"model.layernorm_eps=1e-6"}, 2);
+  expect_refused("model.rope_theta = 500000 but " + step_ + "/metadata.json has model.rope_theta = 10000.0",
+                 {"model.rope_theta=500000"}, 2);
 }
 
 TEST_F(BadCheckpoint, MissingFileIsNamed) {
