@@ -3,8 +3,12 @@
 
 For each config ("tiny", "small" of shared/research/baselines.md, and "llama_small": the "small"
 shape as a Llama-style model: RMSNorm, RoPE, SwiGLU with Llama's ffn rule, 4:1 grouped-query
-attention, no biases, untied output) and each repetition:
-  1. a short OpenBLAS sgemm loop (square N, 2 threads): the machine's sgemm peak right now;
+attention, no biases, untied output), each dtype (fp32; bf16: Megahost's kernels.dtype = "bf16"
+against PyTorch's torch.autocast("cpu", dtype=torch.bfloat16), f32 master weights in both) and
+each repetition:
+  1. the machine's GEMM peak right now, same threads: for fp32 a short OpenBLAS sgemm loop
+     (square N), for bf16 a bf16 matmul of oneDNN (the library Megahost's bf16 GEMMs run on,
+     as its cpu kernels link it), f32 accumulation;
   2. Megahost (its CLI, with overrides) and the PyTorch model, in alternating order,
      each for `warmup + measured` optimizer steps in a fresh process.
 The step time of a run is the median of its measured steps (warm-up steps skipped). The
@@ -13,8 +17,9 @@ per-repetition ratios (the two runs of a repetition are adjacent in time, so the
 similar machine load). GFLOP/s use the model-FLOP formula of baselines.md:
 FLOPs/step = tokens * (6 N + 12 L h T), N = parameters without the positional table.
 
-Run with a python that has torch (Debian's python3-torch: /usr/bin/python3):
-  /usr/bin/python3 bench/cpu_vs_torch.py [--configs tiny,small] [--reps 3] [--out /tmp/megahost-bench]
+Run with a python that has torch: PyTorch 2.x for the bf16 rows (a venv outside the repository,
+e.g. /opt/torch2-venv/bin/python; Debian's python3-torch 1.13 at /usr/bin/python3 runs fp32):
+  /opt/torch2-venv/bin/python bench/cpu_vs_torch.py [--configs tiny,small] [--dtypes fp32,bf16] [--reps 3]
 or bench/cpu_vs_torch.sh, which also builds build-bench if needed.
 """
 import argparse
@@ -33,9 +38,11 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # baselines.md, section 2. vocab is already a multiple of 128, so Megahost's
-# padding leaves it unchanged and both models have the same parameters.
+# padding leaves it unchanged and both models have the same parameters. tiny's
+# is 384, not baselines.md's 256: the byte corpus holds the end-of-document id
+# 256, which a vocabulary of 256 cannot hold.
 CONFIGS = {
-    "tiny": dict(layers=4, hidden=256, heads=4, seq=128, batch=8, vocab=256, warmup=2, measured=5),
+    "tiny": dict(layers=4, hidden=256, heads=4, seq=128, batch=8, vocab=384, warmup=2, measured=5),
     "small": dict(layers=12, hidden=768, heads=12, seq=256, batch=4, vocab=50304, warmup=1, measured=3),
     "llama_small": dict(layers=12, hidden=768, heads=12, kv_heads=3, ffn=2048, seq=256, batch=4, vocab=50304,
                         warmup=1, measured=3, llama=True),
@@ -168,6 +175,82 @@ def sgemm_worker(args):
     print(json.dumps({"n": n, "threads": args.threads, "gflops": rates, "gflops_per_cpu_s": cpu_rates}))
 
 
+def find_onednn(megahost):
+    """The oneDNN that Megahost's cpu kernels link, else the system's (None if neither)."""
+    plugin = os.path.join(os.path.dirname(megahost), "plugins", "mh_kernels_cpu.so")
+    try:
+        out = subprocess.run(["ldd", plugin], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if "libdnnl" in line and "=>" in line:
+                return line.split("=>")[1].split()[0]
+    except OSError:
+        pass
+    return ctypes.util.find_library("dnnl")
+
+
+def bf16gemm_worker(args):
+    """As sgemm_worker, for a square bf16 matmul of oneDNN (f32 accumulation, bf16 output), through
+    its C API; its team is OpenMP's (OMP_NUM_THREADS = threads, set by the parent)."""
+    lib = ctypes.CDLL(args.onednn)
+    vp, n = ctypes.c_void_p, args.sgemm_n
+    for name in ("dnnl_engine_create", "dnnl_stream_create", "dnnl_memory_desc_init_by_tag", "dnnl_matmul_desc_init",
+                 "dnnl_primitive_desc_create", "dnnl_primitive_create", "dnnl_memory_create",
+                 "dnnl_primitive_execute", "dnnl_stream_wait", "dnnl_primitive_desc_query"):
+        getattr(lib, name).restype = ctypes.c_int
+
+    def ok(status, what):
+        if status != 0:
+            raise SystemExit(f"oneDNN {what} failed: status {status}")
+
+    engine, stream = vp(), vp()
+    ok(lib.dnnl_engine_create(ctypes.byref(engine), 1, ctypes.c_size_t(0)), "engine")  # dnnl_cpu
+    ok(lib.dnnl_stream_create(ctypes.byref(stream), engine, 1), "stream")  # in order
+    dims = (ctypes.c_int64 * 12)(n, n)
+    descs = [ctypes.create_string_buffer(4096) for _ in range(3)]  # dnnl_memory_desc_t, opaque here
+    for d in descs:
+        ok(lib.dnnl_memory_desc_init_by_tag(d, 2, dims, 2, 3), "memory desc")  # bf16, tag ab
+    op = ctypes.create_string_buffer(16384)  # dnnl_matmul_desc_t
+    ok(lib.dnnl_matmul_desc_init(op, descs[0], descs[1], None, descs[2]), "matmul desc")
+    pd, prim = vp(), vp()
+    ok(lib.dnnl_primitive_desc_create(ctypes.byref(pd), op, None, engine, None), "primitive desc")
+    ok(lib.dnnl_primitive_create(ctypes.byref(prim), pd), "primitive")
+    impl = ctypes.c_char_p()
+    lib.dnnl_primitive_desc_query(pd, 8, 0, ctypes.byref(impl))  # dnnl_query_impl_info_str
+    mems = [vp() for _ in range(3)]
+    for m, d in zip(mems, descs):
+        ok(lib.dnnl_memory_create(ctypes.byref(m), d, engine, vp(ctypes.c_size_t(-1).value)), "memory")
+
+    class ExecArg(ctypes.Structure):
+        _fields_ = [("arg", ctypes.c_int), ("memory", vp)]
+
+    exec_args = (ExecArg * 3)(ExecArg(1, mems[0]), ExecArg(33, mems[1]), ExecArg(17, mems[2]))
+    rates, cpu_rates = [], []
+    for call in range(args.sgemm_calls + 1):
+        t0, c0 = time.perf_counter(), time.process_time()
+        ok(lib.dnnl_primitive_execute(prim, stream, 3, exec_args), "execute")
+        ok(lib.dnnl_stream_wait(stream), "wait")
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        if call > 0:
+            rates.append(2.0 * n ** 3 / dt / 1e9)
+            cpu_rates.append(2.0 * n ** 3 / dc / 1e9)
+    print(json.dumps({"n": n, "threads": args.threads, "impl": (impl.value or b"").decode(), "gflops": rates,
+                      "gflops_per_cpu_s": cpu_rates}))
+
+
+def measure_peak(args, raw_dir, tag, dtype):
+    """The GEMM peak a run of `dtype` is compared with: OpenBLAS sgemm, or oneDNN's bf16 matmul."""
+    if dtype == "fp32":
+        return measure_sgemm(args, raw_dir, tag)
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "bf16gemm", "--onednn", args.onednn,
+           "--threads", str(args.threads), "--sgemm_n", str(args.sgemm_n), "--sgemm_calls", str(args.sgemm_calls)]
+    log = os.path.join(raw_dir, f"bf16gemm-{tag}.log")
+    rc, _, _, _ = run_child(cmd, log, env=child_env(args))
+    if rc != 0:
+        raise SystemExit(f"bf16 matmul helper failed (rc {rc}):\n{tail(log)}")
+    with open(log) as f:
+        return json.loads(f.read().strip().splitlines()[-1])
+
+
 def measure_sgemm(args, raw_dir, tag):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "sgemm", "--openblas", args.openblas,
            "--threads", str(args.threads), "--sgemm_n", str(args.sgemm_n), "--sgemm_calls", str(args.sgemm_calls)]
@@ -294,11 +377,14 @@ def torch_worker(args):
     gen = torch.Generator().manual_seed(42)
     print(json.dumps({"params": n_params, "torch": torch.__version__, "threads": torch.get_num_threads()}),
           flush=True)
+    bf16 = args.dtype == "bf16"
     for step in range(1, args.steps + 1):
         ids = torch.randint(0, V, (B, T + 1), generator=gen)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(ids[:, :-1], ids[:, 1:])
+        # bf16: PyTorch's mixed precision on the CPU (bf16 matmuls through oneDNN, f32 parameters)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(ids[:, :-1], ids[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
         opt.step()
@@ -306,12 +392,12 @@ def torch_worker(args):
         print(json.dumps({"step": step, "loss": loss.item(), "step_s": dt}), flush=True)
 
 
-def run_torch(args, name, raw_dir, tag):
+def run_torch(args, name, dtype, raw_dir, tag):
     c = CONFIGS[name]
     steps = c["warmup"] + c["measured"]
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "torch", "--config", name,
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "torch", "--config", name, "--dtype", dtype,
            "--steps", str(steps), "--threads", str(args.threads)]
-    log = os.path.join(raw_dir, f"torch-{name}-{tag}.log")
+    log = os.path.join(raw_dir, f"torch-{name}-{dtype}-{tag}.log")
     rc, rss, wall, cpu = run_child(cmd, log, env=child_env(args), step_file=log)
     if rc != 0:
         raise SystemExit(f"torch run failed (rc {rc}), log {log}:\n{tail(log)}")
@@ -330,7 +416,7 @@ def llama_keys(c):
     return f'arch = "llama"\nkv_heads = {c["kv_heads"]}\nffn_hidden = {c["ffn"]}\n'
 
 
-def megahost_config(name, args, path):
+def megahost_config(name, dtype, args, path):
     """Writes the run's whole TOML (nothing taken from configs/default.toml, which
     is a 3D-parallel demo): one rank, no parallelism, no recompute, no dropout."""
     c = CONFIGS[name]
@@ -368,7 +454,8 @@ tokenizer = "byte"
 [kernels]
 plugin = "cpu"
 threads = {args.threads}
-peak_gflops = 50   # MFU is computed by the benchmark against its own sgemm measurement
+peak_gflops = 50   # MFU is computed by the benchmark against its own GEMM peak measurement
+dtype = "{dtype}"
 
 [comm]
 plugin = "threads"
@@ -387,15 +474,15 @@ plugin = "none"
         f.write(toml)
 
 
-def run_megahost(args, name, raw_dir, tag):
-    config = os.path.join(raw_dir, f"megahost-{name}.toml")
+def run_megahost(args, name, dtype, raw_dir, tag):
+    config = os.path.join(raw_dir, f"megahost-{name}-{dtype}.toml")
     if not os.path.exists(config):
-        megahost_config(name, args, config)
-    metrics = os.path.join(raw_dir, f"megahost-{name}-{tag}.jsonl")
+        megahost_config(name, dtype, args, config)
+    metrics = os.path.join(raw_dir, f"megahost-{name}-{dtype}-{tag}.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
     cmd = [args.megahost, "--config", config, "--metrics_out", metrics]
-    log = os.path.join(raw_dir, f"megahost-{name}-{tag}.log")
+    log = os.path.join(raw_dir, f"megahost-{name}-{dtype}-{tag}.log")
     rc, rss, wall, cpu = run_child(cmd, log, env=child_env(args), step_file=metrics)
     if rc != 0:
         raise SystemExit(f"megahost failed (rc {rc}), log {log}:\n{' '.join(cmd)}\n{tail(log)}")
@@ -431,6 +518,8 @@ def med(xs):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--configs", default="tiny,small,llama_small", help="comma-separated: tiny, small, llama_small")
+    p.add_argument("--dtypes", default=None,
+                   help="comma-separated: fp32, bf16 (needs PyTorch 2.x); default both with PyTorch 2.x, else fp32")
     p.add_argument("--reps", type=int, default=3, help="repetitions of each (megahost, torch) pair")
     p.add_argument("--out", default="/tmp/megahost-bench", help="output directory (JSON + raw logs)")
     p.add_argument("--megahost", default=os.path.join(REPO, "build-bench", "bin", "megahost"))
@@ -445,8 +534,10 @@ def main():
     p.add_argument("--sgemm_n", type=int, default=2048)
     p.add_argument("--sgemm_calls", type=int, default=5)
     # internal: the child processes
-    p.add_argument("--worker", choices=["torch", "sgemm"])
+    p.add_argument("--worker", choices=["torch", "sgemm", "bf16gemm"])
     p.add_argument("--config")
+    p.add_argument("--dtype", default="fp32")
+    p.add_argument("--onednn")
     p.add_argument("--steps", type=int)
     p.add_argument("--openblas")
     args = p.parse_args()
@@ -455,6 +546,8 @@ def main():
         return torch_worker(args)
     if args.worker == "sgemm":
         return sgemm_worker(args)
+    if args.worker == "bf16gemm":
+        return bf16gemm_worker(args)
 
     global PRIORITY
     PRIORITY = args.priority
@@ -471,10 +564,20 @@ def main():
     if not os.access(args.megahost, os.X_OK):
         raise SystemExit(f"no megahost binary at {args.megahost}; build it (bench/cpu_vs_torch.sh does)")
     try:
-        import torch  # noqa: F401  (only checks that the workers will find it)
+        import torch  # only checks that the workers will find it
     except ImportError:
         raise SystemExit(f"{sys.executable} has no torch: apt-get install -y python3-torch and run with /usr/bin/python3")
+    torch2 = int(torch.__version__.split(".")[0]) >= 2
+    dtypes = [d for d in (args.dtypes or ("fp32,bf16" if torch2 else "fp32")).split(",") if d]
+    if any(d not in ("fp32", "bf16") for d in dtypes):
+        raise SystemExit(f"--dtypes takes fp32 and bf16, not {args.dtypes!r}")
+    if "bf16" in dtypes and not torch2 and int(torch.__version__.split(".")[0]) < 2:
+        raise SystemExit(f"bf16 rows compare with PyTorch 2.x's CPU autocast; {sys.executable} has torch "
+                         f"{torch.__version__}: run with a PyTorch 2.x python (e.g. a venv: pip install torch)")
     args.openblas = find_openblas(args.megahost)
+    args.onednn = find_onednn(args.megahost)
+    if "bf16" in dtypes and not args.onednn:
+        raise SystemExit("no oneDNN found for the bf16 matmul peak: apt-get install -y libdnnl-dev")
 
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     os.makedirs(args.out, exist_ok=True)
@@ -486,53 +589,10 @@ def main():
                            "platform": platform.platform()},
                "threads": args.threads, "priority": args.priority,
                "omp_wait_policy": args.omp_wait_policy or os.environ.get("OMP_WAIT_POLICY"),
-               "sgemm": {"n": args.sgemm_n, "calls": args.sgemm_calls}, "configs": {}}
+               "sgemm": {"n": args.sgemm_n, "calls": args.sgemm_calls}, "onednn": args.onednn, "configs": {}}
     for name in names:
-        c = CONFIGS[name]
-        reps = []
-        for r in range(args.reps):
-            tag = f"r{r}"
-            rep = {"load_before": os.getloadavg()}
-            rep["sgemm"] = measure_sgemm(args, raw_dir, f"{name}-{tag}")
-            order = ["megahost", "torch"] if r % 2 == 0 else ["torch", "megahost"]
-            for system in order:
-                run = (run_megahost if system == "megahost" else run_torch)(args, name, raw_dir, tag)
-                run["load_after"] = os.getloadavg()
-                run["median_step_s"] = med(run["step_s"][c["warmup"]:])
-                # cpu_s_per_step[i] is step i + 2 (the first step has no start mark)
-                run["median_cpu_s"] = med(run["cpu_s_per_step"][c["warmup"] - 1:])
-                rep[system] = run
-            rep["order"] = order
-            for key, label in (("median_step_s", "ratio"), ("median_cpu_s", "cpu_ratio")):
-                rep[label] = rep["torch"][key] / rep["megahost"][key]
-            reps.append(rep)
-            print(f"  {name} rep {r} ({' then '.join(order)}): step megahost {rep['megahost']['median_step_s']:.3f} s, "
-                  f"torch {rep['torch']['median_step_s']:.3f} s, ratio {rep['ratio']:.2f}; CPU-s/step "
-                  f"{rep['megahost']['median_cpu_s']:.3f} vs {rep['torch']['median_cpu_s']:.3f}, ratio "
-                  f"{rep['cpu_ratio']:.2f}; sgemm {med(rep['sgemm']['gflops']):.1f} GFLOP/s, "
-                  f"{med(rep['sgemm']['gflops_per_cpu_s']):.1f} per CPU-s; load {rep['load_before'][0]:.2f}",
-                  flush=True)
-        flops = model_flops(c)
-        peak = med([g for rep in reps for g in rep["sgemm"]["gflops"]])
-        peak_cpu = med([g for rep in reps for g in rep["sgemm"]["gflops_per_cpu_s"]])
-        summary = {"model_gflop_per_step": flops / 1e9, "params": param_count(c),
-                   "sgemm_gflops_median": peak,
-                   "sgemm_gflops_max": max(g for rep in reps for g in rep["sgemm"]["gflops"]),
-                   "sgemm_gflops_per_cpu_s_median": peak_cpu,
-                   "ratio_torch_over_megahost": med([rep["ratio"] for rep in reps]),
-                   "cpu_ratio_torch_over_megahost": med([rep["cpu_ratio"] for rep in reps]),
-                   "ratios": [rep["ratio"] for rep in reps], "cpu_ratios": [rep["cpu_ratio"] for rep in reps],
-                   "load_avg_1min": [rep["load_before"][0] for rep in reps]}
-        for system in ("megahost", "torch"):
-            step = med([rep[system]["median_step_s"] for rep in reps])
-            cpu = med([rep[system]["median_cpu_s"] for rep in reps])
-            summary[system] = {"step_s": step, "tokens_per_s": c["batch"] * c["seq"] / step,
-                               "gflops": flops / step / 1e9, "pct_of_sgemm": 100.0 * flops / step / 1e9 / peak,
-                               "cpu_s_per_step": cpu, "gflop_per_cpu_s": flops / cpu / 1e9,
-                               "pct_of_sgemm_per_cpu_s": 100.0 * flops / cpu / 1e9 / peak_cpu,
-                               "first_loss": reps[0][system]["loss"][0],
-                               "peak_rss_mib": max(rep[system]["rss_mib"] for rep in reps)}
-        results["configs"][name] = {"config": c, "summary": summary, "reps": reps}
+        for dtype in dtypes:
+            results["configs"][f"{name} {dtype}"] = measure_config(args, name, dtype, raw_dir)
 
     print_table(results)
     out_json = os.path.join(args.out, f"cpu_vs_torch-{stamp}.json")
@@ -541,16 +601,71 @@ def main():
     print(f"\nJSON: {out_json}")
 
 
+def measure_config(args, name, dtype, raw_dir):
+    """Interleaved repetitions of one config in one dtype, with the GEMM peak of that dtype before each."""
+    c = CONFIGS[name]
+    reps = []
+    for r in range(args.reps):
+        tag = f"r{r}"
+        rep = {"load_before": os.getloadavg()}
+        rep["sgemm"] = measure_peak(args, raw_dir, f"{name}-{dtype}-{tag}", dtype)
+        order = ["megahost", "torch"] if r % 2 == 0 else ["torch", "megahost"]
+        for system in order:
+            run = (run_megahost if system == "megahost" else run_torch)(args, name, dtype, raw_dir, tag)
+            run["load_after"] = os.getloadavg()
+            run["median_step_s"] = med(run["step_s"][c["warmup"]:])
+            # cpu_s_per_step[i] is step i + 2 (the first step has no start mark)
+            run["median_cpu_s"] = med(run["cpu_s_per_step"][c["warmup"] - 1:])
+            rep[system] = run
+        rep["order"] = order
+        for key, label in (("median_step_s", "ratio"), ("median_cpu_s", "cpu_ratio")):
+            rep[label] = rep["torch"][key] / rep["megahost"][key]
+        reps.append(rep)
+        print(f"  {name} {dtype} rep {r} ({' then '.join(order)}): step megahost "
+              f"{rep['megahost']['median_step_s']:.3f} s, torch {rep['torch']['median_step_s']:.3f} s, ratio "
+              f"{rep['ratio']:.2f}; CPU-s/step {rep['megahost']['median_cpu_s']:.3f} vs "
+              f"{rep['torch']['median_cpu_s']:.3f}, ratio {rep['cpu_ratio']:.2f}; {peak_name(dtype)} "
+              f"{med(rep['sgemm']['gflops']):.1f} GFLOP/s, {med(rep['sgemm']['gflops_per_cpu_s']):.1f} per CPU-s; "
+              f"load {rep['load_before'][0]:.2f}", flush=True)
+    flops = model_flops(c)
+    peak = med([g for rep in reps for g in rep["sgemm"]["gflops"]])
+    peak_cpu = med([g for rep in reps for g in rep["sgemm"]["gflops_per_cpu_s"]])
+    summary = {"dtype": dtype, "peak": peak_name(dtype), "peak_impl": reps[0]["sgemm"].get("impl", "OpenBLAS"),
+               "model_gflop_per_step": flops / 1e9, "params": param_count(c),
+               "sgemm_gflops_median": peak,
+               "sgemm_gflops_max": max(g for rep in reps for g in rep["sgemm"]["gflops"]),
+               "sgemm_gflops_per_cpu_s_median": peak_cpu,
+               "ratio_torch_over_megahost": med([rep["ratio"] for rep in reps]),
+               "cpu_ratio_torch_over_megahost": med([rep["cpu_ratio"] for rep in reps]),
+               "ratios": [rep["ratio"] for rep in reps], "cpu_ratios": [rep["cpu_ratio"] for rep in reps],
+               "load_avg_1min": [rep["load_before"][0] for rep in reps]}
+    for system in ("megahost", "torch"):
+        step = med([rep[system]["median_step_s"] for rep in reps])
+        cpu = med([rep[system]["median_cpu_s"] for rep in reps])
+        summary[system] = {"step_s": step, "tokens_per_s": c["batch"] * c["seq"] / step,
+                           "gflops": flops / step / 1e9, "pct_of_sgemm": 100.0 * flops / step / 1e9 / peak,
+                           "cpu_s_per_step": cpu, "gflop_per_cpu_s": flops / cpu / 1e9,
+                           "pct_of_sgemm_per_cpu_s": 100.0 * flops / cpu / 1e9 / peak_cpu,
+                           "first_loss": reps[0][system]["loss"][0],
+                           "peak_rss_mib": max(rep[system]["rss_mib"] for rep in reps)}
+    return {"config": c, "summary": summary, "reps": reps}
+
+
+def peak_name(dtype):
+    return "sgemm" if dtype == "fp32" else "bf16 matmul"
+
+
 def print_table(results):
     prio = "inherited" if results["priority"] is None else f"nice {results['priority']}"
     print(f"\n{results['threads']} threads each, OMP_WAIT_POLICY {results['omp_wait_policy'] or 'unset'}, "
           f"priority {prio}, {results['machine']['cpu']}. Medians over "
           f"repetitions of each run's median step (warm-up skipped). ratio = torch / megahost (> 1: megahost faster), "
-          f"median of the interleaved pairs' ratios. % sgemm = model GFLOP/s against OpenBLAS sgemm "
-          f"(N={results['sgemm']['n']}, same threads) measured in this run: per wall second, and per CPU-second "
+          f"median of the interleaved pairs' ratios. % peak = model GFLOP/s against the GEMM peak of the row's "
+          f"dtype measured in this run (N={results['sgemm']['n']}, same threads): OpenBLAS sgemm for fp32, "
+          f"oneDNN's bf16 matmul ({results.get('onednn')}) for bf16; per wall second, and per CPU-second "
           f"of all threads (less sensitive to other load).")
-    hdr = ("config", "system", "step s", "tok/s", "GFLOP/s", "% sgemm", "ratio", "CPU-s/step", "GFLOP/CPU-s",
-           "% sgemm/CPU-s", "CPU ratio", "loss@1", "RSS MiB")
+    hdr = ("config", "system", "step s", "tok/s", "GFLOP/s", "% peak", "ratio", "CPU-s/step", "GFLOP/CPU-s",
+           "% peak/CPU-s", "CPU ratio", "loss@1", "RSS MiB")
     print("| " + " | ".join(hdr) + " |")
     print("|" + "---|" * len(hdr))
     for name, r in results["configs"].items():
@@ -564,7 +679,8 @@ def print_table(results):
                   f"{x['pct_of_sgemm_per_cpu_s']:.0f}% | {cratio} | {x['first_loss']:.3f} | {x['peak_rss_mib']:.0f} |")
     for name, r in results["configs"].items():
         s = r["summary"]
-        print(f"{name}: {s['model_gflop_per_step']:.2f} model GFLOP/step; sgemm median {s['sgemm_gflops_median']:.1f} "
+        print(f"{name}: {s['model_gflop_per_step']:.2f} model GFLOP/step; {s['peak']} ({s['peak_impl']}) median "
+              f"{s['sgemm_gflops_median']:.1f} "
               f"GFLOP/s (max {s['sgemm_gflops_max']:.1f}), {s['sgemm_gflops_per_cpu_s_median']:.1f} GFLOP per CPU-s; "
               f"per-pair ratios {', '.join(f'{x:.2f}' for x in s['ratios'])} (CPU: "
               f"{', '.join(f'{x:.2f}' for x in s['cpu_ratios'])}); 1-min load before each pair "

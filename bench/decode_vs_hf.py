@@ -17,9 +17,13 @@ Time per output token (TPOT): Megahost's tpot_s from --metrics_out; for transfor
 of generate(new) less generate(1) (the prefill and first token), over new - 1 tokens. Medians
 over --reps; each repetition runs both, one after the other.
 
+Megahost runs in fp32 and in bf16 (kernels.dtype = "bf16": bf16 weights and KV cache, f32
+accumulation), each against its own limit.
+
 The limit: decoding one token reads every weight once (the positional table: one row) and the
-KV cache so far, so TPOT >= bytes per token / memory bandwidth; the bandwidth is a STREAM-like
-triad (a = b + s c over 256 MiB arrays, the same threads) measured in the same run.
+KV cache so far, so TPOT >= bytes per token / memory bandwidth (4 bytes an element in fp32, 2 in
+bf16); the bandwidth is a STREAM-like triad (a = b + s c over 256 MiB arrays, the same threads)
+measured in the same run.
 """
 import argparse
 import json
@@ -76,12 +80,12 @@ def prompt_of(length):
     return text, torch.tensor([ids])
 
 
-def bytes_per_token(model, prompt, new):
-    """Weights read per decoded token (f32), plus the KV cache at the middle of the decode."""
+def bytes_per_token(model, prompt, new, element_bytes=4):
+    """Weights read per decoded token, plus the KV cache at the middle of the decode."""
     config = model.config
     weights = sum(p.numel() for p in model.parameters()) - model.transformer.wpe.weight.numel() + config.n_embd
     kv = 2 * config.n_layer * (prompt + new // 2) * config.n_embd
-    return 4 * (weights + kv)
+    return element_bytes * (weights + kv)
 
 
 def hf_tpot(model, ids, new, threads):
@@ -100,7 +104,7 @@ def hf_tpot(model, ids, new, threads):
     return (generate(new) - first) / (new - 1)
 
 
-def megahost_tpot(folder, text, prompt, new, threads, work):
+def megahost_tpot(folder, text, prompt, new, threads, work, dtype):
     config = os.path.join(work, "decode.toml")
     with open(config, "w") as f:
         f.write(f"""[data]
@@ -109,6 +113,7 @@ tokenizer = "gpt2"
 load = "{folder}"
 [kernels]
 threads = {threads}
+dtype = "{dtype}"
 [comm]
 world_size = 1
 [generate]
@@ -141,21 +146,29 @@ def main():
         folder = os.path.join(work, "gpt2_124m")
         model = make_model(folder)
         text, ids = prompt_of(args.prompt)
-        ours, theirs, triad = [], [], []
+        ours = {"fp32": [], "bf16": []}
+        theirs, triad = [], []
         for _ in range(args.reps):
-            ours.append(megahost_tpot(folder, text, args.prompt, args.new, args.threads, work))
+            for dtype in ours:
+                ours[dtype].append(megahost_tpot(folder, text, args.prompt, args.new, args.threads, work, dtype))
             theirs.append(hf_tpot(model, ids, args.new, args.threads))
             triad.append(stream_bandwidth(args.threads)["triad"])
-    per_token = bytes_per_token(model, args.prompt, args.new)
     bandwidth = statistics.median(triad)
-    limit = per_token / bandwidth
-    print(f"GPT-2 124M shape, f32, prompt {args.prompt} tokens, {args.new} new, {args.threads} threads, "
+    limit = {dtype: bytes_per_token(model, args.prompt, args.new, size) / bandwidth
+             for dtype, size in (("fp32", 4), ("bf16", 2))}
+    print(f"GPT-2 124M shape, prompt {args.prompt} tokens, {args.new} new, {args.threads} threads, "
           f"median of {args.reps}; torch {torch.__version__}, transformers {transformers.__version__}")
-    print(f"bytes per token {per_token / 1e6:.1f} MB, triad bandwidth {bandwidth / 1e9:.2f} GB/s")
+    print(f"bytes per token {limit['fp32'] * bandwidth / 1e6:.1f} MB in fp32, {limit['bf16'] * bandwidth / 1e6:.1f} "
+          f"MB in bf16; triad bandwidth {bandwidth / 1e9:.2f} GB/s")
     print(f"{'':28}{'TPOT ms':>10}{'tokens/s':>10}{'x limit':>9}")
-    for name, tpot in (("Megahost", statistics.median(ours)), ("transformers generate", statistics.median(theirs)),
-                       ("bandwidth limit", limit)):
-        print(f"{name:28}{1e3 * tpot:10.2f}{1 / tpot:10.1f}{tpot / limit:9.2f}")
+    rows = (("Megahost fp32", statistics.median(ours["fp32"]), limit["fp32"]),
+            ("Megahost bf16", statistics.median(ours["bf16"]), limit["bf16"]),
+            ("transformers generate fp32", statistics.median(theirs), limit["fp32"]),
+            ("fp32 bandwidth limit", limit["fp32"], limit["fp32"]), ("bf16 bandwidth limit", limit["bf16"], limit["bf16"]))
+    for name, tpot, bound in rows:
+        print(f"{name:28}{1e3 * tpot:10.2f}{1 / tpot:10.1f}{tpot / bound:9.2f}")
+    print(f"Megahost bf16 is {statistics.median(ours['fp32']) / statistics.median(ours['bf16']):.2f}x its fp32 "
+          f"(per repetition: {', '.join(f'{f / b:.2f}' for f, b in zip(ours['fp32'], ours['bf16']))})")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ Target find_target(std::string_view name) {
   if (name == "hf_config") return &hf_config;
   if (name == "shard_index") return &shard_index;
   if (name == "prompts_jsonl") return &prompts_jsonl;
+  if (name == "chat_template") return &chat_template;
+  if (name == "openai_request") return &openai_request;
   return nullptr;
 }
 

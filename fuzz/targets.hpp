@@ -54,6 +54,11 @@ void shard_index(Input input);
 // A .jsonl prompts file of a [generate] section.
 void prompts_jsonl(Input input);
 
+// A chat template: parsed, then rendered over a fixed conversation.
+void chat_template(Input input);
+// An HTTP request body read as a completion and as a chat request.
+void openai_request(Input input);
+
 // The target called `name` ("config", ...), or nullptr.
 using Target = void (*)(Input);
 Target find_target(std::string_view name);

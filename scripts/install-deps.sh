@@ -9,7 +9,7 @@ set -euo pipefail
 debian_packages=(
   g++ cmake ninja-build pkg-config ccache
   libboost-dev libtomlplusplus-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
-  libopenblas-dev libdnnl-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libpcre2-dev libxxhash-dev
+  libopenblas-dev libdnnl-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libpcre2-dev libxxhash-dev libcpp-httplib-dev
   python3 python3-pip python3-torch
   clang-14 libclang-rt-14-dev libomp-14-dev
 )
@@ -48,3 +48,5 @@ if ! "$torch_python" -c "import torch, safetensors, transformers; assert transfo
   "$torch_python" -m pip install --quiet --disable-pip-version-check --break-system-packages \
     "transformers==$transformers_version" safetensors
 fi
+# The serving tests (tests/serve): OpenAI's client, and jinja2 for transformers' chat templates.
+"$torch_python" -c "import openai, jinja2" 2>/dev/null || "$torch_python" -m pip install --quiet --disable-pip-version-check --break-system-packages openai jinja2

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "checkpoint/metadata.hpp"
+#include "checkpoint/model_keys.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "checkpoint/store.hpp"
 
@@ -25,10 +26,11 @@ void print_summary(const std::string& dir, const Metadata& m) {
   std::printf("  format version %lld, step %lld, %lld samples consumed (global batch %lld, micro-batch %lld), seed %llu\n",
               (long long)m.version, (long long)m.step, (long long)m.consumed_samples, (long long)m.global_batch,
               (long long)m.micro_batch, (unsigned long long)m.seed);
-  std::printf("  model: %lld layers, hidden %lld, %lld heads, ffn %lld, seq_len %lld, vocab %lld (padded); %s; "
-              "tokenizer %s\n",
-              (long long)m.model.layers, (long long)m.model.hidden, (long long)m.model.heads, (long long)m.model.ffn,
-              (long long)m.model.seq_len, (long long)m.model.vocab, m.dtype.c_str(), m.tokenizer.dump().c_str());
+  std::printf("  model (the [model] keys a run that loads it takes):\n");
+  for (const ModelKey& k : model_keys(m))
+    if (k.section == "model") std::printf("    %-16s %s\n", k.key.c_str(), k.value.dump().c_str());
+  std::printf("    %-16s %lld (padded for tensor parallelism)\n", "vocab padded", (long long)m.model.vocab);
+  std::printf("  tokenizer: %s\n  compute dtype %s\n", m.tokenizer.dump().c_str(), m.dtype.c_str());
   std::printf("  saved on %lld rank(s): TP %lld%s, PP %lld x %lld chunk(s), DP %lld%s; optimizer state %s\n",
               (long long)l.world, (long long)l.tensor, l.sequence_parallel ? " with SP" : "", (long long)l.pipeline,
               (long long)l.virtual_stages, (long long)l.data, l.distributed_optimizer ? " (distributed optimizer)" : "",

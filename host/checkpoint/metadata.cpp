@@ -59,6 +59,9 @@ ModelShape parse_model(const json& j, const std::string& where) {
           where + ": layers, hidden, heads, ffn_hidden, seq_len and vocab must be positive, heads dividing hidden");
   const ModelShape gpt2;
   m.vocab_size = optional_field<int64_t>(j, "vocab_size", 0, where);
+  m.max_positions = optional_field<int64_t>(j, "max_positions", 0, where);
+  require(m.max_positions == 0 || m.max_positions >= m.seq_len,
+          where + ": max_positions must be 0 or at least seq_len");
   m.arch = choice(j, "arch", gpt2.arch, {"gpt2", "llama"}, where);
   m.normalization = choice(j, "normalization", gpt2.normalization, {"layernorm", "rmsnorm"}, where);
   m.position = choice(j, "position", gpt2.position, {"learned", "rope"}, where);
@@ -149,6 +152,7 @@ json to_json(const Metadata& m) {
                 {"seq_len", s.seq_len},
                 {"vocab", s.vocab},
                 {"vocab_size", s.vocab_size},
+                {"max_positions", s.positions()},
                 {"arch", s.arch},
                 {"normalization", s.normalization},
                 {"position", s.position},
@@ -226,6 +230,7 @@ std::vector<std::string> shape_differences(const ModelShape& saved, const ModelS
   compare("vocab (padded)", saved.vocab, run.vocab);
   if (saved.vocab_size > 0 && run.vocab_size > 0) compare("vocab", saved.vocab_size, run.vocab_size);
   compare("kv_heads", saved.kv(), run.kv());
+  compare("max_positions", saved.positions(), run.positions());
   auto compare_text = [&](const char* key, const std::string& a, const std::string& b) {
     if (a != b) out.push_back(std::string("model.") + key + ": checkpoint \"" + a + "\", this run \"" + b + "\"");
   };

@@ -53,6 +53,10 @@ inline int64_t padded_vocab(int64_t vocab) { return (vocab + kVocabMultiple - 1)
 struct ModelShape {
   int64_t layers = 0, hidden = 0, heads = 0, ffn = 0, seq_len = 0, vocab = 0;  // vocab as padded
   int64_t vocab_size = 0;  // unpadded; 0 where the checkpoint predates it
+  // The positions the model was made for (Hugging Face's
+  // max_position_embeddings); 0 means seq_len. A learned table has seq_len
+  // rows; rotary positions can serve more than a fine-tune's seq_len.
+  int64_t max_positions = 0;
   std::string arch = "gpt2", normalization = "layernorm", position = "learned";
   double rope_theta = 10000;
   std::string activation = "gelu";
@@ -62,6 +66,7 @@ struct ModelShape {
 
   int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t head_dim() const { return hidden / heads; }
+  int64_t positions() const { return max_positions > 0 ? max_positions : seq_len; }
 };
 
 struct Layout {
@@ -78,7 +83,10 @@ struct Metadata {
   ModelShape model;
   Layout layout;
   nlohmann::json schedule;       // the learning-rate schedule's settings
-  nlohmann::json tokenizer;      // {"name", "vocab"}
+  // {"name", "vocab_padded"}, and where known the tokenizer's files
+  // ("vocab_file", "merges_file", "tokenizer_file": absolute paths) and
+  // special ids ("bos_token_id", "eos_token_id").
+  nlohmann::json tokenizer;
   std::string dtype;             // the kernels' compute dtype; tensors are f32 masters
   bool optimizer = true;         // AdamW's moments saved
   std::map<std::string, FileEntry> files;

@@ -5,6 +5,7 @@
 #include <array>
 #include <vector>
 
+#include "checkpoint/model_keys.hpp"
 #include "checkpoint/rank_state.hpp"
 #include "checkpoint/store.hpp"
 #include "checkpoint/tensor_reader.hpp"
@@ -18,17 +19,18 @@ ModelShape checkpoint_model(const ModelDims& d, const std::string& arch) {
   m.heads = d.heads;
   m.ffn = d.ffn;
   m.seq_len = d.seq;
+  m.max_positions = d.max_positions > 0 ? d.max_positions : d.seq;
   m.vocab = d.vocab;
   m.vocab_size = d.real_vocab();
   m.arch = arch;
   m.normalization = d.spec.norm == Norm::kRmsNorm ? "rmsnorm" : "layernorm";
   m.position = d.spec.position == Position::kRope ? "rope" : "learned";
-  m.rope_theta = d.spec.rope_theta;
+  m.rope_theta = shortest_double(d.spec.rope_theta);
   m.activation = d.spec.activation == MlpActivation::kSwiglu ? "swiglu" : "gelu";
   m.kv_heads = d.kv();
   m.tie_embeddings = d.spec.tie_embeddings;
   m.bias = d.spec.bias;
-  m.norm_eps = d.layernorm_eps;
+  m.norm_eps = shortest_double(d.layernorm_eps);
   return m;
 }
 

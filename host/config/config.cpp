@@ -11,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "checkpoint/model_keys.hpp"
+#include "checkpoint/store.hpp"
 #include "convert/hf_config.hpp"
 #include "convert/hf_folder.hpp"
 #include "embedded_default_config.hpp"
@@ -176,6 +178,7 @@ std::optional<Config> Config::load(const std::string& path, const std::vector<st
   std::string text = kEmbeddedDefaultConfig;
   config.file_ = "<embedded default config>";
   config.base_dir_ = MEGAHOST_DEFAULT_CONFIG_DIR;
+  config.embedded_ = path.empty();
   if (!path.empty()) {
     config.file_ = path;
     config.base_dir_ = fs::absolute(path).parent_path();
@@ -198,8 +201,8 @@ std::optional<Config> Config::load(const std::string& path, const std::vector<st
     return std::nullopt;
   }
   for (const auto& item : overrides) apply_override(config.root_, item, diag);
-  // The Hugging Face folder's keys first: they are as set as the user's.
-  config.merge_hf_model(diag);
+  // The saved model's keys first: they are as set as the user's.
+  config.merge_saved_model(diag);
   apply_arch_preset(config.root_);
   return config;
 }
@@ -213,56 +216,93 @@ void insert_value(toml::table& table, const std::string& key, const nlohmann::js
   else table.insert_or_assign(key, v.get<std::string>());
 }
 
-// Whether the user's [model] value says what config.json says, under the key's rule.
-bool agrees(const toml::node& node, const convert::ModelKey& k) {
+// Whether the user's value says what the saved model says, under the key's
+// rule. Numbers that are not integers compare as the float the engine
+// computes with: 1e-5 agrees with a recorded 9.999999747378752e-06.
+bool agrees(const toml::node& node, const ckpt::ModelKey& k, const Config& config) {
   const nlohmann::json& v = k.value;
   if (v.is_boolean()) return node.is_boolean() && *node.value<bool>() == v.get<bool>();
+  if (v.is_string() && k.path)
+    return node.is_string() && config.resolve(*node.value<std::string>()).lexically_normal() ==
+                                   fs::path(v.get<std::string>()).lexically_normal();
   if (v.is_string()) return node.is_string() && *node.value<std::string>() == v.get<std::string>();
   if (!node.is_number()) return false;
+  if (k.zero_means_this && node.is_integer() && *node.value<int64_t>() == 0) return true;
+  if (node.is_integer() && v.is_number_integer()) {
+    const int64_t mine = *node.value<int64_t>(), theirs = v.get<int64_t>();
+    return k.rule == ckpt::ModelKey::kAtMost ? mine <= theirs : mine == theirs;
+  }
   const double mine = node.is_integer() ? double(*node.value<int64_t>()) : *node.value<double>();
-  const double theirs = v.get<double>();
-  if (k.zero_means_this && mine == 0) return true;
-  if (k.rule == convert::ModelKey::kAtMost) return mine <= theirs;
-  return std::abs(mine - theirs) <= 1e-9 * std::abs(theirs);
+  if (k.rule == ckpt::ModelKey::kAtMost) return mine <= v.get<double>();
+  return float(mine) == float(v.get<double>());
 }
 
+// A value as the user wrote it: numbers in their shortest round-trip form
+// (1e-06, not 9.9999999999999995e-07), strings quoted as JSON quotes them.
 std::string node_text(const toml::node& node) {
+  if (node.is_floating_point()) return nlohmann::json(*node.value<double>()).dump();
+  if (node.is_string()) return nlohmann::json(*node.value<std::string>()).dump();
   std::ostringstream out;
   out << toml::node_view<const toml::node>(&node);
   return out.str();
 }
 
+toml::table* section_table(toml::table& root, const std::string& name) {
+  toml::node* section = root.get(name);
+  if (section == nullptr) section = root.insert(name, toml::table{}).first->second.as_table();
+  return section->as_table();  // NULL when not a table: validating the section reports it
+}
+
 }  // namespace
 
-void Config::merge_hf_model(Diagnostics& diag) {
+std::optional<Config::SavedModel> Config::saved_model(Diagnostics& diag) const {
   const toml::node* load = root_.at_path("checkpoint.load").node();
-  if (load == nullptr || !load->is_string()) return;
+  if (load == nullptr || !load->is_string()) return std::nullopt;
   const std::string value = *load->value<std::string>();
-  if (value.empty() || value == "auto") return;
-  const std::string dir = resolve(value).string();
-  if (!convert::is_hf_folder(dir)) return;
-  convert::HfModel hf;
+  if (value.empty()) return std::nullopt;
+  const toml::node* dir = root_.at_path("checkpoint.dir").node();
+  const std::string folder = dir != nullptr && dir->is_string() && !dir->value<std::string>()->empty()
+                                 ? resolve(*dir->value<std::string>()).string()
+                                 : "";
   try {
-    hf = convert::read_hf_config(dir);
+    if (value != "auto" && convert::is_hf_folder(resolve(value).string())) {
+      const std::string hf = resolve(value).string();
+      return SavedModel{hf + "/" + convert::kConfigFile, convert::model_keys(convert::read_hf_config(hf))};
+    }
+    // A folder that holds no checkpoint yet, or none at all, is the run's to report.
+    std::error_code ec;
+    const std::string path = value == "auto" ? folder : resolve(value).string();
+    if (path.empty() || !fs::exists(path, ec)) return std::nullopt;
+    const std::string checkpoint = ckpt::resolve_load(value == "auto" ? "auto" : path, folder);
+    if (checkpoint.empty()) return std::nullopt;
+    try {
+      return SavedModel{checkpoint + "/" + ckpt::kMetadataFile, ckpt::model_keys(ckpt::read_metadata(checkpoint))};
+    } catch (const Error&) {
+      return std::nullopt;  // a damaged checkpoint fails the load, which names what is wrong with it
+    }
   } catch (const Error& e) {
     diag.error(where(*load), std::string("checkpoint.load: ") + e.what());
-    return;
+    return std::nullopt;
   }
-  toml::node* section = root_.get("model");
-  if (section == nullptr) section = root_.insert("model", toml::table{}).first->second.as_table();
-  if (!section->is_table()) return;  // validating [model] reports it
-  toml::table& model = *section->as_table();
-  const std::string file = dir + "/" + convert::kConfigFile;
-  for (const convert::ModelKey& k : convert::model_keys(hf)) {
-    const toml::node* mine = model.get(k.key);
-    if (mine == nullptr) {
-      insert_value(model, k.key, k.value);
+}
+
+void Config::merge_saved_model(Diagnostics& diag) {
+  const std::optional<SavedModel> saved = saved_model(diag);
+  if (!saved) return;
+  for (const ckpt::ModelKey& k : saved->keys) {
+    toml::table* section = section_table(root_, k.section);
+    if (section == nullptr) continue;
+    const toml::node* mine = section->get(k.key);
+    // The embedded default's own model is no choice of the user's.
+    if (mine == nullptr || (embedded_ && mine->source().begin.line > 0)) {
+      insert_value(*section, k.key, k.value);
       continue;
     }
-    if (k.rule == convert::ModelKey::kDefault || agrees(*mine, k)) continue;
-    diag.error(where(*mine), "model." + k.key + " = " + node_text(*mine) + " but " + file + " has " + k.hf_field +
-                                 " = " + k.hf_value.dump() + (k.rule == convert::ModelKey::kAtMost ? " (at most that)" : "") +
-                                 "; remove model." + k.key + " to take the model's value");
+    if (k.rule == ckpt::ModelKey::kDefault || agrees(*mine, k, *this)) continue;
+    diag.error(where(*mine), k.section + "." + k.key + " = " + node_text(*mine) + " but " + saved->file + " has " +
+                                 k.field + " = " + k.field_value.dump() +
+                                 (k.rule == ckpt::ModelKey::kAtMost ? " (at most that)" : "") + "; remove " + k.section +
+                                 "." + k.key + " to take the model's value");
   }
 }
 

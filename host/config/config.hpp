@@ -16,6 +16,7 @@
 
 #include <toml++/toml.h>
 
+#include "checkpoint/model_keys.hpp"
 #include "config/diagnostics.hpp"
 
 namespace mh {
@@ -38,11 +39,19 @@ class Config {
   std::filesystem::path resolve(const std::string& path) const;
 
  private:
-  // checkpoint.load naming a Hugging Face folder: [model] takes the keys its
-  // config.json fixes; a key the user set that contradicts one is an error.
-  void merge_hf_model(Diagnostics& diag);
+  // The model checkpoint.load names: a Hugging Face folder's config.json,
+  // or a Megahost checkpoint's metadata.json (also through "auto").
+  struct SavedModel {
+    std::string file;
+    std::vector<ckpt::ModelKey> keys;
+  };
+  std::optional<SavedModel> saved_model(Diagnostics& diag) const;
+  // [model] (and the tokenizer in [data]) take the keys the saved model
+  // fixes; a key the user set that contradicts one is an error.
+  void merge_saved_model(Diagnostics& diag);
 
   std::string file_;
+  bool embedded_ = false;  // the embedded default config, not the user's file
   std::filesystem::path base_dir_;
   toml::table root_;
 };

@@ -15,6 +15,7 @@ const MH_OptionSpec kModel[] = {
     opt_int("heads", "4", 1, 100000, "attention heads a (must divide hidden)"),
     opt_int("ffn_hidden", "0", 0, 1e7, "MLP inner size; 0 means 4 * hidden"),
     opt_int("seq_len", "128", 1, 1e7, "sequence length s"),
+    opt_int("max_positions", "0", 0, 1e9, "positions the model is made for (exported as max_position_embeddings); 0 means seq_len; above seq_len only with position = \"rope\""),
     opt_int("vocab", "0", 0, 1e8, "vocabulary size; 0 takes the tokenizer's"),
     opt_double("dropout", "0.1", 0, 0.99, "dropout after attention, MLP and embeddings"),
     opt_double("attention_dropout", "0.1", 0, 0.99, "dropout on the attention probabilities"),

@@ -60,10 +60,6 @@ class Fields {
   const std::string& path_;
 };
 
-// Llama's MLP width when intermediate_size is not given, and Megahost's
-// ffn_hidden = 0 with swiglu: 256 * ceil(int(8 h / 3) / 256).
-int64_t swiglu_ffn(int64_t hidden) { return (8 * hidden / 3 + 255) / 256 * 256; }
-
 void require_value(bool ok, const Fields& f, const char* key, const std::string& why) {
   require(ok, f.where(key) + ": " + why);
 }
@@ -108,6 +104,7 @@ HfModel parse_llama(const Fields& f) {
   m.kv_heads = f.count("num_key_value_heads", m.heads);
   m.ffn = f.count("intermediate_size", 11008);
   m.seq_len = f.count("max_position_embeddings", 2048);
+  m.max_positions = m.seq_len;
   m.vocab_size = f.count("vocab_size", 32000);
   m.norm_eps = f.number("rms_norm_eps", 1e-6);
   m.rope_theta = f.number("rope_theta", 10000);
@@ -138,6 +135,19 @@ std::string model_type(const json& j, const std::string& path) {
                                           "\"gpt2\" (GPT2LMHeadModel) and \"llama\" (LlamaForCausalLM)");
 }
 
+// A special token id: an integer, a list of them (Llama 3's eos), or null.
+json special_id(const json& j, const char* key, const std::string& path) {
+  if (!j.contains(key) || j[key].is_null()) return nullptr;
+  const json& v = j[key];
+  bool ok = v.is_number_integer();
+  if (v.is_array()) {
+    ok = !v.empty();
+    for (const json& e : v) ok = ok && e.is_number_integer();
+  }
+  require(ok, path + ": \"" + key + "\" must be a token id or a list of them, got " + v.dump());
+  return v;
+}
+
 }  // namespace
 
 const char* class_name(HfClass c) { return c == HfClass::kGpt2 ? "GPT2LMHeadModel" : "LlamaForCausalLM"; }
@@ -150,6 +160,8 @@ HfModel parse_hf_config(std::string_view text, const std::string& path) {
   require(type == "gpt2" || type == "llama", path + ": \"model_type\" is \"" + type +
                                                  "\"; Megahost converts \"gpt2\" and \"llama\" models");
   HfModel hf = type == "gpt2" ? parse_gpt2(f) : parse_llama(f);
+  hf.bos_token_id = special_id(j, "bos_token_id", path);
+  hf.eos_token_id = special_id(j, "eos_token_id", path);
   ckpt::ModelShape& m = hf.shape;
   require(m.hidden % m.heads == 0, path + ": the hidden size " + std::to_string(m.hidden) +
                                        " is not divisible by the number of heads " + std::to_string(m.heads));
@@ -176,7 +188,7 @@ HfClass hf_class(const ckpt::ModelShape& m) {
   return HfClass::kGpt2;
 }
 
-std::string hf_config_json(const ckpt::ModelShape& m, const std::string& torch_dtype) {
+std::string hf_config_json(const ckpt::ModelShape& m, const std::string& torch_dtype, const json& special) {
   nlohmann::ordered_json j;
   const HfClass cls = hf_class(m);
   j["architectures"] = {class_name(cls)};
@@ -200,7 +212,7 @@ std::string hf_config_json(const ckpt::ModelShape& m, const std::string& torch_d
     j["num_key_value_heads"] = m.kv();
     j["head_dim"] = m.head_dim();
     j["intermediate_size"] = m.ffn;
-    j["max_position_embeddings"] = m.seq_len;
+    j["max_position_embeddings"] = m.positions();
     j["rms_norm_eps"] = m.norm_eps;
     j["rope_theta"] = m.rope_theta;
     j["rope_scaling"] = nullptr;
@@ -209,6 +221,8 @@ std::string hf_config_json(const ckpt::ModelShape& m, const std::string& torch_d
   }
   j["vocab_size"] = m.vocab_size;
   j["tie_word_embeddings"] = m.tie_embeddings;
+  for (const char* key : {"bos_token_id", "eos_token_id"})
+    if (special.is_object() && special.contains(key) && !special[key].is_null()) j[key] = special[key];
   j["torch_dtype"] = torch_dtype;
   return j.dump(2) + "\n";
 }
@@ -217,7 +231,7 @@ std::vector<ModelKey> model_keys(const HfModel& hf) {
   const ckpt::ModelShape& m = hf.shape;
   const bool gpt2 = hf.cls == HfClass::kGpt2;
   auto pick = [gpt2](const char* gpt2_name, const char* llama_name) { return std::string(gpt2 ? gpt2_name : llama_name); };
-  const int64_t derived_ffn = m.activation == "swiglu" ? swiglu_ffn(m.hidden) : 4 * m.hidden;
+  const int64_t derived_ffn = m.activation == "swiglu" ? ckpt::swiglu_ffn(m.hidden) : 4 * m.hidden;
   std::vector<ModelKey> keys;
   auto add = [&](const char* key, json value, std::string hf_field, ModelKey::Rule rule = ModelKey::kEqual,
                  bool zero_means_this = false) {
@@ -234,6 +248,8 @@ std::vector<ModelKey> model_keys(const HfModel& hf) {
   add("kv_heads", m.kv(), pick("n_head", "num_key_value_heads"), ModelKey::kEqual, m.kv() == m.heads);
   add("ffn_hidden", m.ffn, pick("n_inner", "intermediate_size"), ModelKey::kEqual, m.ffn == derived_ffn);
   add("seq_len", m.seq_len, pick("n_positions", "max_position_embeddings"), ModelKey::kAtMost);
+  // Rotary positions serve a shorter fine-tune and still the model's whole length.
+  if (!gpt2) add("max_positions", m.seq_len, "max_position_embeddings");
   add("vocab", m.vocab_size, "vocab_size");
   add("layernorm_eps", m.norm_eps, pick("layer_norm_epsilon", "rms_norm_eps"));
   by_class("normalization", m.normalization);

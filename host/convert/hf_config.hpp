@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/metadata.hpp"
+#include "checkpoint/model_keys.hpp"
 
 namespace mh::convert {
 
@@ -22,6 +23,7 @@ struct HfModel {
   // vocab padded, vocab_size as the file's; seq_len the positions it was made for.
   ckpt::ModelShape shape;
   double dropout = 0, attention_dropout = 0;  // training settings, not the model's shape
+  nlohmann::json bos_token_id, eos_token_id;   // null where config.json has none
 };
 
 // Parses config.json's text (`path` names it in errors), with the class's
@@ -35,23 +37,13 @@ HfModel read_hf_config(const std::string& dir);
 // class can express.
 HfClass hf_class(const ckpt::ModelShape& m);
 // config.json for `m` (its vocab_size unpadded), tensors stored as
-// `torch_dtype` ("float32", "bfloat16").
-std::string hf_config_json(const ckpt::ModelShape& m, const std::string& torch_dtype);
+// `torch_dtype` ("float32", "bfloat16"), with the tokenizer's special ids
+// (`special`: "bos_token_id", "eos_token_id"; absent ones left out).
+std::string hf_config_json(const ckpt::ModelShape& m, const std::string& torch_dtype,
+                           const nlohmann::json& special = nlohmann::json::object());
 
-// One [model] key a config.json fixes, for a run that loads the folder.
-struct ModelKey {
-  enum Rule {
-    kEqual,   // the user's value must equal it
-    kAtMost,  // the user's value may be smaller (seq_len: fewer positions)
-    kDefault  // taken when the user set none; the user's value wins
-  };
-  std::string key;             // "hidden"
-  nlohmann::json value;        // 768
-  std::string hf_field;        // "hidden_size"
-  nlohmann::json hf_value;     // the field's value as config.json has it
-  Rule rule = kEqual;
-  bool zero_means_this = false;  // [model]'s 0 ("derive it") gives the same value
-};
+// The [model] keys a config.json fixes, for a run that loads the folder.
+using ckpt::ModelKey;
 std::vector<ModelKey> model_keys(const HfModel& hf);
 
 }  // namespace mh::convert

@@ -197,11 +197,13 @@ void commit_folder(const std::string& temp, const std::string& out) {
   ckpt::sync_dir(fs::absolute(out).lexically_normal().parent_path().string());
 }
 
-void write_hf_folder(const std::string& out, const std::string& config_json, const std::vector<HfEntry>& entries,
+void write_hf_folder(const std::string& out, const std::string& config_json,
+                     const std::vector<std::pair<std::string, std::string>>& files, const std::vector<HfEntry>& entries,
                      const ShardOptions& options, const std::function<const std::vector<float>&(size_t)>& data) {
   require(options.dtype == "F32" || options.dtype == "BF16", "--dtype: \"" + options.dtype + "\" (f32 or bf16)");
   const std::string temp = begin_folder(out, "Hugging Face model");
   ckpt::write_synced(temp + "/" + kConfigFile, config_json);
+  for (const auto& [name, text] : files) ckpt::write_synced(temp + "/" + name, text);
   const std::vector<std::vector<size_t>> shards = plan_shards(entries, options);
   nlohmann::ordered_json weight_map;
   uint64_t total = 0;

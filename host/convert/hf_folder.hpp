@@ -64,11 +64,13 @@ struct ShardOptions {
   uint64_t max_shard_bytes = 5'000'000'000;
 };
 
-// Writes the folder `out` (which must not exist): config.json, then the
+// Writes the folder `out` (which must not exist): config.json and `files`
+// (the tokenizer's, generation_config.json), then the
 // entries (data(i) gives entry i in f32) in model.safetensors, or in
 // model-0000k-of-0000n.safetensors shards with the index when they exceed
 // max_shard_bytes. Built in a temporary sibling folder and renamed.
-void write_hf_folder(const std::string& out, const std::string& config_json, const std::vector<HfEntry>& entries,
+void write_hf_folder(const std::string& out, const std::string& config_json,
+                     const std::vector<std::pair<std::string, std::string>>& files, const std::vector<HfEntry>& entries,
                      const ShardOptions& options, const std::function<const std::vector<float>&(size_t)>& data);
 
 // A new folder's path must not exist; a temporary sibling (".tmp_NAME")

@@ -5,6 +5,7 @@
 #include "checkpoint/store.hpp"
 #include "checkpoint/tensor_reader.hpp"
 #include "convert/hf_config.hpp"
+#include "convert/hf_tokenizer_files.hpp"
 #include "convert/tensor_map.hpp"
 
 namespace mh::convert {
@@ -54,7 +55,9 @@ std::string export_hf(const std::string& in, const std::string& out, const Shard
   size_t cached = links.size();
   std::vector<HfTensor> tensors;  // the HF tensors of link `cached`
   const std::string torch_dtype = options.dtype == "BF16" ? "bfloat16" : "float32";
-  write_hf_folder(out, hf_config_json(shape, torch_dtype), entries, options,
+  const std::vector<FolderFile> files = tokenizer_files(meta.tokenizer, shape);
+  if (files.empty()) note += (note.empty() ? "" : "; ") + dir + " predates the recorded tokenizer: no tokenizer files are written";
+  write_hf_folder(out, hf_config_json(shape, torch_dtype, special_ids(meta.tokenizer)), files, entries, options,
                   [&](size_t i) -> const std::vector<float>& {
                     const auto [l, k] = source[i];
                     if (l != cached) {

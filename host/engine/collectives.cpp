@@ -1,6 +1,7 @@
 #include "engine/collectives.hpp"
 
 #include <megahost/error.hpp>
+#include <megahost/struct_size.hpp>
 
 #include <utility>
 
@@ -65,10 +66,7 @@ void Collectives::call(Blocking fn, TypedPtr send, int64_t send_n, TypedPtr recv
 // Fields an older table lacks lie beyond its struct_size; requests need the
 // 1.1 wait and destroy.
 bool Collectives::has(Start fn) const {
-  const size_t end = size_t(reinterpret_cast<const char*>(&(api_->*fn)) - reinterpret_cast<const char*>(api_)) +
-                     sizeof(api_->*fn);
-  return api_->struct_size >= end && api_->*fn != nullptr &&
-         api_->struct_size >= MH_STRUCT_SIZE(MH_CommApi, request_destroy);
+  return reaches(*api_, fn) && api_->*fn != nullptr && reaches(*api_, &MH_CommApi::request_destroy);
 }
 
 PendingCollective Collectives::start(Start fn, Blocking fallback, TypedPtr send, int64_t send_n, TypedPtr recv,

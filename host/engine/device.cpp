@@ -5,16 +5,6 @@
 
 namespace mh {
 
-size_t dtype_size(int32_t dtype) {
-  switch (dtype) {
-    case MH_BF16:
-    case MH_F16: return 2;
-    case MH_U8: return 1;
-    case MH_I64: return 8;
-    default: return 4;
-  }
-}
-
 MH_Tensor view(void* data, int32_t dtype, std::initializer_list<int64_t> shape) {
   MH_Tensor t{};
   t.data = data;

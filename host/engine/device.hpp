@@ -3,7 +3,9 @@
 #pragma once
 
 #include <megahost/abi.h>
+#include <megahost/dtype.hpp>
 #include <megahost/error.hpp>
+#include <megahost/struct_size.hpp>
 
 #include <cstdint>
 #include <initializer_list>
@@ -15,8 +17,6 @@
 #include "plugins/plugin_calls.hpp"
 
 namespace mh {
-
-size_t dtype_size(int32_t dtype);
 
 // A contiguous view of `data` with `shape`.
 MH_Tensor view(void* data, int32_t dtype, std::initializer_list<int64_t> shape);
@@ -84,9 +84,7 @@ class Device {
   // leaves that clause out.
   template <class Op>
   void require_op(Op MH_KernelsApi::*op, const char* name, const std::string& needed_by) const {
-    const auto* table = reinterpret_cast<const char*>(api_);
-    const size_t end = size_t(reinterpret_cast<const char*>(&(api_->*op)) - table) + sizeof(Op);
-    if (end > api_->struct_size) throw_missing_op(name, end, needed_by);
+    if (!reaches(*api_, op)) throw_missing_op(name, member_end(*api_, op), needed_by);
   }
 
  private:

@@ -29,6 +29,7 @@ struct ModelDims {
   int64_t layers, hidden, heads, ffn, seq, vocab, micro_batch;
   int64_t kv_heads = 0;      // 0 means heads (full multi-head attention)
   int64_t vocab_size = 0;    // the tokenizer's; vocab is it padded, 0 means vocab
+  int64_t max_positions = 0;  // the positions the model is made for; 0 means seq
   int32_t tp = 1, tp_rank = 0;
   bool sp = false;
   float dropout = 0, attention_dropout = 0, init_std = 0.02f, layernorm_eps = 1e-5f;

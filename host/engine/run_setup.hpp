@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "checkpoint/checkpointer.hpp"
 #include "checkpoint/folder_owner.hpp"
 #include "data/indexed_dataset.hpp"
@@ -46,7 +48,8 @@ struct RunSetup {
   ckpt::Options checkpoint;      // dir resolved against the config
   std::string resume_from;       // the checkpoint to load; "" starts fresh
   std::unique_ptr<ckpt::FolderLock> folder_lock;  // the leader's, on checkpoint.dir, for the run's lifetime
-  std::string tokenizer;         // the data's tokenizer, recorded in checkpoints
+  // The data's tokenizer as checkpoints record it: name, files, special ids.
+  nlohmann::json tokenizer;
   mutable std::atomic<bool> interrupted{false};  // a stop signal ended the run
 };
 

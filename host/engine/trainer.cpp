@@ -3,6 +3,7 @@
 #include <megahost/error.hpp>
 #include <megahost/model_flops.hpp>
 #include <megahost/rng.hpp>
+#include <megahost/struct_size.hpp>
 
 #include <glog/logging.h>
 
@@ -176,7 +177,7 @@ DataSync RankTrainer::plan_data_sync() const {
               std::to_string(comm.component->plugin->desc->abi_minor) + ": rebuild it, or turn the option off");
   const bool distributed = plan.distributed_optimizer != 0 && s_.dp > 1;
   const bool gather_overlap =
-      plan.struct_size >= MH_STRUCT_SIZE(MH_DataPlan, overlap_param_gather) && plan.overlap_param_gather != 0;
+      reaches(plan, &MH_DataPlan::overlap_param_gather) && plan.overlap_param_gather != 0;
   return DataSync{distributed, plan.overlap != 0, distributed && plan.overlap != 0 && gather_overlap,
                   make_buckets(params_, order, plan)};
 }
@@ -273,7 +274,8 @@ ckpt::Metadata RankTrainer::checkpoint_metadata(int64_t step) const {
   m.schedule = {{"lr", c.lr}, {"min_lr", c.min_lr}, {"warmup_steps", c.warmup_steps}, {"decay_steps", c.decay_steps},
                 {"weight_decay", c.weight_decay}, {"adam_beta1", c.beta1}, {"adam_beta2", c.beta2},
                 {"adam_eps", c.eps}, {"clip_grad", c.clip_grad}};
-  m.tokenizer = {{"name", s_.tokenizer}, {"vocab_padded", rc_.dims.vocab}};
+  m.tokenizer = s_.tokenizer;
+  m.tokenizer["vocab_padded"] = rc_.dims.vocab;
   m.dtype = rc_.dev.info().compute_dtype == MH_F32 ? "fp32" : "bf16";
   m.optimizer = s_.checkpoint.save_optimizer;
   return m;

@@ -20,16 +20,35 @@ std::string prompts_file(const Config& config, const Options& g) {
   return file.empty() ? file : config.resolve(file).string();
 }
 
+// The model generates every id of its vocabulary, and each must decode: a
+// tokenizer with fewer ids is not the model's.
+void check_vocabulary(const Assembly& a, const data::Tokenizer& tokenizer, const ModelVocab& model) {
+  const std::string name = a.data.options().get_string("tokenizer");
+  require(model.size <= tokenizer.vocab_size(),
+          "the model's vocabulary has " + std::to_string(model.size) + " ids (" + model.source + "), the " + name +
+              " tokenizer " + std::to_string(tokenizer.vocab_size()) +
+              ": the model could generate ids the tokenizer cannot decode; set data.tokenizer (and its files) to the "
+              "tokenizer the model was trained with");
+}
+
 // Every prompt as token ids; throws naming the prompt that cannot be served.
 std::vector<std::vector<int32_t>> tokenized_prompts(const Config& config, const Assembly& a,
                                                     const data::Tokenizer& tokenizer) {
   const Options g = a.generate.options();
   const int64_t seq = a.model.options().get_int("seq_len");
+  const ModelVocab vocab = model_vocab(a, config);
+  check_vocabulary(a, tokenizer, vocab);
+  const std::string name = a.data.options().get_string("tokenizer");
   std::vector<std::vector<int32_t>> out;
   for (const std::string& text : read_prompts(g.get_string("prompt"), prompts_file(config, g))) {
     std::vector<int32_t> ids = tokenizer.encode(text);
     const std::string which = "prompt " + std::to_string(out.size() + 1);
     require(!ids.empty(), which + " is empty: generation continues a text, give it at least one character");
+    for (int32_t id : ids)
+      require(id < vocab.size, which + " holds token id " + std::to_string(id) + " of the " + name +
+                                   " tokenizer, outside the model's vocabulary of " + std::to_string(vocab.size) +
+                                   " ids (" + vocab.source + "): the tokenizer is not the model's; set "
+                                   "data.tokenizer (and its files) to the one the model was trained with");
     require(int64_t(ids.size()) <= seq, which + " is " + std::to_string(ids.size()) +
                                             " tokens, longer than model.seq_len = " + std::to_string(seq) +
                                             ", the longest context the model has; shorten it");
@@ -51,7 +70,7 @@ Job make_job(const RunSetup& s, const Config& config, const data::Tokenizer& tok
                           uint64_t(g.get_int("seed"))};
   job.stop_at_eod = g.get_bool("stop_at_eod");
   job.eod = tokenizer.eod_id();
-  job.vocab = tokenizer.vocab_size();
+  job.vocab = s.dims.real_vocab();
   return job;
 }
 

@@ -16,8 +16,8 @@ struct Job {
   Sampling sampling;
   bool stop_at_eod = true;
   int32_t eod = -1;
-  // Ids sampled from: the tokenizer's, which a model's vocabulary (an
-  // imported one's config.json) may exceed; such ids could not be decoded.
+  // The model's vocabulary, sampled whole: a tokenizer that could not decode
+  // all of it is refused before the job is made.
   int64_t vocab = 0;
   bool dry = false;      // one prefill and one decode step of the longest prompts, for the memory plan
 };

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <megahost/abi.h>
+#include <megahost/struct_size.hpp>
 
 #include <cstddef>
 
@@ -11,13 +12,13 @@ namespace mh {
 
 // The distance between the descriptor's components (num_components > 0).
 inline size_t component_stride(const MH_PluginDesc& d) {
-  if (d.struct_size >= MH_STRUCT_SIZE(MH_PluginDesc, component_size)) return d.component_size;
+  if (reaches(d, &MH_PluginDesc::component_size)) return d.component_size;
   return MH_ARRAY_STRIDE(d.components[0].struct_size);
 }
 
 // The distance between the options of component `c` of `d` (num_options > 0).
 inline size_t option_stride(const MH_PluginDesc& d, const MH_ComponentDesc& c) {
-  if (d.struct_size >= MH_STRUCT_SIZE(MH_PluginDesc, option_size)) return d.option_size;
+  if (reaches(d, &MH_PluginDesc::option_size)) return d.option_size;
   return MH_ARRAY_STRIDE(c.options[0].struct_size);
 }
 

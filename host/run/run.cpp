@@ -22,6 +22,7 @@
 #include "data/tokenizer.hpp"
 #include "checkpoint/folder_owner.hpp"
 #include "checkpoint/store.hpp"
+#include "convert/hf_config.hpp"
 #include "convert/hf_folder.hpp"
 #include "convert/hf_to_megahost.hpp"
 #include "engine/trainer.hpp"
@@ -107,6 +108,10 @@ void check_heads(const ModelDims& d) {
                                        std::to_string(d.heads) + "; pick heads that divide hidden");
   require(d.heads % d.kv() == 0, "model.kv_heads = " + std::to_string(d.kv()) + " does not divide model.heads = " +
                                      std::to_string(d.heads) + "; each key/value head serves a whole group of heads");
+  require(d.max_positions == 0 || d.max_positions == d.seq || (d.spec.position == Position::kRope && d.max_positions > d.seq),
+          "model.max_positions = " + std::to_string(d.max_positions) + " with model.seq_len = " + std::to_string(d.seq) +
+              ": a learned position table has seq_len rows, and a rotary model serves at most max_positions; set "
+              "max_positions to 0, or to at least seq_len with position = \"rope\"");
   require(d.spec.position != Position::kRope || d.head_dim() % 2 == 0,
           "model.position = \"rope\" rotates pairs of features, but the head size hidden/heads = " +
               std::to_string(d.head_dim()) + " is odd; pick an even head size");
@@ -124,6 +129,7 @@ ModelDims global_dims(const Assembly& a, const Config& config) {
   d.kv_heads = m.get_int("kv_heads") > 0 ? m.get_int("kv_heads") : d.heads;
   d.ffn = m.get_int("ffn_hidden") > 0 ? m.get_int("ffn_hidden") : default_ffn(d);
   d.seq = m.get_int("seq_len");
+  d.max_positions = m.get_int("max_positions");
   d.vocab_size = model_vocab(a, config).size;
   d.vocab = ckpt::padded_vocab(d.vocab_size);
   d.dropout = float(m.get_double("dropout"));
@@ -218,8 +224,29 @@ ckpt::Metadata run_settings(const RunSetup& s, const Assembly& a) {
                 {"adam_beta2", t.get_double("adam_beta2")},
                 {"adam_eps", t.get_double("adam_eps")},
                 {"clip_grad", t.get_double("clip_grad")}};
-  m.tokenizer = {{"name", a.data.options().get_string("tokenizer")}, {"vocab_padded", s.dims.vocab}};
+  m.tokenizer = s.tokenizer;
+  m.tokenizer["vocab_padded"] = s.dims.vocab;
   return m;
+}
+
+// The tokenizer as a checkpoint records it: its name, the files the user
+// gave (absolute), and its end-of-document id as the begin and end token.
+nlohmann::json tokenizer_identity(const Assembly& a, const Config& config) {
+  Options data = a.data.options();
+  nlohmann::json t = {{"name", data.get_string("tokenizer")}};
+  for (const char* key : {"vocab_file", "merges_file", "tokenizer_file"})
+    if (!data.get_string(key).empty()) t[key] = config.resolve(data.get_string(key)).lexically_normal().string();
+  const int32_t eod = run_tokenizer(a, config)->eod_id();
+  t["bos_token_id"] = eod;
+  t["eos_token_id"] = eod;
+  return t;
+}
+
+// The special ids the loaded model was made with win over the tokenizer's
+// end-of-document id (Llama's bos 1 and eos 2, Llama 3's list of eos ids).
+void adopt_special_ids(nlohmann::json& tokenizer, const nlohmann::json& saved_bos, const nlohmann::json& saved_eos) {
+  if (!saved_bos.is_null()) tokenizer["bos_token_id"] = saved_bos;
+  if (!saved_eos.is_null()) tokenizer["eos_token_id"] = saved_eos;
 }
 
 // The leader process of a run that saves locks checkpoint.dir for the
@@ -249,12 +276,19 @@ std::unique_ptr<convert::TemporaryImport> plan_checkpoints(RunSetup& s, const As
   if (!s.checkpoint.dir.empty() && !s.evaluate_only) ckpt::check_writable(s.checkpoint.dir);
   std::unique_ptr<convert::TemporaryImport> imported;
   if (load != "auto" && convert::is_hf_folder(load)) {
+    const convert::HfModel hf = convert::read_hf_config(load);
+    adopt_special_ids(s.tokenizer, hf.bos_token_id, hf.eos_token_id);
     imported = std::make_unique<convert::TemporaryImport>(load, convert::ImportOptions{s.dims.seq, run_settings(s, a)});
     s.resume_from = imported->checkpoint();
     LOG(INFO) << (s.evaluate_only ? "evaluating" : "starting from") << " the Hugging Face model " << load
               << (s.evaluate_only ? "" : " (imported at step 0, AdamW's moments at zero)");
   } else {
     s.resume_from = ckpt::resolve_load(load, s.checkpoint.dir);
+    if (!s.resume_from.empty()) {
+      const nlohmann::json saved = ckpt::read_metadata(s.resume_from).tokenizer;
+      adopt_special_ids(s.tokenizer, saved.value("bos_token_id", nlohmann::json()),
+                        saved.value("eos_token_id", nlohmann::json()));
+    }
     if (load == "auto" && s.resume_from.empty() && !s.evaluate_only)
       LOG(INFO) << "no checkpoint in " << s.checkpoint.dir << " yet: starting fresh";
   }
@@ -394,8 +428,8 @@ int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
   Instance pipeline(*assembly.slot(MH_KIND_PIPELINE_PARALLEL), s.comm_info.ranks_in_process, -1);
   plan_pipeline(s, pipeline);
   if (!assembly.generates) open_data(s, assembly, config);
+  s.tokenizer = tokenizer_identity(assembly, config);
   const std::unique_ptr<convert::TemporaryImport> imported = plan_checkpoints(s, assembly, config);
-  s.tokenizer = assembly.data.options().get_string("tokenizer");
   std::string metrics = flags.metrics_out.empty() ? assembly.output.options().get_string("metrics") : flags.metrics_out;
   s.metrics = std::make_unique<MetricsWriter>(s.comm_info.first_rank == 0 ? metrics : "");
   if (assembly.serves) return serve::serve(s, config, [&](const auto& body) { run_ranks(s, body); });

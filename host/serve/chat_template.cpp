@@ -22,6 +22,7 @@ bool is_undefined(const json& v) { return v.is_discarded(); }
 // Guards against templates that would not end: renderings are for prompts.
 constexpr size_t kMaxOutput = size_t(64) << 20;
 constexpr int kMaxDepth = 200;
+constexpr uint64_t kMaxSteps = 10'000'000;
 
 // ---------------------------------------------------------------- lexing
 
@@ -124,6 +125,15 @@ class ExprParser {
   ExprParser(std::vector<Token> tokens) : t_(std::move(tokens)) {}
 
   ExprPtr expression() { return conditional(); }
+
+  // Bounds the recursion of nested expressions (a template is outside input).
+  struct Nest {
+    explicit Nest(int& depth) : depth_(depth) {
+      if (++depth_ > kMaxDepth) fail("an expression nests deeper than " + std::to_string(kMaxDepth));
+    }
+    ~Nest() { --depth_; }
+    int& depth_;
+  };
   const Token& peek(size_t ahead = 0) const { return t_[std::min(i_ + ahead, t_.size() - 1)]; }
   bool at_end() const { return peek().kind == Token::kEnd; }
   bool accept(const std::string& text) {
@@ -145,6 +155,7 @@ class ExprParser {
 
  private:
   ExprPtr conditional() {
+    Nest nest(depth_);
     ExprPtr e = or_expr();
     while (accept("if")) {
       ExprPtr cond = or_expr();
@@ -164,6 +175,7 @@ class ExprParser {
     return e;
   }
   ExprPtr not_expr() {
+    Nest nest(depth_);
     if (peek().kind == Token::kName && peek().text == "not" && !(peek(1).kind == Token::kName && peek(1).text == "in")) {
       ++i_;
       return make({Expr::kNot, {}, "", {not_expr()}});
@@ -214,6 +226,7 @@ class ExprParser {
     }
   }
   ExprPtr unary() {
+    Nest nest(depth_);
     if (accept("-")) return make({Expr::kUnary, {}, "-", {unary()}});
     if (accept("+")) return unary();
     return filtered(postfix(primary()));
@@ -287,8 +300,13 @@ class ExprParser {
         while (peek().kind == Token::kString) s += t_[i_++].text;  // adjacent literals join
         return make({Expr::kLiteral, s});
       }
-      case Token::kInt: return make({Expr::kLiteral, json(std::stoll(t.text))});
-      case Token::kFloat: return make({Expr::kLiteral, json(std::stod(t.text))});
+      case Token::kInt:
+      case Token::kFloat:
+        try {
+          return make({Expr::kLiteral, t.kind == Token::kInt ? json(std::stoll(t.text)) : json(std::stod(t.text))});
+        } catch (const std::exception&) {
+          fail("the number " + t.text + " at offset " + std::to_string(t.at) + " is out of range");
+        }
       case Token::kName:
         if (t.text == "true" || t.text == "True") return make({Expr::kLiteral, true});
         if (t.text == "false" || t.text == "False") return make({Expr::kLiteral, false});
@@ -341,6 +359,7 @@ class ExprParser {
 
   std::vector<Token> t_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 // ---------------------------------------------------------------- statements
@@ -553,6 +572,28 @@ class TemplateParser {
 
 // ---------------------------------------------------------------- values
 
+// Strings index, slice, count and reverse by character, as Python's: the
+// UTF-8 text split into characters (a byte of broken UTF-8 is one).
+std::vector<std::string> characters(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < s.size();) {
+    const auto c = uint8_t(s[i]);
+    size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+    if (i + n > s.size()) n = 1;
+    for (size_t k = 1; k < n; ++k)
+      if ((uint8_t(s[i + k]) & 0xC0) != 0x80) n = 1;
+    out.push_back(s.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
+json character_list(const std::string& s) {
+  json out = json::array();
+  for (std::string& c : characters(s)) out.push_back(std::move(c));
+  return out;
+}
+
 bool truthy(const json& v) {
   if (is_undefined(v) || v.is_null()) return false;
   if (v.is_boolean()) return v.get<bool>();
@@ -678,10 +719,16 @@ json arithmetic(const std::string& op, const json& a, const json& b) {
   const bool ints = !a.is_number_float() && !b.is_number_float();
   if (ints && op != "/") {
     const int64_t x = to_int(a, op.c_str()), y = to_int(b, op.c_str());
-    if (op == "+") return x + y;
-    if (op == "-") return x - y;
-    if (op == "*") return x * y;
+    int64_t r = 0;
+    if (op == "+" || op == "-" || op == "*") {
+      const bool overflow = op == "+"   ? __builtin_add_overflow(x, y, &r)
+                            : op == "-" ? __builtin_sub_overflow(x, y, &r)
+                                        : __builtin_mul_overflow(x, y, &r);
+      if (overflow) fail("integer overflow in '" + op + "'");
+      return r;
+    }
     if (y == 0) fail("division by zero");
+    if (y == -1 && x == INT64_MIN) fail("integer overflow in '" + op + "'");
     if (op == "//") return x / y - ((x % y != 0) && ((x < 0) != (y < 0)));
     if (op == "%") return ((x % y) + y) % y;
   }
@@ -769,6 +816,7 @@ class Renderer {
 
  private:
   Flow run(const Node& n) {
+    if (++steps_ > kMaxSteps) fail("the template runs more than " + std::to_string(kMaxSteps) + " statements");
     switch (n.kind) {
       case Node::kText: write(n.text); break;
       case Node::kOutput: write(str(eval(*n.expr))); break;
@@ -817,9 +865,7 @@ class Renderer {
       for (const auto& [k, x] : seq.items()) keys.push_back(k);
       seq = keys;
     } else if (seq.is_string()) {
-      json chars = json::array();
-      for (char c : seq.get<std::string>()) chars.push_back(std::string(1, c));
-      seq = chars;
+      seq = character_list(seq.get<std::string>());
     } else if (is_undefined(seq) || seq.is_null()) {
       seq = json::array();
     } else if (!seq.is_array()) {
@@ -841,6 +887,7 @@ class Renderer {
     }
     const size_t length = seq.size();
     for (size_t i = 0; i < length; ++i) {
+      if (++steps_ > kMaxSteps) fail("the template runs more than " + std::to_string(kMaxSteps) + " statements");
       scopes_.push_back(json::object());
       bind(n.targets, seq[i]);
       scopes_.back()["loop"] = {{"index", i + 1},          {"index0", i},
@@ -929,28 +976,24 @@ class Renderer {
       if (i < 0) i += int64_t(v.size());
       return i >= 0 && i < int64_t(v.size()) ? v[size_t(i)] : undefined();
     }
-    if (v.is_string() && key.is_number_integer()) {
-      const std::string& s = v.get_ref<const std::string&>();
-      int64_t i = key.get<int64_t>();
-      if (i < 0) i += int64_t(s.size());
-      return i >= 0 && i < int64_t(s.size()) ? json(std::string(1, s[size_t(i)])) : undefined();
-    }
+    if (v.is_string() && key.is_number_integer()) return item(character_list(v.get<std::string>()), key);
     if (v.is_object() && key.is_string()) return attribute(v, key.get<std::string>());
     return undefined();
   }
 
   json slice(const Expr& e) {
-    const json v = eval(*e.args[0]);
-    if (!v.is_array() && !v.is_string()) fail("cannot slice " + repr(v));
-    const int64_t n = int64_t(v.size() == 0 && v.is_string() ? v.get<std::string>().size()
-                                                             : (v.is_string() ? v.get<std::string>().size() : v.size()));
+    const json whole = eval(*e.args[0]);
+    if (!whole.is_array() && !whole.is_string()) fail("cannot slice " + repr(whole));
+    const json v = whole.is_string() ? character_list(whole.get<std::string>()) : whole;
+    const int64_t n = int64_t(v.size());
     const auto bound = [&](const ExprPtr& p, int64_t fallback) {
       if (!p) return fallback;
       const json b = eval(*p);
       return b.is_null() ? fallback : to_int(b, "a slice");
     };
-    const int64_t step = bound(e.args[3], 1);
+    int64_t step = bound(e.args[3], 1);
     if (step == 0) fail("a slice step of 0");
+    step = std::clamp<int64_t>(step, -(n + 1), n + 1);  // a longer step takes one item, as it does
     const auto clamp = [&](int64_t i, int64_t lo, int64_t hi) {
       if (i < 0) i += n;
       return std::clamp(i, lo, hi);
@@ -961,9 +1004,9 @@ class Renderer {
                                    : (step > 0 ? n : -1);
     std::vector<int64_t> at;
     for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) at.push_back(i);
-    if (v.is_string()) {
+    if (whole.is_string()) {
       std::string out;
-      for (int64_t i : at) out += v.get_ref<const std::string&>()[size_t(i)];
+      for (int64_t i : at) out += v[size_t(i)].get_ref<const std::string&>();
       return out;
     }
     json out = json::array();
@@ -992,7 +1035,7 @@ class Renderer {
         int64_t lo = 0, hi = to_int(arg(0), "range"), step = 1;
         if (a.size() >= 2) lo = hi, hi = to_int(a[1], "range");
         if (a.size() >= 3) step = to_int(a[2], "range");
-        if (step == 0 || std::abs((hi - lo) / step) > 1'000'000) fail("range too long or with step 0");
+        if (step == 0 || (__int128(hi) - lo) / step > 1'000'000) fail("range() too long, or with a step of 0");
         json out = json::array();
         for (int64_t i = lo; step > 0 ? i < hi : i > hi; i += step) out.push_back(i);
         return out;
@@ -1053,7 +1096,7 @@ class Renderer {
     const std::string& f = e.name;
     if (f == "trim") return strip(str(v));
     if (f == "length" || f == "count") {
-      if (v.is_string()) return v.get<std::string>().size();
+      if (v.is_string()) return characters(v.get<std::string>()).size();
       if (v.is_array() || v.is_object()) return v.size();
       fail("length of " + repr(v));
     }
@@ -1080,8 +1123,8 @@ class Renderer {
     if (f == "first" || f == "last") {
       if (v.is_array()) return v.empty() ? undefined() : (f == "first" ? v.front() : v.back());
       if (v.is_string()) {
-        const std::string& s = v.get_ref<const std::string&>();
-        return s.empty() ? undefined() : json(std::string(1, f == "first" ? s.front() : s.back()));
+        const std::vector<std::string> c = characters(v.get<std::string>());
+        return c.empty() ? undefined() : json(f == "first" ? c.front() : c.back());
       }
       fail(f + " of " + repr(v));
     }
@@ -1098,16 +1141,17 @@ class Renderer {
     if (f == "replace") return replace_all(str(v), str(arg(0)), str(arg(1)));
     if (f == "list") {
       if (v.is_array()) return v;
-      if (v.is_string()) {
-        json out = json::array();
-        for (char c : v.get<std::string>()) out.push_back(std::string(1, c));
-        return out;
-      }
+      if (v.is_string()) return character_list(v.get<std::string>());
       if (v.is_object()) return call_keys(v);
       fail("list of " + repr(v));
     }
     if (f == "reverse") {
-      if (v.is_string()) return std::string(v.get<std::string>().rbegin(), v.get<std::string>().rend());
+      if (v.is_string()) {
+        std::string out;
+        const std::vector<std::string> c = characters(v.get<std::string>());
+        for (auto it = c.rbegin(); it != c.rend(); ++it) out += *it;
+        return out;
+      }
       if (!v.is_array()) fail("reverse of " + repr(v));
       return json(std::vector<json>(v.rbegin(), v.rend()));
     }
@@ -1124,7 +1168,11 @@ class Renderer {
       return 0;
     }
     if (f == "float") return v.is_number() ? v.get<double>() : 0.0;
-    if (f == "abs") return v.is_number_integer() ? json(std::llabs(v.get<int64_t>())) : json(std::fabs(v.get<double>()));
+    if (f == "abs") {
+      if (!v.is_number()) fail("abs of " + repr(v));
+      if (v.is_number_integer() && v.get<int64_t>() != INT64_MIN) return std::llabs(v.get<int64_t>());
+      return std::fabs(v.get<double>());
+    }
     fail("unknown filter '" + f + "' at offset " + std::to_string(e.at));
   }
 
@@ -1177,6 +1225,7 @@ class Renderer {
   std::string& out_;
   std::vector<json> scopes_;
   int depth_ = 0;
+  uint64_t steps_ = 0;
 };
 
 std::string special_token(const json& v) {
@@ -1191,8 +1240,19 @@ struct ChatTemplate::Program {
   Body body;
 };
 
+namespace {
+
+// Jinja drops one newline at the end of a template (keep_trailing_newline off).
+std::string without_trailing_newline(std::string s) {
+  if (s.size() >= 2 && s.compare(s.size() - 2, 2, "\r\n") == 0) s.resize(s.size() - 2);
+  else if (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+}  // namespace
+
 ChatTemplate::ChatTemplate(const std::string& source, std::string bos_token, std::string eos_token)
-    : program_(std::make_unique<Program>(Program{TemplateParser(source).parse()})),
+    : program_(std::make_unique<Program>(Program{TemplateParser(without_trailing_newline(source)).parse()})),
       tokens_({{"bos_token", std::move(bos_token)}, {"eos_token", std::move(eos_token)}}) {}
 
 ChatTemplate::~ChatTemplate() = default;

@@ -10,7 +10,8 @@
 // filters (trim, length, upper, lower, tojson, first, last, default,
 // string, join, capitalize, title, replace), the methods strip, split,
 // startswith, endswith, upper, lower, items, keys, values, get, and
-// raise_exception(). docs/serve.md lists it. The parser reads outside
+// raise_exception(); case changes touch ASCII letters only. docs/serve.md
+// lists it. The parser reads outside
 // input (a model's files): any malformed template throws
 // ChatTemplateError naming the position, never crashes.
 #pragma once

@@ -118,7 +118,8 @@ std::string content_text(const json& content) {
   std::string text;
   if (!content.is_array()) bad("messages", "a message's 'content' must be a string or a list of text parts");
   for (const json& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
+        !part["text"].is_string())
       bad("messages", "a content part must be {\"type\": \"text\", \"text\": \"...\"}; only text is served");
     text += part["text"].get<std::string>();
   }

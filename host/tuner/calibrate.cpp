@@ -37,10 +37,12 @@ constexpr int64_t kMessageElements[] = {1 << 14, 1 << 18, 1 << 21};
 
 using Buffers = std::shared_ptr<std::vector<Buffer>>;
 
+// Buffers in the dtype the kernels compute in: a bf16 device's GEMMs take
+// bf16 operands, and their rate is what a bf16 candidate is priced by.
 Buffers buffers(Device& d, std::initializer_list<int64_t> sizes) {
   auto out = std::make_shared<std::vector<Buffer>>();
-  for (int64_t n : sizes) out->emplace_back(d, MemCategory::kWorkspace, n);
-  for (auto& b : *out) ops::fill(d, b.f32(), b.numel(), 0.5f);
+  for (int64_t n : sizes) out->emplace_back(d, MemCategory::kWorkspace, n, d.info().compute_dtype);
+  for (auto& b : *out) ops::fill(d, b.ptr(), b.numel(), 0.5f);
   return out;
 }
 
@@ -180,8 +182,8 @@ int calibrate(const Config& config, const Registry& registry, const std::string&
     p.device = d.info().name;
     p.peak_flops = d.info().peak_flops;
     p.memory_bytes = d.info().memory_bytes;
+    p.dtype = d.info().compute_dtype;  // the GEMM rates below are measured in it
   }
-  p.dtype = MH_F32;
   p.shared_device = true;
   p.devices_per_node = int32_t(std::max(1u, std::thread::hardware_concurrency()));
   for (int sharing : kSharing)

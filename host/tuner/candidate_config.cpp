@@ -1,6 +1,7 @@
 #include "tuner/candidate_config.hpp"
 
 #include <megahost/error.hpp>
+#include <megahost/struct_size.hpp>
 
 #include <algorithm>
 #include <fstream>
@@ -108,7 +109,7 @@ void write_device_components(toml::table& root, const HardwareProfile& cluster, 
 }  // namespace
 
 bool names_data_choices(const MH_Candidate& c) {
-  return c.struct_size >= MH_STRUCT_SIZE(MH_Candidate, overlap_param_gather);
+  return reaches(c, &MH_Candidate::overlap_param_gather);
 }
 
 bool shards_optimizer(const Assembly& assembly, const MH_Candidate& c) {
@@ -142,10 +143,27 @@ toml::table generate_config(const Config& config, const Assembly& assembly, cons
                             const HardwareProfile& cluster, const GenerateRequest& request) {
   toml::table root = config.root();
   root.erase("tuner");
+  root.erase("serve");  // a candidate generates its requests; the winner may serve
   resolve_data_paths(config, assembly, root);
   resolve_checkpoint_paths(config, root);
   write_split(root, c);
   write_generate(config, root, c, request);
+  write_world(root, cluster, c.tensor * c.pipeline);
+  return root;
+}
+
+toml::table serve_config(const Config& config, const Assembly& assembly, const MH_Candidate& c,
+                         const HardwareProfile& cluster) {
+  toml::table root = config.root();
+  root.erase("tuner");
+  root.erase("generate");
+  resolve_data_paths(config, assembly, root);
+  resolve_checkpoint_paths(config, root);
+  write_split(root, c);
+  toml::table& serve = section(root, "serve");
+  serve.insert_or_assign("max_batch", c.micro_batch);
+  if (std::string own = string_or(serve, "chat_template", ""); !own.empty())
+    serve.insert_or_assign("chat_template", config.resolve(own).string());
   write_world(root, cluster, c.tensor * c.pipeline);
   return root;
 }

@@ -58,6 +58,12 @@ struct GenerateRequest {
 toml::table generate_config(const Config& config, const Assembly& assembly, const MH_Candidate& candidate,
                             const HardwareProfile& cluster, const GenerateRequest& request);
 
+// The winner of an inference goal as a server (the tuned config has
+// [serve]): the config with the candidate's t and p, a world of t * p,
+// [tuner] and [generate] dropped, and serve.max_batch the candidate's batch.
+toml::table serve_config(const Config& config, const Assembly& assembly, const MH_Candidate& candidate,
+                         const HardwareProfile& cluster);
+
 // Writes `table` to `file` with `comment` lines on top.
 void write_toml(const toml::table& table, const std::filesystem::path& file, const std::string& comment);
 

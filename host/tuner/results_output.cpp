@@ -155,10 +155,11 @@ std::string winner_comment(const MH_TunerResult& r, const TunedRun& run, const s
          " GiB per rank.\n# Run it with:\n" + lines + "\n";
 }
 
-// The winner as a run: training, or generation keeping the config's own
-// [generate] prompt when it has one.
+// The winner as a run: training; a server when the config has [serve];
+// else generation keeping the config's own [generate] prompt when it has one.
 toml::table tuned_config(const MH_Candidate& best, const TunedRun& run) {
   if (!generates(best)) return candidate_config(run.config, run.assembly, best, CandidateRun::kFull, run.profile);
+  if (run.assembly.serves) return serve_config(run.config, run.assembly, best, run.profile);
   const GenerateRequest request{write_prompts_file(run.dir, best.micro_batch, run.needs.prompt_tokens),
                                 run.needs.output_tokens, true};
   return generate_config(run.config, run.assembly, best, run.profile, request);

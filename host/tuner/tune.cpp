@@ -1,6 +1,7 @@
 #include "tuner/tune.hpp"
 
 #include <megahost/error.hpp>
+#include <megahost/struct_size.hpp>
 
 #include <glog/logging.h>
 
@@ -31,7 +32,7 @@ namespace {
 class TunerSession {
  public:
   explicit TunerSession(const Slot& slot) : instance_(slot, 1, -1), api_(instance_.api<MH_TunerApi>()) {
-    require(api_->struct_size >= MH_STRUCT_SIZE(MH_TunerApi, results) && api_->results != nullptr,
+    require(reaches(*api_, &MH_TunerApi::results) && api_->results != nullptr,
             instance_.label() + " implements the tuner table of ABI 1.0 (next and report only); tuning needs "
                                 "needs, begin and results of ABI 1.1: rebuild it against this SDK");
   }
@@ -108,7 +109,7 @@ struct Search {
 // tuner's prompts with the candidate's batch.
 toml::table run_config(const Search& s, const MH_Candidate& c, CandidateRun run) {
   if (c.workload == MH_WORKLOAD_TRAIN) return candidate_config(s.config, s.assembly, c, run, s.cluster);
-  require(s.needs.struct_size >= MH_STRUCT_SIZE(MH_TunerNeeds, output_tokens),
+  require(reaches(s.needs, &MH_TunerNeeds::output_tokens),
           "the tuner proposes inference candidates but says no prompt and output length (MH_TunerNeeds of ABI 1.4): "
           "rebuild it against this SDK");
   const GenerateRequest request{write_prompts_file(s.out, c.micro_batch, s.needs.prompt_tokens), s.needs.output_tokens};

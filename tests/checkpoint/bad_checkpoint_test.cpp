@@ -1,20 +1,20 @@
 // A bad checkpoint is refused with an error naming the file and the
-// tensor, exit status 1, and nothing in the checkpoint folder is changed:
+// tensor, exit status 1 (2 for a [model] key that contradicts it), and
+// nothing in the checkpoint folder is changed:
 // another model's shape, a missing, truncated or corrupt file, a newer
 // format version, a tensor missing from the index, a path with nothing in it.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "megahost_run.hpp"
+#include "support/process.hpp"
 
 namespace mh::ckpt::test {
 namespace {
@@ -44,12 +44,12 @@ class BadCheckpoint : public ::testing::Test {
 
   // Loads the (damaged) checkpoint, saving into the same folder, and
   // checks the run fails saying `message` and leaves every file as it was.
-  void expect_refused(const std::string& message, const std::vector<std::string>& extra = {}) {
+  void expect_refused(const std::string& message, const std::vector<std::string>& extra = {}, int status = 1) {
     const auto before = snapshot(dir_);
     std::vector<std::string> args = {"train.steps=4", "checkpoint.dir=" + dir_, "checkpoint.load=" + step_};
     args.insert(args.end(), extra.begin(), extra.end());
     Outcome r = run_megahost(args);
-    EXPECT_EQ(r.status, 1) << r.log;
+    EXPECT_EQ(r.status, status) << r.log;
     EXPECT_THAT(r.log, HasSubstr(message));
     EXPECT_TRUE(r.losses.empty()) << "it trained";
     EXPECT_TRUE(snapshot(dir_) == before) << "the checkpoint folder changed";
@@ -68,8 +68,17 @@ class BadCheckpoint : public ::testing::Test {
   std::string dir_, step_;
 };
 
+// The checkpoint's metadata.json fills [model]: a key set otherwise is bad input.
 TEST_F(BadCheckpoint, OfAnotherModelShapeNamesEachKeyAndBothValues) {
-  expect_refused("model.hidden: checkpoint 64, this run 128", {"model.hidden=128"});
+  expect_refused("model.hidden = 128 but " + step_ + "/metadata.json has model.hidden = 64", {"model.hidden=128"}, 2);
+}
+
+// A key outside the model's shape changes its function just the same.
+TEST_F(BadCheckpoint, OfAnotherRopeThetaOrEpsilonIsRefusedNamingBothValues) {
+  expect_refused("model.layernorm_eps = 1e-06 but " + step_ + "/metadata.json has model.norm_eps = 1e-05",
+                 {"model.layernorm_eps=1e-6"}, 2);
+  expect_refused("model.rope_theta = 500000 but " + step_ + "/metadata.json has model.rope_theta = 10000.0",
+                 {"model.rope_theta=500000"}, 2);
 }
 
 TEST_F(BadCheckpoint, MissingFileIsNamed) {
@@ -166,29 +175,22 @@ TEST(CheckpointDir, ThatCannotBeCreatedIsRefusedBeforeStepOne) {
 namespace mh::ckpt::test {
 namespace {
 
-struct Shell {
-  int status;
-  std::string out;
-};
-
-Shell sh(const std::string& command) {
-  Shell r{-1, ""};
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  char buffer[4096];
-  while (size_t n = std::fread(buffer, 1, sizeof buffer, p)) r.out.append(buffer, n);
-  const int status = ::pclose(p);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+// megahost_ckpt info on `path`, its output in one stream.
+mh::test::ProcessExit ckpt_info(const std::string& path) {
+  mh::test::ProcessSpec spec;
+  spec.argv = {MEGAHOST_CKPT_BINARY, "info", path};
+  spec.stderr_to_stdout = true;
+  return mh::test::run_process(spec);
 }
 
 TEST_F(BadCheckpoint, InfoListsTheCheckpointAndVerifiesEveryFile) {
-  Shell ok = sh(std::string(MEGAHOST_CKPT_BINARY) + " info " + dir_);
+  const mh::test::ProcessExit ok = ckpt_info(dir_);
   EXPECT_EQ(ok.status, 0) << ok.out;
   EXPECT_THAT(ok.out, HasSubstr("step 2, 16 samples consumed"));
   EXPECT_THAT(ok.out, HasSubstr("optimizer.exp_avg_sq.layers.3.qkv_w"));
   EXPECT_THAT(ok.out, HasSubstr("every checksum verified"));
   fs::resize_file(rank0(), 100);
-  Shell bad = sh(std::string(MEGAHOST_CKPT_BINARY) + " info " + step_);
+  const mh::test::ProcessExit bad = ckpt_info(step_);
   EXPECT_EQ(bad.status, 1) << bad.out;
   EXPECT_THAT(bad.out, HasSubstr("FAILED: " + rank0() + ": 100 bytes, the index says"));
 }
@@ -203,14 +205,14 @@ TEST_F(BadCheckpoint, InfoRefusesAnIndexThatDoesNotCoverATensorExactlyOnceAndAnE
   nlohmann::json& slice = j["tensors"]["wpe"]["slices"][0];
   slice["shape"][0] = slice["shape"][0].get<int64_t>() - 1;
   write_metadata(j);
-  Shell gap = sh(std::string(MEGAHOST_CKPT_BINARY) + " info " + step_);
+  const mh::test::ProcessExit gap = ckpt_info(step_);
   EXPECT_EQ(gap.status, 1) << gap.out;
   EXPECT_THAT(gap.out, HasSubstr("tensor 'wpe': its slices do not cover it exactly once"));
   EXPECT_THAT(gap.out, ::testing::Not(HasSubstr("verified")));
   nlohmann::json edited = original;
   edited["step"] = 3;
   write_metadata(edited);
-  Shell bad = sh(std::string(MEGAHOST_CKPT_BINARY) + " info " + step_);
+  const mh::test::ProcessExit bad = ckpt_info(step_);
   EXPECT_EQ(bad.status, 1) << bad.out;
   EXPECT_THAT(bad.out, HasSubstr("metadata.json: its checksum"));
 }

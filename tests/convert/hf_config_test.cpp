@@ -106,7 +106,7 @@ TEST(HfConfig, ModelKeysSayWhichFieldFixesEach) {
   const HfModel hf = parse_hf_config(R"({"model_type": "gpt2", "n_embd": 768, "n_inner": null})", "c");
   bool hidden = false, ffn = false;
   for (const ModelKey& k : model_keys(hf)) {
-    if (k.key == "hidden") hidden = k.hf_field == "n_embd" && k.value == 768 && k.rule == ModelKey::kEqual;
+    if (k.key == "hidden") hidden = k.field == "n_embd" && k.value == 768 && k.rule == ModelKey::kEqual;
     if (k.key == "ffn_hidden") ffn = k.value == 3072 && k.zero_means_this;
     if (k.key == "seq_len") {
       EXPECT_EQ(k.rule, ModelKey::kAtMost);

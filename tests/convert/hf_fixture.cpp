@@ -62,7 +62,7 @@ void write_folder(const fs::path& dir, const ckpt::ModelShape& m, const std::map
     entries.push_back({name, t.shape});
     data.push_back(&t.data);
   }
-  write_hf_folder(dir.string(), hf_config_json(m, options.dtype == "BF16" ? "bfloat16" : "float32"), entries, options,
+  write_hf_folder(dir.string(), hf_config_json(m, options.dtype == "BF16" ? "bfloat16" : "float32"), {}, entries, options,
                   [&](size_t i) -> const std::vector<float>& { return *data[i]; });
 }
 

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "checkpoint/metadata.hpp"
+#include "checkpoint/model_keys.hpp"
 #include "config/config.hpp"
 #include "hf_fixture.hpp"
 
@@ -43,6 +44,7 @@ TEST(ModelFields, VariantKeysRoundTripThroughMetadataJson) {
 
 TEST(ModelFields, ACheckpointWithoutThemReadsAsGpt2) {
   nlohmann::json j = ckpt::to_json(minimal());
+  j.erase("checksum");  // edited below, as a checkpoint written before the checksum
   j["model"] = {{"layers", 2}, {"hidden", 8}, {"heads", 2}, {"ffn_hidden", 32}, {"seq_len", 16}, {"vocab", 256}};
   const ckpt::ModelShape m = ckpt::parse_metadata(j.dump(), "metadata.json").model;
   EXPECT_EQ(m.normalization, "layernorm");
@@ -56,6 +58,7 @@ TEST(ModelFields, ACheckpointWithoutThemReadsAsGpt2) {
 
 TEST(ModelFields, AnUnknownVariantIsRefusedNamingIt) {
   nlohmann::json j = ckpt::to_json(minimal());
+  j.erase("checksum");  // edited below, as a checkpoint written before the checksum
   j["model"]["position"] = "alibi";
   try {
     ckpt::parse_metadata(j.dump(), "metadata.json");
@@ -101,12 +104,12 @@ class MergeTest : public ::testing::Test {
 };
 
 TEST_F(MergeTest, TheModelKeysComeFromConfigJson) {
-  const std::optional<Config> c = load({"model.layers=2", "model.seq_len=8"});  // the embedded config sets others
+  // The embedded config's own [model] (hidden 256, heads 4) is no choice of the user's.
+  const std::optional<Config> c = load({"model.layers=2", "model.seq_len=8"});
   ASSERT_TRUE(c.has_value());
-  EXPECT_THAT(diag_.report(), HasSubstr("model.hidden = 256 but " + hf_.string() + "/config.json has n_embd = 8"));
-  EXPECT_THAT(diag_.report(), HasSubstr("model.heads = 4 but"));
-  EXPECT_THAT(diag_.report(), ::testing::Not(HasSubstr("model.layers")));   // agrees
-  EXPECT_THAT(diag_.report(), ::testing::Not(HasSubstr("model.seq_len")));  // 8 of 16 positions
+  EXPECT_FALSE(diag_.has_errors()) << diag_.report();
+  EXPECT_EQ(model_key(*c, "hidden")->value<int64_t>(), 8);
+  EXPECT_EQ(model_key(*c, "seq_len")->value<int64_t>(), 8);  // 8 of 16 positions: the user's
   EXPECT_EQ(model_key(*c, "vocab")->value<int64_t>(), 200);
   EXPECT_EQ(model_key(*c, "ffn_hidden")->value<int64_t>(), 32);
   EXPECT_EQ(model_key(*c, "normalization")->value<std::string>(), "layernorm");
@@ -121,10 +124,94 @@ TEST_F(MergeTest, AgreeingKeysAndZeroForDerivedSizesAreAccepted) {
   EXPECT_DOUBLE_EQ(*model_key(*c, "dropout")->value<double>(), 0.3);  // a training setting: the user's wins
 }
 
+TEST_F(MergeTest, AKeyTheUserSetThatContradictsConfigJsonIsRefusedNamingBothValues) {
+  load({"model.layers=2", "model.hidden=16"});
+  EXPECT_THAT(diag_.report(), HasSubstr("model.hidden = 16 but " + hf_.string() + "/config.json has n_embd = 8"));
+  EXPECT_THAT(diag_.report(), ::testing::Not(HasSubstr("model.layers")));  // agrees
+}
+
 TEST_F(MergeTest, MorePositionsThanTheModelHasIsRefused) {
   load({"model.layers=2", "model.hidden=8", "model.heads=2", "model.seq_len=64"});
   EXPECT_THAT(diag_.report(), HasSubstr("model.seq_len = 64 but " + hf_.string() +
                                         "/config.json has n_positions = 16 (at most that)"));
+}
+
+// A config whose checkpoint.load is a Megahost checkpoint (or "auto" in
+// checkpoint.dir): only its metadata.json is read.
+class CheckpointMergeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::scratch("merge_ckpt");
+    ckpt::Metadata m = minimal();
+    m.model.rope_theta = 500000;
+    m.model.norm_eps = 9.999999747378752e-06;  // 1e-5 as a float, as older checkpoints record it
+    m.model.max_positions = 64;
+    m.tokenizer = {{"name", "gpt2"}, {"vocab_file", "/models/v.json"}, {"vocab_padded", 256}};
+    fs::create_directories(dir_ / "step_000000003");
+    std::ofstream(dir_ / "step_000000003" / ckpt::kMetadataFile) << ckpt::to_json(m).dump();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::optional<Config> load(const std::vector<std::string>& overrides) {
+    std::vector<std::string> all = {"checkpoint.dir=" + dir_.string(), "checkpoint.load=auto"};
+    all.insert(all.end(), overrides.begin(), overrides.end());
+    return Config::load("", all, diag_);
+  }
+  template <class T>
+  T key(const Config& c, const std::string& path) {
+    return *c.root().at_path(path).value<T>();
+  }
+
+  fs::path dir_;
+  Diagnostics diag_;
+};
+
+TEST_F(CheckpointMergeTest, EveryModelKeyAndTheTokenizerComeFromMetadataJson) {
+  const std::optional<Config> c = load({});
+  ASSERT_TRUE(c.has_value());
+  EXPECT_FALSE(diag_.has_errors()) << diag_.report();
+  EXPECT_EQ(key<std::string>(*c, "model.arch"), "llama");
+  EXPECT_EQ(key<int64_t>(*c, "model.hidden"), 8);  // not the embedded config's 256
+  EXPECT_EQ(key<int64_t>(*c, "model.kv_heads"), 2);
+  EXPECT_EQ(key<int64_t>(*c, "model.max_positions"), 64);
+  EXPECT_EQ(key<int64_t>(*c, "model.vocab"), 130);
+  EXPECT_EQ(key<std::string>(*c, "model.position"), "rope");
+  EXPECT_EQ(key<bool>(*c, "model.tie_embeddings"), false);
+  EXPECT_DOUBLE_EQ(key<double>(*c, "model.rope_theta"), 500000);
+  EXPECT_EQ(key<std::string>(*c, "data.tokenizer"), "gpt2");
+  EXPECT_EQ(key<std::string>(*c, "data.vocab_file"), "/models/v.json");
+}
+
+TEST_F(CheckpointMergeTest, AContradictingKeyIsRefusedNamingBothValues) {
+  load({"model.rope_theta=10000", "model.bias=true", "model.activation=\"gelu\"", "data.tokenizer=byte"});
+  const std::string file = dir_.string() + "/step_000000003/metadata.json";
+  EXPECT_THAT(diag_.report(), HasSubstr("model.rope_theta = 10000 but " + file + " has model.rope_theta = 500000.0"));
+  EXPECT_THAT(diag_.report(), HasSubstr("model.bias = true but " + file + " has model.bias = false"));
+  EXPECT_THAT(diag_.report(), HasSubstr("model.activation = \"gelu\" but " + file + " has model.activation = \"swiglu\""));
+  EXPECT_THAT(diag_.report(), HasSubstr("data.tokenizer = \"byte\" but " + file + " has tokenizer.name = \"gpt2\""));
+}
+
+TEST_F(CheckpointMergeTest, AnEpsilonAgreesAsTheFloatTheEngineComputesWith) {
+  load({"model.layernorm_eps=1e-5"});
+  EXPECT_THAT(diag_.report(), ::testing::Not(HasSubstr("layernorm_eps")));
+  Diagnostics other;
+  Config::load("", {"checkpoint.dir=" + dir_.string(), "checkpoint.load=auto", "model.layernorm_eps=1e-6"}, other);
+  EXPECT_THAT(other.report(), HasSubstr("model.layernorm_eps = 1e-06 but"));
+}
+
+TEST_F(CheckpointMergeTest, AutoInAFolderWithNoCheckpointYetTakesNothing) {
+  fs::remove_all(dir_ / "step_000000003");
+  const std::optional<Config> c = load({});
+  ASSERT_TRUE(c.has_value());
+  EXPECT_FALSE(diag_.has_errors()) << diag_.report();
+  EXPECT_EQ(key<int64_t>(*c, "model.hidden"), 256);  // the embedded config's
+}
+
+TEST(ShortestDouble, AFloatIsRecordedAsTheDecimalTheUserWrote) {
+  EXPECT_EQ(ckpt::shortest_double(1e-5f), 1e-5);
+  EXPECT_EQ(ckpt::shortest_double(1e-6f), 1e-6);
+  EXPECT_EQ(ckpt::shortest_double(500000.f), 500000.0);
+  EXPECT_EQ(nlohmann::json(ckpt::shortest_double(1e-5f)).dump(), "1e-05");
 }
 
 }  // namespace

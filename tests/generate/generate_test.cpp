@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "megahost_run.hpp"
+#include "support/process.hpp"
 
 namespace mh::ckpt::test {
 namespace {
@@ -57,7 +58,7 @@ class Generate : public testing::Test {
     args.insert(args.begin(), model_->begin(), model_->end());
     if (mpi_ranks == 0) return run_megahost(args);
     args.push_back("comm.plugin=mpi");
-    return run_megahost(args, {}, {MEGAHOST_TEST_MPIEXEC, "-n", std::to_string(mpi_ranks), "--oversubscribe"});
+    return run_megahost(args, {}, mh::test::mpi_launcher(mpi_ranks));
   }
   static std::vector<std::string> with_prompts(std::vector<std::string> args) {
     args.push_back("generate.prompts_file=" + *prompts_);
@@ -198,15 +199,20 @@ TEST_F(Generate, DryRunCountsTheKvCacheExactly) {
   FAIL() << "no final record:\n" << o.log;
 }
 
-// An imported model's vocabulary may exceed its tokenizer's: only ids the
-// tokenizer can decode are sampled.
-TEST_F(Generate, SamplesOnlyIdsTheTokenizerDecodes) {
-  const Outcome o = run_megahost(with_prompts(plus(kSampled, {"model.vocab=1000", "generate.temperature=3"})));
-  ASSERT_EQ(o.status, 0) << o.log;
-  const Tokens got = tokens(o);
-  ASSERT_EQ(got.size(), kPrompts.size());
-  for (const auto& request : got)
-    for (int32_t id : request) EXPECT_LT(id, 257);
+// A model whose vocabulary exceeds its tokenizer's could sample ids that
+// decode to nothing: refused with the reason, not silently cut.
+TEST_F(Generate, AModelVocabularyLargerThanItsTokenizersIsRefusedWithTheReason) {
+  const Outcome o = run_megahost(with_prompts(plus(kSampled, {"model.vocab=1000"})));
+  EXPECT_EQ(o.status, 2) << o.log;
+  EXPECT_THAT(o.log, testing::HasSubstr("the model's vocabulary has 1000 ids (model.vocab), the byte tokenizer 257: "
+                                        "the model could generate ids the tokenizer cannot decode"));
+}
+
+TEST_F(Generate, PromptIdsOutsideTheModelVocabularyAreRefusedNamingTokenizerAndVocabulary) {
+  const Outcome o = run_megahost({"model.vocab=1000", "data.tokenizer=gpt2", "generate.prompt=Once upon a time"});
+  EXPECT_EQ(o.status, 2) << o.log;
+  EXPECT_THAT(o.log, testing::HasSubstr("prompt 1 holds token id 7454 of the gpt2 tokenizer, outside the model's "
+                                        "vocabulary of 1000 ids (model.vocab)"));
 }
 
 TEST_F(Generate, BadRequestsAreRefusedBeforeAnythingRuns) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <megahost/abi.h>
+#include <megahost/dtype.hpp>
 #include <megahost/error.hpp>
 
 #include <dlfcn.h>
@@ -161,14 +162,6 @@ inline uint16_t to_bf16(float value) {
 }
 inline float from_bf16(uint16_t bits) { return std::bit_cast<float>(uint32_t{bits} << 16); }
 
-inline size_t element_size(int32_t dtype) {
-  switch (dtype) {
-    case MH_BF16: return 2;
-    case MH_U8: return 1;
-    default: return 4;
-  }
-}
-
 // A contiguous row-major view.
 inline MH_Tensor view(void* data, int32_t dtype, const std::vector<int64_t>& shape) {
   MH_Tensor t{};
@@ -186,7 +179,7 @@ inline MH_Tensor view(void* data, int32_t dtype, const std::vector<int64_t>& sha
 
 // Values of `dtype` (f32, bf16, i32 or u8) as host bytes, and back as floats.
 inline std::vector<uint8_t> encode(const std::vector<float>& values, int32_t dtype) {
-  std::vector<uint8_t> bytes(values.size() * element_size(dtype));
+  std::vector<uint8_t> bytes(values.size() * dtype_size(dtype));
   for (size_t i = 0; i < values.size(); ++i) {
     switch (dtype) {
       case MH_BF16: {
@@ -207,7 +200,7 @@ inline std::vector<uint8_t> encode(const std::vector<float>& values, int32_t dty
 }
 
 inline std::vector<float> decode(const std::vector<uint8_t>& bytes, int32_t dtype) {
-  std::vector<float> values(bytes.size() / element_size(dtype));
+  std::vector<float> values(bytes.size() / dtype_size(dtype));
   for (size_t i = 0; i < values.size(); ++i) {
     switch (dtype) {
       case MH_BF16: {

@@ -63,7 +63,7 @@ class Pair {
         dtype_(dtype),
         host_dtype_(is_float(dtype) ? MH_F32 : dtype),
         host_(encode(decode(encode(values, dtype), dtype), host_dtype_)),
-        device_(gpu, values.size() * element_size(dtype)) {
+        device_(gpu, values.size() * dtype_size(dtype)) {
     device_.upload(encode(values, dtype));
   }
 
@@ -74,7 +74,7 @@ class Pair {
   MH_Tensor strided(Side side, const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
                     int64_t offset = 0) {
     MH_Tensor t = on(side);
-    t.data = static_cast<char*>(t.data) + offset * int64_t(element_size(t.dtype));
+    t.data = static_cast<char*>(t.data) + offset * int64_t(dtype_size(t.dtype));
     t.ndim = static_cast<int32_t>(shape.size());
     for (size_t i = 0; i < shape.size(); ++i) {
       t.shape[i] = shape[i];

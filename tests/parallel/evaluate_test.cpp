@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "layout_run.hpp"
+#include "support/process.hpp"
 
 namespace mh::test {
 namespace {
@@ -166,9 +167,11 @@ struct SeparateDataset {
     std::ofstream docs(dir / "docs.jsonl");
     for (int d = 0; d < 40; ++d) docs << "{\"text\": \"" << std::string(100, char('a' + d % 26)) << "\"}\n";
     docs.close();
-    const std::string cmd = std::string(MEGAHOST_PREPARE_BINARY) + " --input " + (dir / "docs.jsonl").string() +
-                            " --output_prefix " + prefix + " --tokenizer byte > /dev/null 2>&1";
-    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    ProcessSpec prepare;
+    prepare.argv = {MEGAHOST_PREPARE_BINARY, "--input", (dir / "docs.jsonl").string(), "--output_prefix", prefix,
+                    "--tokenizer", "byte"};
+    const ProcessExit exit = run_process(prepare);
+    EXPECT_EQ(exit.status, 0) << exit.err;
   }
   ~SeparateDataset() { fs::remove_all(dir); }
 };

@@ -1,5 +1,7 @@
 #include "layout_run.hpp"
 
+#include "support/process.hpp"
+
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -65,17 +67,20 @@ LayoutResult run_layout(const std::string& overrides, bool mpi, int ranks) {
   static int counter = 0;
   fs::path dir = fs::temp_directory_path() / ("megahost_layout_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
   fs::create_directories(dir);
-  std::string cmd = "env OPENBLAS_NUM_THREADS=1 ";
+  // The overrides are shell words (a test may quote one with spaces).
+  std::string cmd = "exec ";
   if (mpi)
-    cmd += "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " +
-           std::string(MEGAHOST_TEST_MPIEXEC) + " -n " + std::to_string(ranks) + " --oversubscribe ";
+    for (const std::string& word : mpi_launcher(ranks)) cmd += word + " ";
   cmd += std::string(MEGAHOST_TEST_BINARY) + " --config " + MEGAHOST_TEST_CONFIG + " --metrics_out " +
-         (dir / "metrics.jsonl").string() + " --grads_out " + (dir / "grads.bin").string() + " " + overrides +
-         " > " + (dir / "log.txt").string() + " 2>&1";
+         (dir / "metrics.jsonl").string() + " --grads_out " + (dir / "grads.bin").string() + " " + overrides;
+  ProcessSpec spec = shell(cmd);
+  spec.set_env = {"OPENBLAS_NUM_THREADS=1"};
+  if (mpi) spec.set_env = mpi_environment(), spec.set_env.push_back("OPENBLAS_NUM_THREADS=1");
+  spec.stderr_to_stdout = true;
+  const ProcessExit exit = run_process(spec);
   LayoutResult r;
-  int status = std::system(cmd.c_str());
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.log = read_file(dir / "log.txt");
+  r.exit_code = exit.status;
+  r.log = exit.out;
   r.metrics = read_file(dir / "metrics.jsonl");
   r.losses = series(r, "loss");
   r.val_losses = series(r, "val_loss");

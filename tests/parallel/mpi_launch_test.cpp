@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "layout_run.hpp"
+#include "support/process.hpp"
 
 namespace mh::test {
 namespace {
@@ -31,19 +32,17 @@ size_t count(const std::string& text, const std::string& what) {
 }
 
 TEST(MpiLaunch, TheReadmeLineRunsTheShippedConfigAndPrintsItsHeaderOnce) {
-  const std::filesystem::path log = std::filesystem::temp_directory_path() / ("mh_readme_" + std::to_string(getpid()));
-  const std::string cmd = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " +
-                          std::string(MEGAHOST_TEST_MPIEXEC) + " -np 4 --oversubscribe " + MEGAHOST_TEST_BINARY +
-                          " --config " + MEGAHOST_DEFAULT_CONFIG +
-                          " comm.plugin=mpi train.steps=2 train.eval_interval=0 > " + log.string() + " 2>&1";
-  const int status = std::system(cmd.c_str());
-  std::ifstream in(log);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::filesystem::remove(log);
-  ASSERT_EQ(status, 0) << text.str();
-  EXPECT_EQ(count(text.str(), "training 4 layers"), 1u) << text.str();
-  EXPECT_THAT(text.str(), HasSubstr("iteration        2/       2"));
+  ProcessSpec spec;
+  spec.argv = mpi_launcher(4);
+  for (const char* word : {MEGAHOST_TEST_BINARY, "--config", MEGAHOST_DEFAULT_CONFIG, "comm.plugin=mpi",
+                           "train.steps=2", "train.eval_interval=0"})
+    spec.argv.push_back(word);
+  spec.set_env = mpi_environment();
+  spec.stderr_to_stdout = true;
+  const ProcessExit exit = run_process(spec);
+  ASSERT_EQ(exit.status, 0) << exit.out;
+  EXPECT_EQ(count(exit.out, "training 4 layers"), 1u) << exit.out;
+  EXPECT_THAT(exit.out, HasSubstr("iteration        2/       2"));
 }
 
 TEST(MpiLaunch, EachRankTakesTheCoresOfTheNodeDividedByTheRanksOnItAsThreadRanksDo) {

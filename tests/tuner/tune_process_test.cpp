@@ -255,6 +255,24 @@ TEST(Tune, AnInferenceGoalKeepsTheConfigsOwnPromptInTheWinner) {
   EXPECT_EQ(run.status, 0) << run.err;
 }
 
+TEST(Tune, AnInferenceGoalWithAServeSectionWritesAServeConfigOfTheWinner) {
+  TempDir dir;
+  std::string text = read(kTiny);
+  auto replace = [&](const std::string& from, const std::string& to) { text.replace(text.find(from), from.size(), to); };
+  replace("../../data/corpus_byte", MEGAHOST_TEST_DATA);
+  replace("\"test_cpu.toml\"", "\"" + std::string(MEGAHOST_TEST_TUNER_DIR) + "/test_cpu.toml\"");
+  const std::string own = dir.write("own.toml", text + "\n[serve]\nport = 0\nmax_queue = 5\n");
+  std::vector<std::string> args{"--config", own, "output.dir=" + dir.file("out"), "tuner.top_k=0"};
+  args.insert(args.end(), kGenerate.begin(), kGenerate.end() - 1);
+  const Outcome o = run_megahost(args);
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  const std::vector<std::string> best = fields(rows(dir.file("out/ranked.csv"))[0]);
+  const std::string tuned = read(dir.file("out/tuned.toml"));
+  EXPECT_THAT(tuned, AllOf(HasSubstr("[serve]"), HasSubstr("max_batch = " + best[3]), HasSubstr("max_queue = 5"),
+                           HasSubstr("port = 0")));
+  EXPECT_THAT(tuned, ::testing::Not(::testing::AnyOf(HasSubstr("[generate]"), HasSubstr("[tuner]"))));
+}
+
 // Every rank's peaks per category, from a dry run of the tiny model (four
 // layers) with `overrides`.
 std::vector<nlohmann::json> dry_run_peaks(TempDir& dir, const std::vector<std::string>& overrides) {

@@ -1,6 +1,7 @@
 #include "collective.hpp"
 
 #include <megahost/error.hpp>
+#include <megahost/struct_size.hpp>
 
 #include <string>
 
@@ -9,13 +10,9 @@ namespace mh::comm {
 namespace {
 
 size_t element_size(int32_t dtype) {
-  switch (dtype) {
-    case MH_F32: case MH_I32: return 4;
-    case MH_BF16: case MH_F16: return 2;
-    case MH_U8: return 1;
-    case MH_I64: return 8;
-    default: throw Error(MH_INVALID_ARGUMENT, "unknown dtype " + std::to_string(dtype));
-  }
+  const size_t bytes = dtype_size(dtype);
+  if (bytes == 0) throw Error(MH_INVALID_ARGUMENT, "unknown dtype " + std::to_string(dtype));
+  return bytes;
 }
 
 // Elements of `t`, which must be a contiguous row-major view.
@@ -63,7 +60,7 @@ void check_header(Collective kind, const MH_CollectiveArgs& args) {
   require(args.struct_size >= MH_STRUCT_SIZE(MH_CollectiveArgs, peer),
           "MH_CollectiveArgs.struct_size is " + std::to_string(args.struct_size) + ", too small for ABI " +
               std::to_string(MH_ABI_MAJOR) + "." + std::to_string(MH_ABI_MINOR));
-  const bool has_stream = args.struct_size >= MH_STRUCT_SIZE(MH_CollectiveArgs, stream);
+  const bool has_stream = reaches(args, &MH_CollectiveArgs::stream);
   require(!has_stream || args.stream == nullptr,
           "stream is set, but this communicator moves host memory only; device buffers need the "
           "nccl communicator",
@@ -113,18 +110,6 @@ const char* name(Collective c) {
 }
 
 bool reduces(Collective c) { return c == Collective::kAllReduce || c == Collective::kReduceScatter; }
-
-const char* dtype_name(int32_t dtype) {
-  switch (dtype) {
-    case MH_F32: return "f32";
-    case MH_BF16: return "bf16";
-    case MH_F16: return "f16";
-    case MH_I32: return "i32";
-    case MH_U8: return "u8";
-    case MH_I64: return "i64";
-    default: return "unknown";
-  }
-}
 
 bool reducible(int32_t dtype) { return dtype == MH_F32 || dtype == MH_I32 || dtype == MH_I64; }
 

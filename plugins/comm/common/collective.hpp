@@ -4,6 +4,7 @@
 #pragma once
 
 #include <megahost/abi.h>
+#include <megahost/dtype.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -16,9 +17,6 @@ enum class Collective { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kSen
 const char* name(Collective c);
 
 bool reduces(Collective c);
-
-// "f32", "bf16", ... for messages.
-const char* dtype_name(int32_t dtype);
 
 // Reductions run on these dtypes; others give MH_UNIMPLEMENTED.
 bool reducible(int32_t dtype);

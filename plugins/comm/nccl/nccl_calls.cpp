@@ -17,11 +17,6 @@ std::string describe(ncclResult_t result, ncclComm_t comm) {
   return std::string(ncclGetErrorString(result)) + (last != nullptr && *last != '\0' ? std::string(": ") + last : "");
 }
 
-void check_cuda(cudaError_t status, const std::string& what) {
-  if (status == cudaSuccess) return;
-  throw Error(MH_INTERNAL, what + ": " + cudaGetErrorName(status) + ": " + cudaGetErrorString(status));
-}
-
 int device_count() {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);

@@ -6,6 +6,7 @@
 #include "collective.hpp"
 #include "timeout.hpp"
 
+#include <megahost/cuda_check.hpp>
 #include <megahost/error.hpp>
 
 #include <cuda_runtime_api.h>
@@ -23,9 +24,6 @@ MH_ErrorCode error_code(ncclResult_t result);
 
 // "<NCCL's name for result>: <NCCL's last error on comm>"
 std::string describe(ncclResult_t result, ncclComm_t comm);
-
-// Throws mh::Error naming `what` unless `status` is cudaSuccess.
-void check_cuda(cudaError_t status, const std::string& what);
 
 // The number of CUDA devices; MH_UNAVAILABLE "no CUDA device: ..." if none.
 int device_count();

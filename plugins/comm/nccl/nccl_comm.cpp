@@ -3,6 +3,7 @@
 #include "nccl_calls.hpp"
 
 #include <megahost/error.hpp>
+#include <megahost/struct_size.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -17,7 +18,7 @@ constexpr MH_OptionSpec kOptions[] = {
 };
 
 cudaStream_t stream_of(const MH_CollectiveArgs& args) {
-  const bool has_stream = args.struct_size >= MH_STRUCT_SIZE(MH_CollectiveArgs, stream);
+  const bool has_stream = reaches(args, &MH_CollectiveArgs::stream);
   return has_stream ? static_cast<cudaStream_t>(args.stream) : nullptr;
 }
 

@@ -1,6 +1,7 @@
 #include "validate.hpp"
 
 #include <megahost/error.hpp>
+#include <megahost/struct_size.hpp>
 
 #include <algorithm>
 #include <climits>
@@ -220,18 +221,6 @@ void check_p(const char* op, float p) {
 
 }  // namespace
 
-const char* dtype_name(int32_t dtype) {
-  switch (dtype) {
-    case MH_F32: return "f32";
-    case MH_BF16: return "bf16";
-    case MH_F16: return "f16";
-    case MH_I32: return "i32";
-    case MH_U8: return "u8";
-    case MH_I64: return "i64";
-    default: return "an unknown dtype";
-  }
-}
-
 GemmDims check_gemm(const MH_GemmArgs& args, MH_DType compute) {
   const char* op = "gemm";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_GemmArgs, beta));
@@ -384,7 +373,7 @@ XentDims check_xent(const MH_XentArgs& args, MH_DType compute) {
   const char* op = "xent";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_XentArgs, scale));
   // A 1.2 caller's struct ends before id_limit: every column counts.
-  const bool has_limit = args.struct_size >= MH_STRUCT_SIZE(MH_XentArgs, id_limit);
+  const bool has_limit = reaches(args, &MH_XentArgs::id_limit);
   const int64_t id_limit = has_limit ? args.id_limit : 0;
   if (id_limit < 0) fail(op, "id_limit must be >= 0 (0: no limit), got " + to_string(id_limit));
   if (args.step < MH_XENT_MAX || args.step > MH_XENT_BWD)

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <megahost/abi.h>
+#include <megahost/dtype.hpp>
 
 #include <cstdint>
 
@@ -87,7 +88,5 @@ SwigluDims check_swiglu(const MH_SwigluArgs& args, MH_DType compute);
 SwigluDims check_swiglu_bwd(const MH_SwigluArgs& args, MH_DType compute);
 StridedCopyDims check_strided_copy(const MH_StridedCopyArgs& args);
 void check_copy(const void* dst, const void* src, uint64_t bytes, int32_t kind);
-
-const char* dtype_name(int32_t dtype);
 
 }  // namespace mh::kernels

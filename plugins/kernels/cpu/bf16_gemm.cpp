@@ -1,9 +1,13 @@
 #include "bf16_gemm.hpp"
 
+#include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
 
+#include <array>
 #include <bit>
 #include <cstring>
+#include <map>
+#include <optional>
 
 namespace mh::kernels::cpu {
 namespace {
@@ -41,6 +45,29 @@ class TeamSize {
 
 }  // namespace
 
+// One primitive per shape, built on first use (nullopt: oneDNN has none).
+// The engine calls the same few shapes every step.
+struct Bf16Gemm::Primitives {
+  // Everything a primitive depends on: the views' dims and strides, c's
+  // dtype, alpha and beta (bits).
+  using Key = std::array<int64_t, 15>;
+  struct Primitive {
+    dnnl::matmul matmul;
+    dnnl::memory::desc a, b, c;
+  };
+  const std::optional<Primitive>& get(const Key& key, const MH_GemmArgs& args, const GemmDims& d);
+
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::map<Key, std::optional<Primitive>> cache;
+};
+
+bool avx512_allowed() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto core = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && (isa & core) == core;
+}
+
 Bf16Units detect_bf16_units() {
   const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
   if (has(isa, dnnl::cpu_isa::avx512_core_amx)) return Bf16Units::kAmx;
@@ -48,19 +75,14 @@ Bf16Units detect_bf16_units() {
   return Bf16Units::kNone;
 }
 
-const char* describe(Bf16Units units) {
-  switch (units) {
-    case Bf16Units::kAmx: return "AMX (oneDNN avx512_core_amx)";
-    case Bf16Units::kAvx512Bf16: return "AVX512-BF16 (oneDNN avx512_core_bf16)";
-    case Bf16Units::kNone: break;
-  }
-  return "none: f32 GEMM (OpenBLAS)";
-}
+Bf16Gemm::Bf16Gemm(int threads) : threads_(threads), primitives_(std::make_unique<Primitives>()) {}
 
-Bf16Gemm::Bf16Gemm(int threads) : threads_(threads), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+Bf16Gemm::~Bf16Gemm() = default;
 
-const std::optional<Bf16Gemm::Primitive>& Bf16Gemm::primitive(const Key& key, const MH_GemmArgs& args, const GemmDims& d) {
-  auto [it, added] = cache_.try_emplace(key);
+const std::optional<Bf16Gemm::Primitives::Primitive>& Bf16Gemm::Primitives::get(const Key& key,
+                                                                                  const MH_GemmArgs& args,
+                                                                                  const GemmDims& d) {
+  auto [it, added] = cache.try_emplace(key);
   if (!added) return it->second;
   const memory::desc a = operand(args.a, args.trans_a != 0, d.batch, d.m, d.k);
   const memory::desc b = operand(args.b, args.trans_b != 0, d.batch, d.k, d.n);
@@ -73,7 +95,7 @@ const std::optional<Bf16Gemm::Primitive>& Bf16Gemm::primitive(const Key& key, co
     attr.set_post_ops(sum);
   }
   try {
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, engine_);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, engine);
     // oneDNN's reference kernels run any view, but orders of magnitude
     // slower than sgemm: the f32 path serves those views instead.
     if (std::strstr(pd.impl_info_str(), "ref") == nullptr) it->second = Primitive{dnnl::matmul(pd), a, b, c};
@@ -85,16 +107,17 @@ const std::optional<Bf16Gemm::Primitive>& Bf16Gemm::primitive(const Key& key, co
 
 bool Bf16Gemm::run(const MH_GemmArgs& args, const GemmDims& d) {
   if (args.a.dtype != MH_BF16 || args.b.dtype != MH_BF16) return false;
-  const Key key{d.batch,          d.m,           d.n,           d.k,
+  const Primitives::Key key{d.batch,          d.m,           d.n,           d.k,
                 args.a.strides[0], args.a.strides[1], args.trans_a, args.b.strides[0],
                 args.b.strides[1], args.trans_b,  args.c.strides[0], args.c.strides[1],
                 args.c.dtype,     std::bit_cast<int32_t>(args.alpha), std::bit_cast<int32_t>(args.beta)};
   const TeamSize team(threads_);
-  const std::optional<Primitive>& p = primitive(key, args, d);
+  const std::optional<Primitives::Primitive>& p = primitives_->get(key, args, d);
   if (!p) return false;
-  memory a(p->a, engine_, args.a.data), b(p->b, engine_, args.b.data), c(p->c, engine_, args.c.data);
-  p->matmul.execute(stream_, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
-  stream_.wait();
+  const dnnl::engine& engine = primitives_->engine;
+  memory a(p->a, engine, args.a.data), b(p->b, engine, args.b.data), c(p->c, engine, args.c.data);
+  p->matmul.execute(primitives_->stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  primitives_->stream.wait();
   return true;
 }
 

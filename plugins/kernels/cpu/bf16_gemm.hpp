@@ -8,11 +8,7 @@
 
 #include <megahost/abi.h>
 
-#include <oneapi/dnnl/dnnl.hpp>
-
-#include <array>
-#include <map>
-#include <optional>
+#include <memory>
 
 #include "validate.hpp"
 
@@ -22,35 +18,37 @@ namespace mh::kernels::cpu {
 enum class Bf16Units { kAmx, kAvx512Bf16, kNone };
 
 // oneDNN's view of the CPU, capped by ONEDNN_MAX_CPU_ISA when that is set
-// (how a test or a user forces a lesser path on a better CPU).
+// (how a test or a user forces a lesser path on a better CPU); kNone in a
+// build without oneDNN.
 Bf16Units detect_bf16_units();
 // "AMX (oneDNN avx512_core_amx)", "AVX512-BF16 (...)" or "none: f32 GEMM (OpenBLAS)"
-const char* describe(Bf16Units units);
+inline const char* describe(Bf16Units units) {
+  switch (units) {
+    case Bf16Units::kAmx: return "AMX (oneDNN avx512_core_amx)";
+    case Bf16Units::kAvx512Bf16: return "AVX512-BF16 (oneDNN avx512_core_bf16)";
+    case Bf16Units::kNone: break;
+  }
+  return "none: f32 GEMM (OpenBLAS)";
+}
+// Whether the CPU has AVX-512 (F, BW) and ONEDNN_MAX_CPU_ISA allows it: the
+// component's own vector code follows the same cap as oneDNN's.
+bool avx512_allowed();
 
 class Bf16Gemm {
  public:
   explicit Bf16Gemm(int threads);
+  ~Bf16Gemm();
+  Bf16Gemm(const Bf16Gemm&) = delete;
+  Bf16Gemm& operator=(const Bf16Gemm&) = delete;
 
   // c = alpha * op(a) @ op(b) + beta * c for bf16 a and b; false when oneDNN
   // has no kernel for these views (the caller then takes the f32 path).
   bool run(const MH_GemmArgs& args, const GemmDims& d);
 
  private:
-  // Everything a primitive depends on: the views' dims and strides, c's
-  // dtype, alpha and beta (bits).
-  using Key = std::array<int64_t, 15>;
-  struct Primitive {
-    dnnl::matmul matmul;
-    dnnl::memory::desc a, b, c;
-  };
-  const std::optional<Primitive>& primitive(const Key& key, const MH_GemmArgs& args, const GemmDims& d);
-
+  struct Primitives;  // oneDNN's engine, stream and one primitive per shape
   int threads_;
-  dnnl::engine engine_;
-  dnnl::stream stream_;
-  // One primitive per shape, built on first use (nullopt: oneDNN has none).
-  // The engine calls the same few shapes every step.
-  std::map<Key, std::optional<Primitive>> cache_;
+  std::unique_ptr<Primitives> primitives_;
 };
 
 }  // namespace mh::kernels::cpu

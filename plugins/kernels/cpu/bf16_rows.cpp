@@ -1,11 +1,11 @@
 #include "bf16_rows.hpp"
 
 #include <immintrin.h>
-#include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstring>
 
 #include "bf16.hpp"
+#include "bf16_gemm.hpp"
 
 namespace mh::kernels::cpu {
 namespace {
@@ -49,15 +49,7 @@ __attribute__((target("avx512f,avx512bw"))) void narrow_avx512(uint16_t* out, co
   narrow_portable(out + i, in + i, n - i);
 }
 
-// AVX-512 as oneDNN sees it, so that ONEDNN_MAX_CPU_ISA=AVX2 makes the whole
-// component run as on an AVX2 CPU (how the tests reach the portable path).
-bool use_avx512() {
-  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-  const auto core = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && (isa & core) == core;
-}
-
-const bool kHasAvx512 = use_avx512();
+const bool kHasAvx512 = avx512_allowed();
 
 }  // namespace
 

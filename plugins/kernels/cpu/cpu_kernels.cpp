@@ -24,6 +24,19 @@ float* f32(const MH_Tensor& t) { return static_cast<float*>(t.data); }
 const int32_t* i32(const MH_Tensor& t) { return static_cast<const int32_t*>(t.data); }
 uint8_t* u8(const MH_Tensor& t) { return static_cast<uint8_t*>(t.data); }
 
+// The GEMM peak of the units that run the compute dtype's GEMMs, as a
+// multiple of the f32 FMA peak: vdpbf16ps does two multiply-adds a lane where
+// an f32 FMA does one; an AMX tile multiply, 1024 bf16 FLOPs a cycle and core
+// against 64 for two 16-lane FMA units.
+double bf16_peak_factor(cpu::Bf16Units units) {
+  switch (units) {
+    case cpu::Bf16Units::kAmx: return 16.0;
+    case cpu::Bf16Units::kAvx512Bf16: return 2.0;
+    case cpu::Bf16Units::kNone: break;
+  }
+  return 1.0;
+}
+
 }  // namespace
 
 const char* cpu::plugin_description() {
@@ -52,16 +65,16 @@ CpuKernels::CpuKernels(const CreateContext& ctx)
   const double memory_gb = ctx.options.get_double("memory_gb");
   memory_bytes_ = memory_gb > 0 ? uint64_t(memory_gb * double(uint64_t{1} << 30))
                                 : cpu::physical_memory_bytes() / static_cast<uint64_t>(ranks_in_process_);
-  const double gflops = ctx.options.get_double("peak_gflops");
-  peak_flops_ = gflops > 0 ? gflops * 1e9 : cpu::theoretical_peak_flops(threads_);
   name_ = "cpu: " + cpu::cpu_model() + ", " + std::to_string(threads_) + " threads (OpenBLAS " +
           openblas_get_corename() + ")";
+  cpu::Bf16Units units = cpu::Bf16Units::kNone;
   if (compute_ == MH_BF16) {
-    const cpu::Bf16Units units =
-        ctx.options.get_string("bf16_gemm") == "f32" ? cpu::Bf16Units::kNone : cpu::detect_bf16_units();
+    if (ctx.options.get_string("bf16_gemm") != "f32") units = cpu::detect_bf16_units();
     if (units != cpu::Bf16Units::kNone) bf16_gemm_.emplace(threads_);
     name_ += ", bf16 GEMM: " + std::string(cpu::describe(units));
   }
+  const double gflops = ctx.options.get_double("peak_gflops");
+  peak_flops_ = gflops > 0 ? gflops * 1e9 : cpu::theoretical_peak_flops(threads_) * bf16_peak_factor(units);
 }
 
 // Memory is the host's RAM, shared by the ranks of this process: each

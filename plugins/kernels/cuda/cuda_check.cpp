@@ -4,12 +4,6 @@
 
 namespace mh::kernels {
 
-void check_cuda(cudaError_t status, const std::string& what) {
-  if (status == cudaSuccess) return;
-  throw Error(status == cudaErrorMemoryAllocation ? MH_RESOURCE_EXHAUSTED : MH_INTERNAL,
-              what + ": " + cudaGetErrorName(status) + ": " + cudaGetErrorString(status));
-}
-
 void check_cublas(cublasStatus_t status, const std::string& what) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
   throw Error(status == CUBLAS_STATUS_ALLOC_FAILED ? MH_RESOURCE_EXHAUSTED : MH_INTERNAL,

@@ -1,5 +1,7 @@
 #include "megatron_tensor_parallel.hpp"
 
+#include <megahost/struct_size.hpp>
+
 #include "plan_checks.hpp"
 
 #include <string>
@@ -57,7 +59,7 @@ void MegatronTensorParallel::check_divisibility(const MH_ModelShape& shape) cons
   };
   require_divides(shape.heads, "model.heads", "");
   // With kv_heads = heads the check of the heads says it all.
-  if (shape.struct_size >= MH_STRUCT_SIZE(MH_ModelShape, untied_output) && shape.kv_heads > 0 &&
+  if (reaches(shape, &MH_ModelShape::untied_output) && shape.kv_heads > 0 &&
       shape.kv_heads != shape.heads)
     require_divides(shape.kv_heads, "model.kv_heads",
                     " (each rank holds whole key/value groups: with grouped-query attention the tensor-parallel "

@@ -1,5 +1,7 @@
 #include "grid_tuner.hpp"
 
+#include <megahost/struct_size.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -207,7 +209,7 @@ void GridTuner::record_measurement(Entry& e, const MH_Estimate& estimate) const 
     e.measured = estimate.step_seconds;
     return;
   }
-  require(estimate.struct_size >= MH_STRUCT_SIZE(MH_Estimate, tpot_seconds) && estimate.ttft_seconds > 0,
+  require(reaches(estimate, &MH_Estimate::tpot_seconds) && estimate.ttft_seconds > 0,
           "report: a measured inference estimate needs ttft_seconds and tpot_seconds (ABI 1.4)", MH_INVALID_ARGUMENT);
   e.measured_ttft = estimate.ttft_seconds;
   e.measured_tpot = estimate.tpot_seconds;

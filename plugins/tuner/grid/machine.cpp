@@ -1,5 +1,6 @@
 #include "machine.hpp"
 
+#include <megahost/dtype.hpp>
 #include <megahost/error.hpp>
 
 #include <algorithm>
@@ -11,7 +12,6 @@ namespace {
 
 constexpr size_t kNeighbours = 4;
 
-double element_size(int32_t dtype) { return dtype == MH_BF16 || dtype == MH_F16 ? 2.0 : 4.0; }
 
 const char* op_name(Coll op) {
   switch (op) {
@@ -44,7 +44,7 @@ Machine::Machine(const MH_Hardware& hw)
     : name_(hw.name != nullptr ? hw.name : "?"),
       peak_flops_(hw.peak_flops),
       memory_bytes_(hw.memory_bytes),
-      element_bytes_(element_size(hw.dtype)),
+      element_bytes_(double(dtype_size(hw.dtype))),
       shared_(hw.shared_device != 0) {
   // busy = 0: every rank computed.
   auto level = [](int32_t ranks, int32_t busy) { return Level{ranks, busy > 0 ? busy : ranks}; };
