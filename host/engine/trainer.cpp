@@ -324,12 +324,11 @@ int64_t RankTrainer::resume() {
 // A stop signal: the step is finished; save, record and end the run.
 void RankTrainer::stop(int64_t step, int signal) {
   if (leader())
-    LOG(WARNING) << "received " << (signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a stop signal")
-                 << ": stopping after step " << step
+    LOG(WARNING) << "received " << stop_signal_name(signal) << ": stopping after step " << step
                  << (checkpointer_.saving() ? ", saving a checkpoint first" : " (no checkpoint.dir: nothing is saved)");
   if (checkpointer_.saving() && !checkpointer_.due(step, s_.steps)) checkpointer_.save(checkpoint_metadata(step));
   checkpointer_.wait();
-  if (leader()) s_.metrics->write({{"step", step}, {"stopped", signal == SIGINT ? "SIGINT" : "SIGTERM"}});
+  if (leader()) s_.metrics->write({{"step", step}, {"stopped", stop_signal_name(signal)}});
   s_.interrupted = true;
 }
 

@@ -14,19 +14,28 @@ extern "C" void on_stop_signal(int signal) {
   std::signal(signal, SIG_DFL);  // the next one stops the process
 }
 
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGUSR1};
+
 }  // namespace
 
 StopSignals::StopSignals() {
   g_received.store(0);
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
+  for (int s : kStopSignals) std::signal(s, on_stop_signal);
 }
 
 StopSignals::~StopSignals() {
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  for (int s : kStopSignals) std::signal(s, SIG_DFL);
 }
 
 int stop_signal() { return g_received.load(); }
+
+const char* stop_signal_name(int signal) {
+  switch (signal) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGUSR1: return "SIGUSR1";
+    default: return "a stop signal";
+  }
+}
 
 }  // namespace mh

@@ -1,7 +1,11 @@
-// SIGINT and SIGTERM (what a cluster scheduler sends before a job's time
-// runs out) ask a run to stop: the ranks finish the step, save a
+// SIGINT, SIGTERM (what a cluster scheduler sends before a job's time runs
+// out) and SIGUSR1 ask a run to stop: the ranks finish the step, save a
 // checkpoint when the run has a checkpoint.dir, write the final record and
 // exit with kExitInterrupted. A second signal ends the process at once.
+// SIGUSR1 is for mpirun: Open MPI's mpirun forwards SIGUSR1 to every rank
+// and then exits with their status, whereas on SIGTERM it sends the ranks
+// SIGCONT, SIGTERM one odls_base_sigkill_timeout (1 s) later and SIGKILL
+// one more later, and exits 1 (docs/checkpoint.md).
 #pragma once
 
 namespace mh {
@@ -20,5 +24,7 @@ class StopSignals {
 
 // The signal received since the handlers were installed, or 0.
 int stop_signal();
+// "SIGTERM", ...
+const char* stop_signal_name(int signal);
 
 }  // namespace mh

@@ -122,6 +122,28 @@ TEST(StopSignal, FinishesTheStepSavesAndExitsResumable) {
   fs::remove_all(dir);
 }
 
+// SIGTERM to mpirun (Open MPI 4.1) reaches the ranks as SIGCONT, then
+// SIGTERM a second later, then SIGKILL a second after that, and mpirun exits
+// 1 whatever they do: a step and a save longer than that second are lost.
+// SIGUSR1 it forwards to every rank and then exits with their status.
+TEST(StopSignal, Usr1ToMpiexecStopsEveryRankSavedAndMpiexecExitsResumable) {
+  const std::string dir = scratch_dir("usr1_mpiexec");
+  const std::vector<std::string> run = {"comm.plugin=mpi", "train.steps=200", "checkpoint.dir=" + dir};
+  Outcome stopped = run_megahost(run, Interrupt{SIGUSR1, 3, ""}, {MEGAHOST_TEST_MPIEXEC, "-n", "2"});
+  ASSERT_EQ(stopped.status, 75) << stopped.log;
+  EXPECT_THAT(stopped.log, HasSubstr("received SIGUSR1: stopping after step"));
+  const int64_t last = stopped.losses.rbegin()->first;
+  ASSERT_LT(last, 200) << "the run ended before the signal arrived";
+  EXPECT_EQ(newest(dir), step_name(last));
+  EXPECT_THAT(stopped.records[stopped.records.size() - 2], HasSubstr("\"stopped\":\"SIGUSR1\""));
+  Outcome resumed = run_megahost({"comm.plugin=mpi", "train.steps=" + std::to_string(last + 2), "checkpoint.dir=" + dir,
+                                  "checkpoint.load=auto"},
+                                 {}, {MEGAHOST_TEST_MPIEXEC, "-n", "2"});
+  EXPECT_EQ(resumed.status, 0) << resumed.log;
+  EXPECT_EQ(resumed.losses.begin()->first, last + 1);
+  fs::remove_all(dir);
+}
+
 TEST(AsyncSave, WritesWhatASynchronousSaveWritesAndResumesBitExact) {
   const std::string ref_dir = scratch_dir("ref"), dir = scratch_dir("async");
   const Outcome ref = reference(ref_dir);
