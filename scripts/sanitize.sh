@@ -18,7 +18,7 @@ configure() {  # configure <dir> <sanitizers>
 }
 
 # The tests that run ranks under mpiexec, by name.
-mpi_tests='[._/][Mm]pi'
+mpi_tests='[._/][Mm]pi|[Mm]piexec'
 
 # OpenMPI 4.1 does not free what its MCA components allocate, and unloads
 # them in MPI_Finalize before LeakSanitizer looks: the leaks show up with
