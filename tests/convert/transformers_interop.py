@@ -28,7 +28,7 @@ try:
     import transformers
     from safetensors.numpy import load_file
 except ImportError as e:
-    print(f"skipped: {e}; scripts/install-deps.sh installs torch (Debian) and transformers (PyPI)")
+    print(f"skipped: {e}; scripts/install-deps.sh installs torch and transformers")
     sys.exit(77)
 
 TOLERANCE = 1e-4
