@@ -7,7 +7,8 @@
 # Its folder is what `scripts/python-env --dir` names ($venv, by
 # default /opt/megahost-venv for root); the tests find it the same way. A
 # complete environment, one holding a copy of the requirements it was built
-# from, is reused as it is.
+# from, is reused as it is. With --no-python, only the Debian packages (what
+# building and running need: scripts/run-default.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +32,7 @@ if ((${#missing[@]})); then
     -o DPkg::Lock::Timeout=300 "${missing[@]}"
 fi
 
+[ "${1:-}" = --no-python ] && exit 0
 requirements=scripts/python-requirements.txt
 venv=$(scripts/python-env --dir)
 # The copy of the requirements is written last: its presence means complete.
