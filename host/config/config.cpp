@@ -18,6 +18,7 @@
 #include "embedded_default_config.hpp"
 #include "config/model_preset.hpp"
 #include "config/toml_nesting.hpp"
+#include "data/share_dir.hpp"
 
 namespace mh {
 namespace fs = std::filesystem;
@@ -177,7 +178,8 @@ std::optional<Config> Config::load(const std::string& path, const std::vector<st
   Config config;
   std::string text = kEmbeddedDefaultConfig;
   config.file_ = "<embedded default config>";
-  config.base_dir_ = MEGAHOST_DEFAULT_CONFIG_DIR;
+  // The embedded default resolves its paths as if it were the shipped configs/default.toml.
+  config.base_dir_ = share_dir() / "configs";
   config.embedded_ = path.empty();
   if (!path.empty()) {
     config.file_ = path;
