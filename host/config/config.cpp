@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "checkpoint/model_keys.hpp"
@@ -48,6 +50,59 @@ toml::node_view<toml::node> parsed_value(const std::string& text, toml::table& h
   return holder["v"];
 }
 
+// The host keys that name files or folders. One rule for all (docs/config.md,
+// "Paths"): a relative path written in a config file resolves against that
+// file's folder (Config::resolve), one given on the command line against the
+// working directory, so an override is made absolute as it is applied.
+enum class PathKind { kPath, kWeightedList, kPathOrAuto, kProfileFile };
+const std::map<std::string, PathKind, std::less<>> kPathKeys = {
+    {"data.path", PathKind::kPath},
+    {"data.paths", PathKind::kWeightedList},
+    {"data.train_paths", PathKind::kWeightedList},
+    {"data.valid_paths", PathKind::kWeightedList},
+    {"data.test_paths", PathKind::kWeightedList},
+    {"data.vocab_file", PathKind::kPath},
+    {"data.merges_file", PathKind::kPath},
+    {"data.tokenizer_file", PathKind::kPath},
+    {"output.metrics", PathKind::kPath},
+    {"output.tensorboard_dir", PathKind::kPath},
+    {"output.dir", PathKind::kPath},
+    {"checkpoint.dir", PathKind::kPath},
+    {"checkpoint.load", PathKind::kPathOrAuto},
+    {"generate.prompts_file", PathKind::kPath},
+    {"serve.chat_template", PathKind::kPath},
+    {"tuner.cluster", PathKind::kProfileFile},
+};
+
+std::string absolute(const std::string& path) {
+  return path.empty() || fs::path(path).is_absolute() ? path : (fs::current_path() / path).lexically_normal().string();
+}
+
+// "0.3 a 0.7 b": the weights stay, every prefix becomes absolute.
+std::string absolute_weighted_list(const std::string& list) {
+  std::istringstream words(list);
+  std::string out;
+  for (std::string word; words >> word;) {
+    char* end = nullptr;
+    std::strtod(word.c_str(), &end);
+    const bool weight = !word.empty() && *end == '\0';
+    out += (out.empty() ? "" : " ") + (weight ? word : absolute(word));
+  }
+  return out;
+}
+
+std::string from_command_line(const std::string& key, const std::string& value) {
+  auto it = kPathKeys.find(key);
+  if (it == kPathKeys.end()) return value;
+  switch (it->second) {
+    case PathKind::kPath: return absolute(value);
+    case PathKind::kWeightedList: return absolute_weighted_list(value);
+    case PathKind::kPathOrAuto: return value == "auto" ? value : absolute(value);
+    case PathKind::kProfileFile: return fs::path(value).extension() == ".toml" ? absolute(value) : value;
+  }
+  return value;
+}
+
 void apply_override(toml::table& root, const std::string& item, Diagnostics& diag) {
   auto eq = item.find('=');
   if (eq == std::string::npos || eq == 0) {
@@ -72,6 +127,12 @@ void apply_override(toml::table& root, const std::string& item, Diagnostics& dia
   }
   toml::table holder;
   auto value = parsed_value(item.substr(eq + 1), holder);
+  if (value.is_string()) {
+    std::string key;
+    for (const auto& part : path) key += (key.empty() ? "" : ".") + part;
+    table->insert_or_assign(path.back(), from_command_line(key, *value.value<std::string>()));
+    return;
+  }
   table->insert_or_assign(path.back(), *value.node());
 }
 

@@ -36,7 +36,11 @@ class Config {
   std::string where(const toml::node& node) const;
   std::string where(const toml::table* section) const;
   // A relative path from the config resolved against the config's folder.
+  // Overrides are absolute by then: the command line's paths resolve against
+  // the working directory (docs/config.md, "Paths").
   std::filesystem::path resolve(const std::string& path) const;
+  // resolve(), keeping "" (unset) as it is.
+  std::string resolve_if_set(const std::string& path) const { return path.empty() ? path : resolve(path).string(); }
 
  private:
   // The model checkpoint.load names: a Hugging Face folder's config.json,
