@@ -167,6 +167,7 @@ void read_common(const json& body, Ask& ask, const ApiLimits& limits) {
   ask.sampling.seed = seed != nullptr ? uint64_t(get_int(body, "seed", 0, INT64_MIN, INT64_MAX))
                                       : (uint64_t(std::random_device{}()) << 32 | std::random_device{}());
   ask.stop = get_stop(body);
+  ask.ignore_eos = get_bool(body, "ignore_eos", false);
   ask.stream = get_bool(body, "stream", false);
   if (const json* options = field(body, "stream_options")) {
     if (!options->is_object()) bad("stream_options", "'stream_options' must be an object");
