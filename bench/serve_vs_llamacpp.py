@@ -22,8 +22,10 @@ GPT-2) that llama.cpp loads.
 
 Every client sends --requests streaming completions one after another, each a prompt of --prompt
 tokens ("the the the ...", as many tokens in both tokenizers) and max_tokens --new at temperature
-0. A request's TTFT is from sending it to its first text; its TPOT is the time from the first text
-to the last over the tokens between (each server sends one event per token, Megahost merges a
+0, every one generating max_tokens tokens (the end-of-document token does not end it: Megahost's
+`ignore_eos`, a logit bias of -1e9 on it for llama-cpp-python, which has no such field). A
+request's TTFT is from sending it to its first text; its TPOT is the time from the first text to
+the last over the tokens between (each server sends one event per token, Megahost merges a
 token into the next event only when it ends inside a UTF-8 character). Throughput is all the
 tokens generated (usage, else one per event) over the wall time of the level. Megahost serves with
 max_batch = the most clients; llama-cpp-python's server runs one request at a time. The
@@ -161,10 +163,10 @@ def wait_http(port, path, proc, log, timeout=600):
     sys.exit(f"the server on port {port} did not answer {path} in {timeout} s; its log: {log}")
 
 
-def stream_request(port, prompt, new):
+def stream_request(port, prompt, new, extra):
     """One streaming completion: (TTFT, TPOT or None, tokens)."""
     body = json.dumps({"model": "m", "prompt": prompt, "max_tokens": new, "temperature": 0, "stream": True,
-                       "stream_options": {"include_usage": True}})
+                       "stream_options": {"include_usage": True}, **extra})
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
     start = time.perf_counter()
     c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
@@ -192,12 +194,12 @@ def stream_request(port, prompt, new):
     return first - start, tpot, tokens
 
 
-def load_level(port, clients, requests, prompt, new):
+def load_level(port, clients, requests, prompt, new, extra):
     results, lock = [], threading.Lock()
 
     def client():
         for _ in range(requests):
-            r = stream_request(port, prompt, new)
+            r = stream_request(port, prompt, new, extra)
             with lock:
                 results.append(r)
 
@@ -256,11 +258,11 @@ def generate_tpot(work, folder, threads, prompt, new):
     return request["tpot_s"]
 
 
-def run_levels(name, port, args, levels):
+def run_levels(name, port, args, levels, extra):
     rows = []
-    stream_request(port, args.prompt_text, 4)  # warm-up: first-touch of the weights and caches
+    stream_request(port, args.prompt_text, 4, extra)  # warm-up: first-touch of the weights and caches
     for clients in levels:
-        r = load_level(port, clients, args.requests, args.prompt_text, args.new)
+        r = load_level(port, clients, args.requests, args.prompt_text, args.new, extra)
         r["server"] = name
         rows.append(r)
         print(f"{name:9} {clients:3} clients: {r['tokens_per_s']:8.1f} tok/s, TTFT p50 {pct(r['ttft'], 50):.3f} s, "
@@ -301,7 +303,7 @@ def main():
                                f"max_queue = {4 * max(levels)}\n")
         server = Server([BINARY, "--config", config], port, "/health", os.path.join(work, "megahost.log"))
         try:
-            rows += run_levels("megahost", port, args, levels)
+            rows += run_levels("megahost", port, args, levels, {"ignore_eos": True})
         finally:
             server.stop()
         if not args.skip_llama:
@@ -313,7 +315,7 @@ def main():
                              "--n_threads_batch", str(args.threads), "--n_gpu_layers", "0"],
                             port, "/v1/models", os.path.join(work, "llama.log"))
             try:
-                rows += run_levels("llama.cpp", port, args, levels)
+                rows += run_levels("llama.cpp", port, args, levels, {"logit_bias": {str(vocab - 1): -1e9}})
             finally:
                 server.stop()
     one = next(r for r in rows if r["server"] == "megahost" and r["clients"] == min(levels))
