@@ -79,9 +79,9 @@ std::pair<std::string, int> endpoint(const sockaddr_storage& addr, socklen_t siz
 // the handler runs on the connection's own thread, which keeps the socket
 // open until the handler returns. -1 when none matches.
 int connection_socket(const httplib::Request& req) {
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
-    const int fd = std::atoi(entry.path().filename().c_str());
+  std::error_code ec;  // other threads open and close descriptors meanwhile: never throw
+  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec)) {
+    const int fd = std::atoi(it->path().filename().c_str());
     sockaddr_storage local{}, peer{};
     socklen_t local_size = sizeof local, peer_size = sizeof peer;
     if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0 ||
