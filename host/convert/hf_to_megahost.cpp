@@ -11,6 +11,7 @@
 #include "convert/hf_config.hpp"
 #include "convert/hf_folder.hpp"
 #include "convert/tensor_map.hpp"
+#include "run/stop_signals.hpp"
 
 namespace mh::convert {
 namespace fs = std::filesystem;
@@ -47,7 +48,8 @@ ckpt::Metadata import_hf(const std::string& in, const std::string& out, const Im
   const std::vector<Link> links = model_links(shape);
   check_names(folder, links, hf);
 
-  const std::string temp = begin_folder(out, "checkpoint");
+  StagedFolder staged(out, "checkpoint");
+  const std::string& temp = staged.path();
   const std::string file = ckpt::rank_file(0);
   ckpt::Metadata meta = options.run;
   meta.step = 0;
@@ -68,6 +70,7 @@ ckpt::Metadata import_hf(const std::string& in, const std::string& out, const Im
   Matrix current;
   const safetensors::Written w = safetensors::write_file(
       temp + "/" + file, entries, {{"format", ckpt::kFormatName}, {"rank", "0"}}, [&](size_t i) {
+        stop_if_signalled("importing " + in + " (" + links[i].megahost + "); the partial checkpoint was removed");
         current = to_megahost(links[i], shape, [&](const std::string& name) { return folder.get(name); });
         return std::as_bytes(std::span(current.data));
       });
@@ -75,7 +78,7 @@ ckpt::Metadata import_hf(const std::string& in, const std::string& out, const Im
   const std::string text = ckpt::to_json(meta).dump(1);
   ckpt::parse_metadata(text, temp + "/" + ckpt::kMetadataFile);  // checked as a loader will read it
   ckpt::write_synced(temp + "/" + ckpt::kMetadataFile, text);
-  commit_folder(temp, out);
+  staged.commit();
   return meta;
 }
 

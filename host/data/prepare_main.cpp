@@ -3,6 +3,7 @@
 #include "data/indexed_dataset.hpp"
 #include "data/prepare.hpp"
 #include "data/tokenizer.hpp"
+#include "run/stop_signals.hpp"
 
 #include <gflags/gflags.h>
 #include <megahost/error.hpp>
@@ -81,8 +82,12 @@ int main(int argc, char** argv) {
       "tokenizes text into a Megatron indexed dataset\n"
       "  megahost_prepare --input=corpus.txt --tokenizer=byte --output_prefix=data/corpus_byte");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
+  const mh::StopSignals signals;
   try {
     prepare();
+  } catch (const mh::Interrupted& e) {
+    std::cerr << "megahost_prepare: " << e.what() << "\n";
+    return mh::interrupted_status(e.signal());
   } catch (const std::exception& e) {
     std::cerr << "megahost_prepare: " << e.what() << "\n";
     return 1;

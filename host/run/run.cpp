@@ -397,9 +397,19 @@ std::unique_ptr<TrainingLog> training_log(const RunSetup& s, const Assembly& ass
   return log;
 }
 
+// The splits evaluated are printed; the rest are abandoned.
+int evaluation_stopped(int signal) {
+  LOG(WARNING) << "received " << stop_signal_name(signal)
+               << ": stopped evaluating; the splits printed above are whole, the rest abandoned";
+  return interrupted_status(signal);
+}
+
 }  // namespace
 
 int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
+  // From the start: a signal during a checkpoint import abandons it and
+  // removes its temporary folder (stop_if_signalled).
+  StopSignals signals;
   if (flags.dry_run) std::cout << "assembled from " << config.file() << ":\n" << assembly.describe();
   RunSetup s;
   s.assembly = &assembly;
@@ -444,9 +454,8 @@ int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
       << (s.evaluate_only ? "" : " per step");
   if (s.evaluate_only) {
     run_ranks(s, [&](int32_t local) { evaluate_rank(s, local); });
-    return 0;
+    return s.abandoned_by == 0 ? 0 : evaluation_stopped(s.abandoned_by);
   }
-  StopSignals signals;
   if (flags.memory_plan != nullptr)
     check_planned_memory(s, *flags.memory_plan, [&](const auto& body) { run_ranks(s, body); });
   run_ranks(s, [&](int32_t local) { train_rank(s, local); });
