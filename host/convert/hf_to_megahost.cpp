@@ -2,7 +2,9 @@
 
 #include <megahost/error.hpp>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -82,10 +84,28 @@ ckpt::Metadata import_hf(const std::string& in, const std::string& out, const Im
   return meta;
 }
 
+namespace {
+
+// $TMPDIR (or /tmp), checked here so that a missing one is named as the
+// cause, not reported as temp_directory_path's bare system error.
+std::string temp_root(const std::string& in) {
+  const char* set = std::getenv("TMPDIR");
+  const std::string dir = set != nullptr && *set != '\0' ? set : "/tmp";
+  std::error_code ec;
+  require(fs::is_directory(dir, ec), (set != nullptr && *set != '\0' ? "TMPDIR=" : "the temporary folder ") + dir +
+                                         " is not a folder; importing " + in +
+                                         " writes its weights there in f32: set TMPDIR to a folder with room",
+          MH_UNAVAILABLE);
+  return dir;
+}
+
+}  // namespace
+
 TemporaryImport::TemporaryImport(const std::string& in, const ImportOptions& options) {
-  std::string pattern = (fs::temp_directory_path() / "megahost_import_XXXXXX").string();
+  const std::string dir = temp_root(in);
+  std::string pattern = dir + "/megahost_import_XXXXXX";
   require(::mkdtemp(pattern.data()) != nullptr,
-          "cannot create a temporary folder in " + fs::temp_directory_path().string() + " (set TMPDIR) to import " + in,
+          "cannot create a temporary folder in " + dir + " (TMPDIR) to import " + in + ": " + std::strerror(errno),
           MH_UNAVAILABLE);
   root_ = pattern;
   checkpoint_ = root_ + "/checkpoint";

@@ -129,6 +129,7 @@ class RankTrainer {
   ckpt::Metadata checkpoint_metadata(int64_t step) const;
   ckpt::Metadata load_model();
   int64_t resume();
+  void check_consumed(const ckpt::Metadata& saved) const;
   void stop(int64_t step, int signal);
   void record_stage_time(double busy, double idle);
   std::vector<GroupRange> norm_ranges() const;
@@ -293,12 +294,26 @@ ckpt::Metadata RankTrainer::load_model() {
   return saved;
 }
 
+// The blend compares sample indices in double (exact below 2^53), so every
+// index the run will read must stay below it: a consumed_samples near
+// INT64_MAX (a damaged file) would overflow the indices.
+void RankTrainer::check_consumed(const ckpt::Metadata& saved) const {
+  const double last = double(saved.consumed_samples) +
+                      double(std::max<int64_t>(s_.steps - saved.step, 0)) * double(s_.global_batch);
+  require(last < 0x1p53, s_.resume_from + "/" + ckpt::kMetadataFile + ": consumed_samples = " +
+                             std::to_string(saved.consumed_samples) + " at step " + std::to_string(saved.step) +
+                             ": training on to step " + std::to_string(s_.steps) +
+                             " would read past sample 2^53, the data order's limit; the checkpoint is damaged or "
+                             "not this run's: load an earlier one");
+}
+
 // Loads the checkpoint the run resumes from; returns its step.
 int64_t RankTrainer::resume() {
   const std::string& path = s_.resume_from;
   const auto started = std::chrono::steady_clock::now();
   const ckpt::Metadata saved = load_model();
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  check_consumed(saved);
   consumed_ = saved.consumed_samples;
   if (!leader()) return saved.step;
   const ckpt::Layout& l = saved.layout;
