@@ -123,8 +123,9 @@ void check_documents(const std::string& path, const std::vector<int64_t>& docume
 void sync_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   bool synced = fd >= 0 && ::fsync(fd) == 0;
+  const int err = errno;  // before close, which may set it
   if (fd >= 0) ::close(fd);
-  require(synced, "cannot flush " + path + " to disk: " + std::strerror(errno), MH_UNAVAILABLE);
+  require(synced, "cannot flush " + path + " to disk: " + std::strerror(err), MH_UNAVAILABLE);
 }
 
 void remove_if_present(const std::string& path) {
