@@ -61,6 +61,14 @@ TEST_F(BadInput, ValueOutOfRangeNamesTheBoundAndTheValue) {
   EXPECT_THAT(o.err, HasSubstr(at(2, 11) + "'model.dropout' must be <= 0.99, got 2"));
 }
 
+// The kernels refused beta1 = 1 at the first step (status 1): validation
+// holds the bound they need (below 1 in float).
+TEST_F(BadInput, AdamBetaOfOneIsRefusedByValidationNotAtTheFirstStep) {
+  Outcome o = run("[train]\nadam_beta1 = 1.0\n");
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr(at(2, 14) + "'train.adam_beta1' must be <= 0.9999999, got 1"));
+}
+
 TEST_F(BadInput, ValueOutsideTheChoicesListsThemAndSuggestsOne) {
   Outcome o = run("[data]\ntokenizer = \"bytes\"\n");
   expect_refused(o, 1);
