@@ -8,7 +8,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <system_error>
 #include <thread>
 
@@ -29,13 +31,24 @@ struct Tokenized {
   std::string problem;
 };
 
-// Runs `work` on `workers` threads, this one included. A thread that cannot
-// be started (a memory or process limit) is an error naming --workers, after
-// the started ones are joined (destroying them unjoined would terminate).
+// Runs `work` on `workers` threads, this one included, and rethrows the
+// first exception any of them threw (one escaping a thread would terminate).
+// A thread that cannot be started (a memory or process limit) is an error
+// naming --workers, after the started ones are joined.
 void run_workers(int workers, const std::function<void()>& work) {
+  std::mutex mu;
+  std::exception_ptr first;
+  const auto guarded = [&] {
+    try {
+      work();
+    } catch (...) {
+      std::lock_guard lock(mu);
+      if (!first) first = std::current_exception();
+    }
+  };
   std::vector<std::thread> threads;
   try {
-    for (int w = 1; w < workers; ++w) threads.emplace_back(work);
+    for (int w = 1; w < workers; ++w) threads.emplace_back(guarded);
   } catch (const std::system_error& e) {
     const size_t started = threads.size() + 1;
     for (auto& t : threads) t.join();
@@ -44,8 +57,9 @@ void run_workers(int workers, const std::function<void()>& work) {
                                            " (a memory or process limit); give --workers " +
                                            std::to_string(started) + " or fewer");
   }
-  work();
+  guarded();
   for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
 }
 
 // Parses and tokenizes the batch on `workers` threads, each taking the next

@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <new>
 #include <sstream>
 
 DEFINE_string(input, "",
@@ -88,6 +89,11 @@ int main(int argc, char** argv) {
   } catch (const mh::Interrupted& e) {
     std::cerr << "megahost_prepare: " << e.what() << "\n";
     return mh::interrupted_status(e.signal());
+  } catch (const std::bad_alloc&) {
+    std::cerr << "megahost_prepare: out of memory (std::bad_alloc); give fewer --workers or more memory; nothing "
+                 "was written ("
+              << FLAGS_output_prefix << " is as it was)\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "megahost_prepare: " << e.what() << "\n";
     return 1;
