@@ -75,7 +75,7 @@ TEST(HfConfig, WhatMegahostCannotComputeIsRefusedNamingTheField) {
 // both are held to megahost's own [model] ranges, before any weight.
 TEST(HfConfig, ValuesOutsideMegahostsModelRangesAreRefusedAsMegahostRefusesThem) {
   EXPECT_THAT(refusal(R"({"model_type": "llama", "rope_theta": 0})"),
-              HasSubstr("/m/config.json: \"rope_theta\" = 0 is outside what model.rope_theta takes (1 to 1e+12)"));
+              HasSubstr("/m/config.json: \"rope_theta\" = 0.0 is outside what model.rope_theta takes (1 to 1e+12)"));
   EXPECT_THAT(refusal(R"({"model_type": "llama", "num_hidden_layers": 1099511627776})"),
               HasSubstr("\"num_hidden_layers\" = 1099511627776 is outside what model.layers takes (1 to 100000)"));
   EXPECT_THAT(refusal(R"({"model_type": "gpt2", "resid_pdrop": 1.0})"),
