@@ -66,7 +66,7 @@ TEST_F(BadInput, ValueOutOfRangeNamesTheBoundAndTheValue) {
 TEST_F(BadInput, AdamBetaOfOneIsRefusedByValidationNotAtTheFirstStep) {
   Outcome o = run("[train]\nadam_beta1 = 1.0\n");
   expect_refused(o, 1);
-  EXPECT_THAT(o.err, HasSubstr(at(2, 14) + "'train.adam_beta1' must be <= 0.9999999, got 1"));
+  EXPECT_THAT(o.err, HasSubstr(at(2, 14) + "'train.adam_beta1' must be <= 0.999999, got 1"));
 }
 
 // A model-shape problem ended the layout check: the batch problem was
