@@ -250,7 +250,8 @@ IndexedDatasetWriter::IndexedDatasetWriter(const std::string& prefix, TokenDType
     : prefix_(prefix),
       dtype_(dtype),
       temp_suffix_(".tmp-" + std::to_string(::getpid())),
-      bin_(prefix + ".bin" + temp_suffix_, std::ios::binary | std::ios::trunc) {
+      temp_paths_{prefix + ".bin" + temp_suffix_, prefix + ".idx" + temp_suffix_, prefix + ".range" + temp_suffix_},
+      bin_(temp_paths_[0], std::ios::binary | std::ios::trunc) {
   require(bin_.is_open(), "cannot create " + prefix + ".bin" + temp_suffix_ + "; check that its folder exists",
           MH_NOT_FOUND);
 }
@@ -260,7 +261,7 @@ IndexedDatasetWriter::~IndexedDatasetWriter() {
   // An unfinished dataset leaves nothing behind, and whatever was at the
   // prefix before stays as it was.
   bin_.close();
-  for (const char* ext : {".bin", ".idx", ".range"}) ::unlink((prefix_ + ext + temp_suffix_).c_str());
+  for (const std::string& path : temp_paths_) ::unlink(path.c_str());
 }
 
 void IndexedDatasetWriter::add_document(std::span<const int32_t> tokens) {

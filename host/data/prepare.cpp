@@ -49,11 +49,13 @@ void run_workers(int workers, const std::function<void()>& work) {
   std::vector<std::thread> threads;
   try {
     for (int w = 1; w < workers; ++w) threads.emplace_back(guarded);
-  } catch (const std::system_error& e) {
+  } catch (const std::exception& e) {  // std::system_error, or std::bad_alloc for the thread's state
     const size_t started = threads.size() + 1;
     for (auto& t : threads) t.join();
+    const auto* system = dynamic_cast<const std::system_error*>(&e);
     throw Error(MH_RESOURCE_EXHAUSTED, "--workers " + std::to_string(workers) + ": could start only " +
-                                           std::to_string(started) + " thread(s): " + e.code().message() +
+                                           std::to_string(started) + " thread(s): " +
+                                           (system != nullptr ? system->code().message() : "out of memory") +
                                            " (a memory or process limit); give --workers " +
                                            std::to_string(started) + " or fewer");
   }
