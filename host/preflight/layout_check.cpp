@@ -85,12 +85,15 @@ void start_data_parallel(const Config& config, const Assembly& a, Diagnostics& d
 void check_layout(const Config& config, const Assembly& a, Diagnostics& diag) {
   if (a.slot(MH_KIND_TUNER) != nullptr) return;  // a search space, not one layout
   ModelDims dims;
+  const std::string model = config.where(find_table(config.root(), "model"));
   try {
-    dims = global_dims(a, config);
+    dims = model_dims(a, config);
   } catch (const Error& e) {
-    diag.error(config.where(find_table(config.root(), "model")), e.what());
+    diag.error(model, e.what());
     return;
   }
+  // Each reported, and the layout still planned: its problems are others.
+  for (const std::string& problem : shape_problems(dims)) diag.error(model, problem);
   check_kernel_ops(config, a, dims.spec, diag);
   start_data_parallel(config, a, diag);
   const int32_t world = known_world(a);
