@@ -415,14 +415,16 @@ const void* api_for() {
   else return tuner_api<T>();
 }
 
-// The descriptor of component class T; `options` must outlive the library
-// (a static array).
+// The descriptor of a component class T whose function table `api` is
+// written by hand (a wrapper forwarding C calls whose handles are another
+// component's, say); create and destroy are component<T>'s. `api` and
+// `options` must outlive the library (static).
 template <class T>
-MH_ComponentDesc component(const char* name, const char* version, const char* description,
-                           std::span<const MH_OptionSpec> options = {}) {
+MH_ComponentDesc component_with_table(MH_Kind kind, const char* name, const char* version, const char* description,
+                                      std::span<const MH_OptionSpec> options, const void* api) {
   return MH_ComponentDesc{
       MH_STRUCT_SIZE(MH_ComponentDesc, api),
-      T::kind,
+      kind,
       name,
       version,
       description,
@@ -436,8 +438,16 @@ MH_ComponentDesc component(const char* name, const char* version, const char* de
         });
       },
       [](MH_Instance* self) { delete detail::as<T>(self); },
-      api_for<T>(),
+      api,
   };
+}
+
+// The descriptor of component class T, its table built from its methods
+// (above); `options` must outlive the library (a static array).
+template <class T>
+MH_ComponentDesc component(const char* name, const char* version, const char* description,
+                           std::span<const MH_OptionSpec> options = {}) {
+  return component_with_table<T>(T::kind, name, version, description, options, api_for<T>());
 }
 
 }  // namespace mh
