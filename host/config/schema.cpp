@@ -131,6 +131,7 @@ const SlotSpec kSlots[] = {
     {"parallel.data", MH_KIND_DATA_PARALLEL, "megatron"},
     {"recompute", MH_KIND_RECOMPUTE, "none"},
     {"tuner", MH_KIND_TUNER, nullptr},
+    {"observer", MH_KIND_OBSERVER, nullptr},
 };
 
 }  // namespace

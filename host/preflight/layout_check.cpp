@@ -12,10 +12,12 @@ namespace mh {
 namespace {
 
 // The world as the comm's options or the launcher state it; 0 if unknown.
+// A wrapper's section holds its inner communicator's options too (ABI 1.5).
 int32_t known_world(const Assembly& a) {
-  const MH_Options* o = a.slot(MH_KIND_COMM)->options.view();
-  for (size_t i = 0; i < o->count; ++i)
-    if (std::string(o->values[i].name) == "world_size") return int32_t(o->values[i].value.i);
+  const Slot& comm = *a.slot(MH_KIND_COMM);
+  for (const MH_Options* o : {comm.options.view(), comm.inner_options.view()})
+    for (size_t i = 0; i < o->count; ++i)
+      if (std::string(o->values[i].name) == "world_size") return int32_t(o->values[i].value.i);
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
     if (const char* v = std::getenv(name)) return int32_t(std::strtol(v, nullptr, 10));
   return 0;

@@ -316,9 +316,12 @@ std::string failure_text(const std::exception& e) {
 
 // How long the comm waits for a peer (comm.timeout_s), the grace a failed
 // run gives its other ranks to stop.
+// A wrapper's section holds its inner communicator's options too (ABI 1.5).
 double comm_timeout_s(const Assembly& a) {
-  Options comm = a.slot(MH_KIND_COMM)->options.options();
-  return comm.has("timeout_s") ? comm.get_double("timeout_s") : 30;
+  const Slot& slot = *a.slot(MH_KIND_COMM);
+  for (const Options comm : {slot.options.options(), slot.inner_options.options()})
+    if (comm.has("timeout_s")) return comm.get_double("timeout_s");
+  return 30;
 }
 
 // Ends the process with status 1 without joining rank threads that are
