@@ -1,6 +1,7 @@
 // Serving fuzzing: a chat template (a model's tokenizer_config.json is
 // outside input) parsed and rendered, and a request body as the HTTP
-// server reads it into a completion or a chat request.
+// server reads it into a completion or a chat request, and into the
+// tokenizer routes' answers.
 #include <string>
 #include <string_view>
 
@@ -52,6 +53,14 @@ void openai_request(Input input) {
       if (ask.choices() > limits.max_batch || ask.max_tokens > limits.max_new_tokens) __builtin_trap();
     } catch (const serve::ApiError&) {
     }
+  }
+  try {
+    serve::tokenize(body, model, limits);
+  } catch (const serve::ApiError&) {
+  }
+  try {
+    serve::dump(serve::detokenize(body, model));
+  } catch (const serve::ApiError&) {
   }
 }
 

@@ -14,6 +14,8 @@ Target find_target(std::string_view name) {
   if (name == "safetensors_header") return &safetensors_header;
   if (name == "hf_config") return &hf_config;
   if (name == "shard_index") return &shard_index;
+  if (name == "token_range_sidecar") return &token_range_sidecar;
+  if (name == "checkpoint_owner") return &checkpoint_owner;
   if (name == "prompts_jsonl") return &prompts_jsonl;
   if (name == "chat_template") return &chat_template;
   if (name == "openai_request") return &openai_request;

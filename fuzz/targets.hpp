@@ -51,6 +51,12 @@ void hf_config(Input input);
 // A model.safetensors.index.json: its weight_map of shard file names.
 void shard_index(Input input);
 
+// A dataset's PREFIX.range sidecar beside a fixed dataset ($BIN and $HASH
+// in the input stand for its true stamp): read, believed or rescanned.
+void token_range_sidecar(Input input);
+// A checkpoint folder's megahost_run.json: the run identity read from it.
+void checkpoint_owner(Input input);
+
 // A .jsonl prompts file of a [generate] section.
 void prompts_jsonl(Input input);
 

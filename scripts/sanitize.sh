@@ -46,11 +46,12 @@ tsan_targets=(comm_threads_test comm_plugin_load megahost parallel_equivalence_t
 # per OpenMP team and no OpenBLAS pool keep every op on its rank's thread, so
 # what TSan checks is what ranks share: the communicator, the host's run
 # state, metrics and logging. The op loops' own threading is covered by the
-# ASan stage and the kernels' numerical tests.
+# ASan stage and the kernels' numerical tests. scripts/tsan.supp says why
+# oneDNN's frames are suppressed.
 tsan() {
   configure build-tsan thread
   cmake --build build-tsan -j"$jobs" --target "${tsan_targets[@]}"
-  OMP_THREAD_LIMIT=1 OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  OMP_THREAD_LIMIT=1 OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp \
     ctest --test-dir build-tsan -R "$tsan_tests" -E "$mpi_tests" --output-on-failure -j"$jobs" --timeout 600
 }
 

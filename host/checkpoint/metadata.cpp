@@ -3,7 +3,9 @@
 #include <megahost/error.hpp>
 
 #include <fstream>
+#include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include "checkpoint/json_limits.hpp"
 #include "checkpoint/safetensors.hpp"
@@ -19,15 +21,36 @@ constexpr const char* kChecksumKey = "checksum";
 
 nlohmann::ordered_json rect_json(const Rect& r) { return {{"offset", {r.row, r.col}}, {"shape", {r.rows, r.cols}}}; }
 
+// Whether `v` is an integer that T holds: get<T> of 2^70 (read as a double)
+// or of -1 as unsigned would wrap silently.
+template <class T>
+bool integer_fits(const json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max());
+  return v.is_number_integer() && std::is_signed_v<T>;
+}
+
 // Reads field `key` of `j` as T, throwing a message that names the field.
 template <class T>
 T field(const json& j, const char* key, const std::string& where) {
   if (!j.is_object() || !j.contains(key)) throw Error(MH_INVALID_ARGUMENT, where + ": missing '" + key + "'");
+  const json& v = j.at(key);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+    require(integer_fits<T>(v), where + ": '" + key + "' must be an integer from " +
+                                    std::to_string(std::numeric_limits<T>::min()) + " to " +
+                                    std::to_string(std::numeric_limits<T>::max()) + ", got " + v.dump());
   try {
-    return j.at(key).get<T>();
+    return v.get<T>();
   } catch (const json::exception&) {
     throw Error(MH_INVALID_ARGUMENT, where + ": '" + key + "' has the wrong type");
   }
+}
+
+// Field `key` of `j`, which must be a JSON object.
+json object_field(const json& j, const char* key, const std::string& where) {
+  json v = field<json>(j, key, where);
+  require(v.is_object(), where + ": '" + key + "' must be a JSON object, got " + std::string(v.type_name()) +
+                             "; the file was edited or damaged: load an earlier checkpoint");
+  return v;
 }
 
 std::array<int64_t, 2> pair(const json& j, const char* key, const std::string& where) {
@@ -206,7 +229,7 @@ Metadata parse_metadata(std::string_view text, const std::string& path) {
   require(m.step >= 0 && m.consumed_samples >= 0, path + ": negative step or consumed_samples");
   m.model = parse_model(field<json>(j, "model", path), path + ": model");
   m.layout = parse_layout(field<json>(j, "layout", path), path + ": layout");
-  m.schedule = field<json>(j, "schedule", path);
+  m.schedule = object_field(j, "schedule", path);
   m.tokenizer = field<json>(j, "tokenizer", path);
   parse_index(j, m, path);
   return m;

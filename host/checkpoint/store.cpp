@@ -27,10 +27,26 @@ constexpr const char* kTrashPrefix = ".trash_";
 
 }  // namespace
 
+namespace {
+
+// Writes until all is written or write fails: a full disk first shortens a
+// write (errno untouched: "Success"), then fails the next with ENOSPC.
+bool write_fully(int fd, std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    text.remove_prefix(size_t(n));
+  }
+  return true;
+}
+
+}  // namespace
+
 void write_synced(const std::string& path, const std::string& text) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   require(fd >= 0, "cannot create " + path + ": " + std::strerror(errno), MH_UNAVAILABLE);
-  const bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && ::fsync(fd) == 0;
+  const bool ok = write_fully(fd, text) && ::fsync(fd) == 0;
   const int err = errno;
   ::close(fd);
   require(ok, "cannot write " + path + ": " + std::strerror(err), MH_UNAVAILABLE);
@@ -122,8 +138,10 @@ void verify_file(const std::string& path, const FileEntry& expect) {
 
 void sync_dir(const std::string& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  require(fd >= 0 && ::fsync(fd) == 0, "cannot sync the folder " + dir + ": " + std::strerror(errno), MH_UNAVAILABLE);
-  ::close(fd);
+  const bool synced = fd >= 0 && ::fsync(fd) == 0;
+  const int err = errno;
+  if (fd >= 0) ::close(fd);
+  require(synced, "cannot sync the folder " + dir + ": " + std::strerror(err), MH_UNAVAILABLE);
 }
 
 void check_writable(const std::string& dir) {

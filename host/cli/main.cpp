@@ -24,6 +24,7 @@
 #include "plugins/plugin_loader.hpp"
 #include "plugins/registry.hpp"
 #include "run/run.hpp"
+#include "run/stop_signals.hpp"
 #include "preflight/size_limits.hpp"
 #include "tuner/calibrate.hpp"
 #include "tuner/hardware_profile.hpp"
@@ -124,6 +125,9 @@ int main(int argc, char** argv) {
     if (FLAGS_calibrate) return mh::calibrate(*config, registry, profile);
     if (assembly->slot(MH_KIND_TUNER) != nullptr) return mh::tune(*assembly, *config, registry, mh::TuneFlags{FLAGS_plugin_path});
     return mh::run(*assembly, *config, flags);
+  } catch (const mh::Interrupted& e) {
+    LOG(ERROR) << e.what();
+    return mh::interrupted_status(e.signal());
   } catch (const std::exception& e) {
     LOG(ERROR) << e.what();
     return kExitFailure;

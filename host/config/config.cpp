@@ -1,5 +1,7 @@
 #include "config/config.hpp"
 
+#include <functional>
+
 #include <megahost/error.hpp>
 
 #include <sys/stat.h>
@@ -456,6 +458,15 @@ std::string wrong_type(const std::string& key, const MH_OptionSpec& spec, const 
 OptionValues validate_section(const Config& config, const toml::table* section, const std::string& name,
                               std::span<const MH_OptionSpec> specs, const std::vector<std::string>& extra_keys,
                               Diagnostics& diag) {
+  const auto where = [&](const toml::node* node) {
+    return node == section ? config.where(section) : config.where(*node);
+  };
+  return validate_table(where, section, name, specs, extra_keys, diag);
+}
+
+OptionValues validate_table(const std::function<std::string(const toml::node*)>& where, const toml::table* section,
+                            const std::string& name, std::span<const MH_OptionSpec> specs,
+                            const std::vector<std::string>& extra_keys, Diagnostics& diag) {
   OptionValues values;
   values.set_section(name);
   if (section != nullptr) {
@@ -463,7 +474,7 @@ OptionValues validate_section(const Config& config, const toml::table* section, 
     for (const auto& [key, node] : *section) {
       if (std::find(keys.begin(), keys.end(), key.str()) != keys.end()) continue;
       std::string hint = did_you_mean(key.str(), keys);
-      diag.error(config.where(node), "unknown key '" + name + "." + std::string(key.str()) + "'" +
+      diag.error(where(&node), "unknown key '" + name + "." + std::string(key.str()) + "'" +
                                          (hint.empty() ? "" : "; " + hint));
     }
   }
@@ -473,16 +484,16 @@ OptionValues validate_section(const Config& config, const toml::table* section, 
     toml::table holder;
     if (node == nullptr) {
       if (spec.default_value == nullptr) {
-        diag.error(config.where(section), "missing required key '" + key + "' (" + (spec.doc ? spec.doc : "") + ")");
+        diag.error(where(section), "missing required key '" + key + "' (" + (spec.doc ? spec.doc : "") + ")");
         continue;
       }
       holder = toml::parse(std::string("v = ") + spec.default_value);
       node = holder.get("v");
     } else if (!has_type(*node, spec.type)) {
-      diag.error(config.where(*node), wrong_type(key, spec, *node));
+      diag.error(where(node), wrong_type(key, spec, *node));
       continue;
     } else if (std::string problem = value_problem(spec, *node); !problem.empty()) {
-      diag.error(config.where(*node), "'" + key + "' " + problem);
+      diag.error(where(node), "'" + key + "' " + problem);
       continue;
     }
     if (spec.type == MH_VALUE_DOUBLE && node->is_integer()) {

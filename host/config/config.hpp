@@ -9,6 +9,7 @@
 
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -92,6 +93,13 @@ class OptionValues {
 OptionValues validate_section(const Config& config, const toml::table* section, const std::string& name,
                               std::span<const MH_OptionSpec> specs, const std::vector<std::string>& extra_keys,
                               Diagnostics& diag);
+
+// validate_section for a table that is not the run's config (the options a
+// plugin forwards to a component it creates): `where` names a node (the
+// table itself for a missing key) in messages.
+OptionValues validate_table(const std::function<std::string(const toml::node*)>& where, const toml::table* section,
+                            const std::string& name, std::span<const MH_OptionSpec> specs,
+                            const std::vector<std::string>& extra_keys, Diagnostics& diag);
 
 // What is wrong with a spec's default -- not one TOML value, or not of the
 // spec's type, range or choices -- as "default '...' ..."; "" when it is sound

@@ -40,8 +40,10 @@ const MH_OptionSpec kTrain[] = {
     opt_int("warmup_steps", "20", 0, kMaxInt, "linear warm-up steps"),
     opt_int("decay_steps", "0", 0, kMaxInt, "cosine decay length; 0 means train.steps"),
     opt_double("weight_decay", "0.1", 0, 10, "AdamW weight decay (not on biases and norms)"),
-    opt_double("adam_beta1", "0.9", 0, 1, "AdamW beta1"),
-    opt_double("adam_beta2", "0.95", 0, 1, "AdamW beta2"),
+    // Below 1 in float, where the kernels compute (beta = 1 never forgets):
+    // 0.999999 rounds to a float below 1, and prints as itself in errors.
+    opt_double("adam_beta1", "0.9", 0, 0.999999, "AdamW beta1, below 1"),
+    opt_double("adam_beta2", "0.95", 0, 0.999999, "AdamW beta2, below 1"),
     opt_double("adam_eps", "1e-8", 0, 1, "AdamW epsilon"),
     opt_double("clip_grad", "1.0", 0, 1e9, "global gradient-norm clip; 0 disables"),
     opt_bool("skip_nonfinite", "false", "skip the update of a step whose loss or gradient norm is NaN or infinite, instead of stopping"),
@@ -129,6 +131,7 @@ const SlotSpec kSlots[] = {
     {"parallel.data", MH_KIND_DATA_PARALLEL, "megatron"},
     {"recompute", MH_KIND_RECOMPUTE, "none"},
     {"tuner", MH_KIND_TUNER, nullptr},
+    {"observer", MH_KIND_OBSERVER, nullptr},
 };
 
 }  // namespace

@@ -3,7 +3,8 @@
 //   megahost_convert --input DIR --output DIR [--dtype f32|bf16] [--max_shard_size 5GB]
 // The direction comes from what --input holds: metadata.json (a checkpoint,
 // or a folder of them: the newest) exports, config.json imports.
-// Exit status: 0 converted, 1 a failure writing, 2 bad input.
+// Exit status: 0 converted, 1 a failure writing, 2 bad input, 128 + N on
+// signal N (130 SIGINT, 143 SIGTERM: nothing written).
 #include <gflags/gflags.h>
 
 #include <megahost/error.hpp>
@@ -17,6 +18,7 @@
 #include "convert/hf_folder.hpp"
 #include "convert/hf_to_megahost.hpp"
 #include "convert/megahost_to_hf.hpp"
+#include "run/stop_signals.hpp"
 
 DEFINE_string(input, "", "a Megahost checkpoint (or a folder of them) or a Hugging Face model folder");
 DEFINE_string(output, "", "the folder to write; must not exist");
@@ -77,8 +79,12 @@ int convert() {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("megahost_convert --input DIR --output DIR [--dtype f32|bf16] [--max_shard_size 5GB]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
+  const mh::StopSignals signals;
   try {
     return convert();
+  } catch (const mh::Interrupted& e) {
+    std::cerr << "megahost_convert: " << e.what() << "\n";
+    return mh::interrupted_status(e.signal());
   } catch (const mh::Error& e) {
     std::cerr << "megahost_convert: " << e.what() << "\n";
     return e.code() == MH_INVALID_ARGUMENT || e.code() == MH_NOT_FOUND ? kExitBadInput : kExitFailure;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "checkpoint/json_limits.hpp"
+#include "config/schema.hpp"
 #include "data/regular_file.hpp"
 
 namespace mh::convert {
@@ -148,6 +149,31 @@ json special_id(const json& j, const char* key, const std::string& path) {
   return v;
 }
 
+// The ranges megahost's own [model] keys take (config/schema.cpp), so that a
+// model megahost_convert writes is one megahost runs: each value the file
+// gives a [model] key is checked against that key's bounds.
+const MH_OptionSpec* model_spec(const std::string& key) {
+  for (const HostSection& section : host_sections())
+    if (std::string(section.name) == "model")
+      for (const MH_OptionSpec& spec : section.specs)
+        if (key == spec.name) return &spec;
+  return nullptr;
+}
+
+void check_model_ranges(const std::vector<ModelKey>& keys, const std::string& path) {
+  for (const ModelKey& k : keys) {
+    const MH_OptionSpec* spec = model_spec(k.key);
+    if (spec == nullptr || !k.value.is_number()) continue;
+    const double v = k.value.get<double>();
+    const bool low = (spec->flags & MH_OPTION_HAS_MIN) && v < spec->min;
+    const bool high = (spec->flags & MH_OPTION_HAS_MAX) && v > spec->max;
+    std::ostringstream range;
+    range << spec->min << " to " << spec->max;
+    require(!low && !high, path + ": \"" + k.field + "\" = " + k.field_value.dump() + " is outside what model." +
+                               k.key + " takes (" + range.str() + "); megahost could not run this model");
+  }
+}
+
 }  // namespace
 
 const char* class_name(HfClass c) { return c == HfClass::kGpt2 ? "GPT2LMHeadModel" : "LlamaForCausalLM"; }
@@ -166,6 +192,7 @@ HfModel parse_hf_config(std::string_view text, const std::string& path) {
   require(m.hidden % m.heads == 0, path + ": the hidden size " + std::to_string(m.hidden) +
                                        " is not divisible by the number of heads " + std::to_string(m.heads));
   m.vocab = ckpt::padded_vocab(m.vocab_size);
+  check_model_ranges(model_keys(hf), path);
   return hf;
 }
 

@@ -11,6 +11,7 @@
 #include "checkpoint/metadata.hpp"
 #include "checkpoint/store.hpp"
 #include "data/regular_file.hpp"
+#include "run/stop_signals.hpp"
 
 namespace mh::convert {
 namespace fs = std::filesystem;
@@ -177,7 +178,7 @@ HfTensor HfFolder::get(const std::string& name) const {
   return t;
 }
 
-std::string begin_folder(const std::string& out, const std::string& what) {
+StagedFolder::StagedFolder(const std::string& out, const std::string& what) : out_(out) {
   const fs::path p = fs::absolute(out).lexically_normal();
   require(!p.filename().empty(), "--output " + out + ": give a folder name");
   require(!fs::exists(p), "--output " + out + ": exists; the " + what + " is written only to a new folder");
@@ -185,23 +186,29 @@ std::string begin_folder(const std::string& out, const std::string& what) {
   // replaced or removed, whatever it is called.
   std::error_code ec;
   fs::create_directories(p.parent_path(), ec);
-  std::string temp = (p.parent_path() / (".tmp_" + p.filename().string() + "_XXXXXX")).string();
-  require(::mkdtemp(temp.data()) != nullptr,
+  temp_ = (p.parent_path() / (".tmp_" + p.filename().string() + "_XXXXXX")).string();
+  require(::mkdtemp(temp_.data()) != nullptr,
           "--output " + out + ": cannot create a folder beside it: " + std::strerror(errno), MH_UNAVAILABLE);
-  return temp;
 }
 
-void commit_folder(const std::string& temp, const std::string& out) {
-  ckpt::sync_dir(temp);
-  fs::rename(temp, out);
-  ckpt::sync_dir(fs::absolute(out).lexically_normal().parent_path().string());
+StagedFolder::~StagedFolder() {
+  std::error_code ec;
+  if (!committed_) fs::remove_all(temp_, ec);
+}
+
+void StagedFolder::commit() {
+  ckpt::sync_dir(temp_);
+  fs::rename(temp_, out_);
+  committed_ = true;
+  ckpt::sync_dir(fs::absolute(out_).lexically_normal().parent_path().string());
 }
 
 void write_hf_folder(const std::string& out, const std::string& config_json,
                      const std::vector<std::pair<std::string, std::string>>& files, const std::vector<HfEntry>& entries,
                      const ShardOptions& options, const std::function<const std::vector<float>&(size_t)>& data) {
   require(options.dtype == "F32" || options.dtype == "BF16", "--dtype: \"" + options.dtype + "\" (f32 or bf16)");
-  const std::string temp = begin_folder(out, "Hugging Face model");
+  StagedFolder staged(out, "Hugging Face model");
+  const std::string& temp = staged.path();
   ckpt::write_synced(temp + "/" + kConfigFile, config_json);
   for (const auto& [name, text] : files) ckpt::write_synced(temp + "/" + name, text);
   const std::vector<std::vector<size_t>> shards = plan_shards(entries, options);
@@ -217,6 +224,7 @@ void write_hf_folder(const std::string& out, const std::string& config_json,
       total += entry_bytes(entries[i], options.dtype);
     }
     safetensors::write_file(temp + "/" + file, header, {{"format", "pt"}}, [&](size_t j) {
+      stop_if_signalled("writing " + out + " (" + entries[shards[k][j]].name + "); the partial folder was removed");
       bytes = encode(data(shards[k][j]), options.dtype);
       return std::span<const std::byte>(bytes);
     });
@@ -225,7 +233,7 @@ void write_hf_folder(const std::string& out, const std::string& config_json,
     const nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
     ckpt::write_synced(temp + "/" + kIndexFile, index.dump(2) + "\n");
   }
-  commit_folder(temp, out);
+  staged.commit();
 }
 
 }  // namespace mh::convert

@@ -73,10 +73,24 @@ void write_hf_folder(const std::string& out, const std::string& config_json,
                      const std::vector<std::pair<std::string, std::string>>& files, const std::vector<HfEntry>& entries,
                      const ShardOptions& options, const std::function<const std::vector<float>&(size_t)>& data);
 
-// A new folder's path must not exist; a temporary sibling (".tmp_NAME")
-// left by an interrupted run is removed. Returns the temporary path.
-std::string begin_folder(const std::string& out, const std::string& what);
-// Syncs `temp` and renames it to `out`.
-void commit_folder(const std::string& temp, const std::string& out);
+// A new folder built under a temporary sibling name of its own
+// (".tmp_NAME_XXXXXX", mkdtemp) and renamed to its path when whole. Until
+// then the temporary folder is removed when this is destroyed: a failure or
+// a stop signal part-way leaves nothing behind.
+class StagedFolder {
+ public:
+  // `out` must not exist; `what` names the folder in errors.
+  StagedFolder(const std::string& out, const std::string& what);
+  ~StagedFolder();
+  StagedFolder(const StagedFolder&) = delete;
+  StagedFolder& operator=(const StagedFolder&) = delete;
+  const std::string& path() const { return temp_; }
+  // Syncs the folder and renames it to `out`.
+  void commit();
+
+ private:
+  std::string out_, temp_;
+  bool committed_ = false;
+};
 
 }  // namespace mh::convert

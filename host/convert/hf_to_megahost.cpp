@@ -2,7 +2,9 @@
 
 #include <megahost/error.hpp>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -11,6 +13,7 @@
 #include "convert/hf_config.hpp"
 #include "convert/hf_folder.hpp"
 #include "convert/tensor_map.hpp"
+#include "run/stop_signals.hpp"
 
 namespace mh::convert {
 namespace fs = std::filesystem;
@@ -47,7 +50,8 @@ ckpt::Metadata import_hf(const std::string& in, const std::string& out, const Im
   const std::vector<Link> links = model_links(shape);
   check_names(folder, links, hf);
 
-  const std::string temp = begin_folder(out, "checkpoint");
+  StagedFolder staged(out, "checkpoint");
+  const std::string& temp = staged.path();
   const std::string file = ckpt::rank_file(0);
   ckpt::Metadata meta = options.run;
   meta.step = 0;
@@ -68,6 +72,7 @@ ckpt::Metadata import_hf(const std::string& in, const std::string& out, const Im
   Matrix current;
   const safetensors::Written w = safetensors::write_file(
       temp + "/" + file, entries, {{"format", ckpt::kFormatName}, {"rank", "0"}}, [&](size_t i) {
+        stop_if_signalled("importing " + in + " (" + links[i].megahost + "); the partial checkpoint was removed");
         current = to_megahost(links[i], shape, [&](const std::string& name) { return folder.get(name); });
         return std::as_bytes(std::span(current.data));
       });
@@ -75,14 +80,32 @@ ckpt::Metadata import_hf(const std::string& in, const std::string& out, const Im
   const std::string text = ckpt::to_json(meta).dump(1);
   ckpt::parse_metadata(text, temp + "/" + ckpt::kMetadataFile);  // checked as a loader will read it
   ckpt::write_synced(temp + "/" + ckpt::kMetadataFile, text);
-  commit_folder(temp, out);
+  staged.commit();
   return meta;
 }
 
+namespace {
+
+// $TMPDIR (or /tmp), checked here so that a missing one is named as the
+// cause, not reported as temp_directory_path's bare system error.
+std::string temp_root(const std::string& in) {
+  const char* set = std::getenv("TMPDIR");
+  const std::string dir = set != nullptr && *set != '\0' ? set : "/tmp";
+  std::error_code ec;
+  require(fs::is_directory(dir, ec), (set != nullptr && *set != '\0' ? "TMPDIR=" : "the temporary folder ") + dir +
+                                         " is not a folder; importing " + in +
+                                         " writes its weights there in f32: set TMPDIR to a folder with room",
+          MH_UNAVAILABLE);
+  return dir;
+}
+
+}  // namespace
+
 TemporaryImport::TemporaryImport(const std::string& in, const ImportOptions& options) {
-  std::string pattern = (fs::temp_directory_path() / "megahost_import_XXXXXX").string();
+  const std::string dir = temp_root(in);
+  std::string pattern = dir + "/megahost_import_XXXXXX";
   require(::mkdtemp(pattern.data()) != nullptr,
-          "cannot create a temporary folder in " + fs::temp_directory_path().string() + " (set TMPDIR) to import " + in,
+          "cannot create a temporary folder in " + dir + " (TMPDIR) to import " + in + ": " + std::strerror(errno),
           MH_UNAVAILABLE);
   root_ = pattern;
   checkpoint_ = root_ + "/checkpoint";

@@ -123,8 +123,9 @@ void check_documents(const std::string& path, const std::vector<int64_t>& docume
 void sync_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   bool synced = fd >= 0 && ::fsync(fd) == 0;
+  const int err = errno;  // before close, which may set it
   if (fd >= 0) ::close(fd);
-  require(synced, "cannot flush " + path + " to disk: " + std::strerror(errno), MH_UNAVAILABLE);
+  require(synced, "cannot flush " + path + " to disk: " + std::strerror(err), MH_UNAVAILABLE);
 }
 
 void remove_if_present(const std::string& path) {
@@ -249,7 +250,8 @@ IndexedDatasetWriter::IndexedDatasetWriter(const std::string& prefix, TokenDType
     : prefix_(prefix),
       dtype_(dtype),
       temp_suffix_(".tmp-" + std::to_string(::getpid())),
-      bin_(prefix + ".bin" + temp_suffix_, std::ios::binary | std::ios::trunc) {
+      temp_paths_{prefix + ".bin" + temp_suffix_, prefix + ".idx" + temp_suffix_, prefix + ".range" + temp_suffix_},
+      bin_(temp_paths_[0], std::ios::binary | std::ios::trunc) {
   require(bin_.is_open(), "cannot create " + prefix + ".bin" + temp_suffix_ + "; check that its folder exists",
           MH_NOT_FOUND);
 }
@@ -259,7 +261,7 @@ IndexedDatasetWriter::~IndexedDatasetWriter() {
   // An unfinished dataset leaves nothing behind, and whatever was at the
   // prefix before stays as it was.
   bin_.close();
-  for (const char* ext : {".bin", ".idx", ".range"}) ::unlink((prefix_ + ext + temp_suffix_).c_str());
+  for (const std::string& path : temp_paths_) ::unlink(path.c_str());
 }
 
 void IndexedDatasetWriter::add_document(std::span<const int32_t> tokens) {

@@ -12,6 +12,7 @@
 // without sentence splitting, and reads datasets with any number.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <fstream>
 #include <span>
@@ -100,6 +101,10 @@ class IndexedDatasetWriter {
   std::string prefix_;
   TokenDType dtype_;
   std::string temp_suffix_;
+  // The temporary .bin, .idx and .range, named when constructed: the
+  // destructor removes them without allocating (it may run because memory
+  // ran out, and a throw there would terminate).
+  std::array<std::string, 3> temp_paths_;
   std::ofstream bin_;
   std::vector<int32_t> lengths_;
   int64_t tokens_ = 0;

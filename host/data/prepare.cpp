@@ -7,8 +7,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
+#include <exception>
 #include <memory>
+#include <mutex>
+#include <system_error>
 #include <thread>
+
+#include "run/stop_signals.hpp"
 
 namespace mh::data {
 namespace {
@@ -16,11 +22,47 @@ namespace {
 // Documents tokenized between two writes: enough to keep every worker busy.
 constexpr size_t kBatchDocuments = 4096;
 constexpr int64_t kBatchBytes = 16 << 20;
+// More threads than any machine has cores gain nothing, and each costs a
+// stack: a larger --workers is a typo.
+constexpr int kMaxWorkers = 1024;
 
 struct Tokenized {
   std::vector<std::vector<int32_t>> ids;  // per key
   std::string problem;
 };
+
+// Runs `work` on `workers` threads, this one included, and rethrows the
+// first exception any of them threw (one escaping a thread would terminate).
+// A thread that cannot be started (a memory or process limit) is an error
+// naming --workers, after the started ones are joined.
+void run_workers(int workers, const std::function<void()>& work) {
+  std::mutex mu;
+  std::exception_ptr first;
+  const auto guarded = [&] {
+    try {
+      work();
+    } catch (...) {
+      std::lock_guard lock(mu);
+      if (!first) first = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  try {
+    for (int w = 1; w < workers; ++w) threads.emplace_back(guarded);
+  } catch (const std::exception& e) {  // std::system_error, or std::bad_alloc for the thread's state
+    const size_t started = threads.size() + 1;
+    for (auto& t : threads) t.join();
+    const auto* system = dynamic_cast<const std::system_error*>(&e);
+    throw Error(MH_RESOURCE_EXHAUSTED, "--workers " + std::to_string(workers) + ": could start only " +
+                                           std::to_string(started) + " thread(s): " +
+                                           (system != nullptr ? system->code().message() : "out of memory") +
+                                           " (a memory or process limit); give --workers " +
+                                           std::to_string(started) + " or fewer");
+  }
+  guarded();
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
 
 // Parses and tokenizes the batch on `workers` threads, each taking the next
 // document.
@@ -29,6 +71,7 @@ std::vector<Tokenized> tokenize(std::vector<Document>& batch, const Tokenizer& t
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i = next++; i < batch.size(); i = next++) {
+      if (stop_signal() != 0) return;  // the batch is abandoned whole
       Document& d = batch[i];
       parse_document(d, o.json_keys, o.input);
       if (!d.problem.empty()) {
@@ -46,10 +89,7 @@ std::vector<Tokenized> tokenize(std::vector<Document>& batch, const Tokenizer& t
       }
     }
   };
-  std::vector<std::thread> threads;
-  for (int w = 1; w < o.workers; ++w) threads.emplace_back(work);
-  work();
-  for (auto& t : threads) t.join();
+  run_workers(o.workers, work);
   return out;
 }
 
@@ -65,7 +105,9 @@ std::vector<std::unique_ptr<IndexedDatasetWriter>> open_writers(const PrepareOpt
 }  // namespace
 
 PrepareReport prepare(const PrepareOptions& o, const Tokenizer& tokenizer, const OnProgress& on_progress) {
-  require(o.workers >= 1, "--workers must be at least 1, got " + std::to_string(o.workers));
+  require(o.workers >= 1 && o.workers <= kMaxWorkers, "--workers must be 1 to " + std::to_string(kMaxWorkers) +
+                                                         " (threads; one per core is enough), got " +
+                                                         std::to_string(o.workers));
   require(!o.json_keys.empty(), "--json_keys names no key; give at least one, e.g. text");
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
@@ -82,6 +124,9 @@ PrepareReport prepare(const PrepareOptions& o, const Tokenizer& tokenizer, const
       batch.push_back(std::move(d));
     }
     std::vector<Tokenized> tokenized = tokenize(batch, tokenizer, o);
+    stop_if_signalled("tokenizing " + o.input + " after " + std::to_string(report.documents) + " document(s), " +
+                      std::to_string(report.bytes_read) + " bytes read; nothing was written (" + o.output_prefix +
+                      " is as it was)");
     for (Tokenized& t : tokenized) {
       if (!t.problem.empty()) {
         require(o.skip_bad_documents, t.problem);

@@ -3,6 +3,7 @@
 #include "data/indexed_dataset.hpp"
 #include "data/prepare.hpp"
 #include "data/tokenizer.hpp"
+#include "run/stop_signals.hpp"
 
 #include <gflags/gflags.h>
 #include <megahost/error.hpp>
@@ -10,6 +11,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <new>
 #include <sstream>
 
 DEFINE_string(input, "",
@@ -81,8 +83,17 @@ int main(int argc, char** argv) {
       "tokenizes text into a Megatron indexed dataset\n"
       "  megahost_prepare --input=corpus.txt --tokenizer=byte --output_prefix=data/corpus_byte");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
+  const mh::StopSignals signals;
   try {
     prepare();
+  } catch (const mh::Interrupted& e) {
+    std::cerr << "megahost_prepare: " << e.what() << "\n";
+    return mh::interrupted_status(e.signal());
+  } catch (const std::bad_alloc&) {
+    std::cerr << "megahost_prepare: out of memory (std::bad_alloc); give fewer --workers or more memory; nothing "
+                 "was written ("
+              << FLAGS_output_prefix << " is as it was)\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "megahost_prepare: " << e.what() << "\n";
     return 1;

@@ -1,5 +1,9 @@
 #include "data/text_input.hpp"
 
+#include <unistd.h>
+
+#include "data/regular_file.hpp"
+
 #include <megahost/error.hpp>
 #include <nlohmann/json.hpp>
 
@@ -55,6 +59,9 @@ DocumentReader::DocumentReader(const std::string& path) : path_(path), jsonl_(pa
           "input " + path +
               ": name it .txt (documents separated by blank lines) or .jsonl "
               "(one JSON object per line)");
+  // By its type first: a directory opens as a stream that fails on its
+  // first read ("error while reading"), a FIFO would wait for a writer.
+  ::close(open_regular_file(path, "--input takes a .txt or .jsonl file of documents"));
   in_.open(path, std::ios::binary);
   require(in_.is_open(), "cannot open input " + path, MH_NOT_FOUND);
 }

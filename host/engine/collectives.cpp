@@ -5,7 +5,20 @@
 
 #include <utility>
 
+#include "plugins/observer.hpp"
+
 namespace mh {
+
+namespace {
+
+// What an observer's event counts: the send buffer, or the receive buffer
+// of a recv (which sends nothing).
+uint64_t event_bytes(const MH_CollectiveArgs& a) {
+  const uint64_t sent = tensor_bytes(a.send);
+  return sent != 0 ? sent : tensor_bytes(a.recv);
+}
+
+}  // namespace
 
 Collectives::Collectives(const MH_CommApi* api, MH_Group* group, std::string name, bool owned)
     : api_(api), group_(group), name_(std::move(name)), owned_(owned) {}
@@ -60,6 +73,7 @@ void Collectives::call(Blocking fn, TypedPtr send, int64_t send_n, TypedPtr recv
                        int32_t peer, const char* what) {
   if (dry_) return;
   const MH_CollectiveArgs a = args(send, send_n, recv, recv_n, op, peer);
+  ObservedCall observed(MH_EVENT_COLLECTIVE, what, name_.c_str(), event_bytes(a));
   check((api_->*fn)(group_, &a), context(what));
 }
 
@@ -77,7 +91,10 @@ PendingCollective Collectives::start(Start fn, Blocking fallback, TypedPtr send,
   }
   const MH_CollectiveArgs a = args(send, send_n, recv, recv_n, MH_REDUCE_SUM, 0);
   MH_Request* request = nullptr;
-  check((api_->*fn)(group_, &a, &request), context(what));
+  {
+    ObservedCall observed(MH_EVENT_COLLECTIVE, what, name_.c_str(), event_bytes(a));
+    check((api_->*fn)(group_, &a, &request), context(what));
+  }
   return PendingCollective(api_, request, context(what));
 }
 

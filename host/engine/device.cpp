@@ -1,6 +1,7 @@
 #include "engine/device.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <string>
 
 namespace mh {
@@ -48,6 +49,31 @@ const char* minor_adding(size_t end) {
 
 }  // namespace
 
+uint64_t kernels_capabilities(const MH_KernelsApi& table) {
+  if (reaches(table, &MH_KernelsApi::capabilities)) return table.capabilities;
+  return has_entry(table, &MH_KernelsApi::strided_copy) ? uint64_t{MH_KERNELS_CAP_PARTIAL_SOFTMAX} : 0;
+}
+
+const char* kernels_entry_name(size_t end) {
+  static const char* const names[] = {
+      "device_info", "alloc",   "free",          "copy",    "synchronize",   "stream",        "gemm",
+      "layernorm",   "layernorm_bwd", "elementwise", "bias_add", "bias_bwd", "softmax",     "softmax_bwd",
+      "dropout",     "dropout_bwd",   "embedding", "embedding_bwd", "xent", "adamw",       "sum_squares",
+      "rmsnorm",     "rmsnorm_bwd",   "rope",      "swiglu",  "swiglu_bwd",    "strided_copy",
+  };
+  static_assert(sizeof(names) / sizeof(names[0]) ==
+                (offsetof(MH_KernelsApi, capabilities) - sizeof(size_t)) / sizeof(void*));
+  const size_t index = (end - sizeof(size_t)) / sizeof(void*) - 1;
+  return index < sizeof(names) / sizeof(names[0]) ? names[index] : "?";
+}
+
+uint64_t tensor_bytes(const MH_Tensor& t) {
+  if (t.data == nullptr || t.ndim <= 0) return 0;
+  uint64_t n = 1;
+  for (int32_t i = 0; i < t.ndim && i < MH_MAX_DIMS; ++i) n *= uint64_t(std::max<int64_t>(t.shape[i], 0));
+  return n * dtype_size(t.dtype);
+}
+
 void Device::require_fits(MemCategory category, uint64_t bytes) const {
   const uint64_t capacity = info_.memory_bytes, after = memory_.total_current() + bytes;
   if (capacity == 0 || info_.dry != 0 || after <= capacity) return;
@@ -73,6 +99,7 @@ void* Device::alloc(MemCategory category, uint64_t bytes) {
   require_fits(category, bytes);
   void* ptr = nullptr;
   ScopedPluginCall call("alloc");
+  ObservedCall observed(MH_EVENT_OP, "alloc", nullptr, bytes);
   check(api_->alloc(instance_, bytes, &ptr),
         std::string("allocating ") + std::to_string(bytes) + " bytes of " + category_name(category));
   memory_.on_alloc(category, bytes);
@@ -82,22 +109,26 @@ void* Device::alloc(MemCategory category, uint64_t bytes) {
 void Device::free(MemCategory category, void* ptr, uint64_t bytes) {
   if (ptr == nullptr) return;
   ScopedPluginCall call("free");
+  ObservedCall observed(MH_EVENT_OP, "free", nullptr, bytes);
   api_->free(instance_, ptr);
   memory_.on_free(category, bytes);
 }
 
 void Device::to_device(void* dst, const void* src, uint64_t bytes) {
   ScopedPluginCall call("copy to device");
+  ObservedCall observed(MH_EVENT_OP, "copy", nullptr, bytes);
   check(api_->copy(instance_, dst, src, bytes, MH_HOST_TO_DEVICE), "copy to device");
 }
 
 void Device::to_host(void* dst, const void* src, uint64_t bytes) {
   ScopedPluginCall call("copy to host");
+  ObservedCall observed(MH_EVENT_OP, "copy", nullptr, bytes);
   check(api_->copy(instance_, dst, src, bytes, MH_DEVICE_TO_HOST), "copy to host");
 }
 
 void Device::synchronize() {
   ScopedPluginCall call("synchronize");
+  ObservedCall observed(MH_EVENT_OP, "synchronize", nullptr, 0);
   check(api_->synchronize(instance_), "synchronize");
 }
 

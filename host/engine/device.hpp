@@ -10,10 +10,12 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "plugins/assembly.hpp"
 #include "engine/memory.hpp"
+#include "plugins/observer.hpp"
 #include "plugins/plugin_calls.hpp"
 
 namespace mh {
@@ -41,6 +43,27 @@ struct TypedPtr {
   }
   MH_Tensor t(std::initializer_list<int64_t> shape) const { return view(data, dtype, shape); }
 };
+
+// Whether a table has entry `op`: inside its struct_size and not NULL, the
+// one rule for optional entries (abi.h 1.5).
+template <class Table, class Op>
+bool has_entry(const Table& table, Op Table::*op) {
+  return reaches(table, op) && table.*op != nullptr;
+}
+
+// The kernels table's capabilities: its own from 1.5 on; derived for an
+// older table as the host did before (a 1.4 table with strided_copy takes
+// non-square softmax scores).
+uint64_t kernels_capabilities(const MH_KernelsApi& table);
+
+// The MH_KernelsApi member whose bytes end at `end` ("gemm", "softmax_bwd"),
+// the name an observer's events carry.
+const char* kernels_entry_name(size_t end);
+
+// Bytes of every tensor an op's arguments name (data not NULL).
+uint64_t tensor_bytes(const MH_Tensor& t);
+template <class Args>
+uint64_t op_bytes(const Args& a);
 
 // 'kernels plugin "cpu" (ABI 1.2) has no rmsnorm, which <needed_by> needs;
 // rebuild ...' for a table of `abi_minor` ending before byte `end`.
@@ -73,6 +96,7 @@ class Device {
     require_op(op, what, "");
     args.struct_size = sizeof(Args);
     ScopedPluginCall call(what);
+    ObservedCall observed(MH_EVENT_OP, kernels_entry_name(member_end(*api_, op)), nullptr, op_bytes(args));
     check((api_->*op)(instance_, &args), std::string("kernels op ") + what);
   }
 
@@ -84,7 +108,7 @@ class Device {
   // leaves that clause out.
   template <class Op>
   void require_op(Op MH_KernelsApi::*op, const char* name, const std::string& needed_by) const {
-    if (!reaches(*api_, op)) throw_missing_op(name, member_end(*api_, op), needed_by);
+    if (!has_entry(*api_, op)) throw_missing_op(name, member_end(*api_, op), needed_by);
   }
 
  private:
@@ -129,5 +153,33 @@ class Buffer {
   int64_t elements_ = 0;
   int32_t dtype_ = MH_F32;
 };
+
+template <class... T>
+uint64_t tensors_bytes(const T&... t) {
+  return (tensor_bytes(t) + ...);
+}
+template <class Args>
+uint64_t op_bytes(const Args& a) {
+  if constexpr (std::is_same_v<Args, MH_GemmArgs>) return tensors_bytes(a.a, a.b, a.c);
+  else if constexpr (std::is_same_v<Args, MH_LayerNormArgs>) return tensors_bytes(a.x, a.weight, a.bias, a.out, a.mean, a.rstd);
+  else if constexpr (std::is_same_v<Args, MH_LayerNormBwdArgs>)
+    return tensors_bytes(a.dout, a.x, a.weight, a.mean, a.rstd, a.dx, a.dweight, a.dbias);
+  else if constexpr (std::is_same_v<Args, MH_ElementwiseArgs>) return tensors_bytes(a.x, a.y, a.out);
+  else if constexpr (std::is_same_v<Args, MH_BiasArgs>) return tensors_bytes(a.x, a.bias, a.out);
+  else if constexpr (std::is_same_v<Args, MH_SoftmaxArgs> || std::is_same_v<Args, MH_SwigluArgs>)
+    return tensors_bytes(a.x, a.out, a.dout, a.dx);
+  else if constexpr (std::is_same_v<Args, MH_DropoutArgs>) return tensors_bytes(a.x, a.residual, a.out, a.mask);
+  else if constexpr (std::is_same_v<Args, MH_EmbeddingArgs>) return tensors_bytes(a.table, a.ids, a.out);
+  else if constexpr (std::is_same_v<Args, MH_XentArgs>)
+    return tensors_bytes(a.logits, a.targets, a.row_max, a.sum_exp, a.target_logit);
+  else if constexpr (std::is_same_v<Args, MH_AdamWArgs>) return tensors_bytes(a.param, a.grad, a.m, a.v);
+  else if constexpr (std::is_same_v<Args, MH_SumSquaresArgs>) return tensors_bytes(a.x, a.out);
+  else if constexpr (std::is_same_v<Args, MH_RmsNormArgs>) return tensors_bytes(a.x, a.weight, a.out, a.rstd);
+  else if constexpr (std::is_same_v<Args, MH_RmsNormBwdArgs>)
+    return tensors_bytes(a.dout, a.x, a.weight, a.rstd, a.dx, a.dweight);
+  else if constexpr (std::is_same_v<Args, MH_RopeArgs> || std::is_same_v<Args, MH_StridedCopyArgs>)
+    return tensors_bytes(a.x, a.out);
+  else static_assert(sizeof(Args) == 0, "op_bytes: an op's arguments not listed here");
+}
 
 }  // namespace mh

@@ -39,6 +39,7 @@ Collectives world_group(const MH_CommApi* api, MH_Instance* comm, int32_t local,
 RankContext::RankContext(const RunSetup& s, int32_t local)
     : rank(s.comm_info.first_rank + local),
       coords(rank_coordinates(s, rank)),
+      observer(*s.assembly, s.comm_info.ranks_on_node, rank),
       device(*s.assembly->slot(MH_KIND_KERNELS), s.comm_info.ranks_on_node, rank),
       dev(device.dev),
       groups(make_groups(s, local, rank, coords, dev)),

@@ -11,6 +11,7 @@
 #include "engine/model.hpp"
 #include "engine/run_setup.hpp"
 #include "plugins/assembly.hpp"
+#include "plugins/observer.hpp"
 
 namespace mh {
 
@@ -47,6 +48,9 @@ class RankContext {
 
   int32_t rank;
   RankCoordinates coords;
+  // Before the device, so the observer sees the device's first call and,
+  // destroyed after it, its last (ABI 1.5, [observer]).
+  RankObserver observer;
   RankDevice device;
   Device& dev;
   RankGroups groups;

@@ -51,6 +51,7 @@ struct RunSetup {
   // The data's tokenizer as checkpoints record it: name, files, special ids.
   nlohmann::json tokenizer;
   mutable std::atomic<bool> interrupted{false};  // a stop signal ended the run
+  mutable std::atomic<int> abandoned_by{0};      // the stop signal that cut an --evaluate run short
 };
 
 }  // namespace mh

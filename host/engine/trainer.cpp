@@ -121,13 +121,15 @@ class RankTrainer {
   MicroBatch load(const data::Samples& samples, int64_t first_sample, uint64_t key);
   double step(int64_t step);
   double evaluate(int64_t step);
-  SplitLoss evaluate_whole(const data::Samples& samples);
+  SplitLoss evaluate_whole(const data::Samples& samples, bool stoppable = false);
+  int agreed_stop_signal();
   void test(int64_t step);
   double sum_over_model(double local);
   StepExchange exchange(double hw_flops);
   ckpt::Metadata checkpoint_metadata(int64_t step) const;
   ckpt::Metadata load_model();
   int64_t resume();
+  void check_consumed(const ckpt::Metadata& saved) const;
   void stop(int64_t step, int signal);
   void record_stage_time(double busy, double idle);
   std::vector<GroupRange> norm_ranges() const;
@@ -292,12 +294,26 @@ ckpt::Metadata RankTrainer::load_model() {
   return saved;
 }
 
+// The blend compares sample indices in double (exact below 2^53), so every
+// index the run will read must stay below it: a consumed_samples near
+// INT64_MAX (a damaged file) would overflow the indices.
+void RankTrainer::check_consumed(const ckpt::Metadata& saved) const {
+  const double last = double(saved.consumed_samples) +
+                      double(std::max<int64_t>(s_.steps - saved.step, 0)) * double(s_.global_batch);
+  require(last < 0x1p53, s_.resume_from + "/" + ckpt::kMetadataFile + ": consumed_samples = " +
+                             std::to_string(saved.consumed_samples) + " at step " + std::to_string(saved.step) +
+                             ": training on to step " + std::to_string(s_.steps) +
+                             " would read past sample 2^53, the data order's limit; the checkpoint is damaged or "
+                             "not this run's: load an earlier one");
+}
+
 // Loads the checkpoint the run resumes from; returns its step.
 int64_t RankTrainer::resume() {
   const std::string& path = s_.resume_from;
   const auto started = std::chrono::steady_clock::now();
   const ckpt::Metadata saved = load_model();
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  check_consumed(saved);
   consumed_ = saved.consumed_samples;
   if (!leader()) return saved.step;
   const ckpt::Layout& l = saved.layout;
@@ -377,11 +393,22 @@ double RankTrainer::evaluate(int64_t step) {
   return sum_over_model(loss) / double(batches * s_.dp * b * rc_.dims.seq);
 }
 
-SplitLoss RankTrainer::evaluate_whole(const data::Samples& samples) {
+// The largest stop signal any rank received, so that all stop together.
+int RankTrainer::agreed_stop_signal() {
+  const float mine = float(stop_signal());
+  std::vector<float> all(size_t(s_.comm_info.world_size));
+  rc_.groups.world.all_gather_host(&mine, all.data(), 1);
+  return int(*std::max_element(all.begin(), all.end()));
+}
+
+// `stoppable` (--evaluate, which has nothing to save): a stop signal
+// abandons the pass between two batches, recorded in s_.abandoned_by.
+SplitLoss RankTrainer::evaluate_whole(const data::Samples& samples, bool stoppable) {
   const auto started = std::chrono::steady_clock::now();
   PipelineStage stage(rc_.dev, rc_.groups.pipeline, chunks_, rc_.dims, {});
   double loss = 0;
   for (const SplitBatch& sb : whole_split_batches(samples.size(), s_.micro_batch, s_.dp, rc_.coords.dp)) {
+    if (stoppable && (s_.abandoned_by = agreed_stop_signal()) != 0) return {};
     MicroBatch mb = load(samples, sb.first_sample, 0);  // evaluation has no dropout to key
     mb.counted = sb.counted;
     loss += stage.evaluate(mb);
@@ -411,7 +438,8 @@ void RankTrainer::evaluate_model() {
   const std::pair<const char*, const data::Samples*> splits[] = {{"valid", s_.valid.get()}, {"test", s_.test.get()}};
   for (const auto& [name, samples] : splits) {
     if (samples == nullptr) continue;
-    const SplitLoss r = evaluate_whole(*samples);
+    const SplitLoss r = evaluate_whole(*samples, true);
+    if (s_.abandoned_by != 0) return;
     if (!leader()) continue;
     std::cout << split_line(name, r) << std::endl;
     s_.metrics->write(split_record(name, r));

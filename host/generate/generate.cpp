@@ -11,6 +11,7 @@
 #include "generate/prompts.hpp"
 #include "generate/rank_generator.hpp"
 #include "run/run.hpp"
+#include "run/stop_signals.hpp"
 
 namespace mh::generate {
 namespace {
@@ -106,8 +107,11 @@ void report(const RunSetup& s, const Job& job, const RankResult& lead, const dat
   const uint64_t memory = lead.memory.empty() ? 0 : lead.memory[0].total;
   int64_t tokens = 0;
   double end = 0;
+  int64_t done = 0;
   for (size_t i = 0; i < lead.outcomes.size(); ++i) {
     const Outcome& o = lead.outcomes[i];
+    if (!o.done) continue;  // cut short by a stop signal
+    ++done;
     const bool eod_stop = job.stop_at_eod && !o.tokens.empty() && o.tokens.back() == job.eod;
     const std::span<const int32_t> kept(o.tokens.data(), o.tokens.size() - (eod_stop ? 1 : 0));
     const std::string text = tokenizer.decode(kept);
@@ -117,10 +121,21 @@ void report(const RunSetup& s, const Job& job, const RankResult& lead, const dat
     end = std::max(end, o.last_token);
   }
   std::cout.flush();
-  s.metrics->write({{"generate", "summary"}, {"requests", lead.outcomes.size()}, {"new_tokens", tokens},
+  s.metrics->write({{"generate", "summary"}, {"requests", done}, {"new_tokens", tokens},
                     {"seconds", end}, {"tokens_per_s", double(tokens) / std::max(end, 1e-9)}});
-  LOG(INFO) << "generated " << tokens << " tokens for " << lead.outcomes.size() << " request(s) in " << end
+  LOG(INFO) << "generated " << tokens << " tokens for " << done << " request(s) in " << end
             << " s (" << double(tokens) / std::max(end, 1e-9) << " tokens/s)";
+}
+
+// The completions done are printed; the rest are abandoned, as the run
+// cannot resume them.
+int stopped(const RunSetup& s, const RankResult& lead) {
+  const int signal = stop_signal();
+  const auto done = std::count_if(lead.outcomes.begin(), lead.outcomes.end(), [](const Outcome& o) { return o.done; });
+  s.metrics->write({{"stopped", stop_signal_name(signal)}, {"requests_done", done}});
+  LOG(WARNING) << "received " << stop_signal_name(signal) << ": stopped generating; " << done << " of "
+               << lead.outcomes.size() << " completion(s) were done (printed), the rest abandoned";
+  return interrupted_status(signal);
 }
 
 }  // namespace
@@ -158,6 +173,7 @@ int serve(RunSetup& s, const Config& config, const RankRunner& run_ranks) {
   const RankResult& lead = results[0];
   if (!s.dry_run) report(s, job, lead, *tokenizer);
   else std::cout << memory_table(lead.memory);
+  if (lead.stopped) return stopped(s, lead);
   s.metrics->write({{"final", true}, {"memory", to_json(lead.memory)}});
   return 0;
 }

@@ -26,6 +26,7 @@ struct Job {
 struct Outcome {
   std::vector<int32_t> tokens;  // generated, the end-of-document token included when it stopped there
   double admitted = 0, first_token = 0, last_token = 0;
+  bool done = false;  // finished, not cut short by a stop signal
 };
 
 }  // namespace mh::generate

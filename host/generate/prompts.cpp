@@ -29,29 +29,39 @@ std::string read_file(const std::string& file) {
   return text.str();
 }
 
-std::vector<std::string> text_lines(std::string_view text) {
-  std::vector<std::string> prompts;
+struct Line {
+  size_t number;  // physical, from 1, blank lines counted: what an editor shows
+  std::string text;
+};
+
+// The lines that are not empty (a trailing \r dropped).
+std::vector<Line> text_lines(std::string_view text) {
+  std::vector<Line> lines;
   size_t start = 0;
-  while (start < text.size()) {
+  for (size_t number = 1; start < text.size(); ++number) {
     size_t end = text.find('\n', start);
     if (end == std::string_view::npos) end = text.size();
     std::string_view line = text.substr(start, end - start);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (!line.empty()) prompts.emplace_back(line);
+    if (!line.empty()) lines.push_back({number, std::string(line)});
     start = end + 1;
   }
-  return prompts;
+  return lines;
+}
+
+std::vector<std::string> texts(const std::vector<Line>& lines) {
+  std::vector<std::string> out;
+  for (const Line& l : lines) out.push_back(l.text);
+  return out;
 }
 
 }  // namespace
 
 std::vector<std::string> parse_jsonl_prompts(std::string_view text, const std::string& path) {
   std::vector<std::string> prompts;
-  size_t number = 0;
-  for (const std::string& line : text_lines(text)) {
-    ++number;
-    const std::string where = path + ":" + std::to_string(number);
-    const nlohmann::json record = parse_json_limited(line, where);
+  for (const Line& line : text_lines(text)) {
+    const std::string where = path + ":" + std::to_string(line.number);
+    const nlohmann::json record = parse_json_limited(line.text, where);
     require(record.is_object() && record.contains("prompt") && record["prompt"].is_string(),
             where + ": each line of a .jsonl prompts file must be an object with a string \"prompt\", as "
                     "{\"prompt\": \"Once upon a time\"}");
@@ -65,7 +75,7 @@ std::vector<std::string> read_prompts(const std::string& prompt, const std::stri
   const std::string text = read_file(file);
   std::vector<std::string> prompts = std::filesystem::path(file).extension() == ".jsonl"
                                          ? parse_jsonl_prompts(text, file)
-                                         : text_lines(text);
+                                         : texts(text_lines(text));
   require(!prompts.empty(), "generate.prompts_file = \"" + file + "\" holds no prompt; give one prompt per line");
   return prompts;
 }

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "generate/step_batch.hpp"
+#include "run/stop_signals.hpp"
 
 namespace mh::generate {
 namespace {
@@ -20,9 +21,14 @@ bool finished(const Job& job, const Outcome& o, const StepBatch& batch, int64_t 
          batch.full(slot);
 }
 
+// World rank 0's word, so that every rank stops after the same step.
+bool stop_requested(StepBatch& batch) {
+  return batch.from_lead({uint8_t(stop_signal() != 0)})[0] != 0;
+}
+
 // Each free slot takes the next prompt; a finished request's slot is free
-// at the next step.
-std::vector<Outcome> serve(StepBatch& batch, const Job& job) {
+// at the next step. A stop signal ends the loop between two steps.
+std::vector<Outcome> serve(StepBatch& batch, const Job& job, bool& stopped) {
   std::vector<Outcome> out(job.prompts.size());
   std::vector<int64_t> request(size_t(batch.slots()), -1);
   size_t next = 0;
@@ -35,6 +41,7 @@ std::vector<Outcome> serve(StepBatch& batch, const Job& job) {
       request[size_t(k)] = int64_t(next);
       out[next++].admitted = now();
     }
+    if ((stopped = stop_requested(batch))) break;
     const std::vector<SlotStep> steps = batch.step();
     if (steps.empty()) break;
     const double t = now();
@@ -45,6 +52,7 @@ std::vector<Outcome> serve(StepBatch& batch, const Job& job) {
       o.last_token = t;
       o.tokens.push_back(st.token);
       if (!finished(job, o, batch, st.slot)) continue;
+      o.done = true;
       batch.release(st.slot);
       request[size_t(st.slot)] = -1;
     }
@@ -56,9 +64,10 @@ std::vector<Outcome> serve(StepBatch& batch, const Job& job) {
 
 RankResult generate_rank(const RunSetup& setup, const Job& job, int32_t local) {
   StepBatch batch(setup, batch_shape(job), local);
-  std::vector<Outcome> outcomes = serve(batch, job);
+  bool stopped = false;
+  std::vector<Outcome> outcomes = serve(batch, job, stopped);
   if (batch.rank() != 0) outcomes.clear();
-  return RankResult{std::move(outcomes), batch.memory()};
+  return RankResult{std::move(outcomes), batch.memory(), stopped};
 }
 
 }  // namespace mh::generate

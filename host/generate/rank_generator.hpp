@@ -4,7 +4,8 @@
 // sequence's cache slot takes the next request at the next step, whose
 // prompt is prefilled in the same forward as the others' decode rows. Every
 // rank runs the same loop on the same tokens, so they agree on each step
-// without exchanging anything but the sampled tokens.
+// without exchanging anything but the sampled tokens, and whether world
+// rank 0 received a stop signal: then every rank stops after the same step.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,7 @@ namespace mh::generate {
 struct RankResult {
   std::vector<Outcome> outcomes;
   std::vector<RankMemory> memory;
+  bool stopped = false;  // by a stop signal, before every request was done
 };
 // Runs rank `local` of this process to the end of the job.
 RankResult generate_rank(const RunSetup& setup, const Job& job, int32_t local);

@@ -46,6 +46,36 @@ std::string join(const std::vector<std::string>& items) {
   return out.empty() ? "(none)" : out;
 }
 
+// The component a wrapper's MH_OPTION_INNER option names (same kind, found
+// as a section's plugin is), or NULL with the error reported.
+const Component* find_inner(const Config& config, const Registry& registry, const toml::table* section,
+                            const SlotSpec& spec, const MH_OptionSpec& option, Diagnostics& diag) {
+  const toml::node* node = section != nullptr ? section->get(option.name) : nullptr;
+  std::string name;
+  if (node != nullptr && node->is_string()) name = *node->value<std::string>();
+  else if (node == nullptr && option.default_value != nullptr)
+    name = toml::parse(std::string("v = ") + option.default_value)["v"].value_or(std::string());
+  const std::string key = std::string(spec.section) + "." + option.name;
+  const std::string where = node != nullptr ? config.where(*node) : config.where(section);
+  if (name.empty()) {
+    diag.error(where, "'" + key + "' must name the " + kind_name(spec.kind) + " component to wrap");
+    return nullptr;
+  }
+  const Component* inner = registry.find(spec.kind, name);
+  if (inner == nullptr) {
+    std::vector<std::string> available = registry.names(spec.kind);
+    std::string hint = did_you_mean(name, available);
+    diag.error(where, "'" + key + "': no " + std::string(kind_name(spec.kind)) + " plugin named '" + name +
+                          "'; available: " + join(available) + (hint.empty() ? "" : "; " + hint));
+    return nullptr;
+  }
+  if (inner_option(*inner->desc) != nullptr) {
+    diag.error(where, "'" + key + "' names '" + name + "', itself a wrapper; wrap a component that is not one");
+    return nullptr;
+  }
+  return inner;
+}
+
 std::optional<Slot> assemble_slot(const Config& config, const Registry& registry, const SlotSpec& spec,
                                   Diagnostics& diag) {
   const toml::table* section = find_table(config.root(), spec.section);
@@ -73,9 +103,24 @@ std::optional<Slot> assemble_slot(const Config& config, const Registry& registry
     return std::nullopt;
   }
   const MH_ComponentDesc* d = component->desc;
-  OptionValues options = validate_section(config, section, spec.section,
-                                          std::span<const MH_OptionSpec>(d->options, d->num_options), {"plugin"}, diag);
-  return Slot{spec.section, spec.kind, component, std::move(options)};
+  const std::span<const MH_OptionSpec> specs(d->options, d->num_options);
+  const MH_OptionSpec* inner_spec = inner_option(*d);
+  if (inner_spec == nullptr)
+    return Slot{spec.section, spec.kind, component,
+                validate_section(config, section, spec.section, specs, {"plugin"}, diag), nullptr, {}};
+  const Component* inner = find_inner(config, registry, section, spec, *inner_spec, diag);
+  if (inner == nullptr) return std::nullopt;
+  const std::span<const MH_OptionSpec> inner_specs(inner->desc->options, inner->desc->num_options);
+  std::vector<std::string> own_keys{"plugin"}, inner_keys{"plugin"};
+  for (const auto& o : specs) inner_keys.emplace_back(o.name);
+  for (const auto& o : inner_specs) {
+    own_keys.emplace_back(o.name);
+    if (std::find(inner_keys.begin(), inner_keys.end(), o.name) != inner_keys.end())
+      diag.error(where, std::string(spec.section) + ": '" + o.name + "' is an option of both '" + d->name + "' and '" +
+                            inner->desc->name + "', which it wraps; the section cannot tell them apart");
+  }
+  return Slot{spec.section, spec.kind, component, validate_section(config, section, spec.section, specs, own_keys, diag),
+              inner, validate_section(config, section, spec.section, inner_specs, inner_keys, diag)};
 }
 
 std::string value_text(const MH_NamedValue& v) {
@@ -126,13 +171,27 @@ std::string Assembly::describe() const {
         << s.component->plugin->file.filename().string();
     const MH_Options* o = s.options.view();
     for (size_t i = 0; i < o->count; ++i) out << (i == 0 ? ": " : ", ") << o->values[i].name << "=" << value_text(o->values[i]);
+    if (s.inner != nullptr) {
+      out << "; wrapping " << s.inner->desc->name << " " << s.inner->desc->version << " from "
+          << s.inner->plugin->file.filename().string();
+      const MH_Options* io = s.inner_options.view();
+      for (size_t i = 0; i < io->count; ++i)
+        out << (i == 0 ? ": " : ", ") << io->values[i].name << "=" << value_text(io->values[i]);
+    }
     out << "\n";
   }
   return out.str();
 }
 
+const MH_OptionSpec* inner_option(const MH_ComponentDesc& c) {
+  for (size_t i = 0; i < c.num_options; ++i)
+    if (c.options[i].type == MH_VALUE_STRING && (c.options[i].flags & MH_OPTION_INNER) != 0) return &c.options[i];
+  return nullptr;
+}
+
 Instance::Instance(const Slot& slot, int32_t ranks_in_process, int32_t rank) : slot_(&slot) {
-  MH_CreateArgs args{MH_STRUCT_SIZE(MH_CreateArgs, rank), slot.options.view(), ranks_in_process, rank};
+  MH_CreateArgs args{sizeof(MH_CreateArgs), slot.options.view(), ranks_in_process, rank,
+                     slot.inner != nullptr ? slot.inner_options.view() : nullptr};
   check(slot.component->desc->create(&args, &raw_),
         label() + " from " + slot.component->plugin->file.string() + " failed to start");
 }

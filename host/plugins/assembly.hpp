@@ -20,6 +20,10 @@ struct Slot {
   int32_t kind;
   const Component* component;
   OptionValues options;
+  // A wrapper's (ABI 1.5, MH_OPTION_INNER): the component it wraps and the
+  // section's keys validated against that component's options.
+  const Component* inner = nullptr;
+  OptionValues inner_options;
 };
 
 struct Assembly {
@@ -39,6 +43,9 @@ struct Assembly {
 std::optional<Assembly> assemble(const Config& config, const Registry& registry, Diagnostics& diag);
 // The slot of component kind `kind` alone, as assemble builds it.
 std::optional<Slot> assemble_slot(const Config& config, const Registry& registry, int32_t kind, Diagnostics& diag);
+
+// The option of `c` flagged MH_OPTION_INNER, or NULL.
+const MH_OptionSpec* inner_option(const MH_ComponentDesc& c);
 
 // An instance of a slot's component, destroyed through its own table.
 class Instance {

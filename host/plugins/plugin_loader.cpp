@@ -6,12 +6,15 @@
 #include <algorithm>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 #include <megahost/error.hpp>
 
 #include "config/config.hpp"
+#include "plugins/composition.hpp"
 #include "plugins/descriptor_arrays.hpp"
+#include "plugins/registry.hpp"
 
 namespace mh {
 namespace fs = std::filesystem;
@@ -62,8 +65,23 @@ size_t table_size_needed(int32_t kind) {
     case MH_KIND_PIPELINE_PARALLEL: return MH_STRUCT_SIZE(MH_PipelineParallelApi, schedule);
     case MH_KIND_DATA_PARALLEL: return MH_STRUCT_SIZE(MH_DataParallelApi, plan);
     case MH_KIND_RECOMPUTE: return MH_STRUCT_SIZE(MH_RecomputeApi, decide);
+    case MH_KIND_OBSERVER: return MH_STRUCT_SIZE(MH_ObserverApi, on_event);
     default: return MH_STRUCT_SIZE(MH_TunerApi, report);
   }
+}
+
+// The index of the first NULL entry among the `bytes` a kind requires (every
+// one a function pointer after struct_size), or -1. An optional entry may
+// be NULL: the host reads NULL as absent (abi.h 1.5) and never calls it.
+int first_null_entry(const void* table, size_t bytes) {
+  using Fn = void (*)();
+  const char* base = static_cast<const char*>(table) + sizeof(size_t);
+  for (size_t at = 0; sizeof(size_t) + at + sizeof(Fn) <= bytes; at += sizeof(Fn)) {
+    Fn fn;
+    std::memcpy(&fn, base + at, sizeof(Fn));
+    if (fn == nullptr) return int(at / sizeof(Fn));
+  }
+  return -1;
 }
 
 // An option spec needs every field up to `choices`; `doc` may lie past its
@@ -118,6 +136,9 @@ std::string component_problem(const MH_PluginDesc& d, const MH_ComponentDesc& c)
   if (size_t table = *static_cast<const size_t*>(c.api); table < table_size_needed(c.kind))
     return which + " has a function table of " + std::to_string(table) + " bytes; its kind needs " +
            std::to_string(table_size_needed(c.kind));
+  if (int null = first_null_entry(c.api, table_size_needed(c.kind)); null >= 0)
+    return which + " has a NULL entry #" + std::to_string(null) + " among those its kind requires (" +
+           kind_name(c.kind) + "); only an optional entry, one added in a later minor, may be NULL";
   if (c.num_options == 0) return "";
   if (c.options == nullptr) return which + " has a NULL option list";
   if (std::string problem = options_problem(d, c); !problem.empty()) return which + problem;
@@ -190,7 +211,8 @@ std::string descriptor_problem(const MH_PluginDesc* d) {
 }
 
 const MH_HostApi* host_api() {
-  static const MH_HostApi api{MH_STRUCT_SIZE(MH_HostApi, log), MH_ABI_MAJOR, MH_ABI_MINOR, &log_from_plugin};
+  static const MH_HostApi api{sizeof(MH_HostApi), MH_ABI_MAJOR,          MH_ABI_MINOR,
+                              &log_from_plugin,   &host_find_component, &host_create_component};
   return &api;
 }
 

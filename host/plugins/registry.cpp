@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "plugins/composition.hpp"
 #include "plugins/descriptor_arrays.hpp"
 
 namespace mh {
@@ -26,6 +27,20 @@ MH_OptionSpec option_in_host_layout(const MH_OptionSpec* theirs) {
   return ours;
 }
 
+// sizeof this host's function table of `kind`.
+size_t table_size(int32_t kind) {
+  switch (kind) {
+    case MH_KIND_KERNELS: return sizeof(MH_KernelsApi);
+    case MH_KIND_COMM: return sizeof(MH_CommApi);
+    case MH_KIND_TENSOR_PARALLEL: return sizeof(MH_TensorParallelApi);
+    case MH_KIND_PIPELINE_PARALLEL: return sizeof(MH_PipelineParallelApi);
+    case MH_KIND_DATA_PARALLEL: return sizeof(MH_DataParallelApi);
+    case MH_KIND_RECOMPUTE: return sizeof(MH_RecomputeApi);
+    case MH_KIND_OBSERVER: return sizeof(MH_ObserverApi);
+    default: return sizeof(MH_TunerApi);
+  }
+}
+
 }  // namespace
 
 const char* kind_name(int32_t kind) {
@@ -37,6 +52,7 @@ const char* kind_name(int32_t kind) {
     case MH_KIND_DATA_PARALLEL: return "parallel.data";
     case MH_KIND_RECOMPUTE: return "recompute";
     case MH_KIND_TUNER: return "tuner";
+    case MH_KIND_OBSERVER: return "observer";
     default: return "unknown";
   }
 }
@@ -45,7 +61,10 @@ Registry::Registry(const std::vector<LoadedPlugin>& plugins, Diagnostics& diag) 
   for (const auto& plugin : plugins)
     for (size_t i = 0; i < plugin.desc->num_components; ++i)
       add(element(plugin.desc->components, component_stride(*plugin.desc), i), plugin, diag);
+  serve_composition(this);
 }
+
+Registry::~Registry() { stop_serving_composition(this); }
 
 void Registry::add(const MH_ComponentDesc& theirs, const LoadedPlugin& plugin, Diagnostics& diag) {
   MH_ComponentDesc& c = descs_.emplace_back(in_host_layout(&theirs));
@@ -53,6 +72,10 @@ void Registry::add(const MH_ComponentDesc& theirs, const LoadedPlugin& plugin, D
   for (size_t o = 0; o < c.num_options; ++o)
     specs.push_back(option_in_host_layout(&element(c.options, option_stride(*plugin.desc, c), o)));
   c.options = specs.data();
+  const size_t theirs_size = *static_cast<const size_t*>(c.api), ours_size = table_size(c.kind);
+  std::vector<uint64_t>& table = tables_.emplace_back((ours_size + sizeof(uint64_t) - 1) / sizeof(uint64_t), 0);
+  std::memcpy(table.data(), c.api, std::min(theirs_size, ours_size));
+  c.api = table.data();
   auto [it, inserted] = components_.try_emplace({c.kind, c.name}, Component{&c, &plugin});
   if (!inserted)
     diag.warning(plugin.file.string(),

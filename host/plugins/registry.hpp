@@ -25,7 +25,10 @@ class Registry {
   // Registers the components of `plugins`, which must outlive the registry.
   // When two claim the same kind and name, the first on the plugin path
   // wins and a warning names both files.
+  // It answers the plugins' MH_HostApi::find_component and create_component
+  // (plugins/composition.hpp) from construction to destruction.
   Registry(const std::vector<LoadedPlugin>& plugins, Diagnostics& diag);
+  ~Registry();
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
 
@@ -41,6 +44,9 @@ class Registry {
   // Component::desc points into it).
   std::deque<MH_ComponentDesc> descs_;
   std::deque<std::vector<MH_OptionSpec>> options_;
+  // Each component's function table likewise: the entries past its
+  // struct_size read NULL, so "absent" is one test everywhere (abi.h 1.5).
+  std::deque<std::vector<uint64_t>> tables_;
   std::map<std::pair<int32_t, std::string>, Component> components_;
 };
 

@@ -13,25 +13,27 @@ struct NeededOp {
   const char* name;
   size_t end;  // where the table member ends
   const char* needed_by;
+  bool present;
 };
+
+template <class Op>
+NeededOp needed(const MH_KernelsApi& table, Op MH_KernelsApi::*op, const char* name, const char* needed_by) {
+  return {name, member_end(table, op), needed_by, has_entry(table, op)};
+}
 
 // The members a specification's parts (and generation) call beyond those
 // of every table.
-std::vector<NeededOp> needed_ops(const ModelSpec& spec, bool generates) {
+std::vector<NeededOp> needed_ops(const MH_KernelsApi& t, const ModelSpec& spec, bool generates) {
   std::vector<NeededOp> out;
-  // Only a 1.4 table has strided_copy, and only a 1.4 plugin takes the
-  // non-square softmax the cached attention gives it.
-  if (generates)
-    out.push_back({"strided_copy", MH_STRUCT_SIZE(MH_KernelsApi, strided_copy), "[generate] (its KV cache)"});
+  if (generates) out.push_back(needed(t, &MH_KernelsApi::strided_copy, "strided_copy", "[generate] (its KV cache)"));
   if (spec.norm == Norm::kRmsNorm) {
-    out.push_back({"rmsnorm", MH_STRUCT_SIZE(MH_KernelsApi, rmsnorm), "model.normalization = \"rmsnorm\""});
-    out.push_back({"rmsnorm_bwd", MH_STRUCT_SIZE(MH_KernelsApi, rmsnorm_bwd), "model.normalization = \"rmsnorm\""});
+    out.push_back(needed(t, &MH_KernelsApi::rmsnorm, "rmsnorm", "model.normalization = \"rmsnorm\""));
+    out.push_back(needed(t, &MH_KernelsApi::rmsnorm_bwd, "rmsnorm_bwd", "model.normalization = \"rmsnorm\""));
   }
-  if (spec.position == Position::kRope)
-    out.push_back({"rope", MH_STRUCT_SIZE(MH_KernelsApi, rope), "model.position = \"rope\""});
+  if (spec.position == Position::kRope) out.push_back(needed(t, &MH_KernelsApi::rope, "rope", "model.position = \"rope\""));
   if (spec.activation == MlpActivation::kSwiglu) {
-    out.push_back({"swiglu", MH_STRUCT_SIZE(MH_KernelsApi, swiglu), "model.activation = \"swiglu\""});
-    out.push_back({"swiglu_bwd", MH_STRUCT_SIZE(MH_KernelsApi, swiglu_bwd), "model.activation = \"swiglu\""});
+    out.push_back(needed(t, &MH_KernelsApi::swiglu, "swiglu", "model.activation = \"swiglu\""));
+    out.push_back(needed(t, &MH_KernelsApi::swiglu_bwd, "swiglu_bwd", "model.activation = \"swiglu\""));
   }
   return out;
 }
@@ -43,10 +45,16 @@ void check_kernel_ops(const Config& config, const Assembly& assembly, const Mode
   if (kernels == nullptr) return;
   const auto* table = static_cast<const MH_KernelsApi*>(kernels->component->desc->api);
   const uint32_t minor = kernels->component->plugin->desc->abi_minor;
-  for (const NeededOp& op : needed_ops(spec, assembly.generates))
-    if (op.end > table->struct_size)
+  for (const NeededOp& op : needed_ops(*table, spec, assembly.generates))
+    if (!op.present)
       diag.error(config.where(find_table(config.root(), "model")),
                  missing_op_message(kernels->component->desc->name, minor, op.name, op.end, op.needed_by));
+  // The cached attention's decode gives softmax [G, Q, T] scores with Q < T.
+  if (assembly.generates && (kernels_capabilities(*table) & MH_KERNELS_CAP_PARTIAL_SOFTMAX) == 0)
+    diag.error(config.where(find_table(config.root(), "kernels")),
+               "kernels plugin \"" + std::string(kernels->component->desc->name) +
+                   "\" lacks MH_KERNELS_CAP_PARTIAL_SOFTMAX (softmax over the last Q of T positions), which [generate] "
+                   "needs; give its kernels class that capability once its softmax takes such scores");
 }
 
 }  // namespace mh

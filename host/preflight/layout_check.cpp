@@ -12,10 +12,12 @@ namespace mh {
 namespace {
 
 // The world as the comm's options or the launcher state it; 0 if unknown.
+// A wrapper's section holds its inner communicator's options too (ABI 1.5).
 int32_t known_world(const Assembly& a) {
-  const MH_Options* o = a.slot(MH_KIND_COMM)->options.view();
-  for (size_t i = 0; i < o->count; ++i)
-    if (std::string(o->values[i].name) == "world_size") return int32_t(o->values[i].value.i);
+  const Slot& comm = *a.slot(MH_KIND_COMM);
+  for (const MH_Options* o : {comm.options.view(), comm.inner_options.view()})
+    for (size_t i = 0; i < o->count; ++i)
+      if (std::string(o->values[i].name) == "world_size") return int32_t(o->values[i].value.i);
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
     if (const char* v = std::getenv(name)) return int32_t(std::strtol(v, nullptr, 10));
   return 0;
@@ -85,12 +87,15 @@ void start_data_parallel(const Config& config, const Assembly& a, Diagnostics& d
 void check_layout(const Config& config, const Assembly& a, Diagnostics& diag) {
   if (a.slot(MH_KIND_TUNER) != nullptr) return;  // a search space, not one layout
   ModelDims dims;
+  const std::string model = config.where(find_table(config.root(), "model"));
   try {
-    dims = global_dims(a, config);
+    dims = model_dims(a, config);
   } catch (const Error& e) {
-    diag.error(config.where(find_table(config.root(), "model")), e.what());
+    diag.error(model, e.what());
     return;
   }
+  // Each reported, and the layout still planned: its problems are others.
+  for (const std::string& problem : shape_problems(dims)) diag.error(model, problem);
   check_kernel_ops(config, a, dims.spec, diag);
   start_data_parallel(config, a, diag);
   const int32_t world = known_world(a);

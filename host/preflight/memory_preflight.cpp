@@ -79,7 +79,10 @@ std::optional<Assembly> memory_plan_assembly(const Config& config, const Registr
   Config dry = config;
   dry.replace_section("kernels", dry_kernels_section(config, registry));
   Diagnostics ignored;  // the same config, already validated with its own kernels
-  return assemble(dry, registry, ignored);
+  std::optional<Assembly> plan = assemble(dry, registry, ignored);
+  // The plan's dry steps are not the run's: an observer counts only the run.
+  if (plan) std::erase_if(plan->slots, [](const Slot& s) { return s.kind == MH_KIND_OBSERVER; });
+  return plan;
 }
 
 void check_planned_memory(RunSetup& s, const Assembly& plan, const RankRunner& run_ranks) {

@@ -2,6 +2,8 @@
 
 #include "preflight/launch_check.hpp"
 
+#include "plugins/assembly.hpp"
+
 #include <algorithm>
 #include <string>
 #include <string_view>
@@ -31,7 +33,11 @@ std::string default_dtype(const Registry& registry, const std::string& plugin) {
 toml::table dry_kernels_section(const Config& config, const Registry& registry) {
   const toml::node_view kernels = config.root()["kernels"];
   std::string dtype = kernels["dtype"].value_or(std::string());
-  if (dtype.empty()) dtype = default_dtype(registry, kernels["plugin"].value_or(std::string()));
+  std::string plugin = kernels["plugin"].value_or(std::string());
+  // A wrapper's dtype is its inner component's (ABI 1.5, MH_OPTION_INNER).
+  if (const Component* c = registry.find(MH_KIND_KERNELS, plugin))
+    if (const MH_OptionSpec* inner = inner_option(*c->desc)) plugin = kernels[inner->name].value_or(std::string());
+  if (dtype.empty()) dtype = default_dtype(registry, plugin);
   toml::table dry{{"plugin", "dry"}};
   if (!dtype.empty()) dry.insert("dtype", dtype);
   return dry;

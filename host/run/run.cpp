@@ -103,23 +103,28 @@ int64_t default_ffn(const ModelDims& d) {
   return (8 * d.hidden / 3 + 255) / 256 * 256;
 }
 
-void check_heads(const ModelDims& d) {
-  require(d.hidden % d.heads == 0, "model.hidden = " + std::to_string(d.hidden) + " is not divisible by model.heads = " +
-                                       std::to_string(d.heads) + "; pick heads that divide hidden");
-  require(d.heads % d.kv() == 0, "model.kv_heads = " + std::to_string(d.kv()) + " does not divide model.heads = " +
-                                     std::to_string(d.heads) + "; each key/value head serves a whole group of heads");
-  require(d.max_positions == 0 || d.max_positions == d.seq || (d.spec.position == Position::kRope && d.max_positions > d.seq),
-          "model.max_positions = " + std::to_string(d.max_positions) + " with model.seq_len = " + std::to_string(d.seq) +
-              ": a learned position table has seq_len rows, and a rotary model serves at most max_positions; set "
-              "max_positions to 0, or to at least seq_len with position = \"rope\"");
-  require(d.spec.position != Position::kRope || d.head_dim() % 2 == 0,
-          "model.position = \"rope\" rotates pairs of features, but the head size hidden/heads = " +
-              std::to_string(d.head_dim()) + " is odd; pick an even head size");
-}
-
 }  // namespace
 
-ModelDims global_dims(const Assembly& a, const Config& config) {
+std::vector<std::string> shape_problems(const ModelDims& d) {
+  std::vector<std::string> out;
+  const auto check = [&](bool ok, const std::string& problem) {
+    if (!ok) out.push_back(problem);
+  };
+  check(d.hidden % d.heads == 0, "model.hidden = " + std::to_string(d.hidden) + " is not divisible by model.heads = " +
+                                     std::to_string(d.heads) + "; pick heads that divide hidden");
+  check(d.heads % d.kv() == 0, "model.kv_heads = " + std::to_string(d.kv()) + " does not divide model.heads = " +
+                                   std::to_string(d.heads) + "; each key/value head serves a whole group of heads");
+  check(d.max_positions == 0 || d.max_positions == d.seq || (d.spec.position == Position::kRope && d.max_positions > d.seq),
+        "model.max_positions = " + std::to_string(d.max_positions) + " with model.seq_len = " + std::to_string(d.seq) +
+            ": a learned position table has seq_len rows, and a rotary model serves at most max_positions; set "
+            "max_positions to 0, or to at least seq_len with position = \"rope\"");
+  check(d.spec.position != Position::kRope || d.hidden % d.heads != 0 || d.head_dim() % 2 == 0,
+        "model.position = \"rope\" rotates pairs of features, but the head size hidden/heads = " +
+            std::to_string(d.head_dim()) + " is odd; pick an even head size");
+  return out;
+}
+
+ModelDims model_dims(const Assembly& a, const Config& config) {
   Options m = a.model.options();
   ModelDims d{};
   d.spec = model_spec(m);
@@ -136,7 +141,13 @@ ModelDims global_dims(const Assembly& a, const Config& config) {
   d.attention_dropout = float(m.get_double("attention_dropout"));
   d.init_std = float(m.get_double("init_std"));
   d.layernorm_eps = float(m.get_double("layernorm_eps"));
-  check_heads(d);
+  return d;
+}
+
+ModelDims global_dims(const Assembly& a, const Config& config) {
+  const ModelDims d = model_dims(a, config);
+  const std::vector<std::string> problems = shape_problems(d);
+  require(problems.empty(), problems.empty() ? "" : problems.front());
   return d;
 }
 
@@ -305,9 +316,12 @@ std::string failure_text(const std::exception& e) {
 
 // How long the comm waits for a peer (comm.timeout_s), the grace a failed
 // run gives its other ranks to stop.
+// A wrapper's section holds its inner communicator's options too (ABI 1.5).
 double comm_timeout_s(const Assembly& a) {
-  Options comm = a.slot(MH_KIND_COMM)->options.options();
-  return comm.has("timeout_s") ? comm.get_double("timeout_s") : 30;
+  const Slot& slot = *a.slot(MH_KIND_COMM);
+  for (const Options comm : {slot.options.options(), slot.inner_options.options()})
+    if (comm.has("timeout_s")) return comm.get_double("timeout_s");
+  return 30;
 }
 
 // Ends the process with status 1 without joining rank threads that are
@@ -397,9 +411,19 @@ std::unique_ptr<TrainingLog> training_log(const RunSetup& s, const Assembly& ass
   return log;
 }
 
+// The splits evaluated are printed; the rest are abandoned.
+int evaluation_stopped(int signal) {
+  LOG(WARNING) << "received " << stop_signal_name(signal)
+               << ": stopped evaluating; the splits printed above are whole, the rest abandoned";
+  return interrupted_status(signal);
+}
+
 }  // namespace
 
 int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
+  // From the start: a signal during a checkpoint import abandons it and
+  // removes its temporary folder (stop_if_signalled).
+  StopSignals signals;
   if (flags.dry_run) std::cout << "assembled from " << config.file() << ":\n" << assembly.describe();
   RunSetup s;
   s.assembly = &assembly;
@@ -445,9 +469,8 @@ int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
       << (s.evaluate_only ? "" : " per step");
   if (s.evaluate_only) {
     run_ranks(s, [&](int32_t local) { evaluate_rank(s, local); });
-    return 0;
+    return s.abandoned_by == 0 ? 0 : evaluation_stopped(s.abandoned_by);
   }
-  StopSignals signals;
   if (flags.memory_plan != nullptr)
     check_planned_memory(s, *flags.memory_plan, [&](const auto& body) { run_ranks(s, body); });
   run_ranks(s, [&](int32_t local) { train_rank(s, local); });

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "plugins/assembly.hpp"
 #include "config/config.hpp"
@@ -39,7 +40,10 @@ std::unique_ptr<data::Tokenizer> run_tokenizer(const Assembly& assembly, const C
 data::DataKeys data_keys(const Assembly& assembly);
 
 // The model as the config describes it, the vocabulary padded as the
-// engine pads it.
+// engine pads it; model_dims unchecked, global_dims refusing the first of
+// shape_problems (validation reports them all).
+ModelDims model_dims(const Assembly& assembly, const Config& config);
+std::vector<std::string> shape_problems(const ModelDims& d);
 ModelDims global_dims(const Assembly& assembly, const Config& config);
 // The shape the planning plugins see.
 MH_ModelShape model_shape(const ModelDims& d, int64_t micro_batch, int64_t global_batch, int32_t world);

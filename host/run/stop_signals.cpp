@@ -38,4 +38,12 @@ const char* stop_signal_name(int signal) {
   }
 }
 
+Interrupted::Interrupted(int signal, const std::string& what)
+    : Error(MH_ABORTED, what), signal_(signal) {}
+
+void stop_if_signalled(const std::string& doing) {
+  if (const int signal = stop_signal(); signal != 0)
+    throw Interrupted(signal, std::string("received ") + stop_signal_name(signal) + " while " + doing);
+}
+
 }  // namespace mh

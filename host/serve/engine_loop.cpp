@@ -96,7 +96,7 @@ void Lead::record(const std::vector<generate::SlotStep>& steps, const generate::
       finish(st.slot, "length", true);
       continue;
     }
-    if (st.token == settings_.eod) {
+    if (st.token == settings_.eod && !ask.ignore_eos) {
       finish(st.slot, "stop", true);
       continue;
     }

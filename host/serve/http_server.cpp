@@ -4,8 +4,14 @@
 
 #include <httplib.h>
 
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 
 namespace mh::serve {
 namespace {
@@ -56,6 +62,64 @@ bool stream(const std::shared_ptr<Request>& r, const ResponseIds& ids, const dat
   if (!send_event(sink, "[DONE]")) return false;
   sink.done();
   return true;
+}
+
+// An address as cpp-httplib writes a request's ends: numeric host, port.
+std::pair<std::string, int> endpoint(const sockaddr_storage& addr, socklen_t size) {
+  char host[NI_MAXHOST], port[NI_MAXSERV];
+  if (::getnameinfo(reinterpret_cast<const sockaddr*>(&addr), size, host, sizeof host, port, sizeof port,
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+    return {"", -1};
+  return {host, std::atoi(port)};
+}
+
+// cpp-httplib 0.11 (Debian's) gives a handler no way to its connection, so
+// a non-streaming request whose client left would hold its slots to its
+// end. Its socket is found among the process's descriptors by its two ends:
+// the handler runs on the connection's own thread, which keeps the socket
+// open until the handler returns. -1 when none matches.
+int connection_socket(const httplib::Request& req) {
+  std::error_code ec;  // other threads open and close descriptors meanwhile: never throw
+  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec)) {
+    const int fd = std::atoi(it->path().filename().c_str());
+    sockaddr_storage local{}, peer{};
+    socklen_t local_size = sizeof local, peer_size = sizeof peer;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0 ||
+        ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0)
+      continue;
+    if (endpoint(local, local_size).second == req.local_port &&
+        endpoint(peer, peer_size) == std::pair<std::string, int>{req.remote_addr, req.remote_port})
+      return fd;
+  }
+  return -1;
+}
+
+// The client closed its end (or the connection broke): a peek finds the
+// end of the stream or an error rather than nothing yet. A client does not
+// close its sending side while it waits for an answer, so this is a client gone.
+bool client_gone(int fd) {
+  if (fd < 0) return false;
+  char byte = 0;
+  const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+// Answers a request as one JSON body when it is done; a client gone before
+// that cancels it, which frees its slots at the next step.
+void answer_whole(const std::shared_ptr<Request>& r, const ResponseIds& ids, const data::Tokenizer& tokenizer,
+                  const httplib::Request& req, httplib::Response& res) {
+  const int fd = connection_socket(req);
+  uint64_t seen = 0;
+  for (;;) {
+    const Request::View view = r->wait(seen, 100ms);
+    seen = view.version;
+    if (!view.error.empty()) return send_error(res, 503, view.error);
+    if (view.done()) return send_json(res, 200, response(r->ask(), view.choices, ids, tokenizer));
+    if (client_gone(fd)) {
+      r->cancel();
+      return send_error(res, 499, "the client closed the connection");  // nobody reads it; counted in /metrics
+    }
+  }
 }
 
 }  // namespace
@@ -156,17 +220,28 @@ void HttpServer::routes() {
             });
         return;
       }
-      uint64_t seen = 0;
-      for (;;) {
-        const Request::View view = r->wait(seen, 1000ms);
-        seen = view.version;
-        if (!view.error.empty()) return send_error(res, 503, view.error);
-        if (view.done()) return send_json(res, 200, response(r->ask(), view.choices, ids, *model_.tokenizer));
-      }
+      answer_whole(r, ids, *model_.tokenizer, req, res);
     };
   };
   s.Post("/v1/completions", generation(false));
   s.Post("/v1/chat/completions", generation(true));
+  // The tokenizer is loaded before the server listens: these answer while the model loads.
+  const auto tokenizer_route = [this](bool encode) {
+    return [this, encode](const httplib::Request& req, httplib::Response& res) {
+      const json body = json::parse(req.body, nullptr, false);
+      if (body.is_discarded()) return send_error(res, 400, "the request body is not valid JSON");
+      try {
+        send_json(res, 200, encode ? tokenize(body, model_, limits_) : detokenize(body, model_));
+      } catch (const ApiError& e) {
+        send_error(res, e.status, e.what(), e.param);
+      }
+    };
+  };
+  s.Post("/tokenize", tokenizer_route(true));
+  s.Post("/detokenize", tokenizer_route(false));
+  s.Get("/tokenizer_info", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, tokenizer_info(model_, limits_));
+  });
 }
 
 int HttpServer::start() {

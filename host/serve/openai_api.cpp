@@ -79,12 +79,12 @@ bool token_ids(const json& v) {
   return v.is_array() && !v.empty() && std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_number_integer(); });
 }
 
-std::vector<int32_t> checked_ids(const json& v, int32_t vocab) {
+std::vector<int32_t> checked_ids(const json& v, int32_t vocab, const char* param = "prompt") {
   std::vector<int32_t> ids;
   for (const json& x : v) {
     const auto id = x.get<int64_t>();
     if (id < 0 || id >= vocab)
-      bad("prompt", "token id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+      bad(param, "token id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
     ids.push_back(int32_t(id));
   }
   return ids;
@@ -167,6 +167,7 @@ void read_common(const json& body, Ask& ask, const ApiLimits& limits) {
   ask.sampling.seed = seed != nullptr ? uint64_t(get_int(body, "seed", 0, INT64_MIN, INT64_MAX))
                                       : (uint64_t(std::random_device{}()) << 32 | std::random_device{}());
   ask.stop = get_stop(body);
+  ask.ignore_eos = get_bool(body, "ignore_eos", false);
   ask.stream = get_bool(body, "stream", false);
   if (const json* options = field(body, "stream_options")) {
     if (!options->is_object()) bad("stream_options", "'stream_options' must be an object");
@@ -215,6 +216,36 @@ Ask read_chat(const json& body, const ModelText& model, const ApiLimits& limits)
   read_common(body, ask, limits);
   if (ask.max_tokens == 0) bad("max_tokens", "'max_tokens' must be at least 1 for a chat completion");
   return ask;
+}
+
+json tokenize(const json& body, const ModelText& model, const ApiLimits& limits) {
+  if (!body.is_object()) bad("", "the request body must be a JSON object");
+  const json* prompt = field(body, "prompt");
+  if (prompt == nullptr || !prompt->is_string()) bad("prompt", "'prompt' must be a string");
+  get_bool(body, "add_special_tokens", true);  // checked only: our tokenizers add no special tokens
+  const std::vector<int32_t> ids = model.tokenizer->encode(prompt->get<std::string>());
+  return {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", limits.context}};
+}
+
+json detokenize(const json& body, const ModelText& model) {
+  if (!body.is_object()) bad("", "the request body must be a JSON object");
+  const json* tokens = field(body, "tokens");
+  if (tokens == nullptr || !tokens->is_array() ||
+      !std::all_of(tokens->begin(), tokens->end(), [](const json& x) { return x.is_number_integer(); }))
+    bad("tokens", "'tokens' must be a list of token ids");
+  return {{"prompt", model.tokenizer->decode(checked_ids(*tokens, model.tokenizer->vocab_size(), "tokens"))}};
+}
+
+json tokenizer_info(const ModelText& model, const ApiLimits& limits) {
+  const int32_t eod[] = {model.eod};
+  const std::string eos = model.tokenizer->decode(eod);
+  const bool whole = model.tokenizer->encode(eos) == std::vector<int32_t>{model.eod};
+  return {{"eos_token", whole ? json(eos) : json(nullptr)},
+          {"eos_token_id", model.eod},
+          {"bos_token", nullptr},
+          {"pad_token", nullptr},
+          {"vocab_size", model.tokenizer->vocab_size()},
+          {"model_max_length", limits.context}};
 }
 
 namespace {

@@ -45,6 +45,16 @@ struct ModelText {
 Ask read_completion(const nlohmann::json& body, const ModelText& model, const ApiLimits& limits);
 Ask read_chat(const nlohmann::json& body, const ModelText& model, const ApiLimits& limits);
 
+// vLLM's tokenizer routes, which lm-evaluation-harness's "remote" tokenizer
+// asks for: the server's own tokenizer, so a client scores exactly the
+// tokens the model sees. POST /tokenize {"prompt"} -> {"tokens", "count",
+// "max_model_len"}; POST /detokenize {"tokens"} -> {"prompt"}.
+nlohmann::json tokenize(const nlohmann::json& body, const ModelText& model, const ApiLimits& limits);
+nlohmann::json detokenize(const nlohmann::json& body, const ModelText& model);
+// GET /tokenizer_info: the end-of-document token's text where it is one
+// (its text encodes back to it alone), else null; the context length.
+nlohmann::json tokenizer_info(const ModelText& model, const ApiLimits& limits);
+
 // Names of one response: its id, creation time and model.
 struct ResponseIds {
   std::string id;

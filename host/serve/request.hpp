@@ -27,6 +27,7 @@ struct Ask {
   std::vector<std::string> stop;
   bool echo = false;             // completions: the prompt's text (and scores) before the completion
   int32_t logprobs = -1;         // -1: none; else each token's log-probability and this many alternatives
+  bool ignore_eos = false;       // vLLM's extension: the end-of-document token does not end a choice
   bool stream = false;
   bool include_usage = false;    // stream_options.include_usage: a last chunk with the token counts
   int64_t choices() const { return int64_t(prompts.size()) * n; }

@@ -6,7 +6,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
+#include <thread>
 #include <optional>
 
 #include "convert/hf_folder.hpp"
@@ -47,6 +51,17 @@ std::optional<ChatTemplate> load_chat_template(const Config& config, const Assem
     throw Error(MH_INVALID_ARGUMENT, file + ": its chat template cannot be read: " + e.what() +
                                          "; fix it or point serve.chat_template at another");
   }
+}
+
+// Tests hold the server in its loading state to see what clients get then:
+// MEGAHOST_SERVE_HOLD_LOADING names a file whose creation ends the loading
+// (a stop signal ends it too). Unset, this is one getenv.
+void hold_loading() {
+  const char* file = std::getenv("MEGAHOST_SERVE_HOLD_LOADING");
+  if (file == nullptr) return;
+  LOG(INFO) << "MEGAHOST_SERVE_HOLD_LOADING: loading until " << file << " exists";
+  while (!std::filesystem::exists(file) && stop_signal() == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
 struct Settings {
@@ -125,6 +140,7 @@ int serve(RunSetup& s, const Config& config, const RankRunner& run_ranks) {
     generate::StepBatch batch(s, set.shape, local);
     if (batch.rank() != 0) return serve_rank(batch, nullptr, draining);
     Lead lead(queue, metrics, *tokenizer, set.lead, set.shape.slots);
+    hold_loading();
     http->ready();
     LOG(INFO) << "the model is loaded; taking requests";
     try {

@@ -29,3 +29,20 @@ function(megahost_add_plugin name)
     set_property(GLOBAL APPEND PROPERTY MEGAHOST_PLUGIN_TARGETS ${name})
   endif()
 endfunction()
+
+# megahost_add_conformance_test(<plugin target> KIND <kernels|comm>
+#                               COMPONENT <name> [OPTIONS <option=value>...])
+#
+# A ctest named <plugin target>_<name>_conforms that loads the built plugin
+# as the host does and runs megahost/conformance.hpp's checks on the
+# component (OPTIONS set its options, e.g. world_size=4 for a communicator).
+set(MEGAHOST_CONFORMANCE_MAIN "${CMAKE_CURRENT_LIST_DIR}/megahost_conformance.cpp")
+function(megahost_add_conformance_test plugin)
+  cmake_parse_arguments(ARG "" "KIND;COMPONENT" "OPTIONS" ${ARGN})
+  if(NOT TARGET megahost_conformance)
+    add_executable(megahost_conformance "${MEGAHOST_CONFORMANCE_MAIN}")
+    target_link_libraries(megahost_conformance PRIVATE megahost::sdk ${CMAKE_DL_LIBS} Threads::Threads)
+  endif()
+  add_test(NAME ${plugin}_${ARG_COMPONENT}_conforms
+           COMMAND megahost_conformance $<TARGET_FILE:${plugin}> ${ARG_KIND} ${ARG_COMPONENT} ${ARG_OPTIONS})
+endfunction()

@@ -8,6 +8,7 @@
 
 #include <sys/stat.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 
@@ -105,6 +106,16 @@ TEST_F(BadCheckpoint, NewerFormatVersionSaysToUpgrade) {
   j["version"] = 99;
   write_metadata(j);
   expect_refused("checkpoint format version 99; this Megahost reads versions 1 to 1");
+}
+
+// Near INT64_MAX the data order's sample indices overflowed (signed
+// overflow in the blend) as the run went on.
+TEST_F(BadCheckpoint, ConsumedSamplesNearTheLimitIsRefusedNotOverflowed) {
+  nlohmann::json j = metadata();
+  j["consumed_samples"] = INT64_MAX - 3;
+  write_metadata(j);
+  expect_refused("consumed_samples = 9223372036854775804 at step 2: training on to step 4 would read past sample "
+                 "2^53, the data order's limit");
 }
 
 TEST_F(BadCheckpoint, TensorMissingFromTheIndexIsNamed) {

@@ -3,7 +3,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
 
 #include <filesystem>
 #include <fstream>
@@ -14,6 +19,7 @@
 #include "checkpoint/metadata.hpp"
 #include "checkpoint/rank_state.hpp"
 #include "checkpoint/safetensors.hpp"
+#include "checkpoint/store.hpp"
 
 namespace mh::ckpt {
 namespace {
@@ -71,6 +77,52 @@ TEST(CheckpointMetadata, AnEditedFieldFailsTheMetadatasOwnChecksum) {
   j["consumed_samples"] = 57;
   EXPECT_THAT([&] { parse_metadata(j.dump(1), "ck/metadata.json"); },
               ::testing::ThrowsMessage<Error>(HasSubstr("ck/metadata.json: its checksum")));
+}
+
+// A version of 2^70 is read by nlohmann as a double; get<int64_t> made it
+// -9223372036854775808 in the message. A string schedule threw
+// nlohmann's type_error.306 when a resume compared it.
+TEST(CheckpointMetadata, IntegersOutOfRangeAndAScheduleThatIsNoObjectAreNamedAsSuch) {
+  const auto error_of = [](const std::string& key, const nlohmann::json& value) {
+    nlohmann::json j = unsealed(two_slice_metadata());
+    j[key] = value;
+    try {
+      parse_metadata(j.dump(), "ck/metadata.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_THAT(error_of("version", nlohmann::json::parse("1180591620717411303424")),
+              HasSubstr("ck/metadata.json: 'version' must be an integer from -9223372036854775808 to "
+                        "9223372036854775807, got 1.1805916207174113e+21"));
+  EXPECT_THAT(error_of("seed", -1), HasSubstr("'seed' must be an integer from 0 to 18446744073709551615, got -1"));
+  EXPECT_THAT(error_of("step", 1.5), HasSubstr("'step' must be an integer"));
+  EXPECT_THAT(error_of("schedule", "cosine"),
+              HasSubstr("ck/metadata.json: 'schedule' must be a JSON object, got string"));
+}
+
+// A full disk first shortens a write (errno untouched) and fails the next;
+// a file-size limit does the same with EFBIG. The message said "Success".
+TEST(WriteSynced, AShortWriteOnAFullDiskNamesTheSystemsReason) {
+  const fs::path dir = scratch("full_disk");
+  fs::create_directories(dir);
+  struct rlimit saved;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = saved;
+  small.rlim_cur = 100;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string message = "written";
+  try {
+    write_synced((dir / "metadata.json").string(), std::string(1000, 'x'));
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_THAT(message, HasSubstr("metadata.json: " + std::string(std::strerror(EFBIG))));
+  fs::remove_all(dir);
 }
 
 TEST(CheckpointMetadata, ItsChecksumIgnoresWhitespaceAndKeyOrder) {

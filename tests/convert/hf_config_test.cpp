@@ -70,6 +70,18 @@ TEST(HfConfig, WhatMegahostCannotComputeIsRefusedNamingTheField) {
   EXPECT_THAT(refusal("[1, 2"), HasSubstr("not valid JSON"));
 }
 
+// megahost_convert accepted rope_theta 0, which megahost refuses, and
+// num_hidden_layers = 2^40 ran out of memory (std::bad_alloc, status 1):
+// both are held to megahost's own [model] ranges, before any weight.
+TEST(HfConfig, ValuesOutsideMegahostsModelRangesAreRefusedAsMegahostRefusesThem) {
+  EXPECT_THAT(refusal(R"({"model_type": "llama", "rope_theta": 0})"),
+              HasSubstr("/m/config.json: \"rope_theta\" = 0.0 is outside what model.rope_theta takes (1 to 1e+12)"));
+  EXPECT_THAT(refusal(R"({"model_type": "llama", "num_hidden_layers": 1099511627776})"),
+              HasSubstr("\"num_hidden_layers\" = 1099511627776 is outside what model.layers takes (1 to 100000)"));
+  EXPECT_THAT(refusal(R"({"model_type": "gpt2", "resid_pdrop": 1.0})"),
+              HasSubstr("\"resid_pdrop\" = 1.0 is outside what model.dropout takes (0 to 0.99)"));
+}
+
 TEST(HfConfig, WrittenConfigReadsBackAsTheSameModel) {
   for (const ckpt::ModelShape& m : {testing::tiny_gpt2(), testing::tiny_llama()}) {
     const ckpt::ModelShape back = parse_hf_config(hf_config_json(m, "float32"), "c").shape;

@@ -7,10 +7,12 @@
 
 #include <megahost/error.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "convert/hf_folder.hpp"
+#include "convert/hf_to_megahost.hpp"
 #include "hf_fixture.hpp"
 
 namespace mh::convert {
@@ -29,6 +31,27 @@ std::map<std::string, HfTensor> small_tensors() {
 
 void write(const fs::path& dir, const std::map<std::string, HfTensor>& tensors, const ShardOptions& o = {}) {
   testing::write_folder(dir, testing::tiny_gpt2(), tensors, o);
+}
+
+// A missing TMPDIR was temp_directory_path's bare "No such file or
+// directory": the import names TMPDIR and the fix.
+TEST(HfFolder, AnImportIntoAMissingTmpdirNamesTmpdir) {
+  const fs::path dir = scratch("import_tmpdir");
+  write(dir, small_tensors());
+  const char* saved = std::getenv("TMPDIR");
+  const std::string old = saved != nullptr ? saved : "";
+  ::setenv("TMPDIR", "/nonexistent/megahost_tmp", 1);
+  std::string error;
+  try {
+    TemporaryImport import(dir.string(), {});
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  if (saved != nullptr) ::setenv("TMPDIR", old.c_str(), 1);
+  else ::unsetenv("TMPDIR");
+  EXPECT_THAT(error, HasSubstr("TMPDIR=/nonexistent/megahost_tmp is not a folder; importing " + dir.string() +
+                               " writes its weights there in f32: set TMPDIR to a folder with room"));
+  fs::remove_all(dir);
 }
 
 TEST(HfFolder, ReadsBackWhatItWroteWithoutPrefixes) {

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <megahost/error.hpp>
 
+#include <filesystem>
+
 namespace mh::data {
 namespace {
 
@@ -85,6 +87,16 @@ TEST(TextInput, OtherExtensionsAreRefused) {
   testing::TempDir dir;
   std::string path = dir.write("in.csv", "a");
   EXPECT_THAT([&] { documents(path); }, ThrowsMessage<Error>(HasSubstr("name it .txt")));
+}
+
+// A directory opened as a stream and failed on its first read: "error while
+// reading in.jsonl", not what it is.
+TEST(TextInput, ADirectoryNamedLikeAJsonlFileIsRefusedByItsType) {
+  testing::TempDir dir;
+  const std::string path = dir.file("in.jsonl");
+  std::filesystem::create_directory(path);
+  EXPECT_THAT([&] { documents(path); },
+              ThrowsMessage<Error>(HasSubstr(path + " is a directory, not a regular file")));
 }
 
 }  // namespace

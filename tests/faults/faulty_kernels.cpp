@@ -13,6 +13,8 @@
 //          and into the sum, as a gradient gone non-finite would.
 // Its cross-entropy statistics are ones, so that the loss of a run that
 // computes nothing is 0, a finite number.
+// It has the ops of ABI 1.2 only (GPT-2 training).
+#define MH_PLUGIN_MINOR 2
 #include <megahost/plugin.hpp>
 
 #include <algorithm>

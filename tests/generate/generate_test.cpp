@@ -125,6 +125,54 @@ void expect_cached_equals_recomputed(const Tokens& cached, const std::function<T
 const std::vector<std::string> kOneToken = {"generate.max_new_tokens=1", "generate.stop_at_eod=false",
                                             "generate.batch=8"};
 
+bool empty_folder(const std::string& dir) {
+  return std::filesystem::is_empty(dir);
+}
+
+// megahost on `hf` (a Hugging Face folder) with TMPDIR = `tmp`, sent
+// `signal` once its metrics file exists: the import is done and the
+// handlers are in place, so the stop lands in the work itself.
+mh::test::ProcessExit interrupted(const std::string& hf, const std::string& tmp, int signal,
+                                  const std::vector<std::string>& args) {
+  const std::string metrics = scratch_dir("signal_metrics") + "/metrics.jsonl";
+  mh::test::ProcessSpec spec{{MEGAHOST_TEST_BINARY, "--config", MEGAHOST_TEST_CONFIG, "--metrics_out", metrics,
+                              "checkpoint.load=" + hf}};
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  spec.set_env = {"TMPDIR=" + tmp, "OPENBLAS_NUM_THREADS=1"};
+  spec.unset_prefix = {"MEGAHOST_"};
+  spec.stderr_to_stdout = true;
+  spec.interrupt = {signal, [&] { return std::filesystem::exists(metrics); }};
+  return mh::test::run_process(spec);
+}
+
+// Generation and --evaluate from a Hugging Face folder left its whole f32
+// import in $TMPDIR on SIGINT or SIGTERM and printed nothing: now each
+// stops between two steps, reports what is done, removes the import and
+// exits with the shell's 128 + N.
+TEST_F(Generate, AStopSignalRemovesTheImportReportsWhatIsDoneAndExitsWithTheShellsStatus) {
+  const std::string hf = scratch_dir("signal_hf") + "/hf";
+  const mh::test::ProcessExit converted =
+      mh::test::run_process({{MEGAHOST_TEST_CONVERT, "--input=" + *checkpoint_, "--output=" + hf}});
+  ASSERT_EQ(converted.status, 0) << converted.err;
+  std::vector<std::string> many;
+  for (int i = 0; i < 50; ++i) many.insert(many.end(), kPrompts.begin(), kPrompts.end());
+  const std::vector<std::string> generating = {"generate.prompts_file=" + write_prompts("many", many),
+                                               "generate.max_new_tokens=16", "generate.batch=1",
+                                               "generate.stop_at_eod=false"};
+  for (const int signal : {SIGINT, SIGTERM}) {
+    const std::string tmp = scratch_dir("signal_tmp");
+    const mh::test::ProcessExit g = interrupted(hf, tmp, signal, generating);
+    EXPECT_EQ(g.status, 128 + signal) << g.out;
+    EXPECT_THAT(g.out, testing::HasSubstr("stopped generating; "));
+    EXPECT_THAT(g.out, testing::HasSubstr(" of 200 completion(s) were done (printed), the rest abandoned"));
+    EXPECT_TRUE(empty_folder(tmp)) << "the import was left in TMPDIR";
+    const mh::test::ProcessExit e = interrupted(hf, tmp, signal, {"--evaluate"});
+    EXPECT_EQ(e.status, 128 + signal) << e.out;
+    EXPECT_THAT(e.out, testing::HasSubstr("stopped evaluating; the splits printed above are whole"));
+    EXPECT_TRUE(empty_folder(tmp)) << "the import was left in TMPDIR";
+  }
+}
+
 TEST_F(Generate, CachedGreedyDecodingEqualsRecomputingTheWholePrefixForEveryToken) {
   expect_cached_equals_recomputed(generated(with_prompts(kGreedy)), [](const std::string& file) {
     return generated(plus(kOneToken, {"generate.prompts_file=" + file}));

@@ -45,5 +45,12 @@ TEST(Prompts, BadFilesAreNamedWithTheirLineAndFix) {
   EXPECT_THAT(error_of("", std::filesystem::temp_directory_path().string()), testing::HasSubstr("not a readable file"));
 }
 
+// An editor's line number: blank lines count (they were skipped, so the
+// bad line 4 below was reported as line 2).
+TEST(Prompts, ABadJsonlLineIsNumberedAsTheFileIsBlankLinesIncluded) {
+  const std::string bad = file_with("f.jsonl", "{\"prompt\": \"ok\"}\n\n\r\n{\"prompt\": 3}\n");
+  EXPECT_THAT(error_of("", bad), testing::HasSubstr(bad + ":4: each line of a .jsonl prompts file"));
+}
+
 }  // namespace
 }  // namespace mh::generate

@@ -61,6 +61,23 @@ TEST_F(BadInput, ValueOutOfRangeNamesTheBoundAndTheValue) {
   EXPECT_THAT(o.err, HasSubstr(at(2, 11) + "'model.dropout' must be <= 0.99, got 2"));
 }
 
+// The kernels refused beta1 = 1 at the first step (status 1): validation
+// holds the bound they need (below 1 in float).
+TEST_F(BadInput, AdamBetaOfOneIsRefusedByValidationNotAtTheFirstStep) {
+  Outcome o = run("[train]\nadam_beta1 = 1.0\n");
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr(at(2, 14) + "'train.adam_beta1' must be <= 0.999999, got 1"));
+}
+
+// A model-shape problem ended the layout check: the batch problem was
+// reported only once the first was fixed.
+TEST_F(BadInput, AModelShapeProblemAndABatchProblemAreReportedTogether) {
+  Outcome o = run("[model]\nhidden = 65\n[train]\nglobal_batch = 5\nmicro_batch = 2\n");
+  expect_refused(o, 2);
+  EXPECT_THAT(o.err, HasSubstr("model.hidden = 65 is not divisible by model.heads = 4"));
+  EXPECT_THAT(o.err, HasSubstr("make train.global_batch a multiple of 2"));
+}
+
 TEST_F(BadInput, ValueOutsideTheChoicesListsThemAndSuggestsOne) {
   Outcome o = run("[data]\ntokenizer = \"bytes\"\n");
   expect_refused(o, 1);

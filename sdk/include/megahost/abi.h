@@ -1,5 +1,5 @@
 /*
- * Megahost plugin ABI, version 1.4.
+ * Megahost plugin ABI, version 1.5.
  *
  * This header is the whole contract between the megahost host process and
  * the shared objects it loads. It is plain C: fixed-width integers, plain
@@ -88,6 +88,23 @@
  *        (prompt_tokens, output_tokens) the host writes prompts for. The host
  *        reads a 1.1-1.3 tuner's results with the stride of their struct_size
  *        and those fields 0; such a tuner reads the shorter MH_Estimate.
+ *   1.5  One rule for optional table entries: an entry is absent when it lies
+ *        past the table's struct_size OR is NULL; the host checks every
+ *        table once at load (a required entry that is NULL refuses the
+ *        plugin) and never calls an absent one. Composition: MH_HostApi
+ *        gains find_component and create_component (a component creates
+ *        another through the host's registry, the one the host resolved on
+ *        its plugin path, with options the host validates), MH_OptionSpec a
+ *        flag MH_OPTION_INNER (a wrapper's option naming the component it
+ *        wraps: the host validates the section's other keys against that
+ *        component's options) and MH_CreateArgs inner_options (those
+ *        options, for the wrapper to forward). Observation: a kind
+ *        MH_KIND_OBSERVER (MH_ObserverApi) receives an MH_Event for every
+ *        kernels op and collective a rank issues. Capabilities are explicit:
+ *        MH_KernelsApi gains capabilities (MH_KernelsCapability); for an
+ *        older table the host derives them as before (a table with
+ *        strided_copy takes non-square softmax scores). A 1.4 plugin loads
+ *        and runs unchanged.
  */
 #ifndef MEGAHOST_ABI_H
 #define MEGAHOST_ABI_H
@@ -100,7 +117,7 @@ extern "C" {
 #endif
 
 #define MH_ABI_MAJOR 1
-#define MH_ABI_MINOR 4
+#define MH_ABI_MINOR 5
 
 /* The one symbol a plugin exports for ABI major 1 (see MH_EntryFn). */
 #define MH_ENTRY_SYMBOL "mh_plugin_entry_v1"
@@ -181,7 +198,12 @@ typedef enum MH_ValueType {
 enum MH_OptionFlags {
   MH_OPTION_REQUIRED = 1u << 0,  /* no default: the section must set it */
   MH_OPTION_HAS_MIN = 1u << 1,   /* value >= min (INT, DOUBLE) */
-  MH_OPTION_HAS_MAX = 1u << 2    /* value <= max (INT, DOUBLE) */
+  MH_OPTION_HAS_MAX = 1u << 2,   /* value <= max (INT, DOUBLE) */
+  /* 1.5: a STRING option naming the component of the same kind that this
+   * one wraps (at most one per component). The host resolves the name in its
+   * registry, validates the section's remaining keys against that
+   * component's options and hands them over as MH_CreateArgs.inner_options. */
+  MH_OPTION_INNER = 1u << 3
 };
 
 /* One option a component accepts. The host validates the TOML section
@@ -226,12 +248,37 @@ typedef struct MH_Options {
 
 typedef enum MH_LogLevel { MH_LOG_INFO = 0, MH_LOG_WARNING = 1, MH_LOG_ERROR = 2, MH_LOG_DEBUG = 3 } MH_LogLevel;
 
+struct MH_ComponentDesc;
+struct MH_CreateArgs;
+struct MH_Instance;
+
 typedef struct MH_HostApi {
   size_t struct_size;
   uint32_t abi_major;
   uint32_t abi_minor;
   /* Writes one line to the host's log. Thread-safe. */
   void (*log)(int32_t level, const char* plugin, const char* message);
+
+  /* Since 1.5: composition. Absent (past struct_size or NULL) in an older
+   * host; a wrapper then fails its create with MH_UNIMPLEMENTED. Both run on
+   * the host's main thread, inside a create (rule 4).
+   *
+   * The component of `kind` named `name` exactly as a TOML section naming
+   * it would get it: from the host's registry of the plugins it loaded from
+   * --plugin_path, MEGAHOST_PLUGIN_PATH and its own folders, the first on
+   * the path winning. *out is in the host's struct layout and lives as long
+   * as the process. MH_NOT_FOUND lists the names there are. */
+  MH_Error* (*find_component)(int32_t kind, const char* name, const struct MH_ComponentDesc** out);
+  /* Creates an instance of that component. args->options are the values to
+   * forward (a wrapper's MH_CreateArgs.inner_options, or its own list, NULL
+   * for none): the host checks them against the component's option specs as
+   * it checks a TOML section (names, types, ranges, choices), fills in the
+   * defaults of those left out and returns MH_INVALID_ARGUMENT naming each
+   * problem. The caller owns the instance: it calls (*component)->api and
+   * destroys the instance with (*component)->destroy, before its own
+   * instance is destroyed. */
+  MH_Error* (*create_component)(int32_t kind, const char* name, const struct MH_CreateArgs* args,
+                                const struct MH_ComponentDesc** component, struct MH_Instance** out);
 } MH_HostApi;
 
 /* ------------------------------------------------------------------------
@@ -245,9 +292,10 @@ typedef enum MH_Kind {
   MH_KIND_PIPELINE_PARALLEL = 3,
   MH_KIND_DATA_PARALLEL = 4,
   MH_KIND_RECOMPUTE = 5,
-  MH_KIND_TUNER = 6
+  MH_KIND_TUNER = 6,
+  MH_KIND_OBSERVER = 7      /* 1.5: MH_ObserverApi */
 } MH_Kind;
-#define MH_KIND_COUNT 7
+#define MH_KIND_COUNT 8
 
 /* An instance of a component; its real type is private to the plugin. */
 typedef struct MH_Instance MH_Instance;
@@ -262,6 +310,11 @@ typedef struct MH_CreateArgs {
    * cores and memory between ranks. */
   int32_t ranks_in_process;
   int32_t rank;             /* global rank the instance serves, -1 if shared */
+  /* 1.5: for a component with an MH_OPTION_INNER option, the validated
+   * options of the component that option names (its section's other keys,
+   * defaults filled in), to forward to create_component; NULL otherwise.
+   * Borrowed for the create call. */
+  const MH_Options* inner_options;
 } MH_CreateArgs;
 
 typedef struct MH_ComponentDesc {
@@ -383,7 +436,8 @@ typedef struct MH_BiasArgs {
  * forward out = softmax(scale * x with x[g, i, j] for j > T - Q + i masked out);
  * backward dx = out * (dout - sum(dout * out)) * scale. Masked entries come
  * out 0 in both. Before 1.4 the scores were square (Q = T); a host gives
- * non-square scores only to a 1.4 plugin (one whose table has strided_copy). */
+ * non-square scores only to a plugin with MH_KERNELS_CAP_PARTIAL_SOFTMAX
+ * (which it derives for a 1.4 table from strided_copy). */
 typedef struct MH_SoftmaxArgs {
   size_t struct_size;
   MH_Tensor x, out, dout, dx;  /* forward uses x, out; backward out, dout, dx */
@@ -519,6 +573,12 @@ typedef struct MH_StridedCopyArgs {
   MH_Tensor x, out;
 } MH_StridedCopyArgs;
 
+/* What a kernels component accepts beyond each op's 1.0 contract (1.5). */
+typedef enum MH_KernelsCapability {
+  /* softmax and softmax_bwd take [G, Q, T] scores with Q < T (decode). */
+  MH_KERNELS_CAP_PARTIAL_SOFTMAX = 1u << 0
+} MH_KernelsCapability;
+
 typedef enum MH_CopyKind { MH_HOST_TO_DEVICE = 0, MH_DEVICE_TO_HOST = 1, MH_DEVICE_TO_DEVICE = 2 } MH_CopyKind;
 
 typedef struct MH_KernelsApi {
@@ -558,6 +618,10 @@ typedef struct MH_KernelsApi {
   MH_Error* (*swiglu_bwd)(MH_Instance* self, const MH_SwigluArgs* args);
   /* Since 1.4; absent from a 1.3 table, checked like the 1.3 ops. */
   MH_Error* (*strided_copy)(MH_Instance* self, const MH_StridedCopyArgs* args);
+  /* Since 1.5: MH_KernelsCapability bits. The host derives them for an
+   * older table: a 1.4 table that has strided_copy takes non-square
+   * softmax scores. */
+  uint64_t capabilities;
 } MH_KernelsApi;
 
 /* ------------------------------------------------------------------------
@@ -1011,6 +1075,45 @@ typedef struct MH_TunerApi {
    * begin. `names` is borrowed for the call. */
   MH_Error* (*recompute_policies)(MH_Instance* self, const char* const* names, size_t count);
 } MH_TunerApi;
+
+/* ------------------------------------------------------------------------
+ * Observers (MH_KIND_OBSERVER, since 1.5): per-op and per-collective events,
+ * for profilers. Selected by an [observer] section; without one the host
+ * emits nothing. One instance per rank, created with that rank (args->rank)
+ * on the host's main thread before the rank's first op and destroyed after
+ * its last; on_event runs on the rank's own thread, so an instance needs no
+ * locking. An instance that writes a summary does so in its destroy.
+ * --------------------------------------------------------------------- */
+
+typedef enum MH_EventType {
+  MH_EVENT_OP = 0,          /* a kernels call: an op, alloc, copy, synchronize */
+  MH_EVENT_COLLECTIVE = 1   /* a comm call on one of the rank's groups */
+} MH_EventType;
+
+typedef struct MH_Event {
+  size_t struct_size;
+  int32_t type;             /* MH_EventType */
+  int32_t rank;             /* global rank that issued the call */
+  const char* name;         /* op: the MH_KernelsApi member ("gemm", "alloc");
+                               collective: "all-reduce", "all-gather",
+                               "reduce-scatter", "broadcast", "send", "recv" */
+  const char* group;        /* collective: "world", "tensor", "data",
+                               "pipeline", "embedding"; op: NULL */
+  double start_seconds;     /* host steady clock, seconds from an arbitrary origin */
+  double seconds;           /* host time inside the call: on a device that
+                               enqueues (CUDA), the time to enqueue; for a
+                               non-blocking collective, the time to post it */
+  uint64_t bytes;           /* op: bytes of every tensor the call names (or
+                               allocates, or copies); collective: bytes of
+                               the send buffer, of the receive buffer for recv */
+} MH_Event;
+
+typedef struct MH_ObserverApi {
+  size_t struct_size;
+  /* Borrowed for the call. Must not fail and should be short: it runs
+   * inside the rank's step, on its thread. */
+  void (*on_event)(MH_Instance* self, const MH_Event* event);
+} MH_ObserverApi;
 
 #ifdef __cplusplus
 } /* extern "C" */

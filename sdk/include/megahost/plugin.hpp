@@ -13,23 +13,44 @@
 //             mh::component<MyPolicy>("mlp_only", "1.0.0", "keep only MLP activations"))
 //
 // The method set each kind needs is listed next to its table below.
+//
+// A plugin targets one ABI minor: MH_PLUGIN_MINOR, defined before this
+// header is included, else this SDK's MH_ABI_MINOR. Every table is built to
+// that minor's length and the descriptor says that minor; an entry the
+// minor makes optional (the non-blocking collectives, the tuner's later
+// calls) is NULL when the class lacks its method, while a kernels class
+// that lacks an op its minor requires fails to compile, naming the op.
 #pragma once
 
 #include <megahost/abi.h>
 #include <megahost/error.hpp>
 #include <megahost/options.hpp>
+#include <megahost/struct_size.hpp>
 
 #include <algorithm>
 #include <cstring>
 #include <span>
 #include <string>
+#include <utility>
+
+#ifndef MH_PLUGIN_MINOR
+#define MH_PLUGIN_MINOR MH_ABI_MINOR
+#endif
+static_assert(MH_PLUGIN_MINOR >= 0 && MH_PLUGIN_MINOR <= MH_ABI_MINOR,
+              "MH_PLUGIN_MINOR names a minor this SDK does not know (0 .. MH_ABI_MINOR)");
 
 namespace mh {
+
+// Internal linkage: each translation unit says the minor it targets.
+constexpr uint32_t kPluginMinor = MH_PLUGIN_MINOR;
 
 struct CreateContext {
   Options options;
   int32_t ranks_in_process;
   int32_t rank;
+  // ABI 1.5: the options of the component this one wraps (its
+  // MH_OPTION_INNER option names it); NULL otherwise. Borrowed for create.
+  const MH_Options* inner_options = nullptr;
 };
 
 namespace detail {
@@ -62,6 +83,46 @@ inline void log(MH_LogLevel level, const std::string& message) {
     detail::host_api->log(level, detail::plugin_name, message.c_str());
 }
 
+// An instance of another component, created through the host's registry
+// (MH_HostApi::create_component, ABI 1.5) and destroyed with this object:
+// what a wrapper holds of the component it wraps. Api is the kind's table
+// (MH_KernelsApi, MH_CommApi, ...), read in the host's layout, so a member
+// past the inner plugin's struct_size reads NULL.
+template <class Api>
+class InnerComponent {
+ public:
+  // `options`: the values to forward (CreateContext::inner_options), checked
+  // by the host against the component's specs, defaults filled in.
+  InnerComponent(MH_Kind kind, const std::string& name, const CreateContext& ctx, const MH_Options* options) {
+    const MH_HostApi* host = detail::host_api;
+    require(host != nullptr && reaches(*host, &MH_HostApi::create_component) && host->create_component != nullptr,
+            "wrapping '" + name + "' needs a host of plugin ABI 1.5 or later (MH_HostApi::create_component)",
+            MH_UNIMPLEMENTED);
+    MH_CreateArgs args{};
+    args.struct_size = sizeof(args);
+    args.options = options;
+    args.ranks_in_process = ctx.ranks_in_process;
+    args.rank = ctx.rank;
+    check(host->create_component(kind, name.c_str(), &args, &desc_, &instance_), "creating '" + name + "'");
+    name_ = name;
+  }
+  ~InnerComponent() {
+    if (desc_ != nullptr) desc_->destroy(instance_);
+  }
+  InnerComponent(const InnerComponent&) = delete;
+  InnerComponent& operator=(const InnerComponent&) = delete;
+
+  const Api& api() const { return *static_cast<const Api*>(desc_->api); }
+  MH_Instance* get() const { return instance_; }
+  const std::string& name() const { return name_; }
+  const MH_ComponentDesc& desc() const { return *desc_; }
+
+ private:
+  const MH_ComponentDesc* desc_ = nullptr;
+  MH_Instance* instance_ = nullptr;
+  std::string name_;
+};
+
 #define MH_TRAMPOLINE(T, method, Args)                                                 \
   [](MH_Instance* self, const Args* args) -> MH_Error* {                             \
     return ::mh::guard([&] { ::mh::detail::as<T>(self)->method(*args); });           \
@@ -69,26 +130,37 @@ inline void log(MH_LogLevel level, const std::string& message) {
 
 // Kernels: device_info(MH_DeviceInfo&), void* alloc(uint64_t), free(void*)
 // noexcept, copy(dst, src, bytes, MH_CopyKind), synchronize(), void* stream(),
-// and one method per op taking its args struct by const reference. The ops
-// of ABI 1.3 (rmsnorm, rmsnorm_bwd, rope, swiglu, swiglu_bwd) come together:
-// a class without them gets a 1.2 table. A 1.3 class that also has
-// strided_copy gets a 1.4 table.
+// and one method per op taking its args struct by const reference. A class
+// targeting ABI 1.3 or later has the ops of 1.3 (rmsnorm, rmsnorm_bwd, rope,
+// swiglu, swiglu_bwd), 1.4 or later also strided_copy, and 1.5 or later
+// declares `static constexpr uint64_t capabilities` (MH_KernelsCapability
+// bits, 0 for none): each is a static_assert, so a misspelt op is an error,
+// not an older table.
 template <class T>
 const MH_KernelsApi* kernels_api() {
-  static constexpr bool v1_3 = requires(T& t, const MH_RmsNormArgs& n, const MH_RmsNormBwdArgs& nb,
-                                        const MH_RopeArgs& r, const MH_SwigluArgs& s) {
+  static constexpr bool has_1_3 = requires(T& t, const MH_RmsNormArgs& n, const MH_RmsNormBwdArgs& nb,
+                                           const MH_RopeArgs& r, const MH_SwigluArgs& s) {
     t.rmsnorm(n);
     t.rmsnorm_bwd(nb);
     t.rope(r);
     t.swiglu(s);
     t.swiglu_bwd(s);
   };
-  static constexpr bool v1_4 = v1_3 && requires(T& t, const MH_StridedCopyArgs& c) { t.strided_copy(c); };
+  static constexpr bool has_1_4 = requires(T& t, const MH_StridedCopyArgs& c) { t.strided_copy(c); };
+  static constexpr bool has_caps = requires { uint64_t{T::capabilities}; };
+  static_assert(kPluginMinor < 3 || has_1_3,
+                "a kernels class targeting ABI 1.3 or later needs rmsnorm, rmsnorm_bwd, rope, swiglu and swiglu_bwd "
+                "(or #define MH_PLUGIN_MINOR 2 before including megahost/plugin.hpp)");
+  static_assert(kPluginMinor < 4 || has_1_4, "a kernels class targeting ABI 1.4 or later needs strided_copy");
+  static_assert(kPluginMinor < 5 || has_caps,
+                "a kernels class targeting ABI 1.5 or later declares static constexpr uint64_t capabilities "
+                "(MH_KernelsCapability bits, 0 for none)");
   static const MH_KernelsApi api = [] {
     MH_KernelsApi a{
-      v1_4   ? MH_STRUCT_SIZE(MH_KernelsApi, strided_copy)
-      : v1_3 ? MH_STRUCT_SIZE(MH_KernelsApi, swiglu_bwd)
-             : MH_STRUCT_SIZE(MH_KernelsApi, sum_squares),
+      kPluginMinor >= 5   ? sizeof(MH_KernelsApi)
+      : kPluginMinor == 4 ? MH_STRUCT_SIZE(MH_KernelsApi, strided_copy)
+      : kPluginMinor == 3 ? MH_STRUCT_SIZE(MH_KernelsApi, swiglu_bwd)
+                          : MH_STRUCT_SIZE(MH_KernelsApi, sum_squares),
       [](MH_Instance* self, MH_DeviceInfo* out) -> MH_Error* {
         return guard([&] { detail::fill_out(out, [&](MH_DeviceInfo& i) { detail::as<T>(self)->device_info(i); }); });
       },
@@ -116,17 +188,19 @@ const MH_KernelsApi* kernels_api() {
       MH_TRAMPOLINE(T, xent, MH_XentArgs),
       MH_TRAMPOLINE(T, adamw, MH_AdamWArgs),
       MH_TRAMPOLINE(T, sum_squares, MH_SumSquaresArgs),
-      nullptr, nullptr, nullptr, nullptr, nullptr,  // the 1.3 ops, filled below when T has them
+      nullptr, nullptr, nullptr, nullptr, nullptr,  // the 1.3 ops, filled below when the target has them
       nullptr,                                      // the 1.4 op, likewise
+      0,                                            // the 1.5 capabilities, likewise
     };
-    if constexpr (v1_3) {
+    if constexpr (kPluginMinor >= 3) {
       a.rmsnorm = MH_TRAMPOLINE(T, rmsnorm, MH_RmsNormArgs);
       a.rmsnorm_bwd = MH_TRAMPOLINE(T, rmsnorm_bwd, MH_RmsNormBwdArgs);
       a.rope = MH_TRAMPOLINE(T, rope, MH_RopeArgs);
       a.swiglu = MH_TRAMPOLINE(T, swiglu, MH_SwigluArgs);
       a.swiglu_bwd = MH_TRAMPOLINE(T, swiglu_bwd, MH_SwigluArgs);
     }
-    if constexpr (v1_4) a.strided_copy = MH_TRAMPOLINE(T, strided_copy, MH_StridedCopyArgs);
+    if constexpr (kPluginMinor >= 4) a.strided_copy = MH_TRAMPOLINE(T, strided_copy, MH_StridedCopyArgs);
+    if constexpr (kPluginMinor >= 5) a.capabilities = T::capabilities;
     return a;
   }();
   return &api;
@@ -152,8 +226,9 @@ const MH_KernelsApi* kernels_api() {
 // belong to the instance. Since ABI 1.1 a Group may also offer
 // std::unique_ptr<Request> all_reduce_start(args) and reduce_scatter_start(args),
 // with a nested class Group::Request that has wait() and whose destructor
-// waits for a request still in flight; a Group without them gets a 1.0 table.
-// Since ABI 1.4 also all_gather_start(args), returning the same Request.
+// waits for a request still in flight; without them those entries are NULL
+// (the host then reduces with the blocking calls). Since ABI 1.4 also
+// all_gather_start(args), returning the same Request.
 template <class T>
 const MH_CommApi* comm_api() {
   using G = typename T::Group;
@@ -162,9 +237,9 @@ const MH_CommApi* comm_api() {
   static_assert(v1_1 || !v1_4, "all_gather_start needs the 1.1 requests (all_reduce_start, Group::Request)");
   static const MH_CommApi api = [] {
     MH_CommApi a{
-      v1_4   ? MH_STRUCT_SIZE(MH_CommApi, all_gather_start)
-      : v1_1 ? MH_STRUCT_SIZE(MH_CommApi, request_destroy)
-             : MH_STRUCT_SIZE(MH_CommApi, abort),
+      kPluginMinor >= 4   ? MH_STRUCT_SIZE(MH_CommApi, all_gather_start)
+      : kPluginMinor >= 1 ? MH_STRUCT_SIZE(MH_CommApi, request_destroy)
+                          : MH_STRUCT_SIZE(MH_CommApi, abort),
       [](MH_Instance* self, MH_CommInfo* out) -> MH_Error* {
         return guard([&] { detail::fill_out(out, [&](MH_CommInfo& i) { detail::as<T>(self)->info(i); }); });
       },
@@ -188,14 +263,14 @@ const MH_CommApi* comm_api() {
       nullptr, nullptr, nullptr, nullptr,  // the 1.1 calls, filled below when G has them
       nullptr,                             // the 1.4 call, likewise
     };
-    if constexpr (v1_1) {
+    if constexpr (v1_1 && kPluginMinor >= 1) {
       using R = typename G::Request;
       a.all_reduce_start = MH_GROUP_START_TRAMPOLINE(G, all_reduce_start);
       a.reduce_scatter_start = MH_GROUP_START_TRAMPOLINE(G, reduce_scatter_start);
       a.request_wait = [](MH_Request* r) -> MH_Error* { return guard([&] { reinterpret_cast<R*>(r)->wait(); }); };
       a.request_destroy = [](MH_Request* r) { delete reinterpret_cast<R*>(r); };
     }
-    if constexpr (v1_4) a.all_gather_start = MH_GROUP_START_TRAMPOLINE(G, all_gather_start);
+    if constexpr (v1_4 && kPluginMinor >= 4) a.all_gather_start = MH_GROUP_START_TRAMPOLINE(G, all_gather_start);
     return a;
   }();
   return &api;
@@ -262,9 +337,9 @@ const MH_RecomputeApi* recompute_api() {
 // Tuner: bool next(const MH_ModelShape&, MH_Candidate&) (false when done),
 // report(const MH_Candidate&, const MH_Estimate&); since ABI 1.1 also
 // needs(MH_TunerNeeds&), begin(const MH_ModelShape&, const MH_Hardware&) and
-// std::span<const MH_TunerResult> results(). A class without the 1.1 methods
-// gets a 1.0 table. Since ABI 1.4 also
-// recompute_policies(std::span<const char* const> names).
+// std::span<const MH_TunerResult> results(); since ABI 1.4 also
+// recompute_policies(std::span<const char* const> names). The table has
+// the target minor's length; an entry whose method the class lacks is NULL.
 template <class T>
 const MH_TunerApi* tuner_api() {
   using Next = MH_Error* (*)(MH_Instance*, const MH_ModelShape*, MH_Candidate*, int32_t*);
@@ -274,9 +349,9 @@ const MH_TunerApi* tuner_api() {
   static_assert(v1_1 || !v1_4, "recompute_policies needs the 1.1 methods");
   static const MH_TunerApi api = [] {
     MH_TunerApi a{};
-    a.struct_size = v1_4   ? MH_STRUCT_SIZE(MH_TunerApi, recompute_policies)
-                    : v1_1 ? MH_STRUCT_SIZE(MH_TunerApi, results)
-                           : MH_STRUCT_SIZE(MH_TunerApi, report);
+    a.struct_size = kPluginMinor >= 4   ? MH_STRUCT_SIZE(MH_TunerApi, recompute_policies)
+                    : kPluginMinor >= 1 ? MH_STRUCT_SIZE(MH_TunerApi, results)
+                                        : MH_STRUCT_SIZE(MH_TunerApi, report);
     a.next = Next([](MH_Instance* self, const MH_ModelShape* shape, MH_Candidate* out, int32_t* done) -> MH_Error* {
       return guard([&] {
         bool more = false;
@@ -287,7 +362,7 @@ const MH_TunerApi* tuner_api() {
     a.report = Report([](MH_Instance* self, const MH_Candidate* c, const MH_Estimate* e) -> MH_Error* {
       return guard([&] { detail::as<T>(self)->report(*c, *e); });
     });
-    if constexpr (v1_1) {
+    if constexpr (v1_1 && kPluginMinor >= 1) {
       a.needs = [](MH_Instance* self, MH_TunerNeeds* out) -> MH_Error* {
         return guard([&] { detail::fill_out(out, [&](MH_TunerNeeds& n) { detail::as<T>(self)->needs(n); }); });
       };
@@ -302,12 +377,29 @@ const MH_TunerApi* tuner_api() {
         });
       };
     }
-    if constexpr (v1_4)
+    if constexpr (v1_4 && kPluginMinor >= 4)
       a.recompute_policies = [](MH_Instance* self, const char* const* names, size_t count) -> MH_Error* {
         return guard([&] { detail::as<T>(self)->recompute_policies(std::span<const char* const>(names, count)); });
       };
     return a;
   }();
+  return &api;
+}
+
+// Observer (ABI 1.5): void on_event(const MH_Event&); an exception it
+// throws is logged and dropped (the call has no error to return).
+template <class T>
+const MH_ObserverApi* observer_api() {
+  static_assert(kPluginMinor >= 5 || sizeof(T) == 0, "observers need ABI 1.5 (MH_PLUGIN_MINOR)");
+  static const MH_ObserverApi api{
+      MH_STRUCT_SIZE(MH_ObserverApi, on_event),
+      [](MH_Instance* self, const MH_Event* event) {
+        if (MH_Error* e = guard([&] { detail::as<T>(self)->on_event(*event); })) {
+          log(MH_LOG_WARNING, std::string("observer dropped an event: ") + (e->message ? e->message : ""));
+          e->destroy(e);
+        }
+      },
+  };
   return &api;
 }
 
@@ -319,17 +411,20 @@ const void* api_for() {
   else if constexpr (T::kind == MH_KIND_PIPELINE_PARALLEL) return pipeline_parallel_api<T>();
   else if constexpr (T::kind == MH_KIND_DATA_PARALLEL) return data_parallel_api<T>();
   else if constexpr (T::kind == MH_KIND_RECOMPUTE) return recompute_api<T>();
+  else if constexpr (T::kind == MH_KIND_OBSERVER) return observer_api<T>();
   else return tuner_api<T>();
 }
 
-// The descriptor of component class T; `options` must outlive the library
-// (a static array).
+// The descriptor of a component class T whose function table `api` is
+// written by hand (a wrapper forwarding C calls whose handles are another
+// component's, say); create and destroy are component<T>'s. `api` and
+// `options` must outlive the library (static).
 template <class T>
-MH_ComponentDesc component(const char* name, const char* version, const char* description,
-                           std::span<const MH_OptionSpec> options = {}) {
+MH_ComponentDesc component_with_table(MH_Kind kind, const char* name, const char* version, const char* description,
+                                      std::span<const MH_OptionSpec> options, const void* api) {
   return MH_ComponentDesc{
       MH_STRUCT_SIZE(MH_ComponentDesc, api),
-      T::kind,
+      kind,
       name,
       version,
       description,
@@ -337,13 +432,22 @@ MH_ComponentDesc component(const char* name, const char* version, const char* de
       options.size(),
       [](const MH_CreateArgs* args, MH_Instance** out) -> MH_Error* {
         return guard([&] {
-          CreateContext ctx{Options(args->options), args->ranks_in_process, args->rank};
+          const MH_Options* inner = reaches(*args, &MH_CreateArgs::inner_options) ? args->inner_options : nullptr;
+          CreateContext ctx{Options(args->options), args->ranks_in_process, args->rank, inner};
           *out = reinterpret_cast<MH_Instance*>(new T(ctx));
         });
       },
       [](MH_Instance* self) { delete detail::as<T>(self); },
-      api_for<T>(),
+      api,
   };
+}
+
+// The descriptor of component class T, its table built from its methods
+// (above); `options` must outlive the library (a static array).
+template <class T>
+MH_ComponentDesc component(const char* name, const char* version, const char* description,
+                           std::span<const MH_OptionSpec> options = {}) {
+  return component_with_table<T>(T::kind, name, version, description, options, api_for<T>());
 }
 
 }  // namespace mh
@@ -358,7 +462,7 @@ MH_ComponentDesc component(const char* name, const char* version, const char* de
       static const MH_ComponentDesc components[] = {__VA_ARGS__};                            \
       static const MH_PluginDesc desc{MH_STRUCT_SIZE(MH_PluginDesc, option_size),            \
                                       MH_ABI_MAJOR,                                          \
-                                      MH_ABI_MINOR,                                          \
+                                      ::mh::kPluginMinor,                                    \
                                       mh_name,                                               \
                                       mh_version,                                            \
                                       components,                                            \
