@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -80,16 +79,15 @@ std::string absolute(const std::string& path) {
   return path.empty() || fs::path(path).is_absolute() ? path : (fs::current_path() / path).lexically_normal().string();
 }
 
-// "0.3 a 0.7 b": the weights stay, every prefix becomes absolute.
+// "0.3 a 0.7 b" or "a" (data::parse_blend's forms): the weights stay, every
+// prefix becomes absolute. A malformed list is left for the parser to report.
 std::string absolute_weighted_list(const std::string& list) {
-  std::istringstream words(list);
+  std::istringstream in(list);
+  std::vector<std::string> words;
+  for (std::string word; in >> word;) words.push_back(word);
+  if (words.size() == 1) return absolute(words[0]);
   std::string out;
-  for (std::string word; words >> word;) {
-    char* end = nullptr;
-    std::strtod(word.c_str(), &end);
-    const bool weight = !word.empty() && *end == '\0';
-    out += (out.empty() ? "" : " ") + (weight ? word : absolute(word));
-  }
+  for (size_t i = 0; i < words.size(); ++i) out += (i == 0 ? "" : " ") + (i % 2 == 1 ? absolute(words[i]) : words[i]);
   return out;
 }
 
