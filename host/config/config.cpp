@@ -75,30 +75,33 @@ const std::map<std::string, PathKind, std::less<>> kPathKeys = {
     {"tuner.cluster", PathKind::kProfileFile},
 };
 
-std::string absolute(const std::string& path) {
-  return path.empty() || fs::path(path).is_absolute() ? path : (fs::current_path() / path).lexically_normal().string();
+std::string absolute(const std::string& path, const fs::path& base) {
+  return path.empty() || fs::path(path).is_absolute() ? path : (base / path).string();
 }
 
 // "0.3 a 0.7 b" or "a" (data::parse_blend's forms): the weights stay, every
 // prefix becomes absolute. A malformed list is left for the parser to report.
-std::string absolute_weighted_list(const std::string& list) {
+std::string absolute_weighted_list(const std::string& list, const fs::path& base) {
   std::istringstream in(list);
   std::vector<std::string> words;
   for (std::string word; in >> word;) words.push_back(word);
-  if (words.size() == 1) return absolute(words[0]);
+  if (words.size() == 1) return absolute(words[0], base);
   std::string out;
-  for (size_t i = 0; i < words.size(); ++i) out += (i == 0 ? "" : " ") + (i % 2 == 1 ? absolute(words[i]) : words[i]);
+  for (size_t i = 0; i < words.size(); ++i)
+    out += (i == 0 ? "" : " ") + (i % 2 == 1 ? absolute(words[i], base) : words[i]);
   return out;
 }
 
-std::string from_command_line(const std::string& key, const std::string& value) {
+// `value` of `key` with its relative paths made absolute against `base`, if
+// `key` is a path key; anything else as it is.
+std::string absolute_paths_of(const std::string& key, const std::string& value, const fs::path& base) {
   auto it = kPathKeys.find(key);
   if (it == kPathKeys.end()) return value;
   switch (it->second) {
-    case PathKind::kPath: return absolute(value);
-    case PathKind::kWeightedList: return absolute_weighted_list(value);
-    case PathKind::kPathOrAuto: return value == "auto" ? value : absolute(value);
-    case PathKind::kProfileFile: return fs::path(value).extension() == ".toml" ? absolute(value) : value;
+    case PathKind::kPath: return absolute(value, base);
+    case PathKind::kWeightedList: return absolute_weighted_list(value, base);
+    case PathKind::kPathOrAuto: return value == "auto" ? value : absolute(value, base);
+    case PathKind::kProfileFile: return fs::path(value).extension() == ".toml" ? absolute(value, base) : value;
   }
   return value;
 }
@@ -130,7 +133,7 @@ void apply_override(toml::table& root, const std::string& item, Diagnostics& dia
   if (value.is_string()) {
     std::string key;
     for (const auto& part : path) key += (key.empty() ? "" : ".") + part;
-    table->insert_or_assign(path.back(), from_command_line(key, *value.value<std::string>()));
+    table->insert_or_assign(path.back(), absolute_paths_of(key, *value.value<std::string>(), fs::current_path()));
     return;
   }
   table->insert_or_assign(path.back(), *value.node());
@@ -382,6 +385,10 @@ std::string Config::where(const toml::table* section) const {
 fs::path Config::resolve(const std::string& path) const {
   fs::path p(path);
   return p.is_absolute() ? p : base_dir_ / p;
+}
+
+std::string Config::resolve_key(const std::string& key, const std::string& value) const {
+  return absolute_paths_of(key, value, base_dir_);
 }
 
 const char* OptionValues::keep(std::string text) {

@@ -42,6 +42,11 @@ class Config {
   std::filesystem::path resolve(const std::string& path) const;
   // resolve(), keeping "" (unset) as it is.
   std::string resolve_if_set(const std::string& path) const { return path.empty() ? path : resolve(path).string(); }
+  // The value of `key` ("data.paths") with its relative paths resolved, if
+  // it is a path key (docs/config.md, "Paths"): a weighted list keeps its
+  // weights, checkpoint.load keeps "auto", tuner.cluster a profile's name.
+  // For a config written elsewhere (the tuner's candidates).
+  std::string resolve_key(const std::string& key, const std::string& value) const;
 
  private:
   // The model checkpoint.load names: a Hugging Face folder's config.json,

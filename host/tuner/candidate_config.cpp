@@ -22,12 +22,15 @@ std::string string_or(const toml::table& t, const char* key, const std::string& 
 }
 
 // Paths of the data section are relative to the tuned config's folder; the
-// candidate's file lives elsewhere.
+// candidate's file lives elsewhere. Every input the data section names, the
+// default data.path included.
 void resolve_data_paths(const Config& config, const Assembly& assembly, toml::table& root) {
   toml::table& data = section(root, "data");
   Options values = assembly.data.options();
-  for (const char* key : {"path", "vocab_file", "merges_file"})
-    if (std::string v = values.get_string(key); !v.empty()) data.insert_or_assign(key, config.resolve(v).string());
+  for (const char* key :
+       {"path", "paths", "train_paths", "valid_paths", "test_paths", "vocab_file", "merges_file", "tokenizer_file"})
+    if (std::string v = values.get_string(key); !v.empty())
+      data.insert_or_assign(key, config.resolve_key(std::string("data.") + key, v));
 }
 
 // The model split: t, SP, p and v; the tuner splits the layers evenly.
