@@ -23,13 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-std::map<std::string, std::string> snapshot(const std::string& dir) {
-  std::map<std::string, std::string> all;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) all[e.path().string()] = mh::test::file_bytes(e.path().string());
-  return all;
-}
-
 class FolderOwner : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -47,14 +40,14 @@ class FolderOwner : public ::testing::Test {
 // It replaced the step folders and `latest`; "auto" later resumed whichever
 // run's step was newest.
 TEST_F(FolderOwner, AFreshRunIntoAnotherRunsFolderIsRefusedAndChangesNothing) {
-  const auto before = snapshot(dir_);
+  const auto before = mh::test::folder_bytes(dir_);
   Outcome fresh = run_megahost({"train.steps=1", "checkpoint.dir=" + dir_});
   EXPECT_EQ(fresh.status, 1) << fresh.log;
   EXPECT_THAT(fresh.log, HasSubstr("checkpoint.dir = \"" + dir_ + "\" holds the checkpoints of another run"));
   EXPECT_THAT(fresh.log, HasSubstr("newest step_000000002"));
   EXPECT_THAT(fresh.log, HasSubstr("checkpoint.overwrite = true"));
   EXPECT_TRUE(fresh.losses.empty());
-  EXPECT_TRUE(snapshot(dir_) == before);
+  EXPECT_TRUE(mh::test::folder_bytes(dir_) == before);
 }
 
 TEST_F(FolderOwner, ARunStartingFromAnotherFoldersCheckpointIsRefusedToo) {

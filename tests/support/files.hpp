@@ -1,8 +1,9 @@
-// A file's bytes, as tests compare outputs and prove inputs untouched.
+// Files' bytes, as tests compare outputs and prove inputs untouched.
 #pragma once
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -14,6 +15,14 @@ inline std::string file_bytes(const std::filesystem::path& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// Every regular file below `dir`, by path, to its bytes.
+inline std::map<std::string, std::string> folder_bytes(const std::filesystem::path& dir) {
+  std::map<std::string, std::string> all;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) all[e.path().string()] = file_bytes(e.path());
+  return all;
 }
 
 }  // namespace mh::test
