@@ -19,25 +19,45 @@ CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=
 cmake --build build-fuzz -j2 --target megahost_fuzzers
 
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-failed=()
-for target in "${targets[@]}"; do
-  work=build-fuzz/corpus/$target findings=build-fuzz/findings/$target
+# One target per core at a time: each runs single-threaded, so CI's fuzz stage
+# takes SECONDS x targets / cores.
+jobs=${MEGAHOST_JOBS:-$(nproc)}
+
+fuzz_one() {  # fuzz_one <target>: exit status non-zero when it found an input
+  local target=$1 work=build-fuzz/corpus/$1 findings=build-fuzz/findings/$1 dict=()
   mkdir -p "$work" "$findings"
-  dict=()
   [[ $target == config || $target == overrides ]] && dict=(-dict=fuzz/config.dict)
-  log=build-fuzz/fuzz-$target.log
-  echo "fuzzing $target for ${seconds}s (log: $log)"
   # -timeout: an input that takes over 10 s is a finding (a hang), as is
   # using over 2 GiB. -max_len: inputs up to 128 KiB, past the seeds' sizes
   # (libFuzzer's default cap), so deeply nested TOML and JSON are reached.
-  if ! build-fuzz/bin/fuzz_"$target" "$work" fuzz/corpus/"$target" "${dict[@]}" -max_total_time="$seconds" \
-      -timeout=10 -rss_limit_mb=2048 -max_len=131072 -print_final_stats=1 -artifact_prefix="$findings/" >"$log" 2>&1; then
-    failed+=("$target")
-    grep -E "ERROR|runtime error|Test unit written" "$log" | head -5 || true
-  fi
+  build-fuzz/bin/fuzz_"$target" "$work" fuzz/corpus/"$target" "${dict[@]}" -max_total_time="$seconds" \
+    -timeout=10 -rss_limit_mb=2048 -max_len=131072 -print_final_stats=1 -artifact_prefix="$findings/" \
+    >"build-fuzz/fuzz-$target.log" 2>&1
+}
+
+report() {  # report <target> <status>
+  local log=build-fuzz/fuzz-$1.log
+  echo "fuzzed $1 for ${seconds}s (log: $log)"
+  if (($2)); then grep -E "ERROR|runtime error|Test unit written" "$log" | head -5 || true; fi
   grep -E "^#[0-9]+[[:space:]]+DONE" "$log" | tail -1 || true
   grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$log" || true
+}
+
+declare -A running=()  # pid -> target
+failed=()
+reap() {  # waits for one running target and reports it
+  local pid status=0
+  wait -n -p pid "${!running[@]}" || status=$?
+  report "${running[$pid]}" "$status"
+  ((status)) && failed+=("${running[$pid]}")
+  unset "running[$pid]"
+}
+for target in "${targets[@]}"; do
+  ((${#running[@]} < jobs)) || reap
+  fuzz_one "$target" &
+  running[$!]=$target
 done
+while ((${#running[@]})); do reap; done
 if ((${#failed[@]})); then
   echo "fuzzing found crashes in: ${failed[*]} (inputs in build-fuzz/findings/)" >&2
   exit 1

@@ -286,7 +286,8 @@ std::vector<SlotStep> StepBatch::Impl::step() {
 
 // A size, then the bytes, one per float (exact), over the world group.
 std::vector<uint8_t> StepBatch::Impl::from_lead(std::vector<uint8_t> bytes) {
-  if (s_.comm_info.world_size == 1) return bytes;
+  // A dry run moves no data (its device holds none): each rank keeps its own.
+  if (s_.comm_info.world_size == 1 || s_.dry_run) return bytes;
   const auto broadcast = [&](std::vector<float>& values) {
     Buffer shared(dev_, MemCategory::kComm, int64_t(values.size()));
     dev_.to_device(shared.data(), values.data(), values.size() * sizeof(float));

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "megahost_run.hpp"
+#include "support/files.hpp"
 #include "support/process.hpp"
 
 namespace mh::ckpt::test {
@@ -22,16 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-
-std::map<std::string, std::string> snapshot(const std::string& dir) {
-  std::map<std::string, std::string> all;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (!e.is_regular_file()) continue;
-    std::ifstream in(e.path(), std::ios::binary);
-    all[e.path().string()] = std::string(std::istreambuf_iterator<char>(in), {});
-  }
-  return all;
-}
 
 class BadCheckpoint : public ::testing::Test {
  protected:
@@ -46,14 +37,14 @@ class BadCheckpoint : public ::testing::Test {
   // Loads the (damaged) checkpoint, saving into the same folder, and
   // checks the run fails saying `message` and leaves every file as it was.
   void expect_refused(const std::string& message, const std::vector<std::string>& extra = {}, int status = 1) {
-    const auto before = snapshot(dir_);
+    const auto before = mh::test::folder_bytes(dir_);
     std::vector<std::string> args = {"train.steps=4", "checkpoint.dir=" + dir_, "checkpoint.load=" + step_};
     args.insert(args.end(), extra.begin(), extra.end());
     Outcome r = run_megahost(args);
     EXPECT_EQ(r.status, status) << r.log;
     EXPECT_THAT(r.log, HasSubstr(message));
     EXPECT_TRUE(r.losses.empty()) << "it trained";
-    EXPECT_TRUE(snapshot(dir_) == before) << "the checkpoint folder changed";
+    EXPECT_TRUE(mh::test::folder_bytes(dir_) == before) << "the checkpoint folder changed";
   }
 
   // Without its checksum, so the check after it is reached.

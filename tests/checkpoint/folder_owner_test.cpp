@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "megahost_run.hpp"
+#include "support/files.hpp"
 
 namespace mh::ckpt::test {
 namespace {
@@ -22,27 +23,13 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::map<std::string, std::string> snapshot(const std::string& dir) {
-  std::map<std::string, std::string> all;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) all[e.path().string()] = read(e.path().string());
-  return all;
-}
-
 class FolderOwner : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = scratch_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
     Outcome first = run_megahost({"train.steps=2", "checkpoint.dir=" + dir_});
     ASSERT_EQ(first.status, 0) << first.log;
-    owner_ = read(dir_ + "/megahost_run.json");
+    owner_ = mh::test::file_bytes(dir_ + "/megahost_run.json");
     ASSERT_THAT(owner_, HasSubstr("\"run\""));
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -53,14 +40,14 @@ class FolderOwner : public ::testing::Test {
 // It replaced the step folders and `latest`; "auto" later resumed whichever
 // run's step was newest.
 TEST_F(FolderOwner, AFreshRunIntoAnotherRunsFolderIsRefusedAndChangesNothing) {
-  const auto before = snapshot(dir_);
+  const auto before = mh::test::folder_bytes(dir_);
   Outcome fresh = run_megahost({"train.steps=1", "checkpoint.dir=" + dir_});
   EXPECT_EQ(fresh.status, 1) << fresh.log;
   EXPECT_THAT(fresh.log, HasSubstr("checkpoint.dir = \"" + dir_ + "\" holds the checkpoints of another run"));
   EXPECT_THAT(fresh.log, HasSubstr("newest step_000000002"));
   EXPECT_THAT(fresh.log, HasSubstr("checkpoint.overwrite = true"));
   EXPECT_TRUE(fresh.losses.empty());
-  EXPECT_TRUE(snapshot(dir_) == before);
+  EXPECT_TRUE(mh::test::folder_bytes(dir_) == before);
 }
 
 TEST_F(FolderOwner, ARunStartingFromAnotherFoldersCheckpointIsRefusedToo) {
@@ -78,7 +65,7 @@ TEST_F(FolderOwner, ResumingCarriesTheRunOnUnderItsIdentity) {
   Outcome named = run_megahost({"train.steps=4", "checkpoint.dir=" + dir_, "checkpoint.load=" + dir_ + "/step_000000003"});
   ASSERT_EQ(named.status, 0) << named.log;
   EXPECT_TRUE(fs::exists(dir_ + "/step_000000004"));
-  EXPECT_EQ(read(dir_ + "/megahost_run.json"), owner_);
+  EXPECT_EQ(mh::test::file_bytes(dir_ + "/megahost_run.json"), owner_);
 }
 
 TEST_F(FolderOwner, OverwriteTakesTheFolderAndDeletesTheOtherRunsCheckpoints) {
@@ -86,8 +73,8 @@ TEST_F(FolderOwner, OverwriteTakesTheFolderAndDeletesTheOtherRunsCheckpoints) {
   ASSERT_EQ(r.status, 0) << r.log;
   EXPECT_FALSE(fs::exists(dir_ + "/step_000000002"));
   EXPECT_TRUE(fs::exists(dir_ + "/step_000000001"));
-  EXPECT_EQ(read(dir_ + "/latest"), "step_000000001\n");
-  EXPECT_NE(read(dir_ + "/megahost_run.json"), owner_);
+  EXPECT_EQ(mh::test::file_bytes(dir_ + "/latest"), "step_000000001\n");
+  EXPECT_NE(mh::test::file_bytes(dir_ + "/megahost_run.json"), owner_);
 }
 
 // Two runs at once interleaved their saves; the loser named a missing
@@ -112,8 +99,8 @@ TEST_F(FolderOwner, ASaveRemovesOnlyItsOwnTemporaryNames) {
   std::ofstream(dir_ + "/.tmp_step_000000009") << "an interrupted save of an earlier version";
   Outcome r = run_megahost({"train.steps=3", "checkpoint.dir=" + dir_, "checkpoint.load=auto"});
   ASSERT_EQ(r.status, 0) << r.log;
-  EXPECT_EQ(read(dir_ + "/.tmp_notes/todo.txt"), "mine");
-  EXPECT_EQ(read(dir_ + "/.trash_keep"), "mine too");
+  EXPECT_EQ(mh::test::file_bytes(dir_ + "/.tmp_notes/todo.txt"), "mine");
+  EXPECT_EQ(mh::test::file_bytes(dir_ + "/.trash_keep"), "mine too");
   EXPECT_FALSE(fs::exists(dir_ + "/.tmp_step_000000009"));
 }
 

@@ -9,17 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "support/process.hpp"
+#include "support/files.hpp"
 
 namespace mh::ckpt::test {
 namespace fs = std::filesystem;
 namespace {
-
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 int64_t last_step(const fs::path& metrics) {
   int64_t step = 0;
@@ -76,7 +70,7 @@ Outcome run_megahost(const std::vector<std::string>& args, const Interrupt& inte
 std::map<std::string, std::string> rank_files(const std::string& dir) {
   std::map<std::string, std::string> files;
   for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".safetensors") files[e.path().filename().string()] = read_all(e.path());
+    if (e.path().extension() == ".safetensors") files[e.path().filename().string()] = mh::test::file_bytes(e.path());
   return files;
 }
 

@@ -11,19 +11,13 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include "support/files.hpp"
 
 namespace mh::data {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
-
-std::string bytes_of(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 class PrepareTest : public ::testing::Test {
  protected:
@@ -49,7 +43,7 @@ TEST_F(PrepareTest, OutputIsTheSameForAnyNumberOfWorkers) {
   run(input, {.output_prefix = dir_.file("one")});
   run(input, {.output_prefix = dir_.file("four"), .workers = 4});
   for (const char* ext : {".bin", ".idx"}) {
-    EXPECT_EQ(bytes_of(dir_.file("one") + ext), bytes_of(dir_.file("four") + ext)) << ext;
+    EXPECT_EQ(mh::test::file_bytes(dir_.file("one") + ext), mh::test::file_bytes(dir_.file("four") + ext)) << ext;
   }
 }
 
@@ -76,12 +70,12 @@ TEST_F(PrepareTest, SkippedBadDocumentsAreCounted) {
 
 TEST_F(PrepareTest, ARunThatFailsPartwayLeavesThePreviousDataset) {
   run(jsonl(5));
-  const std::string before = bytes_of(dir_.file("out.idx"));
+  const std::string before = mh::test::file_bytes(dir_.file("out.idx"));
   std::string text;
   for (int d = 0; d < 9000; ++d) text += "{\"text\": \"more\"}\n";
   const std::string input = dir_.write("in.jsonl", text + "not json\n");
   EXPECT_THROW(run(input), Error);
-  EXPECT_EQ(bytes_of(dir_.file("out.idx")), before);
+  EXPECT_EQ(mh::test::file_bytes(dir_.file("out.idx")), before);
   EXPECT_EQ(IndexedDataset(dir_.file("out")).document_count(), 5);
 }
 

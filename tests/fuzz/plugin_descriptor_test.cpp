@@ -8,6 +8,9 @@
 
 #include <megahost/options.hpp>
 
+#include <cstddef>
+#include <cstring>
+
 #include "plugins/plugin_loader.hpp"
 #include "plugins/registry.hpp"
 
@@ -44,7 +47,15 @@ class OneOptionPlugin {
   }
 
  private:
-  static constexpr MH_KernelsApi kTable{sizeof(MH_KernelsApi)};
+  // Every entry set, as the loader requires; none is called.
+  static MH_KernelsApi every_entry_set() {
+    MH_KernelsApi table{sizeof(MH_KernelsApi)};
+    void (*const stub)() = [] {};
+    for (size_t at = sizeof(size_t); at + sizeof stub <= offsetof(MH_KernelsApi, capabilities); at += sizeof stub)
+      std::memcpy(reinterpret_cast<char*>(&table) + at, &stub, sizeof stub);
+    return table;
+  }
+  static inline const MH_KernelsApi kTable = every_entry_set();
   MH_OptionSpec option_;
   MH_ComponentDesc component_;
   MH_PluginDesc desc_;

@@ -50,6 +50,7 @@ std::string traced_config(const std::string& dir, const std::string& inner_optio
 Outcome run_with(const mh::data::testing::TempDir& dir, const std::string& toml, std::vector<std::string> extra) {
   std::vector<std::string> args{"--config", dir.write("run.toml", toml)};
   for (const auto& o : tiny_run()) args.push_back(o);
+  args.push_back("train.global_batch=4");  // two data-parallel ranks of micro_batch 2
   for (auto& e : extra) args.push_back(std::move(e));
   return run_megahost(args);
 }

@@ -17,6 +17,7 @@
 
 #include "data/temp_dir.hpp"
 #include "megahost_process.hpp"
+#include "support/files.hpp"
 
 namespace mh::host::testing {
 namespace {
@@ -24,18 +25,11 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Each line of a metrics file parsed; fails the test on a line that is not
 // one whole JSON record.
 std::vector<nlohmann::json> records(const std::string& path) {
   std::vector<nlohmann::json> out;
-  std::istringstream lines(read(path));
+  std::istringstream lines(mh::test::file_bytes(path));
   for (std::string line; std::getline(lines, line);) {
     auto j = nlohmann::json::parse(line, nullptr, false);
     EXPECT_FALSE(j.is_discarded()) << "not a whole record: '" << line << "'";
@@ -90,7 +84,7 @@ TEST_F(OutputFiles, GradsOutThatIsTheConfigIsRefusedAndTheConfigIsUntouched) {
   Outcome o = run_megahost(tiny({"--config", config, "--grads_out", config}));
   EXPECT_EQ(o.status, 2) << o.err;
   EXPECT_THAT(o.err, HasSubstr("--grads_out '" + config + "' is one of the run's inputs"));
-  EXPECT_EQ(read(config), "[train]\nsteps = 1\n");
+  EXPECT_EQ(mh::test::file_bytes(config), "[train]\nsteps = 1\n");
 }
 
 TEST_F(OutputFiles, MetricsOutThatIsABlendMembersIndexIsRefusedAndTheDatasetIsUntouched) {
@@ -117,7 +111,7 @@ TEST_F(OutputFiles, OutputsOverTheCheckpointBeingLoadedAreRefusedAndItStaysWhole
   const std::string ckpt = dir_.file("ckpt");
   ASSERT_EQ(run_megahost(tiny({"train.steps=1", "checkpoint.dir=" + ckpt})).status, 0);
   const std::string step = ckpt + "/step_000000001";
-  const std::string metadata = read(step + "/metadata.json"), rank = read(step + "/rank_00000.safetensors");
+  const std::string metadata = mh::test::file_bytes(step + "/metadata.json"), rank = mh::test::file_bytes(step + "/rank_00000.safetensors");
   Outcome named = run_megahost(tiny({"train.steps=2", "checkpoint.load=" + step, "--metrics_out", step + "/metadata.json"}));
   EXPECT_EQ(named.status, 2) << named.err;
   EXPECT_THAT(named.err, HasSubstr("read as checkpoint.load); writing it would destroy it"));
@@ -127,8 +121,8 @@ TEST_F(OutputFiles, OutputsOverTheCheckpointBeingLoadedAreRefusedAndItStaysWhole
   EXPECT_THAT(automatic.err, HasSubstr("read as checkpoint.dir); writing it would destroy it"));
   Outcome latest = run_megahost(tiny({"train.steps=2", "checkpoint.dir=" + ckpt, "--metrics_out", ckpt + "/latest"}));
   EXPECT_EQ(latest.status, 2) << latest.err;
-  EXPECT_EQ(read(step + "/metadata.json"), metadata);
-  EXPECT_EQ(read(step + "/rank_00000.safetensors"), rank);
+  EXPECT_EQ(mh::test::file_bytes(step + "/metadata.json"), metadata);
+  EXPECT_EQ(mh::test::file_bytes(step + "/rank_00000.safetensors"), rank);
 }
 
 TEST_F(OutputFiles, MetricsOutThatIsThePromptsFileIsRefusedAndThePromptsStay) {
@@ -137,7 +131,7 @@ TEST_F(OutputFiles, MetricsOutThatIsThePromptsFileIsRefusedAndThePromptsStay) {
   Outcome o = run_megahost(tiny({"--config", config, "--metrics_out", prompts}));
   EXPECT_EQ(o.status, 2) << o.err;
   EXPECT_THAT(o.err, HasSubstr("read as generate.prompts_file)"));
-  EXPECT_EQ(read(prompts), "Once upon\n");
+  EXPECT_EQ(mh::test::file_bytes(prompts), "Once upon\n");
 }
 
 TEST_F(OutputFiles, GradsOutThatIsTheTokenizerFileIsRefused) {
@@ -145,7 +139,7 @@ TEST_F(OutputFiles, GradsOutThatIsTheTokenizerFileIsRefused) {
   Outcome o = run_megahost(tiny({"data.tokenizer=huggingface", "data.tokenizer_file=" + tokenizer, "--grads_out", tokenizer}));
   EXPECT_EQ(o.status, 2) << o.err;
   EXPECT_THAT(o.err, HasSubstr("read as data.tokenizer_file)"));
-  EXPECT_EQ(read(tokenizer), "{}");
+  EXPECT_EQ(mh::test::file_bytes(tokenizer), "{}");
 }
 
 TEST_F(OutputFiles, GradsOutInAMissingFolderIsRefusedBeforeStepOneWithTheSystemsReason) {
@@ -175,7 +169,7 @@ TEST_F(OutputFiles, MetricsFileLockedByAnotherRunIsRefusedAndKeepsItsRecords) {
   ::close(fd);
   EXPECT_EQ(o.status, 1);
   EXPECT_THAT(o.err, HasSubstr("metrics file '" + metrics + "' is locked by another run writing it"));
-  EXPECT_EQ(read(metrics), "{\"step\":1}\n");
+  EXPECT_EQ(mh::test::file_bytes(metrics), "{\"step\":1}\n");
 }
 
 // A file-size limit (ulimit -f, SIGXFSZ ignored) fails a write part-way,

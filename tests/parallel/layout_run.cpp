@@ -14,18 +14,11 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+#include "support/files.hpp"
 
 namespace mh::test {
 namespace fs = std::filesystem;
 namespace {
-
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 MemoryRecord read_memory(const fs::path& metrics) {
   MemoryRecord m;
@@ -81,7 +74,7 @@ LayoutResult run_layout(const std::string& overrides, bool mpi, int ranks) {
   LayoutResult r;
   r.exit_code = exit.status;
   r.log = exit.out;
-  r.metrics = read_file(dir / "metrics.jsonl");
+  r.metrics = mh::test::file_bytes(dir / "metrics.jsonl");
   r.losses = series(r, "loss");
   r.val_losses = series(r, "val_loss");
   // Pipeline stages each write their own parameters' gradients.

@@ -14,6 +14,7 @@
 
 #include "data/temp_dir.hpp"
 #include "host/megahost_process.hpp"
+#include "support/files.hpp"
 
 namespace mh {
 namespace {
@@ -27,17 +28,10 @@ using ::testing::HasSubstr;
 
 const std::string kTiny = std::string(MEGAHOST_TEST_TUNER_DIR) + "/tiny_tune.toml";
 
-std::string read(const std::string& file) {
-  std::ifstream in(file);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Lines of a CSV file after its header.
 std::vector<std::string> rows(const std::string& file) {
   std::vector<std::string> out;
-  std::istringstream in(read(file));
+  std::istringstream in(mh::test::file_bytes(file));
   std::string line;
   std::getline(in, line);
   while (std::getline(in, line)) out.push_back(line);
@@ -64,14 +58,14 @@ TEST(Tune, RanksMeasuresTheBestAndWritesAWinnerThatRunsUnchanged) {
   ASSERT_GT(best.size(), 10u);
   EXPECT_NE(best[10], "0.000000") << "step_s_measured of " << ranked[0];
   EXPECT_FALSE(rows(dir.file("out/rejected.csv")).empty());
-  EXPECT_THAT(read(dir.file("out/report.txt")), HasSubstr("tuned " + kTiny));
+  EXPECT_THAT(mh::test::file_bytes(dir.file("out/report.txt")), HasSubstr("tuned " + kTiny));
   const Outcome run = run_megahost({"--config", dir.file("out/tuned.toml"), "train.steps=1"});
   EXPECT_EQ(run.status, 0) << run.err;
 }
 
 TEST(Tune, WhenNothingFitsItSaysSoExitsOneAndWritesNoWinner) {
   TempDir dir;
-  std::string profile = read(std::string(MEGAHOST_TEST_TUNER_DIR) + "/test_cpu.toml");
+  std::string profile = mh::test::file_bytes(std::string(MEGAHOST_TEST_TUNER_DIR) + "/test_cpu.toml");
   profile.replace(profile.find("memory_gib = 8"), 14, "memory_gib = 0.0001");
   const std::string small = dir.write("small_cpu.toml", profile);
   const Outcome o = run_megahost({"--config", kTiny, "output.dir=" + dir.file("out"), "tuner.cluster=" + small});
@@ -88,7 +82,7 @@ TEST(Tune, ForAGpuClusterWritesTheNcclCudaRunToLaunchAndItsLaunchLineAndItDryRun
                                   "tuner.top_k=0"});
   ASSERT_EQ(o.status, 0) << o.err << o.out;
   EXPECT_THAT(o.out, AllOf(HasSubstr("mpirun -np 8 --npernode 8 "), HasSubstr("srun --nodes 1 --ntasks-per-node 8 ")));
-  const std::string tuned = read(dir.file("out/tuned.toml"));
+  const std::string tuned = mh::test::file_bytes(dir.file("out/tuned.toml"));
   EXPECT_THAT(tuned, AllOf(HasSubstr("plugin = 'nccl'"), HasSubstr("world_size = 8"), HasSubstr("plugin = 'cuda'"),
                            HasSubstr("# Run it with:\n#   mpirun -np 8")));
   EXPECT_THAT(tuned, ::testing::Not(HasSubstr("'threads'")));
@@ -128,10 +122,10 @@ TEST(Tune, AThirdPartysRecomputePolicyIsSearchedAndPricedBetweenNoneAndFull) {
   std::vector<std::string> all = rows(dir.file("out/ranked.csv"));
   for (const std::string& r : rows(dir.file("out/rejected.csv"))) all.push_back(r);
   const std::map<std::string, double> step = predicted_by_policy(all);
-  ASSERT_EQ(step.count("mlp_only"), 1u) << read(dir.file("out/report.txt"));
+  ASSERT_EQ(step.count("mlp_only"), 1u) << mh::test::file_bytes(dir.file("out/report.txt"));
   EXPECT_LT(step.at("none"), step.at("mlp_only"));
   EXPECT_LT(step.at("mlp_only"), step.at("full"));
-  EXPECT_THAT(read(dir.file("out/ranked.csv")), HasSubstr(",mlp_only,0,"));
+  EXPECT_THAT(mh::test::file_bytes(dir.file("out/ranked.csv")), HasSubstr(",mlp_only,0,"));
 }
 
 // Under a memory cap only the distributed optimizer's sharded state meets
@@ -158,7 +152,7 @@ TEST(Tune, UnderACapOnlyTheDistributedOptimizerMeetsThePickUsesItAndItsConfigDry
   }
   ASSERT_LT(sharded, plain);
   // A device shared by the node's 2 ranks, with memory between the two.
-  std::string profile = read(std::string(MEGAHOST_TEST_TUNER_DIR) + "/test_cpu.toml");
+  std::string profile = mh::test::file_bytes(std::string(MEGAHOST_TEST_TUNER_DIR) + "/test_cpu.toml");
   profile.replace(profile.find("memory_gib = 8"), 14, "memory_gib = " + std::to_string(sharded + plain));
   std::vector<std::string> capped = search;
   capped.push_back("output.dir=" + dir.file("out"));
@@ -166,9 +160,9 @@ TEST(Tune, UnderACapOnlyTheDistributedOptimizerMeetsThePickUsesItAndItsConfigDry
   const Outcome o = run_megahost(capped);
   ASSERT_EQ(o.status, 0) << o.err << o.out;
   const std::vector<std::string> ranked = rows(dir.file("out/ranked.csv"));
-  ASSERT_EQ(ranked.size(), 2u) << read(dir.file("out/report.txt"));
+  ASSERT_EQ(ranked.size(), 2u) << mh::test::file_bytes(dir.file("out/report.txt"));
   for (const std::string& row : ranked) EXPECT_THAT(row, HasSubstr(",true,")) << "distributed optimizer";
-  const std::string tuned = read(dir.file("out/tuned.toml"));
+  const std::string tuned = mh::test::file_bytes(dir.file("out/tuned.toml"));
   EXPECT_THAT(tuned, HasSubstr("distributed_optimizer = true"));
   const Outcome dry = run_megahost({"--config", dir.file("out/tuned.toml"), "--dry_run"});
   EXPECT_EQ(dry.status, 0) << dry.err;
@@ -178,7 +172,7 @@ TEST(Tune, UnderACapOnlyTheDistributedOptimizerMeetsThePickUsesItAndItsConfigDry
 TEST(Tune, AProfileInTheUsersFolderIsFoundByName) {
   TempDir dir;
   std::filesystem::create_directories(dir.file("config/megahost/hardware"));
-  dir.write("config/megahost/hardware/mine.toml", read(std::string(MEGAHOST_TEST_TUNER_DIR) + "/test_cpu.toml"));
+  dir.write("config/megahost/hardware/mine.toml", mh::test::file_bytes(std::string(MEGAHOST_TEST_TUNER_DIR) + "/test_cpu.toml"));
   const char* xdg = std::getenv("XDG_CONFIG_HOME");
   const std::string saved = xdg != nullptr ? xdg : "";
   setenv("XDG_CONFIG_HOME", dir.file("config").c_str(), 1);
@@ -220,26 +214,26 @@ TEST(Tune, AnInferenceGoalRanksByTokenTimesAndWritesAGenerateConfigThatRuns) {
   const Outcome o = run_megahost(args);
   ASSERT_EQ(o.status, 0) << o.err << o.out;
   EXPECT_THAT(o.out, AllOf(HasSubstr("TTFT s"), HasSubstr("TPOT ms"), HasSubstr("best: t=")));
-  EXPECT_THAT(read(dir.file("out/ranked.csv")), HasSubstr("rank,tensor,pipeline,batch,ttft_s_predicted,ttft_s_measured"));
+  EXPECT_THAT(mh::test::file_bytes(dir.file("out/ranked.csv")), HasSubstr("rank,tensor,pipeline,batch,ttft_s_predicted,ttft_s_measured"));
   const std::vector<std::string> best = fields(rows(dir.file("out/ranked.csv"))[0]);
   ASSERT_GT(best.size(), 11u);
   EXPECT_NE(best[5], "0.000000") << "ttft_s_measured";
   EXPECT_NE(best[10], "0.000") << "memory_gib from the dry run";
   EXPECT_EQ(best[11], "dry_run");
-  const std::string tuned = read(dir.file("out/tuned.toml"));
+  const std::string tuned = mh::test::file_bytes(dir.file("out/tuned.toml"));
   EXPECT_THAT(tuned, AllOf(HasSubstr("[generate]"), HasSubstr("max_new_tokens = 4"), HasSubstr("stop_at_eod = false"),
                            HasSubstr("prompts_b")));
   const Outcome dry = run_megahost({"--config", dir.file("out/tuned.toml"), "--dry_run"});
   EXPECT_EQ(dry.status, 0) << dry.err;
   const Outcome run = run_megahost({"--config", dir.file("out/tuned.toml"), "--metrics_out", dir.file("m.jsonl")});
   EXPECT_EQ(run.status, 0) << run.err;
-  EXPECT_THAT(read(dir.file("m.jsonl")), HasSubstr("\"ttft_s\""));
+  EXPECT_THAT(mh::test::file_bytes(dir.file("m.jsonl")), HasSubstr("\"ttft_s\""));
 }
 
 TEST(Tune, AnInferenceGoalKeepsTheConfigsOwnPromptInTheWinner) {
   TempDir dir;
   // tiny_tune.toml with its paths absolute, since this copy lives elsewhere.
-  std::string text = read(kTiny);
+  std::string text = mh::test::file_bytes(kTiny);
   auto replace = [&](const std::string& from, const std::string& to) { text.replace(text.find(from), from.size(), to); };
   replace("../../data/corpus_byte", MEGAHOST_TEST_DATA);
   replace("\"test_cpu.toml\"", "\"" + std::string(MEGAHOST_TEST_TUNER_DIR) + "/test_cpu.toml\"");
@@ -248,7 +242,7 @@ TEST(Tune, AnInferenceGoalKeepsTheConfigsOwnPromptInTheWinner) {
   args.insert(args.end(), kGenerate.begin(), kGenerate.end() - 1);
   const Outcome o = run_megahost(args);
   ASSERT_EQ(o.status, 0) << o.err << o.out;
-  const std::string tuned = read(dir.file("out/tuned.toml"));
+  const std::string tuned = mh::test::file_bytes(dir.file("out/tuned.toml"));
   EXPECT_THAT(tuned, AllOf(HasSubstr("prompt = 'Once upon'"), HasSubstr("temperature = 0.5")));
   EXPECT_THAT(tuned, ::testing::Not(HasSubstr("prompts_file")));
   const Outcome run = run_megahost({"--config", dir.file("out/tuned.toml")});
@@ -257,7 +251,7 @@ TEST(Tune, AnInferenceGoalKeepsTheConfigsOwnPromptInTheWinner) {
 
 TEST(Tune, AnInferenceGoalWithAServeSectionWritesAServeConfigOfTheWinner) {
   TempDir dir;
-  std::string text = read(kTiny);
+  std::string text = mh::test::file_bytes(kTiny);
   auto replace = [&](const std::string& from, const std::string& to) { text.replace(text.find(from), from.size(), to); };
   replace("../../data/corpus_byte", MEGAHOST_TEST_DATA);
   replace("\"test_cpu.toml\"", "\"" + std::string(MEGAHOST_TEST_TUNER_DIR) + "/test_cpu.toml\"");
@@ -267,7 +261,7 @@ TEST(Tune, AnInferenceGoalWithAServeSectionWritesAServeConfigOfTheWinner) {
   const Outcome o = run_megahost(args);
   ASSERT_EQ(o.status, 0) << o.err << o.out;
   const std::vector<std::string> best = fields(rows(dir.file("out/ranked.csv"))[0]);
-  const std::string tuned = read(dir.file("out/tuned.toml"));
+  const std::string tuned = mh::test::file_bytes(dir.file("out/tuned.toml"));
   EXPECT_THAT(tuned, AllOf(HasSubstr("[serve]"), HasSubstr("max_batch = " + best[3]), HasSubstr("max_queue = 5"),
                            HasSubstr("port = 0")));
   EXPECT_THAT(tuned, ::testing::Not(::testing::AnyOf(HasSubstr("[generate]"), HasSubstr("[tuner]"))));
@@ -276,7 +270,7 @@ TEST(Tune, AnInferenceGoalWithAServeSectionWritesAServeConfigOfTheWinner) {
 // Every rank's peaks per category, from a dry run of the tiny model (four
 // layers) with `overrides`.
 std::vector<nlohmann::json> dry_run_peaks(TempDir& dir, const std::vector<std::string>& overrides) {
-  const std::string model = read(kTiny).substr(0, read(kTiny).find("[tuner]"));
+  const std::string model = mh::test::file_bytes(kTiny).substr(0, mh::test::file_bytes(kTiny).find("[tuner]"));
   std::vector<std::string> args{"--config", dir.write("run.toml", model), "--dry_run", "--metrics_out",
                                 dir.file("m.jsonl"), "model.layers=4",
                                 std::string("data.path=") + MEGAHOST_TEST_DATA};
