@@ -10,7 +10,9 @@
 #    profile folder: --list_plugins must show the example and the installed
 #    plugins; the embedded default run trains (its data from share/megahost);
 #    two training steps with the example policy selected from the installed
-#    example's TOML succeed; the tuner finds the shipped dgx_h100 profile.
+#    example's TOML succeed; the tuner finds the shipped dgx_h100 profile;
+# 5. where a private mount namespace can be made, runs a copy of the install
+#    with the source and build trees hidden (below).
 set(installed_at "${WORK_DIR}/prefix")
 set(prefix "${WORK_DIR}/moved")
 set(example "${WORK_DIR}/example")
@@ -85,3 +87,35 @@ if(NOT EXISTS "${cwd}/tuner_out/tuned.toml")
   message(FATAL_ERROR "the tuner wrote no ${cwd}/tuner_out/tuned.toml:\n${output}")
 endif()
 
+
+# 5. With the source and build trees truly out of view — empty folders
+#    mounted over them in a private mount namespace, where this user may make
+#    one — a copy of the install outside both still runs the default dry run
+#    and the tuner on the shipped profile. Elsewhere step 2 stands for it.
+execute_process(COMMAND unshare -m true RESULT_VARIABLE private_mounts OUTPUT_QUIET ERROR_QUIET)
+if(NOT private_mounts EQUAL 0)
+  message(STATUS "no private mount namespace here (unshare -m): the trees stay in view")
+  return()
+endif()
+set(tmp "/tmp")
+if(DEFINED ENV{TMPDIR} AND NOT "$ENV{TMPDIR}" STREQUAL "")
+  set(tmp "$ENV{TMPDIR}")
+endif()
+string(RANDOM LENGTH 12 tag)
+set(away "${tmp}/megahost_install_${tag}")
+file(COPY "${prefix}/" DESTINATION "${away}")
+file(MAKE_DIRECTORY "${away}/home")
+# The copy's tune.toml names its data relative to itself.
+file(READ "${cwd}/tune.toml" tune)
+string(REPLACE "${prefix}/share" "share" tune "${tune}")
+file(WRITE "${away}/tune.toml" "${tune}")
+set(hide "mount -t tmpfs none '${SOURCE_DIR}' && ( [ ! -d '${BUILD_DIR}' ] || mount -t tmpfs none '${BUILD_DIR}' )")
+set(away_megahost "env -u MEGAHOST_PLUGIN_PATH -u XDG_CONFIG_HOME HOME='${away}/home' OPENBLAS_NUM_THREADS=1 '${away}/bin/megahost'")
+execute_process(COMMAND unshare -m sh -c
+    "${hide} && [ ! -e '${SOURCE_DIR}/configs' ] && cd '${away}' && ${away_megahost} --dry_run && ${away_megahost} --config tune.toml"
+    RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+file(REMOVE_RECURSE "${away}")  # before any verdict: nothing is left in the temporary folder
+if(NOT status EQUAL 0)
+  message(FATAL_ERROR "the moved install with the trees hidden failed (${status}):\n${out}\n${err}")
+endif()
+expect_in("${out}${err}" "on dgx_h100")
