@@ -65,13 +65,20 @@ void write_layout(toml::table& root, const MH_Candidate& c) {
   root.insert_or_assign("recompute", std::move(recompute));
 }
 
-// The checkpoint to generate from, relative to the tuned config's folder.
+// The path keys `keys` of section `name`, relative to the tuned config's
+// folder, resolved for a config written elsewhere.
+void resolve_section_paths(const Config& config, toml::table& root, const std::string& name,
+                           std::initializer_list<const char*> keys) {
+  toml::table* table = root[name].as_table();
+  if (table == nullptr) return;
+  for (const char* key : keys)
+    if (std::string v = string_or(*table, key, ""); !v.empty())
+      table->insert_or_assign(key, config.resolve_key(name + "." + key, v));
+}
+
+// The checkpoint to generate from.
 void resolve_checkpoint_paths(const Config& config, toml::table& root) {
-  toml::table* checkpoint = root["checkpoint"].as_table();
-  if (checkpoint == nullptr) return;
-  for (const char* key : {"dir", "load"})
-    if (std::string v = string_or(*checkpoint, key, ""); !v.empty() && v != "auto")
-      checkpoint->insert_or_assign(key, config.resolve(v).string());
+  resolve_section_paths(config, root, "checkpoint", {"dir", "load"});
 }
 
 void write_generate(const Config& config, toml::table& root, const MH_Candidate& c, const GenerateRequest& r) {
@@ -169,6 +176,11 @@ toml::table serve_config(const Config& config, const Assembly& assembly, const M
     serve.insert_or_assign("chat_template", config.resolve(own).string());
   write_world(root, cluster, c.tensor * c.pipeline);
   return root;
+}
+
+void resolve_output_paths(const Config& config, toml::table& root) {
+  resolve_checkpoint_paths(config, root);
+  resolve_section_paths(config, root, "output", {"metrics", "tensorboard_dir"});
 }
 
 void write_toml(const toml::table& table, const std::filesystem::path& file, const std::string& comment) {
