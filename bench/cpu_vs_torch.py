@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Megahost's CPU training step against PyTorch's, same model, same machine, same run.
 
 For each config ("tiny", "small" of shared/research/baselines.md, and "llama_small": the "small"
@@ -17,9 +17,9 @@ per-repetition ratios (the two runs of a repetition are adjacent in time, so the
 similar machine load). GFLOP/s use the model-FLOP formula of baselines.md:
 FLOPs/step = tokens * (6 N + 12 L h T), N = parameters without the positional table.
 
-Run with a python that has torch: PyTorch 2.x for the bf16 rows (a venv outside the repository,
-e.g. /opt/torch2-venv/bin/python; Debian's python3-torch 1.13 at /usr/bin/python3 runs fp32):
-  /opt/torch2-venv/bin/python bench/cpu_vs_torch.py [--configs tiny,small] [--dtypes fp32,bf16] [--reps 3]
+Run with a python that has torch: PyTorch 2.x for the bf16 rows (the environment that
+scripts/install-deps.sh makes, named by scripts/python-env; a PyTorch 1.x runs fp32 only):
+  $(scripts/python-env) bench/cpu_vs_torch.py [--configs tiny,small] [--dtypes fp32,bf16] [--reps 3]
 or bench/cpu_vs_torch.sh, which also builds build-bench if needed.
 """
 import argparse
@@ -566,14 +566,14 @@ def main():
     try:
         import torch  # only checks that the workers will find it
     except ImportError:
-        raise SystemExit(f"{sys.executable} has no torch: apt-get install -y python3-torch and run with /usr/bin/python3")
+        raise SystemExit(f"{sys.executable} has no torch: run scripts/install-deps.sh and use $(scripts/python-env)")
     torch2 = int(torch.__version__.split(".")[0]) >= 2
     dtypes = [d for d in (args.dtypes or ("fp32,bf16" if torch2 else "fp32")).split(",") if d]
     if any(d not in ("fp32", "bf16") for d in dtypes):
         raise SystemExit(f"--dtypes takes fp32 and bf16, not {args.dtypes!r}")
     if "bf16" in dtypes and not torch2 and int(torch.__version__.split(".")[0]) < 2:
         raise SystemExit(f"bf16 rows compare with PyTorch 2.x's CPU autocast; {sys.executable} has torch "
-                         f"{torch.__version__}: run with a PyTorch 2.x python (e.g. a venv: pip install torch)")
+                         f"{torch.__version__}: run with a PyTorch 2.x python (scripts/python-env names one)")
     args.openblas = find_openblas(args.megahost)
     args.onednn = find_onednn(args.megahost)
     if "bf16" in dtypes and not args.onednn:

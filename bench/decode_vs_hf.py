@@ -1,9 +1,9 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Single-stream greedy decode of the GPT-2 124M shape: Megahost's time per output token
 against transformers' generate (PyTorch, KV cache) and against the memory-bandwidth limit,
 measured in one run on the same machine.
 
-  /usr/bin/python3 bench/decode_vs_hf.py [--threads 2] [--prompt 64] [--new 64] [--reps 3]
+  $(scripts/python-env) bench/decode_vs_hf.py [--threads 2] [--prompt 64] [--new 64] [--reps 3]
 
 The model: transformers' GPT2LMHeadModel with GPT-2 small's config (12 layers, hidden 768,
 12 heads, vocabulary 50257, tied output), seeded random weights, saved with save_pretrained;

@@ -3,7 +3,7 @@
 against Hugging Face `tokenizers` on one thread, on typical text (the shipped
 corpus, paragraph by paragraph) and on long single pieces (64 KiB runs of
 letters, of CJK, of digits). Both are checked to agree before being timed.
-    python3 bench/tokenizer_bench.py build/bin/data_interop_tool [REPEATS]
+    $(scripts/python-env) bench/tokenizer_bench.py build/bin/data_interop_tool [REPEATS]
 """
 import json
 import os

@@ -9,8 +9,8 @@ matching `tokenizers` token for token is the point: each code point c is
 classified by how GPT-2's pre-tokenizer cuts "a"+c, "1"+c, "!"+c and "\\t"+c
 (one piece means c continues that class). Every code point lands in exactly
 one class or the script fails. Rerun it when upgrading `tokenizers` (pinned
-in scripts/install-deps.sh):
-    python3 scripts/gen_unicode_classes.py > host/data/unicode_classes.inc
+in scripts/python-requirements.txt):
+    $(scripts/python-env) scripts/gen_unicode_classes.py > host/data/unicode_classes.inc
 """
 import sys
 

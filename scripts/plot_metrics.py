@@ -12,7 +12,7 @@ try:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 except ImportError as e:
-    sys.exit(f"missing Python package ({e}); run: python3 -m pip install matplotlib")
+    sys.exit(f"missing Python package ({e}); run scripts/install-deps.sh, then $(scripts/python-env) scripts/plot_metrics.py")
 
 
 def runs(path):

@@ -51,10 +51,10 @@ constexpr int kExitFailure = 1;
 constexpr int kExitBadInput = 2;
 
 // Every file this invocation may write, with the flag or key that names it.
-std::vector<mh::OutputFile> outputs(const mh::Assembly& assembly, const std::string& profile) {
+std::vector<mh::OutputFile> outputs(const mh::Config& config, const mh::Assembly& assembly, const std::string& profile) {
   const bool from_flag = !FLAGS_metrics_out.empty();
   return {{from_flag ? "--metrics_out" : "output.metrics",
-           from_flag ? FLAGS_metrics_out : assembly.output.options().get_string("metrics")},
+           from_flag ? FLAGS_metrics_out : config.resolve_if_set(assembly.output.options().get_string("metrics"))},
           {"--grads_out", FLAGS_grads_out},
           {"--calibrate_out", profile}};
 }
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
   std::optional<mh::Assembly> assembly = mh::assemble(*config, registry, diag);
   if (!assembly) return fail(diag);
   const std::string profile = calibrate_out(diag);
-  mh::check_output_files(outputs(*assembly, profile), mh::run_inputs(*config, *assembly, plugins), diag);
+  mh::check_output_files(outputs(*config, *assembly, profile), mh::run_inputs(*config, *assembly, plugins), diag);
   mh::check_launch(*config, *assembly, diag);
   if (!diag.has_errors()) mh::check_layout(*config, *assembly, diag);
   if (assembly->serves) mh::serve::check(*config, *assembly, diag);

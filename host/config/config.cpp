@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "checkpoint/model_keys.hpp"
@@ -20,6 +21,7 @@
 #include "embedded_default_config.hpp"
 #include "config/model_preset.hpp"
 #include "config/toml_nesting.hpp"
+#include "data/share_dir.hpp"
 
 namespace mh {
 namespace fs = std::filesystem;
@@ -49,6 +51,61 @@ toml::node_view<toml::node> parsed_value(const std::string& text, toml::table& h
   return holder["v"];
 }
 
+// The host keys that name files or folders. One rule for all (docs/config.md,
+// "Paths"): a relative path written in a config file resolves against that
+// file's folder (Config::resolve), one given on the command line against the
+// working directory, so an override is made absolute as it is applied.
+enum class PathKind { kPath, kWeightedList, kPathOrAuto, kProfileFile };
+const std::map<std::string, PathKind, std::less<>> kPathKeys = {
+    {"data.path", PathKind::kPath},
+    {"data.paths", PathKind::kWeightedList},
+    {"data.train_paths", PathKind::kWeightedList},
+    {"data.valid_paths", PathKind::kWeightedList},
+    {"data.test_paths", PathKind::kWeightedList},
+    {"data.vocab_file", PathKind::kPath},
+    {"data.merges_file", PathKind::kPath},
+    {"data.tokenizer_file", PathKind::kPath},
+    {"output.metrics", PathKind::kPath},
+    {"output.tensorboard_dir", PathKind::kPath},
+    {"output.dir", PathKind::kPath},
+    {"checkpoint.dir", PathKind::kPath},
+    {"checkpoint.load", PathKind::kPathOrAuto},
+    {"generate.prompts_file", PathKind::kPath},
+    {"serve.chat_template", PathKind::kPath},
+    {"tuner.cluster", PathKind::kProfileFile},
+};
+
+std::string absolute(const std::string& path, const fs::path& base) {
+  return path.empty() || fs::path(path).is_absolute() ? path : (base / path).string();
+}
+
+// "0.3 a 0.7 b" or "a" (data::parse_blend's forms): the weights stay, every
+// prefix becomes absolute. A malformed list is left for the parser to report.
+std::string absolute_weighted_list(const std::string& list, const fs::path& base) {
+  std::istringstream in(list);
+  std::vector<std::string> words;
+  for (std::string word; in >> word;) words.push_back(word);
+  if (words.size() == 1) return absolute(words[0], base);
+  std::string out;
+  for (size_t i = 0; i < words.size(); ++i)
+    out += (i == 0 ? "" : " ") + (i % 2 == 1 ? absolute(words[i], base) : words[i]);
+  return out;
+}
+
+// `value` of `key` with its relative paths made absolute against `base`, if
+// `key` is a path key; anything else as it is.
+std::string absolute_paths_of(const std::string& key, const std::string& value, const fs::path& base) {
+  auto it = kPathKeys.find(key);
+  if (it == kPathKeys.end()) return value;
+  switch (it->second) {
+    case PathKind::kPath: return absolute(value, base);
+    case PathKind::kWeightedList: return absolute_weighted_list(value, base);
+    case PathKind::kPathOrAuto: return value == "auto" ? value : absolute(value, base);
+    case PathKind::kProfileFile: return fs::path(value).extension() == ".toml" ? absolute(value, base) : value;
+  }
+  return value;
+}
+
 void apply_override(toml::table& root, const std::string& item, Diagnostics& diag) {
   auto eq = item.find('=');
   if (eq == std::string::npos || eq == 0) {
@@ -73,6 +130,12 @@ void apply_override(toml::table& root, const std::string& item, Diagnostics& dia
   }
   toml::table holder;
   auto value = parsed_value(item.substr(eq + 1), holder);
+  if (value.is_string()) {
+    std::string key;
+    for (const auto& part : path) key += (key.empty() ? "" : ".") + part;
+    table->insert_or_assign(path.back(), absolute_paths_of(key, *value.value<std::string>(), fs::current_path()));
+    return;
+  }
   table->insert_or_assign(path.back(), *value.node());
 }
 
@@ -179,7 +242,8 @@ std::optional<Config> Config::load(const std::string& path, const std::vector<st
   Config config;
   std::string text = kEmbeddedDefaultConfig;
   config.file_ = "<embedded default config>";
-  config.base_dir_ = MEGAHOST_DEFAULT_CONFIG_DIR;
+  // The embedded default resolves its paths as if it were the shipped configs/default.toml.
+  config.base_dir_ = share_dir() / "configs";
   config.embedded_ = path.empty();
   if (!path.empty()) {
     config.file_ = path;
@@ -321,6 +385,10 @@ std::string Config::where(const toml::table* section) const {
 fs::path Config::resolve(const std::string& path) const {
   fs::path p(path);
   return p.is_absolute() ? p : base_dir_ / p;
+}
+
+std::string Config::resolve_key(const std::string& key, const std::string& value) const {
+  return absolute_paths_of(key, value, base_dir_);
 }
 
 const char* OptionValues::keep(std::string text) {

@@ -37,7 +37,16 @@ class Config {
   std::string where(const toml::node& node) const;
   std::string where(const toml::table* section) const;
   // A relative path from the config resolved against the config's folder.
+  // Overrides are absolute by then: the command line's paths resolve against
+  // the working directory (docs/config.md, "Paths").
   std::filesystem::path resolve(const std::string& path) const;
+  // resolve(), keeping "" (unset) as it is.
+  std::string resolve_if_set(const std::string& path) const { return path.empty() ? path : resolve(path).string(); }
+  // The value of `key` ("data.paths") with its relative paths resolved, if
+  // it is a path key (docs/config.md, "Paths"): a weighted list keeps its
+  // weights, checkpoint.load keeps "auto", tuner.cluster a profile's name.
+  // For a config written elsewhere (the tuner's candidates).
+  std::string resolve_key(const std::string& key, const std::string& value) const;
 
  private:
   // The model checkpoint.load names: a Hugging Face folder's config.json,

@@ -50,9 +50,9 @@ class Fields {
   }
   bool present(const char* key) const { return find(key) != nullptr && !find(key)->is_null(); }
   std::string where(const char* key) const { return path_ + ": \"" + key + "\""; }
+  const json* find(const char* key) const { return j_.contains(key) ? &j_.at(key) : nullptr; }
 
  private:
-  const json* find(const char* key) const { return j_.contains(key) ? &j_.at(key) : nullptr; }
   int64_t required(const char* key, std::optional<int64_t> fallback) const {
     require(fallback.has_value(), path_ + ": missing \"" + key + "\"; a config.json saved by transformers has it");
     return *fallback;
@@ -91,6 +91,30 @@ HfModel parse_gpt2(const Fields& f) {
   return hf;
 }
 
+// RoPE's base. transformers 4 writes "rope_theta" and "rope_scaling" at the
+// top level; transformers 5 writes "rope_parameters": {"rope_type",
+// "rope_theta", ...}. Both are read, so a model saved by either converts with
+// its own base, never silently with the class default; only unscaled RoPE
+// ("default") is Megahost's.
+double rope_theta(const Fields& f) {
+  double theta = f.number("rope_theta", 10000);
+  require_value(!f.present("rope_scaling"), f, "rope_scaling",
+                "is set; Megahost's RoPE has no scaling: convert a model without it");
+  const json* parameters = f.find("rope_parameters");
+  if (parameters == nullptr || parameters->is_null()) return theta;
+  const std::string where = f.where("rope_parameters");
+  require(parameters->is_object(), where + " must be an object, got " + parameters->dump());
+  const Fields rope(*parameters, where);
+  const std::string type = rope.text("rope_type", "default");
+  require(type == "default", rope.where("rope_type") + " is \"" + type +
+                                 "\"; Megahost's RoPE has no scaling (\"default\"): convert a model without it");
+  if (!rope.present("rope_theta")) return theta;
+  const double nested = rope.number("rope_theta", theta);
+  require(!f.present("rope_theta") || nested == theta,
+          where + ": \"rope_theta\" differs from the top-level \"rope_theta\"; which base the model has is unclear");
+  return nested;
+}
+
 HfModel parse_llama(const Fields& f) {
   HfModel hf;
   hf.cls = HfClass::kLlama;
@@ -108,15 +132,13 @@ HfModel parse_llama(const Fields& f) {
   m.max_positions = m.seq_len;
   m.vocab_size = f.count("vocab_size", 32000);
   m.norm_eps = f.number("rms_norm_eps", 1e-6);
-  m.rope_theta = f.number("rope_theta", 10000);
+  m.rope_theta = rope_theta(f);
   m.tie_embeddings = f.flag("tie_word_embeddings", false);
   m.bias = f.flag("attention_bias", false);
   require_value(f.flag("mlp_bias", false) == m.bias, f, "mlp_bias",
                 "differs from attention_bias; Megahost's model.bias puts biases on every linear layer or none");
   const std::string act = f.text("hidden_act", "silu");
   require_value(act == "silu", f, "hidden_act", "is \"" + act + "\"; Megahost's swiglu gates with SiLU (\"silu\")");
-  require_value(!f.present("rope_scaling"), f, "rope_scaling",
-                "is set; Megahost's RoPE has no scaling: convert a model without it");
   require_value(!f.present("head_dim") || f.count("head_dim") * m.heads == m.hidden, f, "head_dim",
                 "must be hidden_size / num_attention_heads (Megahost's head size)");
   require_value(m.kv_heads <= m.heads && m.heads % m.kv_heads == 0, f, "num_key_value_heads",

@@ -158,7 +158,8 @@ HfTensor HfFolder::get(const std::string& name) const {
   const safetensors::TensorInfo& info = file.header().tensors.at(it->second.key);
   require(info.dtype == "F32" || info.dtype == "BF16",
           file.path() + ": tensor '" + it->second.key + "' is " + info.dtype +
-              "; Megahost reads F32 and BF16 (save the model with torch_dtype float32 or bfloat16)");
+              "; Megahost reads F32 and BF16 (load the model with dtype=torch.float32 or torch.bfloat16 and "
+              "save_pretrained it again)");
   require(!info.shape.empty() && info.shape.size() <= 2,
           file.path() + ": tensor '" + it->second.key + "' has " + std::to_string(info.shape.size()) +
               " dimensions; the model's weights have 1 or 2");

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "data/regular_file.hpp"
+#include "data/share_dir.hpp"
 
 namespace mh::data {
 namespace {
@@ -81,13 +82,6 @@ BpeParts load(const std::string& vocab_file, const std::string& merges_file) {
 Gpt2Tokenizer::Gpt2Tokenizer(const std::string& vocab_file, const std::string& merges_file)
     : BpeTokenizer(load(vocab_file, merges_file)) {}
 
-std::string shipped_gpt2_folder() {
-  namespace fs = std::filesystem;
-  std::error_code error;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", error);
-  const fs::path installed = exe.parent_path().parent_path() / "share/megahost/gpt2";
-  if (!error && fs::exists(installed / "vocab.json")) return installed.string();
-  return MEGAHOST_SOURCE_GPT2_DIR;
-}
+std::string shipped_gpt2_folder() { return (share_dir() / "data" / "gpt2").string(); }
 
 }  // namespace mh::data

@@ -17,8 +17,7 @@ class Gpt2Tokenizer final : public BpeTokenizer {
   Gpt2Tokenizer(const std::string& vocab_file, const std::string& merges_file);
 };
 
-// The folder of the shipped vocab.json and merges.txt: installed beside the
-// binary (../share/megahost/gpt2) or, in a build tree, in the sources.
+// The folder of the shipped vocab.json and merges.txt: share_dir()/data/gpt2.
 std::string shipped_gpt2_folder();
 
 }  // namespace mh::data

@@ -401,7 +401,7 @@ void run_ranks(const RunSetup& s, const std::function<void(int32_t local)>& body
 
 std::unique_ptr<TrainingLog> training_log(const RunSetup& s, const Assembly& assembly, const Config& config) {
   Options train = assembly.train.options();
-  const std::string dir = assembly.output.options().get_string("tensorboard_dir");
+  const std::string dir = config.resolve_if_set(assembly.output.options().get_string("tensorboard_dir"));
   auto events =
       dir.empty() || s.dry_run ? nullptr : std::make_unique<tensorboard::EventFile>(dir, "output.tensorboard_dir");
   auto log = std::make_unique<TrainingLog>(s.steps, train.get_int("log_interval"), s.global_batch, std::move(events));
@@ -454,7 +454,8 @@ int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
   if (!assembly.generates) open_data(s, assembly, config);
   s.tokenizer = tokenizer_identity(assembly, config);
   const std::unique_ptr<convert::TemporaryImport> imported = plan_checkpoints(s, assembly, config);
-  std::string metrics = flags.metrics_out.empty() ? assembly.output.options().get_string("metrics") : flags.metrics_out;
+  const std::string metrics =
+      flags.metrics_out.empty() ? config.resolve_if_set(assembly.output.options().get_string("metrics")) : flags.metrics_out;
   s.metrics = std::make_unique<MetricsWriter>(s.comm_info.first_rank == 0 ? metrics : "");
   if (assembly.serves) return serve::serve(s, config, [&](const auto& body) { run_ranks(s, body); });
   if (assembly.generates)

@@ -22,12 +22,15 @@ std::string string_or(const toml::table& t, const char* key, const std::string& 
 }
 
 // Paths of the data section are relative to the tuned config's folder; the
-// candidate's file lives elsewhere.
+// candidate's file lives elsewhere. Every input the data section names, the
+// default data.path included.
 void resolve_data_paths(const Config& config, const Assembly& assembly, toml::table& root) {
   toml::table& data = section(root, "data");
   Options values = assembly.data.options();
-  for (const char* key : {"path", "vocab_file", "merges_file"})
-    if (std::string v = values.get_string(key); !v.empty()) data.insert_or_assign(key, config.resolve(v).string());
+  for (const char* key :
+       {"path", "paths", "train_paths", "valid_paths", "test_paths", "vocab_file", "merges_file", "tokenizer_file"})
+    if (std::string v = values.get_string(key); !v.empty())
+      data.insert_or_assign(key, config.resolve_key(std::string("data.") + key, v));
 }
 
 // The model split: t, SP, p and v; the tuner splits the layers evenly.
@@ -62,13 +65,20 @@ void write_layout(toml::table& root, const MH_Candidate& c) {
   root.insert_or_assign("recompute", std::move(recompute));
 }
 
-// The checkpoint to generate from, relative to the tuned config's folder.
+// The path keys `keys` of section `name`, relative to the tuned config's
+// folder, resolved for a config written elsewhere.
+void resolve_section_paths(const Config& config, toml::table& root, const std::string& name,
+                           std::initializer_list<const char*> keys) {
+  toml::table* table = root[name].as_table();
+  if (table == nullptr) return;
+  for (const char* key : keys)
+    if (std::string v = string_or(*table, key, ""); !v.empty())
+      table->insert_or_assign(key, config.resolve_key(name + "." + key, v));
+}
+
+// The checkpoint to generate from.
 void resolve_checkpoint_paths(const Config& config, toml::table& root) {
-  toml::table* checkpoint = root["checkpoint"].as_table();
-  if (checkpoint == nullptr) return;
-  for (const char* key : {"dir", "load"})
-    if (std::string v = string_or(*checkpoint, key, ""); !v.empty() && v != "auto")
-      checkpoint->insert_or_assign(key, config.resolve(v).string());
+  resolve_section_paths(config, root, "checkpoint", {"dir", "load"});
 }
 
 void write_generate(const Config& config, toml::table& root, const MH_Candidate& c, const GenerateRequest& r) {
@@ -166,6 +176,11 @@ toml::table serve_config(const Config& config, const Assembly& assembly, const M
     serve.insert_or_assign("chat_template", config.resolve(own).string());
   write_world(root, cluster, c.tensor * c.pipeline);
   return root;
+}
+
+void resolve_output_paths(const Config& config, toml::table& root) {
+  resolve_checkpoint_paths(config, root);
+  resolve_section_paths(config, root, "output", {"metrics", "tensorboard_dir"});
 }
 
 void write_toml(const toml::table& table, const std::filesystem::path& file, const std::string& comment) {

@@ -64,6 +64,12 @@ toml::table generate_config(const Config& config, const Assembly& assembly, cons
 toml::table serve_config(const Config& config, const Assembly& assembly, const MH_Candidate& candidate,
                          const HardwareProfile& cluster);
 
+// The checkpoint and output paths of `root`, a candidate's config, resolved
+// against the tuned config's folder: the winner (tuned.toml) saves and logs
+// where the tuned config said; a measured candidate keeps them relative, in
+// its own folder, away from the user's.
+void resolve_output_paths(const Config& config, toml::table& root);
+
 // Writes `table` to `file` with `comment` lines on top.
 void write_toml(const toml::table& table, const std::filesystem::path& file, const std::string& comment);
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iomanip>
 
+#include "data/share_dir.hpp"
 #include "report/replaced_file.hpp"
 
 namespace mh {
@@ -138,7 +139,7 @@ fs::path user_hardware_dir() {
 std::vector<fs::path> hardware_search_path(const Config& config) {
   std::vector<fs::path> dirs{config.resolve("hardware")};
   if (fs::path user = user_hardware_dir(); !user.empty()) dirs.push_back(user);
-  dirs.push_back(fs::path(MEGAHOST_HARDWARE_DIR));
+  dirs.push_back(share_dir() / "hardware");
   return dirs;
 }
 

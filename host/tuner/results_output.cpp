@@ -158,7 +158,11 @@ std::string winner_comment(const MH_TunerResult& r, const TunedRun& run, const s
 // The winner as a run: training; a server when the config has [serve];
 // else generation keeping the config's own [generate] prompt when it has one.
 toml::table tuned_config(const MH_Candidate& best, const TunedRun& run) {
-  if (!generates(best)) return candidate_config(run.config, run.assembly, best, CandidateRun::kFull, run.profile);
+  if (!generates(best)) {
+    toml::table tuned = candidate_config(run.config, run.assembly, best, CandidateRun::kFull, run.profile);
+    resolve_output_paths(run.config, tuned);
+    return tuned;
+  }
   if (run.assembly.serves) return serve_config(run.config, run.assembly, best, run.profile);
   const GenerateRequest request{write_prompts_file(run.dir, best.micro_batch, run.needs.prompt_tokens),
                                 run.needs.output_tokens, true};

@@ -14,7 +14,7 @@ try:
     import numpy as np
     from safetensors.numpy import load_file
 except ImportError as e:
-    sys.exit(f"missing Python package ({e}); run: python3 -m pip install numpy safetensors")
+    sys.exit(f"missing Python package ({e}); run scripts/install-deps.sh (the tests' Python environment)")
 
 
 def save(binary, config, directory, overrides):

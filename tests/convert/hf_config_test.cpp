@@ -54,6 +54,20 @@ TEST(HfConfig, LlamaFieldsAndClassDefaults) {
   EXPECT_EQ(m.seq_len, 2048);
 }
 
+// transformers 5 saves RoPE's base inside "rope_parameters"; read as the
+// class default 10000 it would be a silently different model.
+TEST(HfConfig, RopeParametersOfTransformers5GiveTheBase) {
+  const HfModel hf = parse_hf_config(
+      R"({"model_type": "llama", "rope_parameters": {"rope_theta": 500000.0, "rope_type": "default"}})", "c");
+  EXPECT_DOUBLE_EQ(hf.shape.rope_theta, 500000);
+  EXPECT_THAT(refusal(R"({"model_type": "llama", "rope_parameters": {"rope_type": "llama3", "factor": 8.0}})"),
+              HasSubstr("/m/config.json: \"rope_parameters\": \"rope_type\" is \"llama3\""));
+  EXPECT_THAT(refusal(R"({"model_type": "llama", "rope_theta": 10000, "rope_parameters": {"rope_theta": 500000}})"),
+              HasSubstr("differs from the top-level \"rope_theta\""));
+  EXPECT_THAT(refusal(R"({"model_type": "llama", "rope_parameters": {"rope_theta": 0}})"),
+              HasSubstr("\"rope_theta\" = 0.0 is outside what model.rope_theta takes"));
+}
+
 TEST(HfConfig, WhatMegahostCannotComputeIsRefusedNamingTheField) {
   EXPECT_THAT(refusal(R"({"model_type": "gpt2", "activation_function": "gelu"})"),
               HasSubstr("\"activation_function\""));

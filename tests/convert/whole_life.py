@@ -22,7 +22,7 @@ try:
     import torch
     import transformers
 except ImportError as e:
-    print(f"skipped: {e}; scripts/install-deps.sh installs torch (Debian) and transformers (PyPI)")
+    print(f"skipped: {e}; scripts/install-deps.sh installs torch and transformers")
     sys.exit(77)
 
 # generate() asks whether FSDP manages the model, importing torch.distributed.fsdp, which

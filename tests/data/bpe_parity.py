@@ -15,7 +15,7 @@ import megatron_format
 try:
     from tokenizers import ByteLevelBPETokenizer
 except ImportError as error:
-    sys.exit(f"{error}: install the test dependencies with `pip install tokenizers numpy`")
+    sys.exit(f"{error}: run scripts/install-deps.sh (the tests' Python environment)")
 
 # Text the tokenizer learns its merges from, besides the corpus, so that
 # numbers, contractions and non-ASCII get merges of their own.

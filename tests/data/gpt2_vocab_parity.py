@@ -21,7 +21,7 @@ from pathlib import Path
 try:
     from tokenizers import ByteLevelBPETokenizer, pre_tokenizers
 except ImportError as error:
-    sys.exit(f"{error}: install the test dependencies with `pip install tokenizers numpy`")
+    sys.exit(f"{error}: run scripts/install-deps.sh (the tests' Python environment)")
 
 # After a letter, a digit, punctuation and whitespace: a code point joins the
 # piece before it exactly when it is of that class.

@@ -23,7 +23,7 @@ from pathlib import Path
 try:
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 except ImportError as error:
-    sys.exit(f"{error}: install the test dependencies with `pip install tokenizers numpy`")
+    sys.exit(f"{error}: run scripts/install-deps.sh (the tests' Python environment)")
 
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
                   r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")

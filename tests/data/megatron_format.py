@@ -12,7 +12,7 @@ import sys
 try:
     import numpy as np
 except ImportError as error:
-    sys.exit(f"{error}: install the test dependencies with `pip install tokenizers numpy`")
+    sys.exit(f"{error}: run scripts/install-deps.sh (the tests' Python environment)")
 
 MAGIC = b"MMIDIDX\x00\x00"
 CODES = {np.dtype(np.int32): 4, np.dtype(np.uint16): 8}

@@ -13,7 +13,7 @@ import tempfile
 try:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 except ImportError as e:
-    sys.exit(f"missing Python package ({e}); run: python3 -m pip install tensorboard")
+    sys.exit(f"missing Python package ({e}); run scripts/install-deps.sh (the tests' Python environment)")
 
 STEPS = 4
 

@@ -68,6 +68,21 @@ TEST(CandidateConfig, WritesTheLayoutOverTheTunedConfigAndDropsTheTuner) {
   EXPECT_EQ(t["data"]["path"].value<std::string>(), env.config().resolve("../data/corpus_byte").string());
 }
 
+// A candidate's config lives in the tuner's folder: every data input the
+// tuned config names relatively is written resolved against the tuned
+// config's folder, a blend's weights kept.
+TEST(CandidateConfig, ResolvesEveryDataPathAgainstTheTunedConfig) {
+  std::string tuned = kTuned;
+  const std::string path = "path = \"../data/corpus_byte\"";
+  tuned.replace(tuned.find(path), path.size(),
+                "paths = \"0.4 ../data/corpus_byte 0.6 /abs/b\"\ntest_paths = \"../data/corpus_byte\"");
+  EngineEnv env(tuned);
+  const toml::table t = candidate_config(env.config(), env.assembly(), candidate(1, 1, 1, 1, 1, "none"), CandidateRun::kFull, cpu());
+  const std::string corpus = env.config().resolve("../data/corpus_byte").string();
+  EXPECT_EQ(t["data"]["paths"].value<std::string>(), "0.4 " + corpus + " 0.6 /abs/b");
+  EXPECT_EQ(t["data"]["test_paths"].value<std::string>(), corpus);
+}
+
 TEST(CandidateConfig, WritesTheDistributedOptimizerAndItsOverlapAsTheCandidateChose) {
   EngineEnv env(kTuned);
   MH_Candidate c = candidate(1, 1, 1, 8, 1, "none");

@@ -63,6 +63,22 @@ TEST(Tune, RanksMeasuresTheBestAndWritesAWinnerThatRunsUnchanged) {
   EXPECT_EQ(run.status, 0) << run.err;
 }
 
+// tuned.toml lives in the tuner's folder: the checkpoints and logs the tuned
+// config names relatively land beside the tuned config, as they would have.
+TEST(Tune, TheWinnerSavesAndLogsWhereTheTunedConfigSaid) {
+  TempDir dir;
+  const std::string config = dir.write("tune.toml", "[model]\nlayers = 2\nhidden = 64\nheads = 4\nseq_len = 32\n"
+      "[train]\nglobal_batch = 4\nmicro_batch = 1\n[data]\npath = \"" + std::string(MEGAHOST_TEST_DATA) + "\"\n"
+      "[checkpoint]\ndir = \"ckpt\"\n[output]\ntensorboard_dir = \"board\"\n"
+      "[tuner]\nplugin = \"grid\"\ncluster = \"" + std::string(MEGAHOST_TEST_TUNER_DIR) + "/test_cpu.toml\"\n"
+      "tensor = \"1\"\npipeline = \"1\"\nmicro_batch = \"1\"\nrecompute = \"none\"\n");
+  const Outcome o = run_megahost({"--config", config});
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  const std::string tuned = mh::test::file_bytes(dir.file("tuner_out/tuned.toml"));
+  EXPECT_THAT(tuned, AllOf(HasSubstr("dir = '" + dir.file("ckpt") + "'"),
+                           HasSubstr("tensorboard_dir = '" + dir.file("board") + "'")));
+}
+
 TEST(Tune, WhenNothingFitsItSaysSoExitsOneAndWritesNoWinner) {
   TempDir dir;
   std::string profile = mh::test::file_bytes(std::string(MEGAHOST_TEST_TUNER_DIR) + "/test_cpu.toml");
