@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 #include "layout_run.hpp"
 
@@ -11,17 +12,18 @@ namespace mh::test {
 namespace {
 
 // The shipped corpus blended with itself under another shuffle (each listed
-// dataset has its own order), 30/70.
-constexpr char kBlend[] = "'data.paths=0.3 ../../data/corpus_byte 0.7 ../../data/corpus_byte' ";
+// dataset has its own order), 30/70. A path on the command line resolves
+// against the working directory, so it is absolute here.
+const std::string kBlend = std::string("'data.paths=0.3 ") + MEGAHOST_TEST_DATA + " 0.7 " + MEGAHOST_TEST_DATA + "' ";
 
 TEST(BlendedData, EveryLayoutSeesTheSameSamplesAsOneRank) {
-  LayoutResult one = run_layout(std::string(kBlend) + "comm.world_size=1");
+  LayoutResult one = run_layout(kBlend + "comm.world_size=1");
   ASSERT_EQ(one.exit_code, 0) << one.log;
   ASSERT_EQ(one.losses.size(), 5u);
   EXPECT_NE(one.losses, run_layout("comm.world_size=1").losses) << "the blend changed nothing";
   for (const char* layout :
        {"comm.world_size=2", "comm.world_size=4 parallel.tensor.size=2 parallel.pipeline.size=2"}) {
-    LayoutResult r = run_layout(std::string(kBlend) + layout);
+    LayoutResult r = run_layout(kBlend + layout);
     ASSERT_EQ(r.exit_code, 0) << layout << "\n" << r.log;
     ASSERT_EQ(r.losses.size(), one.losses.size()) << layout;
     for (size_t i = 0; i < r.losses.size(); ++i) {

@@ -190,7 +190,7 @@ TEST(Evaluate, RefusesAConfigWithNothingToEvaluateNamingTheKey) {
   const LayoutResult split = run_layout("--evaluate comm.world_size=1 data.split=100,0,0");
   EXPECT_EQ(split.exit_code, 2) << split.log;
   EXPECT_NE(split.log.find("nothing to evaluate: data.split = \"100,0,0\""), std::string::npos) << split.log;
-  const LayoutResult lists = run_layout("--evaluate comm.world_size=1 'data.train_paths=1 ../../data/corpus_byte'");
+  const LayoutResult lists = run_layout(std::string("--evaluate comm.world_size=1 'data.train_paths=1 ") + MEGAHOST_TEST_DATA + "'");
   EXPECT_EQ(lists.exit_code, 2) << lists.log;
   EXPECT_NE(lists.log.find("data.valid_paths and data.test_paths are empty"), std::string::npos) << lists.log;
 }
