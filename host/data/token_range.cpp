@@ -53,6 +53,13 @@ bool write_sidecar(const std::string& path, const DatasetStamp& stamp, const Tok
   return !out.fail();
 }
 
+// Whether a .bin could hold this range: ids are at most int32 (the widest
+// token dtype). An edited sidecar claiming more is rescanned, not believed.
+bool holdable(const TokenRange& r) {
+  constexpr int64_t lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
+  return r.tokens == 0 || (r.tokens > 0 && lo <= r.min && r.min <= r.max && r.max <= hi);
+}
+
 // The cached range, when the sidecar exists, parses and describes `stamp`.
 std::optional<TokenRange> read_sidecar(const std::string& path, const DatasetStamp& stamp) {
   std::ifstream in(path);
@@ -64,7 +71,7 @@ std::optional<TokenRange> read_sidecar(const std::string& path, const DatasetSta
       range.min >> key[4] >> range.max;
   bool parsed = !in.fail() && key[0] == "bin_bytes" && key[1] == "idx_hash" &&
                 key[2] == "tokens" && key[3] == "min" && key[4] == "max";
-  if (!parsed || !(found == stamp)) return std::nullopt;
+  if (!parsed || !(found == stamp) || !holdable(range)) return std::nullopt;
   return range;
 }
 

@@ -82,6 +82,19 @@ TEST_F(TokenRangeTest, AStaleSidecarAfterASameLengthRewriteIsCaughtWhenTheIdsAre
                                          HasSubstr("megahost_prepare"))));
 }
 
+// Found by fuzzing: a sidecar claiming ids past int32 made the refusal's
+// "at least max + 1" overflow. No .bin holds such ids, so it is rescanned.
+TEST_F(TokenRangeTest, ASidecarClaimingIdsNoDatasetCanHoldIsRescanned) {
+  write(TokenDType::kUint16, {{5, 300}, {7}});
+  std::ifstream in(prefix_ + ".range");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  in.close();
+  text.replace(text.find("max 300"), 7, "max 9223372036854775807");
+  std::ofstream(prefix_ + ".range", std::ios::trunc) << text;
+  IndexedDataset dataset(prefix_);
+  EXPECT_EQ(dataset_token_range(dataset).max, 300);
+}
+
 TEST_F(TokenRangeTest, IdsAtOrAboveTheVocabularyAreRefusedWithTheNumbers) {
   write(TokenDType::kUint16, {{15496, 50256}, {11}});
   IndexedDataset dataset(prefix_);
