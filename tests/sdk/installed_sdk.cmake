@@ -38,7 +38,8 @@ function(expect_in text expected)
   endif()
 endfunction()
 
-run("install" ${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${installed_at}")
+# Stripped, as a user installs: debug information records the build folder.
+run("install" ${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${installed_at}" --strip)
 file(RENAME "${installed_at}" "${prefix}")
 foreach(tree IN ITEMS "${SOURCE_DIR}" "${BUILD_DIR}")
   file(GLOB binaries "${prefix}/bin/*" "${prefix}/${LIBDIR}/megahost/plugins/*")
