@@ -313,7 +313,8 @@ def main():
             port = free_port()
             server = Server([args.llama_python, "-m", "llama_cpp.server", "--model", gguf_path, "--host", "127.0.0.1",
                              "--port", str(port), "--n_ctx", str(positions), "--n_threads", str(args.threads),
-                             "--n_threads_batch", str(args.threads), "--n_gpu_layers", "0"],
+                             "--n_threads_batch", str(args.threads), "--n_gpu_layers", "0",
+                             "--interrupt_requests", "False"],
                             port, "/v1/models", os.path.join(work, "llama.log"))
             try:
                 rows += run_levels("llama.cpp", port, args, levels, {})

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 namespace mh::serve {
@@ -245,11 +246,20 @@ void HttpServer::routes() {
 }
 
 int HttpServer::start() {
+  // cpp-httplib listens with a backlog of 5, which 32 clients connecting at
+  // once overflow (connections reset). The socket it binds is captured as it
+  // is made and listened on again with the system's limit.
+  socket_t bound = -1;
+  server_->set_socket_options([&bound](socket_t sock) {
+    httplib::default_socket_options(sock);
+    bound = sock;
+  });
   int port = settings_.port;
   if (port == 0) port = server_->bind_to_any_port(settings_.host);
   else if (!server_->bind_to_port(settings_.host, port)) port = -1;
   require(port > 0, "serve: cannot listen on " + settings_.host + ":" + std::to_string(settings_.port) +
                         " (in use, or not an address of this machine); pick another serve.host or serve.port");
+  require(::listen(bound, SOMAXCONN) == 0, std::string("serve: cannot listen: ") + std::strerror(errno));
   listener_ = std::thread([this] { server_->listen_after_bind(); });
   return port;
 }
