@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <system_error>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -25,12 +27,28 @@ int64_t last_step(const fs::path& metrics) {
   return step;
 }
 
+// The process's scratch folders, removed as it exits: a suite's shared files
+// and a test that stops half-way leave nothing behind in TMPDIR.
+class ScratchFolders {
+ public:
+  ~ScratchFolders() {
+    std::error_code ignored;
+    for (const fs::path& p : paths_) fs::remove_all(p, ignored);
+  }
+  void add(const fs::path& p) { paths_.push_back(p); }
+
+ private:
+  std::vector<fs::path> paths_;
+};
+
 }  // namespace
 
 std::string scratch_dir(const std::string& name) {
+  static ScratchFolders folders;
   const fs::path p = fs::temp_directory_path() / ("megahost_ckpt_" + std::to_string(getpid()) + "_" + name);
   fs::remove_all(p);
   fs::create_directories(p);
+  folders.add(p);
   return p.string();
 }
 
