@@ -259,6 +259,7 @@ int HttpServer::start() {
   else if (!server_->bind_to_port(settings_.host, port)) port = -1;
   require(port > 0, "serve: cannot listen on " + settings_.host + ":" + std::to_string(settings_.port) +
                         " (in use, or not an address of this machine); pick another serve.host or serve.port");
+  server_->set_socket_options(httplib::default_socket_options);  // the capture ends with this call
   require(::listen(bound, SOMAXCONN) == 0, std::string("serve: cannot listen: ") + std::strerror(errno));
   listener_ = std::thread([this] { server_->listen_after_bind(); });
   return port;
