@@ -47,6 +47,7 @@ void load_weights(const std::string& path, const Metadata& saved, ParamSet& para
   std::vector<float> host;
   for (size_t id = 0; id < params.infos().size(); ++id) {
     const ParamInfo& p = params.info(int(id));
+    if (p.adapter) continue;  // LoRA's adapters come from their own checkpoint
     const auto it = saved.tensors.find(p.name);
     require(it != saved.tensors.end(), path + "/" + kMetadataFile + ": tensor '" + p.name +
                                            "' is missing from the index; the checkpoint is incomplete or of another model");

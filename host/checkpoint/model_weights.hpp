@@ -20,8 +20,9 @@ ModelShape checkpoint_model(const ModelDims& d, const std::string& arch);
 // `saved`) holds another model than `d`.
 void check_model(const std::string& path, const Metadata& saved, const ModelDims& d);
 
-// Fills every weight `params` holds (tensor rank `tp_rank`'s shards) from
-// the checkpoint's parameters, whatever layout saved them.
+// Fills every weight of the base model `params` holds (tensor rank
+// `tp_rank`'s shards; not LoRA's adapters) from the checkpoint's
+// parameters, whatever layout saved them.
 void load_weights(const std::string& path, const Metadata& saved, ParamSet& params, int32_t tp_rank);
 
 }  // namespace mh::ckpt

@@ -71,6 +71,7 @@ const std::map<std::string, PathKind, std::less<>> kPathKeys = {
     {"checkpoint.dir", PathKind::kPath},
     {"checkpoint.load", PathKind::kPathOrAuto},
     {"generate.prompts_file", PathKind::kPath},
+    {"peft.base", PathKind::kPath},
     {"serve.chat_template", PathKind::kPath},
     {"tuner.cluster", PathKind::kProfileFile},
 };
