@@ -107,8 +107,6 @@ int64_t default_ffn(const ModelDims& d) {
 LoraSpec lora_spec(const Assembly& a) {
   Options p = a.peft.options();
   if (p.get_string("method") != "lora") return {};
-  require(!a.generates, "[peft] method = \"lora\" with [generate] or [serve]: generation does not apply LoRA "
-                        "adapters yet; remove [peft] to generate from a whole model's checkpoint");
   LoraSpec s;
   s.rank = p.get_int("rank");
   s.scale = float(p.get_double("alpha") / double(s.rank));

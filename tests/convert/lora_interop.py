@@ -10,9 +10,12 @@ of transformers_interop.py):
   - peft's loss with the adapter folder (megahost_convert --peft) loaded
     onto the base by PeftModel.from_pretrained,
 and the two give the same logits. The adapters moved the loss off the base's.
+Megahost's greedy generation with the adapters ([generate] with [peft]) gives
+the ids it generates from the merged export.
 
 Needs torch, transformers and peft; exits 77 (skipped) without them."""
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -25,10 +28,28 @@ except ImportError as e:
     print(f"skipped: {e}; scripts/python-requirements.txt lists torch, transformers and peft")
     sys.exit(77)
 
-from transformers_interop import SEQ, loss_of, make, metrics_loss, prepare_dataset, run, variant_keys, write_config, llama
+from transformers_interop import SEQ, loss_of, make, metrics_loss, prepare_dataset, run, variant_keys, write_config
 
 TOLERANCE = 1e-4
 LORA = '[peft]\nmethod = "lora"\nrank = 4\nalpha = 8\ntargets = "qkv,proj,gate,fc1,fc2"\nbase = "{base}"\n'
+
+
+def llama(dtype):
+    # The byte tokenizer's 257 ids, so that generation can decode every id the model may pick.
+    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=172, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=257,
+                                      max_position_embeddings=SEQ, tie_word_embeddings=False, rope_theta=500000.0)
+    return transformers.LlamaForCausalLM(config).to(dtype)
+
+
+def generated_ids(tools, tmp, name, load, extra):
+    config, metrics = os.path.join(tmp, f"{name}.toml"), os.path.join(tmp, f"{name}.jsonl")
+    with open(config, "w") as f:
+        f.write(f'[checkpoint]\nload = "{load}"\n[kernels]\nthreads = 1\n[generate]\nprompt = "the quick"\n'
+                f'max_new_tokens = 8\ntemperature = 0.0\nstop_at_eod = false\n{extra}')
+    run(tools.megahost, "--config", config, "--metrics_out", metrics)
+    with open(metrics) as f:
+        return [r["tokens"] for r in map(json.loads, f) if "request" in r]
 
 
 def main():
@@ -48,7 +69,7 @@ def main():
         with torch.no_grad():
             base_loss = loss_of(model, tokens).item()
 
-        shape = ["model.vocab=384", "model.seq_len=32", "model.layers=2", "model.hidden=64", "model.heads=4",
+        shape = ["model.vocab=257", "model.seq_len=32", "model.layers=2", "model.hidden=64", "model.heads=4",
                  "model.dropout=0", "model.attention_dropout=0", *variant_keys(model.config)]
         trained = os.path.join(tmp, "lora")
         config = write_config(tmp, "lora_train", data, "", steps=3, extra=f'dir = "{trained}"\n' + LORA.format(base=base))
@@ -77,6 +98,11 @@ def main():
             assert abs(theirs - ours) / ours <= TOLERANCE, (ours, merged_loss, peft_loss)
         assert logits_error <= TOLERANCE, logits_error
         assert abs(ours - base_loss) > 1e-3, (ours, base_loss)
+
+        with_adapters = generated_ids(tools, tmp, "gen_lora", step3, LORA.format(base=base))
+        from_merged = generated_ids(tools, tmp, "gen_merged", merged, "")
+        print(f"greedy ids with the adapters {with_adapters}, from the merged export {from_merged}")
+        assert with_adapters == from_merged and len(with_adapters) == 1, (with_adapters, from_merged)
 
 
 if __name__ == "__main__":
