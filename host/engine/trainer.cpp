@@ -452,8 +452,14 @@ SplitLoss RankTrainer::evaluate_whole(const data::Samples& samples, bool stoppab
   PipelineStage stage(rc_.dev, rc_.groups.pipeline, chunks_, rc_.dims, {});
   double loss = 0;
   int64_t targets = 0;
-  for (const SplitBatch& sb : whole_split_batches(samples.size(), s_.micro_batch, s_.dp, rc_.coords.dp)) {
+  const std::vector<SplitBatch> batches = whole_split_batches(samples.size(), s_.micro_batch, s_.dp, rc_.coords.dp);
+  // Replicas may run one batch more than others; each checks for a stop
+  // signal as often as the busiest, so that every rank joins every check.
+  const int64_t rounds = ((samples.size() + s_.micro_batch - 1) / s_.micro_batch + s_.dp - 1) / s_.dp;
+  for (int64_t k = 0; k < rounds; ++k) {
     if (stoppable && (s_.abandoned_by = agreed_stop_signal()) != 0) return {};
+    if (k >= int64_t(batches.size())) continue;
+    const SplitBatch& sb = batches[size_t(k)];
     MicroBatch mb = load(samples, sb.first_sample, 0);  // evaluation has no dropout to key
     mb.counted = sb.counted;
     loss += stage.evaluate(mb);

@@ -15,7 +15,9 @@ window whatever the order. Transformers' loss on the same windows with
 labels = -100 where the mask is 0 (the mean over the trained targets) and
 its gradients equal Megahost's on one rank, on TP 2 x PP 2 and on DP 2 (whose
 replicas count different numbers of targets) within TOLERANCE; --evaluate's
-loss too.
+loss too. data.eod_mask_loss on plain documents equals transformers with
+labels = -100 where the input is the EOD, evaluated on DP 2 over an odd
+number of micro-batches (one replica runs one more than the other).
 
 Needs torch and transformers; exits 77 (skipped) without them."""
 import argparse
@@ -208,6 +210,39 @@ def check_loss(tools, tmp):
     print("a loss mask whose sizes disagree with its tokens is refused, naming both")
 
 
+def check_eod_mask_loss(tools, tmp):
+    """data.eod_mask_loss on plain documents (no mask file): transformers with
+    labels = -100 where the input is the EOD (Megatron's --eod-mask-loss)."""
+    text = "".join(chr(ord("a") + (i * 11) % 26) for i in range(DOCS * SEQ - 1))
+    cuts = [0, 5, 40, 41, 90, 150, 151, 200, len(text)]  # documents of 5, 35, 1, ... bytes
+    source = os.path.join(tmp, "plain.jsonl")
+    with open(source, "w") as f:
+        f.writelines(json.dumps({"text": text[a:b]}) + "\n" for a, b in zip(cuts, cuts[1:]))
+    data = os.path.join(tmp, "plain")
+    run(tools.prepare, "--input", source, "--output_prefix", data)
+    stream = []
+    for a, b in zip(cuts, cuts[1:]):
+        stream += list(text[a:b].encode()) + [EOD]
+    windows = torch.tensor([stream[w * SEQ:w * SEQ + SEQ + 1] for w in range((len(stream) - 1) // SEQ)])
+    inputs, labels = windows[:, :SEQ], windows[:, 1:].clone()
+    labels[inputs == EOD] = -100
+    model = make(llama, torch.float32)
+    hf = os.path.join(tmp, "llama_eod_hf")
+    model.save_pretrained(hf, safe_serialization=True)
+    with torch.no_grad():
+        logits = model(inputs).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)).item()
+    config = write_config(tmp, "eod", data, hf)
+    metrics = os.path.join(tmp, "eod_evaluate.jsonl")
+    run(tools.megahost, "--config", config, "--evaluate", 'data.split="0,1,0"', "data.eod_mask_loss=true",
+        "comm.world_size=2", "--metrics_out", metrics)
+    valid = evaluation(metrics)["valid"]
+    error = abs(valid["loss"] - loss) / loss
+    print(f"eod_mask_loss: --evaluate on DP 2: loss {valid['loss']:.6f} over {int((labels != -100).sum())} of "
+          f"{labels.numel()} targets, relative error {error:.1e}")
+    assert error <= TOLERANCE, (valid, loss)
+
+
 def main():
     ap = argparse.ArgumentParser()
     for tool in ("convert", "megahost", "prepare"):
@@ -217,6 +252,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         check_prepare(tools, tmp)
         check_loss(tools, tmp)
+        check_eod_mask_loss(tools, tmp)
 
 
 if __name__ == "__main__":
