@@ -5,7 +5,9 @@ chat lines writes the tokens and, beside them, the loss mask
 (PREFIX_loss_mask, uint8, one per token): checked item by item against what
 the lines say (the byte tokenizer makes tokens the text's bytes; the chat's
 ChatML rendering is spelled out here, the renderer itself is checked against
-apply_chat_template in tests/serve/chat_template_test.py). Bad lines and a
+apply_chat_template in tests/serve/chat_template_test.py), and a chat through
+a model's tokenizer.json against transformers' encoding of
+apply_chat_template. Bad lines and a
 mask that disagrees with its tokens are refused naming the file, line and key.
 
 Loss: a Llama made by transformers (seeded, no download) is trained by
@@ -19,7 +21,7 @@ loss too. data.eod_mask_loss on plain documents equals transformers with
 labels = -100 where the input is the EOD, evaluated on DP 2 over an odd
 number of micro-batches (one replica runs one more than the other).
 
-Needs torch and transformers; exits 77 (skipped) without them."""
+Needs torch, transformers and tokenizers; exits 77 (skipped) without them."""
 import argparse
 import json
 import os
@@ -31,6 +33,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 try:
     import numpy as np
     import torch
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
     from transformers_interop import (SEQ, llama, make, read_checkpoint, read_grads, relative, metrics_loss,
                                       evaluation, variant_keys)
 except ImportError as e:
@@ -115,6 +119,54 @@ def check_prepare(tools, tmp):
     _, out = prepare(tools, tmp, "nochat", [lines[2]], expect=1)
     assert "nochat.jsonl:1: key 'messages' needs the model's chat template" in out, out
     print(f"prepare: {len(bad) + 1} bad lines refused naming the file, line and key")
+
+
+def check_prepare_with_a_model_tokenizer(tools, tmp):
+    """A chat tokenized by a byte-level BPE tokenizer.json (GPT-2's shipped
+    vocabulary in Llama 3's layout, ChatML's markers as added tokens), its
+    template found in the tokenizer_config.json beside it: the tokens are
+    transformers' encoding of apply_chat_template's text, and the mask is 1
+    exactly on the tokens inside the assistant messages' pieces (located by
+    the tokenizer's own offsets)."""
+    shipped = os.path.join(os.path.dirname(__file__), "..", "..", "data", "gpt2")
+    model = models.BPE.from_file(os.path.join(shipped, "vocab.json"), os.path.join(shipped, "merges.txt"),
+                                 ignore_merges=True)
+    tokenizer = Tokenizer(model)
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                                   r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"),
+                             behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.add_special_tokens(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
+    folder = os.path.join(tmp, "chatml_model")
+    os.makedirs(folder)
+    tokenizer.save(os.path.join(folder, "tokenizer.json"))
+    with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+        json.dump({"chat_template": CHATML, "eos_token": "<|im_end|>"}, f)
+    chat = [{"role": "system", "content": "You answer in one word."},
+            {"role": "user", "content": "What's the capital of France?"},
+            {"role": "assistant", "content": " Paris, of course."},
+            {"role": "user", "content": "And of Italy?\n"},
+            {"role": "assistant", "content": "Rome"}]
+    prefix, _ = prepare(tools, tmp, "chatml", [json.dumps({"messages": chat})], "--tokenizer", "huggingface",
+                        "--tokenizer_file", os.path.join(folder, "tokenizer.json"))
+    hf = PreTrainedTokenizerFast(tokenizer_object=tokenizer)
+    hf.chat_template = CHATML
+    text = hf.apply_chat_template(chat, tokenize=False)
+    encoding = hf(text, add_special_tokens=False, return_offsets_mapping=True)
+    spans = []
+    for m in chat:
+        if m["role"] == "assistant":
+            piece = m["content"] + "<|im_end|>\n"
+            start = text.index("<|im_start|>assistant\n" + piece) + len("<|im_start|>assistant\n")
+            spans.append((start, start + len(piece)))
+    mask = [int(any(a <= s and e <= b for a, b in spans)) for s, e in encoding["offset_mapping"]]
+    eod = tokenizer.token_to_id("<|endoftext|>")
+    assert read_dataset(prefix) == [encoding["input_ids"] + [eod]], (read_dataset(prefix), encoding["input_ids"])
+    assert read_dataset(prefix + "_loss_mask") == [mask + [1]], (read_dataset(prefix + "_loss_mask"), mask)
+    print(f"prepare: a chat through a tokenizer.json ({len(mask) + 1} tokens, {sum(mask) + 1} trained) equals "
+          "transformers' encoding of apply_chat_template, masked on the assistant turns")
 
 
 def sft_documents(tools, tmp):
@@ -251,6 +303,7 @@ def main():
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         check_prepare(tools, tmp)
+        check_prepare_with_a_model_tokenizer(tools, tmp)
         check_loss(tools, tmp)
         check_eod_mask_loss(tools, tmp)
 
