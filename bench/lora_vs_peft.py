@@ -11,7 +11,10 @@ same threads:
   3. PyTorch: transformers' LlamaForCausalLM of the same shape wrapped by peft's get_peft_model
      with the same LoraConfig, AdamW over the adapters, the same batch of random tokens;
   4. its dry runs: the optimizer state's bytes of 1 and 2.
-A step time is the median over the measured steps (the first `--warmup` skipped). The table gives
+A step time is the median over the measured steps (the first `--warmup` skipped): wall seconds,
+and beside them CPU seconds per step (a run of `--steps` steps against a run of `--warmup` steps,
+the difference of the processes' user + system time over the steps between), which another load on
+the machine disturbs less than the wall clock. The table gives
 LoRA / full for Megahost (target <= 0.75), torch+peft / Megahost LoRA (target >= 1.25) and the
 optimizer memory ratio (target <= 0.02).
 
@@ -19,6 +22,7 @@ optimizer memory ratio (target <= 0.02).
 """
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -40,9 +44,19 @@ def megahost_overrides(layers, threads, lora):
     return text + (f" peft.method=lora peft.rank={RANK} peft.alpha={ALPHA}" if lora else "")
 
 
+def children_cpu_s():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def megahost_step(layers, threads, steps, warmup, lora):
+    """(wall seconds, CPU seconds) per step."""
+    start = children_cpu_s()
     records, _ = megahost_run.run(megahost_overrides(layers, threads, lora), steps)
-    return megahost_run.median_of(records, "step_s", skip=warmup)
+    middle = children_cpu_s()
+    megahost_run.run(megahost_overrides(layers, threads, lora), warmup)
+    cpu = ((middle - start) - (children_cpu_s() - middle)) / (steps - warmup)
+    return megahost_run.median_of(records, "step_s", skip=warmup), cpu
 
 
 def megahost_optimizer_bytes(layers, threads, lora):
@@ -65,16 +79,17 @@ model = peft.get_peft_model(model, peft.LoraConfig(r=%d, lora_alpha=%d, lora_dro
 model.train()
 opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
 tokens = torch.randint(0, s["vocab"], (s["batch"], s["seq"] + 1))
-times = []
+times, cpu = [], []
 for step in range(steps):
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     logits = model(tokens[:, :-1]).logits
     loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
     loss.backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
     times.append(time.perf_counter() - start)
-print(statistics.median(times[warmup:] or times))
+    cpu.append(time.process_time() - start_cpu)
+print(statistics.median(times[warmup:] or times), statistics.median(cpu[warmup:] or cpu))
 ''' % (RANK, ALPHA)
 
 
@@ -84,7 +99,8 @@ def torch_step(layers, threads, steps, warmup):
                          capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-3000:])
-    return float(out.stdout.strip().splitlines()[-1])
+    wall, cpu = out.stdout.strip().splitlines()[-1].split()
+    return float(wall), float(cpu)
 
 
 def main():
@@ -102,12 +118,13 @@ def main():
     opt_lora = megahost_optimizer_bytes(a.layers, a.threads, lora=True)
     print(f"llama_small, {a.layers} layers, fp32, {a.threads} thread(s), r = {RANK}, alpha = {ALPHA}, "
           f"{time.strftime('%Y-%m-%d %H:%M')}")
-    print(f"{'run':<28}{'step s':>10}")
-    print(f"{'megahost full fine-tuning':<28}{full:>10.3f}")
-    print(f"{'megahost LoRA':<28}{lora:>10.3f}")
-    print(f"{'torch + peft LoRA':<28}{torch_peft:>10.3f}")
-    print(f"LoRA / full step time: {lora / full:.3f} (target <= 0.75)")
-    print(f"torch+peft / megahost LoRA: {torch_peft / lora:.2f}x (target >= 1.25)")
+    print(f"{'run':<28}{'wall s':>10}{'CPU s':>10}")
+    for name, (wall, cpu) in (("megahost full fine-tuning", full), ("megahost LoRA", lora),
+                              ("torch + peft LoRA", torch_peft)):
+        print(f"{name:<28}{wall:>10.3f}{cpu:>10.3f}")
+    print(f"LoRA / full step time: wall {lora[0] / full[0]:.3f}, CPU {lora[1] / full[1]:.3f} (target <= 0.75)")
+    print(f"torch+peft / megahost LoRA: wall {torch_peft[0] / lora[0]:.2f}x, CPU {torch_peft[1] / lora[1]:.2f}x "
+          f"(target >= 1.25)")
     print(f"optimizer bytes LoRA / full (dry run): {opt_lora / opt_full:.4f} (target <= 0.02)")
 
 
