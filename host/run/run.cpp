@@ -215,6 +215,10 @@ void open_data(RunSetup& s, const Assembly& a, const Config& config) {
   s.train = std::move(opened.train);
   s.valid = std::move(opened.valid);
   s.test = std::move(opened.test);
+  const Options data = a.data.options();
+  s.reset_position_ids = data.get_bool("reset_position_ids");
+  s.reset_attention_mask = data.get_bool("reset_attention_mask");
+  if (s.reset_position_ids || s.reset_attention_mask) s.eod = run_tokenizer(a, config)->eod_id();
 }
 
 // An imported model carries this run's own settings, so that loading it
