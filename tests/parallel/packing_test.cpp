@@ -7,10 +7,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -59,7 +61,7 @@ class Datasets {
 // micro-batches of 1, so data parallelism has a sample per replica). The loss
 // and the gradients are means over the 2 x seq_len tokens.
 std::string one_window(const std::string& prefix, int64_t seq_len, const std::string& model) {
-  return "data.path=" + prefix + " data.split=1 model.seq_len=" + std::to_string(seq_len) +
+  return "data.path=" + prefix + " data.split='\"1\"' model.seq_len=" + std::to_string(seq_len) +
          " model.dropout=0 model.attention_dropout=0 train.steps=1 train.global_batch=2 train.micro_batch=1 " + model;
 }
 
@@ -67,6 +69,9 @@ struct Shape {
   const char* name;
   const char* model;
 };
+
+// gtest names a parameter by printing it.
+void PrintTo(const Shape& s, std::ostream* out) { *out << s.name; }
 
 class PackedDocuments : public ::testing::TestWithParam<Shape> {
  protected:
@@ -120,6 +125,7 @@ TEST_P(PackedDocuments, TrainAsEachDocumentAlone) {
   // 1e-5 relative and gradients 1e-4 of their tensor's largest element, as
   // the layout tests allow for their reduction orders.
   EXPECT_NEAR(together.losses[0] * double(kPackedSeq), loss_sum, 1e-5 * loss_sum);
+  ASSERT_FALSE(together.grads.empty()) << together.log;
   ASSERT_EQ(grad_sum.size(), together.grads.size());
   for (const auto& [name, g] : together.grads) {
     ASSERT_EQ(grad_sum.count(name), 1u) << name;
@@ -135,14 +141,18 @@ TEST_P(PackedDocuments, TrainAsEachDocumentAlone) {
 }
 
 // Packing changes the function (the documents no longer see each other),
-// which the comparison above would miss were both options ignored.
+// which the comparison above would miss were both options ignored. At
+// initialisation the loss is about log(vocab) whatever the context, so the
+// gradients show it: some tensor's differ by far more than the 1e-4 above.
 TEST_P(PackedDocuments, DiffersFromTheWindowUnpacked) {
   static const std::string prefix = datasets().prepare("packed_plain", {kA, kB, kC});
   const LayoutResult plain = run_layout("comm.world_size=1 " + one_window(prefix, kPackedSeq, GetParam().model));
   const LayoutResult together = run_layout("comm.world_size=1 " + packed(""));
   ASSERT_EQ(plain.exit_code, 0) << plain.log;
   ASSERT_EQ(together.exit_code, 0) << together.log;
-  EXPECT_GT(std::fabs(plain.losses.at(0) - together.losses.at(0)), 1e-3 * plain.losses.at(0));
+  double largest = 0;
+  for (const auto& [name, g] : together.grads) largest = std::max(largest, relative_difference(plain.grads.at(name), g));
+  EXPECT_GT(largest, 1e-2);
 }
 
 TEST_P(PackedDocuments, EveryLayoutComputesOneRanksFunction) {

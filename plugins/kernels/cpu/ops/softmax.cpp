@@ -1,10 +1,20 @@
 #include "ops/fast_math.hpp"
 #include "ops/ops.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 namespace mh::kernels::cpu {
+namespace {
+
+// Position p's first visible column; a start past p (a caller's bad table)
+// is taken as p, so no write leaves the row.
+int64_t first_column(const int32_t* starts, int64_t p) {
+  return starts ? std::clamp<int64_t>(starts[p], 0, p) : 0;
+}
+
+}  // namespace
 
 // Row i of each group's (Q, T) scores is position p = T - Q - later + i and
 // sees columns first..p (first = starts[p], or 0); the rest is masked out and
@@ -13,7 +23,7 @@ void softmax_forward(float* out, const float* x, float scale, int64_t G, int64_t
                      const int32_t* starts, int threads) {
 #pragma omp parallel for num_threads(team(threads, G * Q * T)) schedule(static)
   for (int64_t row = 0; row < G * Q; ++row) {
-    const int64_t p = T - Q - later + row % Q, seen = p + 1, first = starts ? starts[p] : 0;
+    const int64_t p = T - Q - later + row % Q, seen = p + 1, first = first_column(starts, p);
     const float* xr = x + row * T;
     float* o = out + row * T;
 #pragma omp simd
@@ -41,7 +51,7 @@ void softmax_backward(float* dx, const float* out, const float* dout, float scal
                       int64_t later, const int32_t* starts, int threads) {
 #pragma omp parallel for num_threads(team(threads, G * Q * T)) schedule(static)
   for (int64_t row = 0; row < G * Q; ++row) {
-    const int64_t p = T - Q - later + row % Q, seen = p + 1, first = starts ? starts[p] : 0;
+    const int64_t p = T - Q - later + row % Q, seen = p + 1, first = first_column(starts, p);
     const float* o = out + row * T;
     const float* g = dout + row * T;
     float* d = dx + row * T;

@@ -7,10 +7,12 @@
 namespace mh::kernels::gpu {
 namespace {
 
-// The first column row r of the [rows / Q, Q, T] scores sees.
+// The first column row r of the [rows / Q, Q, T] scores sees; a start past
+// the row's position (a caller's bad table) is taken as the position.
 __device__ int64_t first_seen(SampleTable starts, int64_t r, int64_t Q, int64_t T) {
   if (starts.data == nullptr) return 0;
-  return starts.data[(r / Q / starts.per_sample) * starts.cols + T - Q + r % Q];
+  const int64_t p = T - Q + r % Q, first = starts.data[(r / Q / starts.per_sample) * starts.cols + p];
+  return first < 0 ? 0 : first > p ? p : first;
 }
 
 __global__ void softmax_forward_kernel(Floats out, Floats x, float scale, int64_t rows, int64_t Q, int64_t T,
