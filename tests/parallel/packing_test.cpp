@@ -2,7 +2,8 @@
 // reset_attention_mask, docs/finetune.md): one window holding documents
 // A EOD B EOD C trains as A, B and C each alone would, in losses and
 // gradients, for learned positions (GPT-2) and RoPE (Llama); and every layout
-// computes the packed function of one rank.
+// (and recomputing the attention core in backward) computes the packed
+// function of one rank.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -159,7 +160,8 @@ TEST_P(PackedDocuments, EveryLayoutComputesOneRanksFunction) {
   const LayoutResult ref = run_layout("comm.world_size=1 " + packed(""));
   ASSERT_EQ(ref.exit_code, 0) << ref.log;
   for (const char* layout : {"comm.world_size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true",
-                             "comm.world_size=2 parallel.pipeline.size=2", "comm.world_size=2"}) {
+                             "comm.world_size=2 parallel.pipeline.size=2", "comm.world_size=2",
+                             "comm.world_size=1 recompute.plugin=selective"}) {
     SCOPED_TRACE(layout);
     expect_same_function(ref, run_layout(packed(layout)), true);
   }
