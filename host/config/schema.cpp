@@ -65,9 +65,11 @@ const MH_OptionSpec kData[] = {
     opt("tokenizer_file", MH_VALUE_STRING, "\"\"", "Hugging Face tokenizer.json (tokenizer = huggingface)"),
     opt("split", MH_VALUE_STRING, "\"98,2,0\"", "train,valid,test weights over documents"),
     opt_bool("reset_position_ids", "false",
-             "positions restart after each EOD of data.tokenizer in a sample (packed documents; training and evaluation)"),
+             "positions restart after each EOD of data.tokenizer in a sample "
+             "(packed documents; training and evaluation)"),
     opt_bool("reset_attention_mask", "false",
-             "no token attends across an EOD of data.tokenizer in a sample (packed documents; training and evaluation)"),
+             "no token attends across an EOD of data.tokenizer in a sample "
+             "(packed documents; training and evaluation)"),
 };
 
 const MH_OptionSpec kOutput[] = {

@@ -65,7 +65,8 @@ void check_kernel_ops(const Config& config, const Assembly& assembly, const Mode
     diag.error(config.where(find_table(config.root(), "data")),
                "data." + std::string(packing) + " needs kernels with MH_KERNELS_CAP_DOCUMENTS (ABI 1.6: softmax "
                    "masks by document start, rope takes per-token positions), which kernels plugin \"" +
-                   kernels->component->desc->name + "\" lacks; use kernels \"cpu\" or \"cuda\", or turn the option off");
+                   kernels->component->desc->name +
+                   "\" lacks; use kernels \"cpu\" or \"cuda\", or turn the option off");
 }
 
 }  // namespace mh

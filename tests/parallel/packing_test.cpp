@@ -48,7 +48,8 @@ class Datasets {
     out.close();
     const std::string prefix = (dir_ / name).string();
     ProcessSpec prepare;
-    prepare.argv = {MEGAHOST_PREPARE_BINARY, "--input", input.string(), "--output_prefix", prefix, "--tokenizer", "byte"};
+    prepare.argv = {MEGAHOST_PREPARE_BINARY, "--input", input.string(), "--output_prefix", prefix,
+                    "--tokenizer", "byte"};
     const ProcessExit exit = run_process(prepare);
     EXPECT_EQ(exit.status, 0) << exit.err;
     return prefix;
@@ -152,7 +153,8 @@ TEST_P(PackedDocuments, DiffersFromTheWindowUnpacked) {
   ASSERT_EQ(plain.exit_code, 0) << plain.log;
   ASSERT_EQ(together.exit_code, 0) << together.log;
   double largest = 0;
-  for (const auto& [name, g] : together.grads) largest = std::max(largest, relative_difference(plain.grads.at(name), g));
+  for (const auto& [name, g] : together.grads)
+    largest = std::max(largest, relative_difference(plain.grads.at(name), g));
   EXPECT_GT(largest, 1e-2);
 }
 
