@@ -70,6 +70,7 @@ const MH_OptionSpec kData[] = {
     opt_bool("reset_attention_mask", "false",
              "no token attends across an EOD of data.tokenizer in a sample "
              "(packed documents; training and evaluation)"),
+    opt_bool("eod_mask_loss", "false", "no loss on the target after an EOD (Megatron's --eod-mask-loss)"),
 };
 
 const MH_OptionSpec kOutput[] = {
