@@ -3,6 +3,7 @@
 #include "data/byte_tokenizer.hpp"
 #include "data/gpt2_tokenizer.hpp"
 #include "data/hf_tokenizer.hpp"
+#include "data/sentencepiece_tokenizer.hpp"
 
 #include <megahost/error.hpp>
 
@@ -17,8 +18,14 @@ std::unique_ptr<Tokenizer> make_tokenizer(std::string_view name, const Tokenizer
             "(megahost_prepare: --tokenizer_file)");
     return std::make_unique<HfTokenizer>(files.tokenizer_file);
   }
+  if (name == "sentencepiece") {
+    require(!files.tokenizer_file.empty(),
+            "the sentencepiece tokenizer needs its tokenizer.model: give data.tokenizer_file "
+            "(megahost_prepare: --tokenizer_file)");
+    return load_sentencepiece_model(files.tokenizer_file);
+  }
   throw Error(MH_INVALID_ARGUMENT, "unknown tokenizer '" + std::string(name) +
-                                       "'; choose \"byte\", \"gpt2\" or \"huggingface\"");
+                                       "'; choose \"byte\", \"gpt2\", \"huggingface\" or \"sentencepiece\"");
 }
 
 }  // namespace mh::data
