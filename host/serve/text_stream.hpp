@@ -1,7 +1,9 @@
 // A choice's completion text as its tokens arrive: decoded whole, shown as
 // far as it is final — no half of a UTF-8 character (a byte-level token may
-// end inside one), nothing that may begin a stop sequence — and cut before
-// the first stop sequence, which ends the choice.
+// end inside one), no trailing U+FFFD (SentencePiece's byte fallback decodes
+// the bytes of a character not yet complete as U+FFFD, which the next token
+// may turn into the character), nothing that may begin a stop sequence —
+// and cut before the first stop sequence, which ends the choice.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +32,8 @@ class TextStream {
   std::string text_, shown_;
 };
 
-// The length of text without a trailing incomplete UTF-8 character.
+// The length of text without a trailing incomplete UTF-8 character and
+// without the U+FFFD characters that end it.
 size_t whole_characters(const std::string& text);
 
 }  // namespace mh::serve
