@@ -7,7 +7,23 @@
 
 #include <megahost/error.hpp>
 
+#include <algorithm>
+
 namespace mh::data {
+
+std::string decode_continuation(const Tokenizer& tokenizer, std::span<const int32_t> context,
+                                std::span<const int32_t> ids) {
+  // Enough tokens to begin at a whole character whose bytes are byte
+  // fallback tokens (up to 4), and more to spare.
+  constexpr size_t kContext = 8;
+  context = context.subspan(context.size() - std::min(context.size(), kContext));
+  std::vector<int32_t> all(context.begin(), context.end());
+  all.insert(all.end(), ids.begin(), ids.end());
+  const std::string before = tokenizer.decode(context), whole = tokenizer.decode(all);
+  // A context that ends inside a character can decode otherwise once
+  // continued; then the ids are decoded alone.
+  return whole.starts_with(before) ? whole.substr(before.size()) : tokenizer.decode(ids);
+}
 
 std::unique_ptr<Tokenizer> make_tokenizer(std::string_view name, const TokenizerFiles& files) {
   if (name == "byte") return std::make_unique<ByteTokenizer>();

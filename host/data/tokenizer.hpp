@@ -29,6 +29,13 @@ class Tokenizer {
   virtual int32_t bos_id() const { return eod_id(); }
 };
 
+// The text `ids` add after `context` (a prompt): decoded after the context's
+// last tokens, less the text of those. A SentencePiece "▁" is a space only
+// after other text, so a completion decoded alone would lose its first
+// space; byte-level tokenizers give their plain decode.
+std::string decode_continuation(const Tokenizer& tokenizer, std::span<const int32_t> context,
+                                std::span<const int32_t> ids);
+
 // The files a tokenizer is loaded from; empty where not given.
 struct TokenizerFiles {
   std::string vocab_file;      // gpt2: vocab.json (empty: the shipped GPT-2 one)

@@ -21,7 +21,7 @@ size_t whole_characters(const std::string& text) {
 
 bool TextStream::add(int32_t token) {
   tokens_.push_back(token);
-  text_ = tokenizer_->decode(tokens_);
+  text_ = data::decode_continuation(*tokenizer_, prompt_, tokens_);
   size_t cut = std::string::npos;
   for (const std::string& s : stop_) cut = std::min(cut, text_.find(s));
   if (cut != std::string::npos) {

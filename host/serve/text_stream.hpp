@@ -16,8 +16,9 @@ namespace mh::serve {
 
 class TextStream {
  public:
-  TextStream(const data::Tokenizer& tokenizer, std::vector<std::string> stop)
-      : tokenizer_(&tokenizer), stop_(std::move(stop)) {}
+  // `prompt`: the ids the completion continues (data::decode_continuation).
+  TextStream(const data::Tokenizer& tokenizer, std::vector<std::string> stop, std::span<const int32_t> prompt)
+      : tokenizer_(&tokenizer), stop_(std::move(stop)), prompt_(prompt.begin(), prompt.end()) {}
 
   // Adds a generated token; true when the text now holds a stop sequence.
   bool add(int32_t token);
@@ -28,7 +29,7 @@ class TextStream {
  private:
   const data::Tokenizer* tokenizer_;
   std::vector<std::string> stop_;
-  std::vector<int32_t> tokens_;
+  std::vector<int32_t> prompt_, tokens_;
   std::string text_, shown_;
 };
 

@@ -63,6 +63,16 @@ TEST(SentencePieceTokenizer, AnIncompleteCharacterDecodesAsReplacementCharacters
   EXPECT_EQ(tokenizer->decode(ids), "\uFFFD\uFFFD");
 }
 
+TEST(SentencePieceTokenizer, AContinuationKeepsTheSpaceItsFirstPieceBegins) {
+  testing::TempDir dir;
+  const auto tokenizer = load(train(dir));
+  const std::vector<int32_t> ids = tokenizer->encode("the lazy");  // "▁the", "▁lazy"
+  ASSERT_EQ(ids.size(), 2u);
+  const std::span<const int32_t> prompt(ids.data(), 1), completion(ids.data() + 1, 1);
+  EXPECT_EQ(tokenizer->decode(completion), "lazy");
+  EXPECT_EQ(decode_continuation(*tokenizer, prompt, completion), " lazy");
+}
+
 TEST(SentencePieceTokenizer, AnIdOutsideTheVocabularyIsRefused) {
   testing::TempDir dir;
   const auto tokenizer = load(train(dir));

@@ -23,7 +23,7 @@ class ByteFallbackTokenizer final : public data::Tokenizer {
 
 TEST(TextStream, HoldsBackTheReplacementCharactersOfAnIncompleteCharacter) {
   ByteFallbackTokenizer tokenizer;
-  TextStream stream(tokenizer, {});
+  TextStream stream(tokenizer, {}, {});
   const std::string text = "a\u4e2d";  // 'a', then three bytes
   std::vector<std::string> shown;
   for (char c : text) {
@@ -35,7 +35,7 @@ TEST(TextStream, HoldsBackTheReplacementCharactersOfAnIncompleteCharacter) {
 
 TEST(TextStream, ShowsTheReplacementCharactersThatEndTheChoice) {
   ByteFallbackTokenizer tokenizer;
-  TextStream stream(tokenizer, {});
+  TextStream stream(tokenizer, {}, {});
   stream.add(0xE4);
   EXPECT_EQ(stream.shown(), "");
   stream.finish();
