@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -16,9 +17,12 @@ class TempDir {
  public:
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    // Parameterised suites are named "Prefix/Suite": one folder, not a
+    // parent that removing the leaf would leave behind.
+    std::string name = std::string(info->test_suite_name()) + "_" + info->name();
+    std::replace(name.begin(), name.end(), '/', '_');
     path_ = std::filesystem::path(::testing::TempDir()) /
-            (std::string("megahost_data_") + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" +
-             info->name());
+            ("megahost_data_" + std::to_string(::getpid()) + "_" + name);
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }
