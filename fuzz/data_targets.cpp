@@ -13,6 +13,7 @@
 #include "data/hf_tokenizer.hpp"
 #include "data/indexed_dataset.hpp"
 #include "data/sentencepiece_tokenizer.hpp"
+#include "data/sft_input.hpp"
 #include "scratch.hpp"
 #include "targets.hpp"
 
@@ -88,6 +89,21 @@ void indexed_dataset(Input input) {
   try {
     read_everything(data::IndexedDataset(bin.substr(0, bin.size() - 4)), seq_len);
   } catch (const Error&) {
+  }
+}
+
+void sft_jsonl(Input input) {
+  static const data::ChatTemplate chat(
+      "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"
+      "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
+      "", "");
+  const std::string_view line(reinterpret_cast<const char*>(input.data()), input.size());
+  for (const data::ChatTemplate* template_ : {&chat, static_cast<const data::ChatTemplate*>(nullptr)}) {
+    try {
+      for (const data::SftSegment& segment : data::read_sft_line(line, template_))
+        if (segment.text.empty()) __builtin_trap();  // empty segments are left out
+    } catch (const Error&) {
+    }
   }
 }
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/tokenizer.hpp"
-#include "serve/chat_template.hpp"
+#include "data/chat_template.hpp"
 #include "serve/openai_api.hpp"
 #include "targets.hpp"
 
@@ -29,15 +29,15 @@ const nlohmann::json& messages() {
 void chat_template(Input input) {
   const std::string source(reinterpret_cast<const char*>(input.data()), input.size());
   try {
-    const serve::ChatTemplate t(source, "<s>", "</s>");
+    const data::ChatTemplate t(source, "<s>", "</s>");
     t.render({{"messages", messages()}, {"add_generation_prompt", true}});
-  } catch (const serve::ChatTemplateError&) {
+  } catch (const data::ChatTemplateError&) {
   }
 }
 
 void openai_request(Input input) {
   static const auto tokenizer = data::make_tokenizer("byte", {});
-  static const serve::ChatTemplate chat(
+  static const data::ChatTemplate chat(
       "{% for m in messages %}{{ '<|' + m['role'] + '|>' + m['content'] | trim }}{% endfor %}"
       "{% if add_generation_prompt %}<|assistant|>{% endif %}",
       "", "");

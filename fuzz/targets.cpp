@@ -19,6 +19,7 @@ Target find_target(std::string_view name) {
   if (name == "checkpoint_owner") return &checkpoint_owner;
   if (name == "prompts_jsonl") return &prompts_jsonl;
   if (name == "chat_template") return &chat_template;
+  if (name == "sft_jsonl") return &sft_jsonl;
   if (name == "openai_request") return &openai_request;
   return nullptr;
 }

@@ -61,6 +61,10 @@ void checkpoint_owner(Input input);
 // A .jsonl prompts file of a [generate] section.
 void prompts_jsonl(Input input);
 
+// One line of a --format=sft .jsonl file (prompt/completion, input/output or
+// chat messages), read into trained and untrained segments with a ChatML
+// template and without one.
+void sft_jsonl(Input input);
 // A chat template: parsed, then rendered over a fixed conversation.
 void chat_template(Input input);
 // An HTTP request body read as a completion and as a chat request.

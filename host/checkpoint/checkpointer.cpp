@@ -231,6 +231,10 @@ void Checkpointer::load(const std::string& path, const Metadata& meta) {
     require(it->second.shape == r.shape, path + ": tensor '" + r.tensor + "' is [" + std::to_string(it->second.shape[0]) +
                                              ", " + std::to_string(it->second.shape[1]) + "], this model's is [" +
                                              std::to_string(r.shape[0]) + ", " + std::to_string(r.shape[1]) + "]");
+    if (const float* in_place = reader.whole(r.tensor, it->second, r.rect)) {
+      device_.to_device(r.data, in_place, region_bytes(r));
+      continue;
+    }
     host.assign(size_t(r.rect.numel()), 0.f);
     const int64_t covered = reader.read(r.tensor, it->second, r.rect, host.data());
     require(covered == r.rect.numel(), path + ": tensor '" + r.tensor + "' has " + std::to_string(covered) + " of the " +

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <memory>
 #include <string>
 
 #include "checkpoint/metadata.hpp"
@@ -55,8 +56,9 @@ int verify_files(const std::string& dir, const Metadata& m) {
   for (const auto& [name, f] : m.files) {
     std::string verdict = "ok";
     try {
-      verify_file(dir + "/" + name, f);
-      mh::safetensors::File file(dir + "/" + name);
+      auto map = std::make_unique<mh::data::MappedFile>(dir + "/" + name, "the checkpoint is incomplete");
+      verify_file(*map, f);
+      mh::safetensors::File file(std::move(map));
     } catch (const std::exception& e) {
       verdict = std::string("FAILED: ") + e.what();
     }

@@ -24,6 +24,7 @@ constexpr const char* kMetadataFile = "metadata.json";
 struct Rect {
   int64_t row = 0, col = 0, rows = 0, cols = 0;
   int64_t numel() const { return rows * cols; }
+  bool operator==(const Rect&) const = default;
 };
 
 struct SliceRef {

@@ -61,12 +61,10 @@ Written write_file(const std::string& path, const std::vector<Entry>& entries,
 
 // XXH3-64 of a whole byte range.
 uint64_t checksum(std::span<const std::byte> bytes);
-// The size and XXH3-64 of a file, read sequentially (faster from disk than
-// through a mapping, and it leaves the file in the page cache).
-struct Read {
-  uint64_t bytes = 0, xxh3 = 0;
-};
-Read read_file_checksum(const std::string& path);
+// XXH3-64 of a whole mapped file, hashed window by window while the kernel
+// reads the next windows in: the hash overlaps the disk, and the pages stay
+// mapped for the reads that follow.
+uint64_t checksum(const data::MappedFile& file);
 std::string hex(uint64_t value);
 
 // A file mapped read-only with its header parsed.
@@ -74,14 +72,16 @@ class File {
  public:
   // `fix` ends the message when the file cannot be opened.
   explicit File(const std::string& path, std::string_view fix = "the checkpoint is incomplete; load another one");
+  // A file already mapped (and verified, as a checkpoint's are).
+  explicit File(std::unique_ptr<const data::MappedFile> map);
   const Header& header() const { return header_; }
-  const std::string& path() const { return map_.path(); }
-  std::span<const std::byte> bytes() const { return map_.bytes(); }
+  const std::string& path() const { return map_->path(); }
+  std::span<const std::byte> bytes() const { return map_->bytes(); }
   // The data of `key`, or throws naming the file and the key.
   std::span<const std::byte> data(const std::string& key) const;
 
  private:
-  data::MappedFile map_;
+  std::unique_ptr<const data::MappedFile> map_;
   Header header_;
 };
 

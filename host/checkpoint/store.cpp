@@ -127,11 +127,12 @@ std::string rank_index(int32_t rank) {
   return name;
 }
 
-void verify_file(const std::string& path, const FileEntry& expect) {
-  const safetensors::Read file = safetensors::read_file_checksum(path);
-  require(file.bytes == expect.bytes, path + ": " + std::to_string(file.bytes) + " bytes, the index says " +
-                                          std::to_string(expect.bytes) + " (truncated or replaced); load an earlier checkpoint");
-  const std::string sum = safetensors::hex(file.xxh3);
+void verify_file(const data::MappedFile& file, const FileEntry& expect) {
+  const std::string& path = file.path();
+  const uint64_t bytes = file.bytes().size();
+  require(bytes == expect.bytes, path + ": " + std::to_string(bytes) + " bytes, the index says " +
+                                     std::to_string(expect.bytes) + " (truncated or replaced); load an earlier checkpoint");
+  const std::string sum = safetensors::hex(safetensors::checksum(file));
   require(sum == expect.xxh3, path + ": checksum " + sum + " does not match the index's " + expect.xxh3 +
                                   " (the file is corrupt); load an earlier checkpoint");
 }

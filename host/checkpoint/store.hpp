@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "checkpoint/metadata.hpp"
+#include "data/mapped_file.hpp"
 
 namespace mh::ckpt {
 
@@ -55,7 +56,7 @@ std::string resolve_load(const std::string& load, const std::string& dir);
 // Checks a checkpoint file's size and XXH3 against the index (before its
 // header is read, so a damaged file is reported as such); throws naming
 // the file.
-void verify_file(const std::string& path, const FileEntry& expect);
+void verify_file(const data::MappedFile& file, const FileEntry& expect);
 
 // fsync of a folder, so renames inside it are durable.
 void sync_dir(const std::string& dir);

@@ -22,9 +22,14 @@ class TensorReader {
   // the slices covered. Each file is verified against the index (size and
   // checksum) the first time it is read.
   int64_t read(const std::string& tensor, const TensorEntry& entry, const Rect& want, float* out);
+  // The mapped floats of `want` when one slice is exactly that rectangle
+  // (a run resuming on its own layout): read in place, without a copy.
+  // nullptr otherwise.
+  const float* whole(const std::string& tensor, const TensorEntry& entry, const Rect& want);
 
  private:
   const safetensors::File& file(const std::string& name);
+  const float* slice_data(const std::string& tensor, const SliceRef& s);
 
   std::string dir_;
   const Metadata& meta_;

@@ -64,6 +64,7 @@ const MH_OptionSpec kData[] = {
     opt("merges_file", MH_VALUE_STRING, "\"\"", "merges.txt (tokenizer = gpt2); empty: GPT-2's, shipped"),
     opt("tokenizer_file", MH_VALUE_STRING, "\"\"", "tokenizer.json (tokenizer = huggingface) or tokenizer.model (tokenizer = sentencepiece)"),
     opt("split", MH_VALUE_STRING, "\"98,2,0\"", "train,valid,test weights over documents"),
+    opt_bool("eod_mask_loss", "false", "no loss on the target after an EOD (Megatron's --eod-mask-loss)"),
 };
 
 const MH_OptionSpec kOutput[] = {

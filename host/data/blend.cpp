@@ -1,5 +1,7 @@
 #include "data/blend.hpp"
 
+#include <algorithm>
+
 #include <megahost/error.hpp>
 
 #include <charconv>
@@ -117,15 +119,39 @@ ConcatenatedSamples::ConcatenatedSamples(std::vector<std::unique_ptr<Samples>> p
   for (const auto& part : parts_) size_ += part->size();
 }
 
-void ConcatenatedSamples::get(int64_t index, int32_t* out) const {
+bool BlendedSamples::masks_loss() const {
+  return std::any_of(parts_.begin(), parts_.end(), [](const auto& part) { return part->masks_loss(); });
+}
+
+void BlendedSamples::get_loss_mask(int64_t index, const int32_t* tokens, uint8_t* mask) const {
+  const Source s = source(index);
+  parts_[s.part]->get_loss_mask(s.index, tokens, mask);
+}
+
+std::pair<const Samples*, int64_t> ConcatenatedSamples::source(int64_t index) const {
   require(index >= 0, "ConcatenatedSamples: negative sample index " + std::to_string(index), MH_INVALID_ARGUMENT);
   // Past the end it starts over, in the parts' next epochs.
   const int64_t epoch = index / size_;
   int64_t rest = index % size_;
   for (const auto& part : parts_) {
-    if (rest < part->size()) return part->get(epoch * part->size() + rest, out);
+    if (rest < part->size()) return {part.get(), epoch * part->size() + rest};
     rest -= part->size();
   }
+  return {};  // unreachable: rest < size_, the parts' sizes added up
+}
+
+void ConcatenatedSamples::get(int64_t index, int32_t* out) const {
+  const auto [part, at] = source(index);
+  part->get(at, out);
+}
+
+bool ConcatenatedSamples::masks_loss() const {
+  return std::any_of(parts_.begin(), parts_.end(), [](const auto& part) { return part->masks_loss(); });
+}
+
+void ConcatenatedSamples::get_loss_mask(int64_t index, const int32_t* tokens, uint8_t* mask) const {
+  const auto [part, at] = source(index);
+  part->get_loss_mask(at, tokens, mask);
 }
 
 }  // namespace mh::data

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "data/samples.hpp"
@@ -32,6 +33,8 @@ class BlendedSamples final : public Samples {
   // The parts' sizes added up.
   int64_t size() const override;
   void get(int64_t index, int32_t* out) const override;
+  bool masks_loss() const override;
+  void get_loss_mask(int64_t index, const int32_t* tokens, uint8_t* mask) const override;
 
   // Which part global sample `index` comes from, and its index there.
   struct Source {
@@ -58,8 +61,13 @@ class ConcatenatedSamples final : public Samples {
   explicit ConcatenatedSamples(std::vector<std::unique_ptr<Samples>> parts);
   int64_t size() const override { return size_; }
   void get(int64_t index, int32_t* out) const override;
+  bool masks_loss() const override;
+  void get_loss_mask(int64_t index, const int32_t* tokens, uint8_t* mask) const override;
 
  private:
+  // The part global sample `index` comes from, and its index there.
+  std::pair<const Samples*, int64_t> source(int64_t index) const;
+
   std::vector<std::unique_ptr<Samples>> parts_;
   int64_t size_ = 0;
 };

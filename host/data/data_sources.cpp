@@ -2,6 +2,7 @@
 
 #include "data/blend.hpp"
 #include "data/gpt_samples.hpp"
+#include "data/loss_mask.hpp"
 #include "data/token_range.hpp"
 
 #include <megahost/error.hpp>
@@ -18,13 +19,17 @@ struct SplitList {
 };
 
 std::unique_ptr<Samples> samples_of(const SplitList& list, const std::vector<IndexedDataset*>& datasets,
-                                    const DataRequest& r, bool concatenate) {
+                                    const OpenedData& opened, const DataRequest& r, bool concatenate) {
   std::vector<std::unique_ptr<Samples>> parts;
   std::vector<double> weights;
   for (size_t d = 0; d < datasets.size(); ++d) {
     // Each dataset its own order; the first keeps the seed as it is, so one
     // dataset gives the same samples as before blending existed.
-    parts.push_back(std::make_unique<GptSamples>(*datasets[d], list.split, list.weights, r.seq_len, r.seed + d));
+    const IndexedDataset* mask = nullptr;
+    for (size_t o = 0; o < opened.datasets.size(); ++o)
+      if (opened.datasets[o].get() == datasets[d]) mask = opened.loss_masks[o].get();
+    parts.push_back(std::make_unique<GptSamples>(*datasets[d], list.split, list.weights, r.seq_len, r.seed + d, mask,
+                                                 r.eod_mask_id));
     weights.push_back(list.entries[d].weight);
   }
   if (concatenate) return std::make_unique<ConcatenatedSamples>(std::move(parts));
@@ -49,6 +54,7 @@ class Opener {
         found = out_.datasets.back().get();
         check_token_range(*found, r_.vocab, list.key, r_.vocab_source);
         found->limit_ids(r_.vocab, "re-create the dataset with megahost_prepare (and remove its .range file)");
+        out_.loss_masks.push_back(open_loss_mask(*found));
       }
       datasets.push_back(found);
     }
@@ -104,9 +110,9 @@ OpenedData open_data(const DataRequest& r) {
   Opener opener(r, out);
   for (const SplitList& list : split_lists(r.keys, r.train)) {
     std::vector<IndexedDataset*> datasets = opener.open(list);
-    if (list.split == Split::kTrain && r.train) out.train = samples_of(list, datasets, r, false);
-    if (list.split == Split::kValid && r.valid) out.valid = samples_of(list, datasets, r, r.whole_valid);
-    if (list.split == Split::kTest && r.test) out.test = samples_of(list, datasets, r, true);
+    if (list.split == Split::kTrain && r.train) out.train = samples_of(list, datasets, out, r, false);
+    if (list.split == Split::kValid && r.valid) out.valid = samples_of(list, datasets, out, r, r.whole_valid);
+    if (list.split == Split::kTest && r.test) out.test = samples_of(list, datasets, out, r, true);
   }
   const bool separate = separate_lists(r.keys);
   require(!r.valid || out.valid != nullptr,

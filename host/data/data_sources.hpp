@@ -6,7 +6,9 @@
 //   train_paths, valid_paths, test_paths
 //                weighted prefixes used whole for one split each (Megatron's
 //                --train-data-path, ...); split is then not used
-// Every dataset's token ids are checked against the model's vocabulary.
+// Every dataset's token ids are checked against the model's vocabulary. A
+// dataset with a loss mask beside it (loss_mask.hpp) trains on the masked-in
+// targets only.
 // Evaluation alone (megahost --evaluate) needs no training data: the
 // training list is then neither required nor opened.
 #pragma once
@@ -38,10 +40,12 @@ struct DataRequest {
   bool test;         // open the test split, whole (every window once)
   int64_t vocab;     // ids must be 0..vocab-1
   std::string vocab_source;
+  int32_t eod_mask_id = -1;  // data.eod_mask_loss: the EOD's id, whose next target is not trained on
 };
 
 struct OpenedData {
   std::vector<std::unique_ptr<IndexedDataset>> datasets;
+  std::vector<std::unique_ptr<IndexedDataset>> loss_masks;  // each dataset's (loss_mask.hpp), or null
   std::unique_ptr<Samples> train, valid, test;  // each only when requested
 };
 

@@ -5,6 +5,9 @@
 // at token w * seq_len, so consecutive windows share one token: the last
 // target of one is the first input of the next. An epoch visits every window
 // once, in an order shuffled from the seed, with a new order every epoch.
+// A sample's loss mask is the same window of the dataset's loss mask (when
+// it has one), less, with data.eod_mask_loss, the targets that follow an
+// EOD (Megatron's --eod-mask-loss).
 #pragma once
 
 #include <cstdint>
@@ -19,10 +22,12 @@ namespace mh::data {
 
 class GptSamples final : public Samples {
  public:
-  // Keeps a reference to dataset, which must outlive it. Throws mh::Error
-  // when the split has fewer than seq_len + 1 tokens.
+  // Keeps a reference to dataset and loss_mask (null: every token is
+  // trained on), which must outlive it; eod_mask_id >= 0 masks the targets
+  // after that id. Throws mh::Error when the split has fewer than
+  // seq_len + 1 tokens.
   GptSamples(const IndexedDataset& dataset, Split split, std::string_view split_weights,
-             int64_t seq_len, uint64_t seed);
+             int64_t seq_len, uint64_t seed, const IndexedDataset* loss_mask = nullptr, int32_t eod_mask_id = -1);
 
   // Samples per epoch.
   int64_t size() const override { return windows_; }
@@ -30,11 +35,17 @@ class GptSamples final : public Samples {
   // continues into later epochs. Holds no state: safe to call from many
   // threads at once.
   void get(int64_t index, int32_t* out) const override;
+  bool masks_loss() const override { return loss_mask_ != nullptr || eod_mask_id_ >= 0; }
+  void get_loss_mask(int64_t index, const int32_t* tokens, uint8_t* mask) const override;
 
  private:
-  void read_stream(int64_t position, int64_t count, int32_t* out) const;
+  // The window (its position in the stream, / seq_len) sample `index` reads.
+  int64_t window(int64_t index) const;
+  void read_stream(const IndexedDataset& from, int64_t position, int64_t count, int32_t* out) const;
 
   const IndexedDataset& dataset_;
+  const IndexedDataset* loss_mask_;
+  int32_t eod_mask_id_;
   int64_t seq_len_;
   uint64_t key_;
   int64_t first_sequence_;

@@ -34,7 +34,9 @@ constexpr char kMissingFix[] =
   throw Error(MH_INVALID_ARGUMENT, path + ": " + what + "; " + kFix);
 }
 
-size_t dtype_bytes(TokenDType dtype) { return dtype == TokenDType::kUint16 ? 2 : 4; }
+size_t dtype_bytes(TokenDType dtype) {
+  return dtype == TokenDType::kUint8 ? 1 : dtype == TokenDType::kUint16 ? 2 : 4;
+}
 
 // Megatron's dtype numbering, for naming what a file holds when we refuse it.
 std::string megatron_dtype_name(uint8_t code) {
@@ -72,8 +74,9 @@ class Reader {
 TokenDType checked_dtype(const std::string& path, uint8_t code) {
   if (code == static_cast<uint8_t>(TokenDType::kInt32)) return TokenDType::kInt32;
   if (code == static_cast<uint8_t>(TokenDType::kUint16)) return TokenDType::kUint16;
+  if (code == static_cast<uint8_t>(TokenDType::kUint8)) return TokenDType::kUint8;
   corrupt(path, "token dtype code " + std::to_string(code) + " (" + megatron_dtype_name(code) +
-                    ") is not supported; megahost reads uint16 (8) and int32 (4) tokens");
+                    ") is not supported; megahost reads uint16 (8) and int32 (4) tokens, and uint8 (1) loss masks");
 }
 
 // The counts come from the file itself, so they are checked against its size
@@ -155,7 +158,7 @@ TokenDType dtype_for_vocab(int64_t vocab_size) {
 }
 
 std::string_view dtype_name(TokenDType dtype) {
-  return dtype == TokenDType::kUint16 ? "uint16" : "int32";
+  return dtype == TokenDType::kUint8 ? "uint8" : dtype == TokenDType::kUint16 ? "uint16" : "int32";
 }
 
 IndexedDataset::IndexedDataset(const std::string& prefix)
@@ -231,7 +234,9 @@ void IndexedDataset::read(int64_t sequence, int64_t offset, int64_t count, int32
   }
   const std::byte* tokens =
       bin_.bytes().data() + index_.pointers[sequence] + offset * dtype_bytes(index_.dtype);
-  if (index_.dtype == TokenDType::kUint16) {
+  if (index_.dtype == TokenDType::kUint8) {
+    widen<uint8_t>(tokens, count, out);
+  } else if (index_.dtype == TokenDType::kUint16) {
     widen<uint16_t>(tokens, count, out);
   } else {
     widen<int32_t>(tokens, count, out);
@@ -265,8 +270,9 @@ IndexedDatasetWriter::~IndexedDatasetWriter() {
 }
 
 void IndexedDatasetWriter::add_document(std::span<const int32_t> tokens) {
-  const int64_t max_token = dtype_ == TokenDType::kUint16 ? std::numeric_limits<uint16_t>::max()
-                                                          : std::numeric_limits<int32_t>::max();
+  const int64_t max_token = dtype_ == TokenDType::kUint8    ? std::numeric_limits<uint8_t>::max()
+                            : dtype_ == TokenDType::kUint16 ? std::numeric_limits<uint16_t>::max()
+                                                            : std::numeric_limits<int32_t>::max();
   require(tokens.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max()),
           prefix_ + ".bin: a document of " + std::to_string(tokens.size()) +
               " tokens is longer than a sequence may be (2^31 - 1); split it");
@@ -280,7 +286,10 @@ void IndexedDatasetWriter::add_document(std::span<const int32_t> tokens) {
     }
     range_.add(token);
   }
-  if (dtype_ == TokenDType::kUint16) {
+  if (dtype_ == TokenDType::kUint8) {
+    std::vector<uint8_t> narrow(tokens.begin(), tokens.end());
+    bin_.write(reinterpret_cast<const char*>(narrow.data()), narrow.size());
+  } else if (dtype_ == TokenDType::kUint16) {
     std::vector<uint16_t> narrow(tokens.begin(), tokens.end());
     bin_.write(reinterpret_cast<const char*>(narrow.data()), narrow.size() * sizeof(uint16_t));
   } else {

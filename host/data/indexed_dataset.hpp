@@ -2,7 +2,8 @@
 // their layout in prefix.idx. The .idx file, all little-endian:
 //   9 bytes  magic "MMIDIDX\0\0"
 //   u64      version, 1
-//   u8       token dtype code (Megatron's numbering: 4 = int32, 8 = uint16)
+//   u8       token dtype code (Megatron's numbering: 4 = int32, 8 = uint16;
+//            1 = uint8 holds a loss mask, loss_mask.hpp)
 //   u64      S, the number of sequences
 //   u64      D, the number of document index entries (documents + 1)
 //   i32[S]   sequence lengths, in tokens
@@ -25,7 +26,7 @@
 
 namespace mh::data {
 
-enum class TokenDType : uint8_t { kInt32 = 4, kUint16 = 8 };
+enum class TokenDType : uint8_t { kUint8 = 1, kInt32 = 4, kUint16 = 8 };
 
 // uint16 while every id fits, with Megatron's margin (vocab < 65500), else int32.
 TokenDType dtype_for_vocab(int64_t vocab_size);

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -28,6 +29,14 @@ MappedFile::MappedFile(const std::string& path, std::string_view fix) : path_(pa
       "cannot map " + path + " into memory: " + std::strerror(map_errno) + "; " + std::string(fix),
       MH_UNAVAILABLE);
   data_ = static_cast<const std::byte*>(data);
+}
+
+void MappedFile::will_need(size_t offset, size_t length) const {
+  if (offset >= size_) return;
+  // madvise wants a page-aligned start; the advice is only a hint, so its
+  // failure changes nothing but speed.
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE)), start = offset / page * page;
+  ::madvise(const_cast<std::byte*>(data_) + start, std::min(length, size_ - offset) + (offset - start), MADV_WILLNEED);
 }
 
 MappedFile::~MappedFile() {

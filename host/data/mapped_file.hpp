@@ -19,6 +19,10 @@ class MappedFile {
   MappedFile& operator=(const MappedFile&) = delete;
 
   std::span<const std::byte> bytes() const { return {data_, size_}; }
+  // Asks the kernel to start reading bytes [offset, offset + length) in,
+  // without waiting: a reader that works through the file in order overlaps
+  // its work with the disk's.
+  void will_need(size_t offset, size_t length) const;
   const std::string& path() const { return path_; }
 
  private:

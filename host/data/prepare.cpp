@@ -1,10 +1,13 @@
 #include "data/prepare.hpp"
 
 #include "data/indexed_dataset.hpp"
+#include "data/loss_mask.hpp"
+#include "data/sft_input.hpp"
 #include "data/text_input.hpp"
 
 #include <megahost/error.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -28,6 +31,7 @@ constexpr int kMaxWorkers = 1024;
 
 struct Tokenized {
   std::vector<std::vector<int32_t>> ids;  // per key
+  std::vector<int32_t> mask;              // sft: the loss mask of ids[0]
   std::string problem;
 };
 
@@ -64,6 +68,28 @@ void run_workers(int workers, const std::function<void()>& work) {
   if (first) std::rethrow_exception(first);
 }
 
+// An sft line's segments tokenized one by one, each token masked as its
+// segment; the EOD that ends the document is trained on, as the end of the
+// response.
+Tokenized tokenize_sft(const Document& d, const Tokenizer& tokenizer, const PrepareOptions& o) {
+  Tokenized t;
+  t.ids.emplace_back();
+  try {
+    for (const SftSegment& segment : read_sft_line(d.json, o.chat)) {
+      const std::vector<int32_t> ids = tokenizer.encode(segment.text);
+      t.ids[0].insert(t.ids[0].end(), ids.begin(), ids.end());
+      t.mask.insert(t.mask.end(), ids.size(), segment.trained ? 1 : 0);
+    }
+    if (o.append_eod && !t.ids[0].empty()) {
+      t.ids[0].push_back(tokenizer.eod_id());
+      t.mask.push_back(1);
+    }
+  } catch (const Error& e) {
+    t.problem = o.input + ":" + std::to_string(d.line) + ": " + e.what();
+  }
+  return t;
+}
+
 // Parses and tokenizes the batch on `workers` threads, each taking the next
 // document.
 std::vector<Tokenized> tokenize(std::vector<Document>& batch, const Tokenizer& tokenizer, const PrepareOptions& o) {
@@ -73,6 +99,10 @@ std::vector<Tokenized> tokenize(std::vector<Document>& batch, const Tokenizer& t
     for (size_t i = next++; i < batch.size(); i = next++) {
       if (stop_signal() != 0) return;  // the batch is abandoned whole
       Document& d = batch[i];
+      if (o.sft) {
+        out[i] = tokenize_sft(d, tokenizer, o);
+        continue;
+      }
       parse_document(d, o.json_keys, o.input);
       if (!d.problem.empty()) {
         out[i].problem = d.problem;
@@ -95,6 +125,10 @@ std::vector<Tokenized> tokenize(std::vector<Document>& batch, const Tokenizer& t
 
 std::vector<std::unique_ptr<IndexedDatasetWriter>> open_writers(const PrepareOptions& o, TokenDType dtype) {
   std::vector<std::unique_ptr<IndexedDatasetWriter>> writers;
+  if (o.sft) {
+    writers.push_back(std::make_unique<IndexedDatasetWriter>(o.output_prefix, dtype));
+    return writers;
+  }
   for (const std::string& key : o.json_keys) {
     const std::string prefix = o.json_keys.size() == 1 ? o.output_prefix : o.output_prefix + "_" + key;
     writers.push_back(std::make_unique<IndexedDatasetWriter>(prefix, dtype));
@@ -108,11 +142,15 @@ PrepareReport prepare(const PrepareOptions& o, const Tokenizer& tokenizer, const
   require(o.workers >= 1 && o.workers <= kMaxWorkers, "--workers must be 1 to " + std::to_string(kMaxWorkers) +
                                                          " (threads; one per core is enough), got " +
                                                          std::to_string(o.workers));
-  require(!o.json_keys.empty(), "--json_keys names no key; give at least one, e.g. text");
+  require(o.sft || !o.json_keys.empty(), "--json_keys names no key; give at least one, e.g. text");
+  require(!o.sft || o.input.ends_with(".jsonl"),
+          "input " + o.input + ": --format=sft reads a .jsonl file (one prompt/completion or messages object a line)");
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   DocumentReader reader(o.input);
   auto writers = open_writers(o, dtype_for_vocab(tokenizer.vocab_size()));
+  std::unique_ptr<IndexedDatasetWriter> mask_writer;
+  if (o.sft) mask_writer = std::make_unique<IndexedDatasetWriter>(loss_mask_prefix(o.output_prefix), TokenDType::kUint8);
   PrepareReport report;
   double reported = 0;
   for (bool more = true; more;) {
@@ -138,6 +176,10 @@ PrepareReport prepare(const PrepareOptions& o, const Tokenizer& tokenizer, const
         writers[k]->add_document(t.ids[k]);
         report.tokens += static_cast<int64_t>(t.ids[k].size());
       }
+      if (mask_writer && !t.mask.empty()) {
+        mask_writer->add_document(t.mask);
+        report.trained += std::count(t.mask.begin(), t.mask.end(), 1);
+      }
     }
     report.documents = writers[0]->document_count();
     report.bytes_read = reader.bytes_read();
@@ -145,6 +187,7 @@ PrepareReport prepare(const PrepareOptions& o, const Tokenizer& tokenizer, const
     if (on_progress && report.seconds - reported >= 1.0) on_progress(report), reported = report.seconds;
   }
   for (auto& w : writers) w->finish();
+  if (mask_writer) mask_writer->finish();
   report.seconds = elapsed();
   return report;
 }

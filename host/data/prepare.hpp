@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "data/chat_template.hpp"
 #include "data/tokenizer.hpp"
 
 namespace mh::data {
@@ -22,11 +23,17 @@ struct PrepareOptions {
   // Skip and count documents that cannot be read or tokenized, instead of
   // stopping at the first.
   bool skip_bad_documents = false;
+  // Supervised fine-tuning data (sft_input.hpp) instead of texts under
+  // json_keys: writes PREFIX and its loss mask, PREFIX_loss_mask
+  // (loss_mask.hpp). chat renders "messages" lines; null refuses them.
+  bool sft = false;
+  const ChatTemplate* chat = nullptr;
 };
 
 struct PrepareReport {
   int64_t documents = 0;  // written (per key, the first key's count)
   int64_t tokens = 0;     // over all keys
+  int64_t trained = 0;    // of them, in a loss mask's 1s (sft)
   int64_t skipped = 0;
   std::string first_skipped;  // why the first skipped document was
   int64_t bytes_read = 0;

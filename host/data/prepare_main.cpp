@@ -1,5 +1,6 @@
 // megahost_prepare: tokenizes a text corpus into Megatron indexed datasets
 // (PREFIX.bin + PREFIX.idx) that the training engine reads. See docs/data.md.
+#include "data/chat_template.hpp"
 #include "data/indexed_dataset.hpp"
 #include "data/prepare.hpp"
 #include "data/tokenizer.hpp"
@@ -10,6 +11,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 #include <iostream>
 #include <new>
 #include <sstream>
@@ -31,6 +34,12 @@ DEFINE_string(tokenizer_file, "",
 DEFINE_string(output_prefix, "", "writes OUTPUT_PREFIX.bin and OUTPUT_PREFIX.idx");
 DEFINE_bool(append_eod, true, "end every document with the tokenizer's end-of-document token");
 DEFINE_int32(workers, 1, "threads that parse and tokenize; the output is the same for any number");
+DEFINE_string(format, "text",
+              "text (documents under --json_keys) or sft (.jsonl lines of prompt/completion, input/output or "
+              "chat messages; writes OUTPUT_PREFIX_loss_mask beside the tokens)");
+DEFINE_string(chat_template, "",
+              "for --format=sft's messages: a tokenizer_config.json (or Jinja file) with the chat template; "
+              "empty: the tokenizer_config.json beside --tokenizer_file, when there is one");
 DEFINE_bool(skip_bad_documents, false,
             "skip documents that cannot be read or tokenized (invalid UTF-8, malformed JSON, a "
             "missing key) and count them, instead of stopping at the first");
@@ -54,13 +63,35 @@ std::string rate(const mh::data::PrepareReport& r) {
   return line;
 }
 
+// --chat_template, else a tokenizer_config.json with a chat template beside
+// --tokenizer_file (as the server finds it); none: messages are refused.
+std::optional<mh::data::ChatTemplate> chat_template() {
+  std::string file = FLAGS_chat_template;
+  if (file.empty() && !FLAGS_tokenizer_file.empty()) {
+    const auto beside = std::filesystem::path(FLAGS_tokenizer_file).parent_path() / "tokenizer_config.json";
+    if (std::filesystem::exists(beside)) file = beside.string();
+  }
+  if (file.empty()) return std::nullopt;
+  try {
+    return mh::data::ChatTemplate::from_file(file);
+  } catch (const mh::data::ChatTemplateError& e) {
+    throw mh::Error(MH_INVALID_ARGUMENT, "--chat_template " + file + ": " + e.what() +
+                                             "; fix it or give --chat_template another file");
+  }
+}
+
 void prepare() {
   mh::require(!FLAGS_input.empty(), "--input is required (a .txt or .jsonl file)");
   mh::require(!FLAGS_output_prefix.empty(), "--output_prefix is required");
   auto tokenizer = mh::data::make_tokenizer(
       FLAGS_tokenizer, {FLAGS_vocab_file, FLAGS_merges_file, FLAGS_tokenizer_file});
+  mh::require(FLAGS_format == "text" || FLAGS_format == "sft",
+              "--format " + FLAGS_format + ": give text (documents) or sft (prompt/completion or chat lines)");
+  const bool sft = FLAGS_format == "sft";
+  const std::optional<mh::data::ChatTemplate> chat = sft ? chat_template() : std::nullopt;
   mh::data::PrepareOptions options{FLAGS_input,      json_keys(),   FLAGS_output_prefix,
-                                   FLAGS_append_eod, FLAGS_workers, FLAGS_skip_bad_documents};
+                                   FLAGS_append_eod, FLAGS_workers, FLAGS_skip_bad_documents,
+                                   sft,              chat ? &*chat : nullptr};
   // On a terminal the progress line redraws itself; in a log it is one line a second.
   const char end = ::isatty(STDERR_FILENO) ? '\r' : '\n';
   mh::data::PrepareReport report = mh::data::prepare(
@@ -69,8 +100,11 @@ void prepare() {
   const auto dtype = mh::data::dtype_for_vocab(tokenizer->vocab_size());
   std::cout << "megahost_prepare: wrote " << rate(report) << " (" << FLAGS_tokenizer << " tokenizer, vocab "
             << tokenizer->vocab_size() << ", " << mh::data::dtype_name(dtype) << ", " << FLAGS_workers
-            << " worker(s)) to " << FLAGS_output_prefix << (options.json_keys.size() > 1 ? "_<key>" : "")
+            << " worker(s)) to " << FLAGS_output_prefix << (!sft && options.json_keys.size() > 1 ? "_<key>" : "")
             << ".bin and .idx\n";
+  if (sft)
+    std::cout << "megahost_prepare: " << report.trained << " of the tokens are trained on; their loss mask is "
+              << FLAGS_output_prefix << "_loss_mask.bin and .idx\n";
   if (report.skipped > 0) {
     std::cout << "megahost_prepare: skipped " << report.skipped << " bad document(s); the first: "
               << report.first_skipped << "\n";

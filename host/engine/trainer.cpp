@@ -119,12 +119,14 @@ class RankTrainer {
   DataSync plan_data_sync() const;
   GradSyncGroups grad_sync_groups();
   MicroBatch load(const data::Samples& samples, int64_t first_sample, uint64_t key);
+  int64_t loss_targets(const data::Samples& samples, int64_t first_sample, int64_t count) const;
   double step(int64_t step);
   double evaluate(int64_t step);
   SplitLoss evaluate_whole(const data::Samples& samples, bool stoppable = false);
   int agreed_stop_signal();
   void test(int64_t step);
   double sum_over_model(double local);
+  double sum_over_replicas(double local);
   StepExchange exchange(double hw_flops);
   ckpt::Metadata checkpoint_metadata(int64_t step) const;
   ckpt::Metadata load_model();
@@ -196,12 +198,16 @@ MicroBatch RankTrainer::load(const data::Samples& samples, int64_t first_sample,
   const int64_t S = rc_.dims.seq, B = rc_.dims.micro_batch, N = rc_.dims.rows(), n = rc_.dims.local_rows();
   std::vector<int32_t> window(static_cast<size_t>(S + 1)), ids(static_cast<size_t>(N)),
       targets(static_cast<size_t>(N)), positions(static_cast<size_t>(n));
+  std::vector<uint8_t> mask(static_cast<size_t>(S + 1)), loss_mask(samples.masks_loss() ? size_t(N) : 0);
   for (int64_t b = 0; b < B; ++b) {
     samples.get(first_sample + b, window.data());
     for (int64_t t = 0; t < S; ++t) {
       ids[size_t(t * B + b)] = window[size_t(t)];
       targets[size_t(t * B + b)] = window[size_t(t + 1)];
     }
+    if (loss_mask.empty()) continue;
+    samples.get_loss_mask(first_sample + b, window.data(), mask.data());
+    for (int64_t t = 0; t < S; ++t) loss_mask[size_t(t * B + b)] = mask[size_t(t + 1)];
   }
   for (int64_t r = 0; r < n; ++r) positions[size_t(r)] = int32_t((rc_.dims.first_local_row() + r) / B);
   MicroBatch mb;
@@ -212,7 +218,24 @@ MicroBatch RankTrainer::load(const data::Samples& samples, int64_t first_sample,
   rc_.dev.to_device(mb.targets.data(), targets.data(), targets.size() * 4);
   rc_.dev.to_device(mb.positions.data(), positions.data(), positions.size() * 4);
   mb.key = key;
+  mb.loss_mask = std::move(loss_mask);
   return mb;
+}
+
+// The targets the loss counts in samples [first_sample, first_sample +
+// count): every one, but those the samples' loss mask leaves out.
+int64_t RankTrainer::loss_targets(const data::Samples& samples, int64_t first_sample, int64_t count) const {
+  const int64_t S = rc_.dims.seq;
+  if (!samples.masks_loss()) return count * S;
+  std::vector<int32_t> window(static_cast<size_t>(S + 1));
+  std::vector<uint8_t> mask(static_cast<size_t>(S + 1));
+  int64_t targets = 0;
+  for (int64_t i = first_sample; i < first_sample + count; ++i) {
+    samples.get(i, window.data());
+    samples.get_loss_mask(i, window.data(), mask.data());
+    targets += std::count(mask.begin() + 1, mask.end(), uint8_t{1});
+  }
+  return targets;
 }
 
 // A scalar summed over the pipeline stages and data-parallel replicas.
@@ -226,10 +249,28 @@ double RankTrainer::sum_over_model(double local) {
   return double(value);
 }
 
+// A scalar summed over the data-parallel replicas.
+double RankTrainer::sum_over_replicas(double local) {
+  if (s_.dp == 1) return local;
+  Buffer total(rc_.dev, MemCategory::kWorkspace, 1);
+  float value = float(local);
+  rc_.dev.to_device(total.data(), &value, sizeof(float));
+  rc_.groups.data.all_reduce(total.f32(), 1);
+  rc_.dev.to_host(&value, total.data(), sizeof(float));
+  return double(value);
+}
+
 double RankTrainer::step(int64_t step) {
   ops::fill(rc_.dev, params_.grads().f32(), params_.numel(), 0);
   const int64_t m = s_.microbatches, b = s_.micro_batch, dp_rank = rc_.coords.dp;
-  const float scale = float(1.0 / double(s_.global_batch * rc_.dims.seq));
+  // The loss is the mean over the global batch's counted targets, as
+  // Megatron's sum(loss * mask) / sum(mask): with a loss mask each replica
+  // counts its own and all add them up, so every layout takes one rank's
+  // gradient. A step whose targets are all masked out changes nothing.
+  double targets = double(s_.global_batch * rc_.dims.seq);
+  if (s_.train->masks_loss())
+    targets = std::max(1.0, sum_over_replicas(double(loss_targets(*s_.train, consumed_ + dp_rank * m * b, m * b))));
+  const float scale = float(1.0 / targets);
   // Global micro-batch index: the same samples and dropout stream on every layout.
   GradsFinalised finalised;
   if (data_sync_.overlap) finalised = [this](std::span<const int> ids) { grad_sync_.finalised(ids); };
@@ -390,7 +431,10 @@ double RankTrainer::evaluate(int64_t step) {
     const int64_t g = rc_.coords.dp * batches + k;
     loss += stage.evaluate(load(*s_.valid, g * b, rng::splitmix64(seed() ^ uint64_t(step))));
   }
-  return sum_over_model(loss) / double(batches * s_.dp * b * rc_.dims.seq);
+  double targets = double(batches * s_.dp * b * rc_.dims.seq);
+  if (s_.valid->masks_loss())
+    targets = std::max(1.0, sum_over_replicas(double(loss_targets(*s_.valid, rc_.coords.dp * batches * b, batches * b))));
+  return sum_over_model(loss) / targets;
 }
 
 // The largest stop signal any rank received, so that all stop together.
@@ -407,15 +451,24 @@ SplitLoss RankTrainer::evaluate_whole(const data::Samples& samples, bool stoppab
   const auto started = std::chrono::steady_clock::now();
   PipelineStage stage(rc_.dev, rc_.groups.pipeline, chunks_, rc_.dims, {});
   double loss = 0;
-  for (const SplitBatch& sb : whole_split_batches(samples.size(), s_.micro_batch, s_.dp, rc_.coords.dp)) {
+  int64_t targets = 0;
+  const std::vector<SplitBatch> batches = whole_split_batches(samples.size(), s_.micro_batch, s_.dp, rc_.coords.dp);
+  // Replicas may run one batch more than others; each checks for a stop
+  // signal as often as the busiest, so that every rank joins every check.
+  const int64_t rounds = ((samples.size() + s_.micro_batch - 1) / s_.micro_batch + s_.dp - 1) / s_.dp;
+  for (int64_t k = 0; k < rounds; ++k) {
     if (stoppable && (s_.abandoned_by = agreed_stop_signal()) != 0) return {};
+    if (k >= int64_t(batches.size())) continue;
+    const SplitBatch& sb = batches[size_t(k)];
     MicroBatch mb = load(samples, sb.first_sample, 0);  // evaluation has no dropout to key
     mb.counted = sb.counted;
     loss += stage.evaluate(mb);
+    if (samples.masks_loss()) targets += loss_targets(samples, sb.first_sample, std::min(sb.counted, s_.micro_batch));
   }
   const int64_t tokens = samples.size() * rc_.dims.seq;
+  const double counted = samples.masks_loss() ? std::max(1.0, sum_over_replicas(double(targets))) : double(tokens);
   const double total = sum_over_model(loss);
-  return {total / double(tokens), tokens,
+  return {total / counted, tokens,
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
 }
 

@@ -135,8 +135,8 @@ double Transformer::head_forward(ForwardState& st, const MicroBatch& mb) {
   std::vector<float> stats(size_t(3 * N));
   dev_.to_host(stats.data(), st.xent.data(), stats.size() * sizeof(float));
   double loss = 0;
-  for (int64_t r = 0; r < N; ++r)
-    if (r % d_.micro_batch < mb.counted)  // rows are [s, b]: r % b is the sample
+  for (int64_t r = 0; r < N; ++r)  // rows are [s, b]: r % b is the sample
+    if (r % d_.micro_batch < mb.counted && (mb.loss_mask.empty() || mb.loss_mask[size_t(r)] != 0))
       loss += std::log(double(stats[size_t(N + r)])) + stats[size_t(r)] - stats[size_t(2 * N + r)];
   return loss;
 }
@@ -154,6 +154,13 @@ void Transformer::head_backward(ForwardState& st, const MicroBatch& mb, float lo
   x.scale = loss_scale;
   x.targets = mb.targets.t({N});
   dev_.run(&MH_KernelsApi::xent, x, "xent backward");
+  // A masked-out target adds nothing: its row's gradient is 0, run by run.
+  for (int64_t r = 0; r < int64_t(mb.loss_mask.size());) {
+    int64_t end = r;
+    while (end < N && mb.loss_mask[size_t(end)] == 0) ++end;
+    if (end > r) ops::fill(dev_, st.logits.f32() + r * V, (end - r) * V, 0);
+    r = end + 1;
+  }
   // The GEMMs read the logits' gradient in the compute dtype.
   TypedPtr dlogits = st.logits.ptr();
   Buffer rounded;

@@ -53,6 +53,9 @@ struct MicroBatch {
   // The loss counts samples [0, counted) only: a split's last micro-batch,
   // filled up past the split's end, counts its real samples alone.
   int64_t counted = INT64_MAX;
+  // [rows], same order: 1 where the row's target counts in the loss (the
+  // samples' loss mask); empty when every row counts.
+  std::vector<uint8_t> loss_mask;
 };
 
 // Told the parameters whose gradients backward has just made its last

@@ -210,8 +210,11 @@ void open_data(RunSetup& s, const Assembly& a, const Config& config) {
                             test,
                             vocab.size,
                             vocab.source};
+  if (a.data.options().get_bool("eod_mask_loss")) request.eod_mask_id = run_tokenizer(a, config)->eod_id();
   data::OpenedData opened = data::open_data(request);
   s.datasets = std::move(opened.datasets);
+  for (auto& mask : opened.loss_masks)  // kept as long as the samples reading them
+    if (mask) s.datasets.push_back(std::move(mask));
   s.train = std::move(opened.train);
   s.valid = std::move(opened.valid);
   s.test = std::move(opened.test);

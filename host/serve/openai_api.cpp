@@ -208,7 +208,7 @@ Ask read_chat(const json& body, const ModelText& model, const ApiLimits& limits)
   std::string text;
   try {
     text = model.chat->render(context);
-  } catch (const ChatTemplateError& e) {
+  } catch (const data::ChatTemplateError& e) {
     bad("messages", std::string("the chat template refused the messages: ") + e.what());
   }
   ask.prompts = {model.tokenizer->encode(text)};

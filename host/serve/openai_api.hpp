@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/tokenizer.hpp"
-#include "serve/chat_template.hpp"
+#include "data/chat_template.hpp"
 #include "serve/request.hpp"
 
 namespace mh::serve {
@@ -38,7 +38,7 @@ struct ApiLimits {
 // The parts of a request that only the model knows.
 struct ModelText {
   const data::Tokenizer* tokenizer = nullptr;
-  const ChatTemplate* chat = nullptr;  // null: the model has none (chat gets 400)
+  const data::ChatTemplate* chat = nullptr;  // null: the model has none (chat gets 400)
   int32_t eod = -1;
 };
 

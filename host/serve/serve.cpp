@@ -16,7 +16,7 @@
 #include "convert/hf_folder.hpp"
 #include "run/run.hpp"
 #include "run/stop_signals.hpp"
-#include "serve/chat_template.hpp"
+#include "data/chat_template.hpp"
 #include "serve/engine_loop.hpp"
 #include "serve/http_server.hpp"
 
@@ -42,12 +42,12 @@ std::string chat_template_file(const Config& config, const Assembly& a) {
   return "";
 }
 
-std::optional<ChatTemplate> load_chat_template(const Config& config, const Assembly& a) {
+std::optional<data::ChatTemplate> load_chat_template(const Config& config, const Assembly& a) {
   const std::string file = chat_template_file(config, a);
   if (file.empty()) return std::nullopt;
   try {
-    return ChatTemplate::from_file(file);
-  } catch (const ChatTemplateError& e) {
+    return data::ChatTemplate::from_file(file);
+  } catch (const data::ChatTemplateError& e) {
     throw Error(MH_INVALID_ARGUMENT, file + ": its chat template cannot be read: " + e.what() +
                                          "; fix it or point serve.chat_template at another");
   }
@@ -110,7 +110,7 @@ int serve(RunSetup& s, const Config& config, const RankRunner& run_ranks) {
   require(!s.dry_run, "--dry_run of a [serve] config: dry-run the same model with [generate] and generate.batch = "
                       "serve.max_batch to see its memory");
   const auto tokenizer = run_tokenizer(*s.assembly, config);
-  const std::optional<ChatTemplate> chat = load_chat_template(config, *s.assembly);
+  const std::optional<data::ChatTemplate> chat = load_chat_template(config, *s.assembly);
   const Settings set = settings(s, s.assembly->serve.options(), *tokenizer);
   const bool lead_process = s.comm_info.first_rank == 0;
   RequestQueue queue(set.max_queue);

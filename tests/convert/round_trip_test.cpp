@@ -45,7 +45,7 @@ void round_trip(const ckpt::ModelShape& m, const ShardOptions& options) {
   EXPECT_EQ(read.model.vocab, m.vocab);
   EXPECT_EQ(read.model.vocab_size, m.vocab_size);
   EXPECT_EQ(read.model.kv(), m.kv());
-  for (const auto& [name, f] : read.files) ckpt::verify_file((ckpt_dir / name).string(), f);
+  for (const auto& [name, f] : read.files) ckpt::verify_file(data::MappedFile((ckpt_dir / name).string(), ""), f);
   export_hf(ckpt_dir.string(), back.string(), options);
   expect_same_tensors(back, tensors);
   EXPECT_EQ(parse_hf_config(hf_config_json(m, "float32"), "c").shape.ffn, read_hf_config(back.string()).shape.ffn);

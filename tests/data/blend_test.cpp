@@ -22,6 +22,8 @@ class TaggedSamples final : public Samples {
     out[0] = tag_;
     out[1] = static_cast<int32_t>(index);
   }
+  bool masks_loss() const override { return tag_ == 1; }
+  void get_loss_mask(int64_t, const int32_t*, uint8_t* mask) const override { mask[0] = static_cast<uint8_t>(tag_); }
 
  private:
   int32_t tag_;
@@ -101,6 +103,32 @@ TEST(ConcatenatedSamples, VisitsEveryPartOnceThenStartsOver) {
   for (int64_t i = 0; i < 6; ++i) samples.get(i, got[size_t(i)].data());
   using S = std::array<int32_t, 2>;
   EXPECT_EQ(got, (std::vector<S>{{0, 0}, {0, 1}, {1, 0}, {1, 1}, {1, 2}, {0, 2}}));
+}
+
+TEST(ConcatenatedSamples, AMaskComesFromThePartItsSampleDoes) {
+  std::vector<std::unique_ptr<Samples>> parts;
+  parts.push_back(std::make_unique<TaggedSamples>(0, 2));
+  parts.push_back(std::make_unique<TaggedSamples>(1, 3));
+  ConcatenatedSamples samples(std::move(parts));
+  EXPECT_TRUE(samples.masks_loss());  // one part masks
+  const int32_t tokens[2] = {};
+  uint8_t mask = 9;
+  samples.get_loss_mask(3, tokens, &mask);
+  EXPECT_EQ(mask, 1);
+  samples.get_loss_mask(5, tokens, &mask);
+  EXPECT_EQ(mask, 0);
+}
+
+TEST(BlendedSamples, AMaskComesFromThePartItsSampleDoes) {
+  BlendedSamples samples = blend({1, 2, 3});
+  EXPECT_TRUE(samples.masks_loss());
+  for (int64_t i = 0; i < 50; ++i) {
+    int32_t tokens[2];
+    uint8_t mask = 9;
+    samples.get(i, tokens);
+    samples.get_loss_mask(i, tokens, &mask);
+    EXPECT_EQ(mask, tokens[0]);
+  }
 }
 
 }  // namespace

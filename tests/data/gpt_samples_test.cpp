@@ -1,4 +1,5 @@
 #include "data/gpt_samples.hpp"
+#include "data/loss_mask.hpp"
 
 #include "temp_dir.hpp"
 
@@ -7,6 +8,7 @@
 #include <megahost/error.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <set>
 
@@ -58,6 +60,19 @@ class GptSamplesTest : public ::testing::Test {
   int32_t split_tokens(Split split) const {
     return split == Split::kTrain ? document_starts_[32]
                                   : document_starts_[40] - document_starts_[32];
+  }
+
+  // Writes the dataset's loss mask: `mask(position)` for each token, with
+  // `documents` of the tokens' documents, in `dtype`.
+  void write_mask(const std::function<int32_t(int32_t)>& mask, int documents = 40,
+                  TokenDType dtype = TokenDType::kUint8) const {
+    IndexedDatasetWriter writer(loss_mask_prefix(prefix_), dtype);
+    for (int d = 0; d < documents; ++d) {
+      std::vector<int32_t> values;
+      for (int32_t p = document_starts_[size_t(d)]; p < document_starts_[size_t(d) + 1]; ++p) values.push_back(mask(p));
+      writer.add_document(values);
+    }
+    writer.finish();
   }
 
   testing::TempDir dir_;
@@ -127,6 +142,59 @@ TEST_F(GptSamplesTest, SplitShorterThanASampleIsAClearError) {
                                          HasSubstr("has " + std::to_string(tokens) + " tokens"),
                                          HasSubstr("seq_len " + std::to_string(tokens)))));
   EXPECT_THAT([&] { samples(Split::kTest); }, ThrowsMessage<Error>(HasSubstr("test split")));
+}
+
+TEST_F(GptSamplesTest, ASamplesMaskIsTheSameWindowOfTheLossMask) {
+  write_mask([](int32_t p) { return p % 3 == 0 ? 1 : 0; });
+  const std::unique_ptr<IndexedDataset> mask = open_loss_mask(*dataset_);
+  ASSERT_NE(mask, nullptr);
+  const GptSamples s(*dataset_, Split::kTrain, kWeights, kSeqLen, 1234, mask.get());
+  EXPECT_TRUE(s.masks_loss());
+  std::vector<int32_t> tokens(kSeqLen + 1);
+  std::vector<uint8_t> got(kSeqLen + 1);
+  for (int64_t i = 0; i < 2 * s.size(); ++i) {
+    s.get(i, tokens.data());
+    s.get_loss_mask(i, tokens.data(), got.data());
+    for (size_t j = 0; j < tokens.size(); ++j) EXPECT_EQ(got[j], tokens[j] % 3 == 0 ? 1 : 0) << i << " " << j;
+  }
+}
+
+TEST_F(GptSamplesTest, WithoutALossMaskEveryTargetIsTrainedOn) {
+  EXPECT_EQ(open_loss_mask(*dataset_), nullptr);
+  const GptSamples s = samples(Split::kTrain);
+  EXPECT_FALSE(s.masks_loss());
+  std::vector<int32_t> tokens(kSeqLen + 1);
+  std::vector<uint8_t> got(kSeqLen + 1, 7);
+  s.get(0, tokens.data());
+  s.get_loss_mask(0, tokens.data(), got.data());
+  EXPECT_EQ(got, std::vector<uint8_t>(kSeqLen + 1, 1));
+}
+
+TEST_F(GptSamplesTest, EodMaskLossLeavesOutTheTargetAfterEachEod) {
+  // Position 10 stands for the EOD: the target after it, 11, is not trained on.
+  const GptSamples s(*dataset_, Split::kTrain, kWeights, kSeqLen, 1234, nullptr, 10);
+  EXPECT_TRUE(s.masks_loss());
+  std::vector<int32_t> tokens(kSeqLen + 1);
+  std::vector<uint8_t> got(kSeqLen + 1);
+  for (int64_t i = 0; i < s.size(); ++i) {
+    s.get(i, tokens.data());
+    s.get_loss_mask(i, tokens.data(), got.data());
+    for (size_t j = 1; j < tokens.size(); ++j) EXPECT_EQ(got[j], tokens[j - 1] == 10 ? 0 : 1);
+  }
+}
+
+TEST_F(GptSamplesTest, ALossMaskThatIsNotTheTokensIsRefusedNamingBoth) {
+  write_mask([](int32_t) { return 1; }, 39);
+  EXPECT_THAT([&] { open_loss_mask(*dataset_); },
+              ThrowsMessage<Error>(AllOf(HasSubstr(loss_mask_prefix(prefix_) + ".idx: "), HasSubstr(prefix_ + ".idx has"),
+                                         HasSubstr("megahost_prepare --format=sft"))));
+  write_mask([](int32_t) { return 1; }, 40, TokenDType::kUint16);
+  EXPECT_THAT([&] { open_loss_mask(*dataset_); }, ThrowsMessage<Error>(HasSubstr("a loss mask holds uint8")));
+  write_mask([](int32_t p) { return p == 3 ? 2 : 1; });
+  const std::unique_ptr<IndexedDataset> mask = open_loss_mask(*dataset_);
+  std::vector<int32_t> values(size_t(dataset_->sequence_length(1)));
+  EXPECT_THAT([&] { mask->read(1, 0, int64_t(values.size()), values.data()); },
+              ThrowsMessage<Error>(HasSubstr("a loss mask holds 0 and 1 only")));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-"""The chat template renderer (host/serve/chat_template.*) against
+"""The chat template renderer (host/data/chat_template.*) against
 transformers' apply_chat_template on the templates of Llama 3, Qwen2 and
 Mistral (tests/serve/templates) over conversations that reach each
 template's branches: a system message or none, several turns, contents

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "serve/chat_template.hpp"
+#include "data/chat_template.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 3) {
@@ -21,9 +21,9 @@ int main(int argc, char** argv) {
   source << file.rdbuf();
   const nlohmann::json context = nlohmann::json::parse(argv[2]);
   try {
-    const mh::serve::ChatTemplate t(source.str(), context.value("bos_token", ""), context.value("eos_token", ""));
+    const mh::data::ChatTemplate t(source.str(), context.value("bos_token", ""), context.value("eos_token", ""));
     std::cout << t.render(context);
-  } catch (const mh::serve::ChatTemplateError& e) {
+  } catch (const mh::data::ChatTemplateError& e) {
     std::cout << "ERROR: " << e.what();
     return 3;
   }

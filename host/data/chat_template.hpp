@@ -23,7 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace mh::serve {
+namespace mh::data {
 
 struct ChatTemplateError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -51,4 +51,4 @@ class ChatTemplate {
   nlohmann::json tokens_;
 };
 
-}  // namespace mh::serve
+}  // namespace mh::data

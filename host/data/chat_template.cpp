@@ -1,4 +1,4 @@
-#include "serve/chat_template.hpp"
+#include "data/chat_template.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <sstream>
 #include <variant>
 
-namespace mh::serve {
+namespace mh::data {
 namespace {
 
 using nlohmann::json;
@@ -1290,4 +1290,4 @@ std::string ChatTemplate::render(const json& context) const {
   return out;
 }
 
-}  // namespace mh::serve
+}  // namespace mh::data
