@@ -94,7 +94,8 @@ void read_model(const Reader& r, const json& root, BpeParts& parts) {
   read_vocab(r, model, parts);
   read_merges(r, model, parts);
   // byte_fallback marks SentencePiece's layout: merges over characters.
-  if (!flag("byte_fallback")) return r.require_unset(model, "model.unk_token", "byte-level BPE has no unknown bytes");
+  // (A byte-level model's unk_token is never used: every byte has a symbol.)
+  if (!flag("byte_fallback")) return;
   parts.metaspace.emplace();
   auto unk = model.find("unk_token");
   if (unk == model.end() || unk->is_null()) return;
