@@ -37,6 +37,11 @@ struct LayerPass {
   float dropout = 0, attention_dropout = 0;
   uint64_t key = 0;  // the micro-batch's random stream (dropout masks)
   bool inference = false;
+  // Packed documents ([data] reset_position_ids, reset_attention_mask;
+  // docs/finetune.md): device I32 [b, s], each token's position in its
+  // document (RoPE) and its document's first position (the attention mask);
+  // data NULL when off.
+  MH_Tensor document_positions{}, document_starts{};
 };
 
 // Where a layer draws dropout masks; with the layer (-1: the embedding) and
