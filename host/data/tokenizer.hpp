@@ -36,6 +36,13 @@ class Tokenizer {
 std::string decode_continuation(const Tokenizer& tokenizer, std::span<const int32_t> context,
                                 std::span<const int32_t> ids);
 
+// The length of text without a trailing incomplete UTF-8 character and
+// without the U+FFFD characters that end it: the part of a decoded prefix of
+// ids that later ids cannot change (a byte-level token may end inside a
+// character; SentencePiece's byte fallback decodes the bytes of a character
+// not yet complete as U+FFFD).
+size_t whole_characters(const std::string& text);
+
 // The files a tokenizer is loaded from; empty where not given.
 struct TokenizerFiles {
   std::string vocab_file;      // gpt2: vocab.json (empty: the shipped GPT-2 one)
