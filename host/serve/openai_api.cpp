@@ -307,7 +307,8 @@ json chat_logprobs(std::span<const TokenOut> tokens, std::span<const int32_t> co
     if (!t.scored) continue;
     json e = entry(texts[k], t.scored->logprob);
     e["top_logprobs"] = json::array();
-    for (const auto& [id, lp] : t.scored->top) e["top_logprobs"].push_back(entry(alternative(tokenizer, in, k, id), lp));
+    for (const auto& [id, lp] : t.scored->top)
+      e["top_logprobs"].push_back(entry(alternative(tokenizer, in, k, id), lp));
     content.push_back(std::move(e));
   }
   return {{"content", content}};

@@ -154,8 +154,12 @@ def check_prepare_with_a_model_tokenizer(tools, tmp):
             {"role": "assistant", "content": " Paris, of course."},
             {"role": "user", "content": "And of Italy?\n"},
             {"role": "assistant", "content": "Rome"}]
-    prefix, _ = prepare(tools, tmp, "chatml", [json.dumps({"messages": chat})], "--tokenizer", "huggingface",
-                        "--tokenizer_file", os.path.join(folder, "tokenizer.json"))
+    # A prompt ending in a space: " Paris" is one pre-token, which straddles
+    # the boundary and is trained on (tokenized apart: " " and "Paris").
+    pair = ("Answer: ", "Paris")
+    lines = [json.dumps({"messages": chat}), json.dumps({"prompt": pair[0], "completion": pair[1]})]
+    prefix, _ = prepare(tools, tmp, "chatml", lines, "--tokenizer", "huggingface", "--tokenizer_file",
+                        os.path.join(folder, "tokenizer.json"))
     hf = PreTrainedTokenizerFast(tokenizer_object=tokenizer)
     hf.chat_template = CHATML
     text = hf.apply_chat_template(chat, tokenize=False)
@@ -168,10 +172,16 @@ def check_prepare_with_a_model_tokenizer(tools, tmp):
             spans.append((start, start + len(piece)))
     mask = [int(any(a <= s and e <= b for a, b in spans)) for s, e in encoding["offset_mapping"]]
     eod = tokenizer.token_to_id("<|endoftext|>")
-    assert read_dataset(prefix) == [encoding["input_ids"] + [eod]], (read_dataset(prefix), encoding["input_ids"])
-    assert read_dataset(prefix + "_loss_mask") == [mask + [1]], (read_dataset(prefix + "_loss_mask"), mask)
+    assert read_dataset(prefix)[0] == encoding["input_ids"] + [eod], (read_dataset(prefix), encoding["input_ids"])
+    assert read_dataset(prefix + "_loss_mask")[0] == mask + [1], (read_dataset(prefix + "_loss_mask"), mask)
+    whole = hf("".join(pair), add_special_tokens=False, return_offsets_mapping=True)
+    straddling = [int(e > len(pair[0])) for _, e in whole["offset_mapping"]]
+    assert hf.convert_ids_to_tokens(whole["input_ids"])[-1] == "\u0120Paris", whole
+    assert read_dataset(prefix)[1] == whole["input_ids"] + [eod], (read_dataset(prefix)[1], whole)
+    assert read_dataset(prefix + "_loss_mask")[1] == straddling + [1], (read_dataset(prefix + "_loss_mask")[1], whole)
     print(f"prepare: a chat through a tokenizer.json ({len(mask) + 1} tokens, {sum(mask) + 1} trained) equals "
-          "transformers' encoding of apply_chat_template, masked on the assistant turns")
+          "transformers' encoding of apply_chat_template, masked on the assistant turns; a token straddling a "
+          "prompt's end is trained on")
 
 
 def check_prepare_with_a_sentencepiece_model(tools, tmp):
@@ -192,12 +202,13 @@ def check_prepare_with_a_sentencepiece_model(tools, tmp):
     template = os.path.join(tmp, "spm_chatml.jinja")
     with open(template, "w") as f:
         f.write(CHATML)
-    # (segments as (text, trained)) per line: plain boundaries, a prompt
-    # ending in a space (its "▁" joins the completion's first word), a word
-    # cut by the boundary, a completion beginning with a byte-fallback
-    # character, digits split one by one.
+    # Per line: a plain boundary, a prompt ending in a space (its "▁" joins
+    # the completion's first letter: "▁P" straddles), a word cut by the
+    # boundary ("▁there" straddles), a completion beginning with a
+    # byte-fallback character, digits split one by one.
     pairs = [("Question: what is the capital of France?\nAnswer:", " Paris"),
-             ("Q: 2+2? A: ", "4, of course."),
+             ("Answer: ", "Paris, of course."),
+             ("It is the", "re."),
              ("The quick brown fox jum", "ped over the lazy dog."),
              ("Write a clef:", "\U0001d11e and a note \u266a."),
              ("Count: 1", "234 5")]
