@@ -40,6 +40,20 @@ size_t whole_characters(const std::string& text) {
   return n;
 }
 
+std::vector<std::string> token_texts(const Tokenizer& tokenizer, std::span<const int32_t> context,
+                                     std::span<const int32_t> ids) {
+  std::vector<std::string> texts;
+  texts.reserve(ids.size());
+  size_t given = 0;  // bytes of the text handed to earlier tokens
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::string text = decode_continuation(tokenizer, context, ids.first(i + 1));
+    const size_t upto = i + 1 == ids.size() ? text.size() : whole_characters(text);
+    texts.push_back(upto > given ? text.substr(given, upto - given) : std::string());
+    given = std::max(given, upto);
+  }
+  return texts;
+}
+
 std::unique_ptr<Tokenizer> make_tokenizer(std::string_view name, const TokenizerFiles& files) {
   if (name == "byte") return std::make_unique<ByteTokenizer>();
   if (name == "gpt2") return std::make_unique<Gpt2Tokenizer>(files.vocab_file, files.merges_file);

@@ -1,7 +1,5 @@
 #include "serve/openai_api.hpp"
 
-#include "serve/text_stream.hpp"
-
 #include <algorithm>
 #include <random>
 
@@ -283,7 +281,7 @@ json top_map(const generate::Scored& s, const data::Tokenizer& tokenizer, const 
 void add_logprobs(json& lp, std::span<const TokenOut> tokens, std::span<const int32_t> context, size_t offset,
                   const data::Tokenizer& tokenizer) {
   const InContext in(context, tokens);
-  const std::vector<std::string> texts = token_texts(tokenizer, context, in.ids());
+  const std::vector<std::string> texts = data::token_texts(tokenizer, context, in.ids());
   for (size_t k = 0; k < tokens.size(); ++k) {
     const TokenOut& t = tokens[k];
     lp["tokens"].push_back(texts[k]);
@@ -297,7 +295,7 @@ void add_logprobs(json& lp, std::span<const TokenOut> tokens, std::span<const in
 json chat_logprobs(std::span<const TokenOut> tokens, std::span<const int32_t> context,
                    const data::Tokenizer& tokenizer) {
   const InContext in(context, tokens);
-  const std::vector<std::string> texts = token_texts(tokenizer, context, in.ids());
+  const std::vector<std::string> texts = data::token_texts(tokenizer, context, in.ids());
   const auto entry = [](const std::string& text, float logprob) {
     return json{{"token", text}, {"logprob", logprob}, {"bytes", std::vector<uint8_t>(text.begin(), text.end())}};
   };

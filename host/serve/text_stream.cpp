@@ -29,18 +29,4 @@ bool TextStream::add(int32_t token) {
 
 void TextStream::finish() { shown_ = text_; }
 
-std::vector<std::string> token_texts(const data::Tokenizer& tokenizer, std::span<const int32_t> context,
-                                     std::span<const int32_t> ids) {
-  std::vector<std::string> texts;
-  texts.reserve(ids.size());
-  size_t given = 0;  // bytes of the text handed to earlier tokens
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const std::string text = data::decode_continuation(tokenizer, context, ids.first(i + 1));
-    const size_t upto = i + 1 == ids.size() ? text.size() : data::whole_characters(text);
-    texts.push_back(upto > given ? text.substr(given, upto - given) : std::string());
-    given = std::max(given, upto);
-  }
-  return texts;
-}
-
 }  // namespace mh::serve

@@ -33,15 +33,4 @@ class TextStream {
   std::string text_, shown_;
 };
 
-// Each token's text in a completion that continues `context`: the text
-// decoding through it adds to decoding up to it (incremental detokenization,
-// as vLLM and llama.cpp show logprobs' tokens), so a SentencePiece "▁the" is
-// " the", and the texts join to data::decode_continuation(context, ids): a
-// logprob's text_offset then points into the completion text. A token that
-// ends inside a character (a byte fallback or byte-level token) has "" and
-// the character goes to the token that completes it; the last token takes
-// whatever is left.
-std::vector<std::string> token_texts(const data::Tokenizer& tokenizer, std::span<const int32_t> context,
-                                     std::span<const int32_t> ids);
-
 }  // namespace mh::serve

@@ -78,6 +78,28 @@ TEST(SentencePieceTokenizer, AContinuationKeepsTheSpaceItsFirstPieceBegins) {
   EXPECT_EQ(decode_continuation(*tokenizer, prompt, completion), " lazy dog");
 }
 
+// Logprobs' token texts: each what decoding through it adds, so a "▁" piece
+// keeps its space and the texts join to the completion; the byte pieces of a
+// character have "" until the last, which has the character.
+TEST(SentencePieceTokenizer, TokenTextsJoinToTheCompletionWithItsSpaces) {
+  testing::TempDir dir;
+  const auto tokenizer = load_sentencepiece_model(train(dir));
+  const std::vector<int32_t> ids = tokenizer->encode("the lazy dog \u4e2d");
+  ASSERT_EQ(tokenizer->piece(ids[0]), "\u2581the");
+  const std::span<const int32_t> prompt(ids.data(), 1), completion(ids.data() + 1, ids.size() - 1);
+  const std::vector<std::string> texts = token_texts(*tokenizer, prompt, completion);
+  ASSERT_EQ(texts.size(), completion.size());
+  std::string joined;
+  for (size_t k = 0; k < texts.size(); ++k) {
+    joined += texts[k];
+    if (tokenizer->piece(completion[k]).starts_with("\u2581")) EXPECT_TRUE(texts[k].starts_with(" ")) << k;
+  }
+  EXPECT_EQ(joined, " lazy dog \u4e2d");
+  EXPECT_EQ(std::vector<std::string>(texts.end() - 3, texts.end()), (std::vector<std::string>{"", "", "\u4e2d"}));
+  // Without a context the text's first space is dropped, as decoding drops it.
+  EXPECT_EQ(token_texts(*tokenizer, {}, ids).front(), "the");
+}
+
 // SFT segments are tokenized as one text: no "▁" of their own, and the mask
 // takes the tokens that hold trained text, those straddling a boundary too.
 TEST(SentencePieceTokenizer, SftSegmentsAreTheWholeTextsTokens) {
