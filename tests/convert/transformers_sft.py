@@ -10,6 +10,7 @@ a model's tokenizer.json against transformers' encoding of
 apply_chat_template. With a SentencePiece model (a small BPE with byte
 fallback, Llama 2's settings, trained here) prompt/completion lines and a
 chat give transformers' ids for the whole text (LlamaTokenizer's conversion),
+through the tokenizer.model and through two tokenizer.json layouts of it,
 each token trained on when its offsets reach into a completion or an
 assistant piece (tokens straddling a boundary included). Bad lines and a
 mask that disagrees with its tokens are refused naming the file, line and key.
@@ -238,18 +239,34 @@ def check_prepare_with_a_sentencepiece_model(tools, tmp):
             spans.append((start, start + len(piece)))
     want.append(expect(text, spans))
     assert want[-1][0][:-1] == list(ids), (want[-1][0], ids)
-    got, masks = read_dataset(prefix), read_dataset(prefix + "_loss_mask")
-    for i, ((tokens, mask), line) in enumerate(zip(want, lines)):
-        assert got[i] == tokens, (line, got[i], tokens, hf.convert_ids_to_tokens(tokens))
-        assert masks[i] == mask, (line, masks[i], mask, hf.convert_ids_to_tokens(tokens))
+    # The same model as a tokenizer.json: transformers' conversion (Metaspace
+    # pre-tokenizer) and Llama 2's own layout (Prepend + Replace normalizer).
+    converted = json.loads(hf.backend_tokenizer.to_str())
+    llama2 = json.loads(json.dumps(converted))
+    llama2["normalizer"] = {"type": "Sequence", "normalizers": [
+        {"type": "Prepend", "prepend": "\u2581"}, {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]}
+    llama2["pre_tokenizer"] = None
+    prefixes = [("sentencepiece", prefix)]
+    for name, layout in (("converted", converted), ("llama2", llama2)):
+        path = os.path.join(folder, f"{name}.json")
+        with open(path, "w") as f:
+            json.dump(layout, f)
+        prefixes.append((name, prepare(tools, tmp, f"spm_{name}", lines, "--tokenizer", "huggingface",
+                                       "--tokenizer_file", path, "--chat_template", template)[0]))
+    for name, prefix in prefixes:
+        got, masks = read_dataset(prefix), read_dataset(prefix + "_loss_mask")
+        for i, ((tokens, mask), line) in enumerate(zip(want, lines)):
+            assert got[i] == tokens, (name, line, got[i], tokens, hf.convert_ids_to_tokens(tokens))
+            assert masks[i] == mask, (name, line, masks[i], mask, hf.convert_ids_to_tokens(tokens))
     # What tokenizing prompt and completion apart gives with the library
     # (transformers' Metaspace adds no "▁" before " Paris", the library does).
     library = spm.SentencePieceProcessor(model_file=os.path.join(folder, "tokenizer.model"))
     separate = [library.encode(p) + library.encode(c) for p, c in pairs]
     same = [p for s, (t, _), p in zip(separate, want, pairs) if s == t[:-1]]
     assert not same, f"per-segment tokenization should differ from the whole text on every line: {same}"
-    print(f"prepare: {len(pairs)} prompt/completion lines and a chat through a SentencePiece model equal "
-          "transformers' ids of the whole text, masked by offsets (per-segment ids differ on every line)")
+    print(f"prepare: {len(pairs)} prompt/completion lines and a chat through a SentencePiece model (tokenizer.model, "
+          "and two tokenizer.json layouts) equal transformers' ids of the whole text, masked by offsets "
+          "(per-segment ids differ on every line)")
 
 
 def sft_documents(tools, tmp):
