@@ -251,8 +251,8 @@ json tokenizer_info(const ModelText& model, const ApiLimits& limits) {
 namespace {
 
 // The ids of `tokens` after `context`, and what each token's text follows:
-// token k's text is decoded after context + the tokens before it (text_stream's
-// token_texts), and so are the texts of its top alternatives.
+// token k's text is decoded after context + the tokens before it
+// (data::token_texts), and so are the texts of its top alternatives.
 struct InContext {
   std::vector<int32_t> all;  // context, then the tokens' ids
   size_t first = 0;          // where the tokens begin in all
