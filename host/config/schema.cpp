@@ -97,7 +97,7 @@ const MH_OptionSpec kPeft[] = {
     opt_choice("method", "\"none\"", "none|lora", "none trains every weight; lora trains LoRA adapters on a frozen base"),
     opt_int("rank", "8", 1, 1e6, "LoRA rank r"),
     opt_double("alpha", "16", 0, 1e6, "LoRA alpha: the adapters' output is scaled by alpha / rank"),
-    opt_double("dropout", "0", 0, 0, "dropout on the adapters' input (only 0 for now)"),
+    opt_double("dropout", "0", 0, 0.99, "dropout on the adapters' input in training (the base reads it undropped)"),
     opt("targets", MH_VALUE_STRING, "\"qkv,proj,fc1,fc2,gate\"",
         "comma-separated linear layers that get adapters: qkv, proj, fc1, fc2, gate"),
     opt("base", MH_VALUE_STRING, "\"\"",

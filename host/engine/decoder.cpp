@@ -32,7 +32,7 @@ struct Pass {
   TensorParallel tp;
   PartContext ctx;
   LayerParts parts;
-  static constexpr LayerPass kInference{0, 0, 0, true};
+  static constexpr LayerPass kInference{0, 0, 0, 0, true};
 
   Pass(Device& dev, ParamSet& params, Collectives& group, const MH_TensorPlan& plan, ModelDims dims, int64_t rows)
       : d(with_rows(dims, rows)), tp(dev, group, plan, d), ctx{dev, params, tp, d}, parts(build_layer_parts(ctx)) {}

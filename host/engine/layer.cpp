@@ -37,18 +37,18 @@ void DecoderLayer::forward(LayerActivations& A, int64_t layer, const LayerPass& 
   if (!A.has(MH_ACT_RESIDUAL1) || !A.has(MH_ACT_ATTN_DROP_MASK)) {
     if (!A.has(MH_ACT_RESIDUAL1)) A[MH_ACT_RESIDUAL1] = c_.activation(kAct, n * h);
     residual_branch(A, layer, pass, kDropoutSiteAttention, A[MH_ACT_CONTEXT].ptr(), c_.d.local_hidden(), w.proj_w,
-                    w.proj_b, w.proj_lora, x, MH_ACT_ATTN_DROP_MASK, A[MH_ACT_RESIDUAL1].ptr());
+                    w.proj_b, w.proj_lora, kLoraProj, x, MH_ACT_ATTN_DROP_MASK, A[MH_ACT_RESIDUAL1].ptr());
   }
   done_with(A, pass, {MH_ACT_CONTEXT, MH_ACT_LAYER_INPUT});
   const TypedPtr mid = A[MH_ACT_RESIDUAL1].ptr();
   if (!A.has(MH_ACT_LN2)) A[MH_ACT_LN2] = parts_.norm->forward(mid, w.ln2_w, w.ln2_b);
-  parts_.mlp->forward(A, w);
+  parts_.mlp->forward(A, w, lora_dropout(pass, layer));
   done_with(A, pass, {MH_ACT_LN2, MH_ACT_FC1});
   const bool write_next = next != nullptr && !*next;
   if (!write_next && A.has(MH_ACT_MLP_DROP_MASK)) return;
   Buffer out = c_.activation(write_next ? kAct : kWork, n * h);
   residual_branch(A, layer, pass, kDropoutSiteMlp, A[MH_ACT_GELU].ptr(), c_.d.local_ffn(), w.fc2_w, w.fc2_b,
-                  w.fc2_lora, mid, MH_ACT_MLP_DROP_MASK, out.ptr());
+                  w.fc2_lora, kLoraFc2, mid, MH_ACT_MLP_DROP_MASK, out.ptr());
   done_with(A, pass, {MH_ACT_GELU, MH_ACT_RESIDUAL1});
   if (write_next) *next = std::move(out);
 }
@@ -58,11 +58,11 @@ void DecoderLayer::forward(LayerActivations& A, int64_t layer, const LayerPass& 
 // has no backward to keep the mask for.
 void DecoderLayer::residual_branch(LayerActivations& A, int64_t layer, const LayerPass& pass, DropoutSite site,
                                    TypedPtr branch_in, int64_t branch_width, int w, int b, const LoraIds& lora,
-                                   TypedPtr residual, MH_Activation mask, TypedPtr out) const {
+                                   LoraTarget target, TypedPtr residual, MH_Activation mask, TypedPtr out) const {
   const int64_t n = c_.d.local_rows(), N = c_.d.rows(), h = c_.d.hidden;
   Buffer partial(c_.dev, kWork, N * h), scratch;
   ops::linear(c_.dev, branch_in, c_.P(w), partial.f32(), N, branch_width, h);
-  lora_forward(c_, lora, branch_in, partial.t({1, N, h}), branch_width, h);
+  lora_forward(c_, lora, lora_dropout(pass, layer), target, branch_in, partial.t({1, N, h}), branch_width, h);
   TypedPtr y = c_.tp.exit_fwd(partial.f32(), scratch);
   if (b >= 0) ops::bias_add(c_.dev, y, c_.P(b), n, h);
   A[mask] = Buffer(c_.dev, pass.inference ? kWork : kAct, n * h, MH_U8);
@@ -73,7 +73,7 @@ void DecoderLayer::residual_branch(LayerActivations& A, int64_t layer, const Lay
 
 Buffer DecoderLayer::residual_branch_bwd(LayerActivations& A, const float* dres, TypedPtr branch_in,
                                          int64_t branch_width, int w, int b, const LoraIds& lora,
-                                         MH_Activation mask) const {
+                                         const LoraDropout& drop, LoraTarget target, MH_Activation mask) const {
   const int64_t n = c_.d.local_rows(), N = c_.d.rows(), h = c_.d.hidden;
   Buffer dloc = c_.activation(kWork, n * h), scratch;
   ops::dropout_bwd(c_.dev, dres, static_cast<uint8_t*>(A[mask].data()), dloc.ptr(), n * h, c_.d.dropout);
@@ -82,7 +82,7 @@ Buffer DecoderLayer::residual_branch_bwd(LayerActivations& A, const float* dres,
   Buffer din = c_.activation(kWork, N * branch_width);
   ops::linear_dx(c_.dev, dy, c_.P(w), din.ptr(), N, branch_width, h);
   ops::linear_dw(c_.dev, dy, branch_in, c_.G(w), N, branch_width, h);
-  lora_backward(c_, lora, branch_in, dy.t({1, N, h}), din.t({1, N, branch_width}), branch_width, h);
+  lora_backward(c_, lora, drop, target, branch_in, dy.t({1, N, h}), din.ptr(), branch_width, h);
   return din;
 }
 
@@ -92,17 +92,18 @@ Buffer DecoderLayer::residual_branch_bwd(LayerActivations& A, const float* dres,
 void DecoderLayer::backward(LayerActivations& A, int64_t layer, const LayerPass& pass, float* dres) const {
   const LayerParamIds& w = c_.params.layer(layer);
   Buffer dfull(c_.dev, kWork, c_.d.rows() * c_.d.hidden), scratch;
+  const LoraDropout drop = lora_dropout(pass, layer);
 
   Buffer dact = residual_branch_bwd(A, dres, A[MH_ACT_GELU].ptr(), c_.d.local_ffn(), w.fc2_w, w.fc2_b, w.fc2_lora,
-                                    MH_ACT_MLP_DROP_MASK);
-  parts_.mlp->backward(A, w, dact, dfull);
+                                    drop, kLoraFc2, MH_ACT_MLP_DROP_MASK);
+  parts_.mlp->backward(A, w, drop, dact, dfull);
   dact.release();
   parts_.norm->backward(c_.tp.enter_bwd(dfull.f32(), scratch), A[MH_ACT_RESIDUAL1].ptr(), A[MH_ACT_LN2], w.ln2_w,
                         w.ln2_b, dres);
 
   Buffer dctx = residual_branch_bwd(A, dres, A[MH_ACT_CONTEXT].ptr(), c_.d.local_hidden(), w.proj_w,
-                                    w.proj_b, w.proj_lora, MH_ACT_ATTN_DROP_MASK);
-  attention_.backward(A, w, pass, dctx.ptr(), dfull);
+                                    w.proj_b, w.proj_lora, drop, kLoraProj, MH_ACT_ATTN_DROP_MASK);
+  attention_.backward(A, w, layer, pass, dctx.ptr(), dfull);
   dctx.release();
   parts_.norm->backward(c_.tp.enter_bwd(dfull.f32(), scratch), A[MH_ACT_LAYER_INPUT].ptr(), A[MH_ACT_LN1], w.ln1_w,
                         w.ln1_b, dres);

@@ -40,11 +40,12 @@ class DecoderLayer {
   // output projection (with its LoRA adapter); bias -1 when the model has none.
   void residual_branch(LayerActivations& A, int64_t layer, const LayerPass& pass, DropoutSite site,
                        TypedPtr branch_in, int64_t branch_width, int w, int b, const LoraIds& lora,
-                       TypedPtr residual, MH_Activation mask, TypedPtr out) const;
+                       LoraTarget target, TypedPtr residual, MH_Activation mask, TypedPtr out) const;
   // Its backward from dres: accumulates W's and the bias's gradients and
   // returns the gradient of branch_in [rows, branch_width].
   Buffer residual_branch_bwd(LayerActivations& A, const float* dres, TypedPtr branch_in,
-                             int64_t branch_width, int w, int b, const LoraIds& lora, MH_Activation mask) const;
+                             int64_t branch_width, int w, int b, const LoraIds& lora, const LoraDropout& drop,
+                             LoraTarget target, MH_Activation mask) const;
   // The hidden dropout's stream at `site`: the local rows are one
   // contiguous block of the [s, b, h] tensor.
   MH_RngSpan hidden_span(const LayerPass& pass, int64_t layer, DropoutSite site) const;

@@ -34,6 +34,7 @@ struct LoraSpec {
   int64_t rank = 0;  // 0: no adapters, every weight trains
   float scale = 0;   // alpha / rank
   uint32_t targets = 0;
+  float dropout = 0;  // on the adapters' input in training (peft.dropout)
   bool on() const { return rank > 0; }
   bool targets_any(uint32_t t) const { return on() && (targets & t) != 0; }
 };

@@ -30,12 +30,13 @@ Transformer::Transformer(Device& device, ParamSet& params, TensorParallel& tp, c
 
 LayerPass Transformer::training_pass(const MicroBatch& mb) const {
   auto tensor = [&](const Buffer& b) { return b.data() ? b.t({d_.micro_batch, d_.seq}) : MH_Tensor{}; };
-  return {d_.dropout, d_.attention_dropout, mb.key, false, tensor(mb.document_positions), tensor(mb.document_starts)};
+  return {d_.dropout, d_.attention_dropout, d_.lora.dropout, mb.key, false, tensor(mb.document_positions),
+          tensor(mb.document_starts)};
 }
 
 double Transformer::forward(ForwardState& st, const MicroBatch& mb, Buffer input, bool train) {
   LayerPass pass = training_pass(mb);
-  if (!train) pass.dropout = pass.attention_dropout = 0;
+  if (!train) pass.dropout = pass.attention_dropout = pass.lora_dropout = 0;
   auto need = [&](std::span<const int> ids) {
     if (needed_) needed_(ids);
   };

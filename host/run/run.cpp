@@ -110,6 +110,7 @@ LoraSpec lora_spec(const Assembly& a) {
   LoraSpec s;
   s.rank = p.get_int("rank");
   s.scale = float(p.get_double("alpha") / double(s.rank));
+  s.dropout = float(p.get_double("dropout"));
   const std::pair<const char*, LoraTarget> names[] = {
       {"qkv", kLoraQkv}, {"proj", kLoraProj}, {"fc1", kLoraFc1}, {"fc2", kLoraFc2}, {"gate", kLoraGate}};
   std::stringstream list(p.get_string("targets"));

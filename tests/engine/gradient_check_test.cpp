@@ -129,11 +129,14 @@ INSTANTIATE_TEST_SUITE_P(Variants, GradientCheck, ::testing::ValuesIn(kVariants)
 
 // LoRA's adapters on every linear layer of a Llama layer (the base frozen,
 // so only they have gradients), with B moved off its zero init so that
-// every term of the adapter's backward is exercised.
-TEST(GradientCheckLora, AdapterBackwardMatchesFiniteDifferences) {
+// every term of the adapter's backward is exercised. With peft.dropout the
+// finite differences run training forwards of the same micro-batch: its key
+// fixes the adapters' masks, so the loss is one smooth function of the
+// adapters.
+void check_lora_gradients(float dropout) {
   test::EngineEnv env("[model]\nlayers = 2\n");
   ModelDims d = tiny_dims(spec(Norm::kRmsNorm, Position::kRope, MlpActivation::kSwiglu, false, false), 2);
-  d.lora = LoraSpec{2, 1.5f, kLoraQkv | kLoraProj | kLoraFc1 | kLoraFc2 | kLoraGate};
+  d.lora = LoraSpec{2, 1.5f, kLoraQkv | kLoraProj | kLoraFc1 | kLoraFc2 | kLoraGate, dropout};
   Model m(env, d);
   std::mt19937 gen(5);
   std::normal_distribution<float> normal(0.f, 0.3f);
@@ -164,7 +167,7 @@ TEST(GradientCheckLora, AdapterBackwardMatchesFiniteDifferences) {
       auto loss_at = [&](float v) {
         m.dev.to_device(m.params.values().f32() + i, &v, 4);
         ForwardState eval;
-        return m.model.forward(eval, mb, Buffer(), false) * scale;
+        return m.model.forward(eval, mb, Buffer(), true) * scale;
       };
       const double numeric = (loss_at(values[i] + eps) - loss_at(values[i] - eps)) / (2 * eps);
       loss_at(values[i]);
@@ -173,6 +176,9 @@ TEST(GradientCheckLora, AdapterBackwardMatchesFiniteDifferences) {
   }
   EXPECT_EQ(checked, 2 * 5 * 2);  // 2 layers x 5 linear layers x (A, B)
 }
+
+TEST(GradientCheckLora, AdapterBackwardMatchesFiniteDifferences) { check_lora_gradients(0); }
+TEST(GradientCheckLora, AdapterBackwardWithDropoutMatchesFiniteDifferences) { check_lora_gradients(0.3f); }
 
 }  // namespace
 }  // namespace mh

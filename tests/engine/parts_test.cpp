@@ -210,11 +210,11 @@ TEST_P(MlpParts, ForwardIsTheDefinitionAndBackwardItsDerivative) {
   const Vec x = random(size_t(n * h), 5), r = random(size_t(n * f), 6);
   LayerActivations A;
   A[MH_ACT_LN2] = t.rank.upload(f32(x), MemCategory::kActivations);
-  t.parts.mlp->forward(A, w);
+  t.parts.mlp->forward(A, w, LoraDropout{});
   expect_close(t.rank.download(A[MH_ACT_GELU].ptr(), n * f), mlp_reference(t.d, x, m), "forward");
 
   Buffer dact = t.rank.upload(f32(r)), dx = t.rank.upload(std::vector<float>(x.size()));
-  t.parts.mlp->backward(A, w, dact, dx);
+  t.parts.mlp->backward(A, w, LoraDropout{}, dact, dx);
   auto loss_with = [&](auto change) {
     return [&, change](const Vec& v) {
       MlpWeights changed = m;
@@ -339,7 +339,7 @@ TEST_P(AttentionParts, FullCoreIsCausalAttentionAndBackwardItsDerivative) {
   expect_close(t.rank.download(A[MH_ACT_CONTEXT].ptr(), n * h), attention_reference(t.d, x, W, b, n), "context");
 
   Buffer dctx = t.rank.upload(f32(r)), dx = t.rank.upload(std::vector<float>(x.size()));
-  attention.backward(A, w, LayerPass{}, dctx.ptr(), dx);
+  attention.backward(A, w, 0, LayerPass{}, dctx.ptr(), dx);
   auto loss = [&](const Vec& xv, const Vec& Wv, const Vec& bv) { return dot(attention_reference(t.d, xv, Wv, bv, n), r); };
   expect_close(t.rank.download(dx.ptr(), n * h), numeric_grad([&](const Vec& v) { return loss(v, W, b); }, x), "dx");
   expect_close(t.grad(w.qkv_w), numeric_grad([&](const Vec& v) { return loss(x, v, b); }, W), "dW");
@@ -365,7 +365,7 @@ TEST_P(AttentionParts, CachedCoreGivesThePrefillAndEachDecodedRowTheFullContext)
     const SequenceRows seq[] = {{0, 0, count, past}};
     LayerActivations A;
     A[MH_ACT_LN1] = t.rank.upload(f32(Vec(x.begin() + past * h, x.begin() + (past + count) * h)));
-    CachedAttention(ctx, *t.parts.position, cache, seq).forward(A, w, 0, LayerPass{0, 0, 0, true});
+    CachedAttention(ctx, *t.parts.position, cache, seq).forward(A, w, 0, LayerPass{0, 0, 0, 0, true});
     expect_close(t.rank.download(A[MH_ACT_CONTEXT].ptr(), count * h),
                  Vec(want.begin() + past * h, want.begin() + (past + count) * h), "context");
     past += count;
@@ -390,7 +390,7 @@ TEST(DecoderLayerSkeleton, AnInferencePassComputesTheEvaluationPassesOutputAndKe
     LayerActivations A;
     A[MH_ACT_LAYER_INPUT] = t.rank.upload(f32(x), MemCategory::kActivations);
     Buffer out;
-    layer.forward(A, 0, LayerPass{0, 0, 0, inference}, &out);
+    layer.forward(A, 0, LayerPass{0, 0, 0, 0, inference}, &out);
     outputs[inference] = t.rank.download(out.ptr(), n * h);
     for (int a = 0; a < MH_ACT_COUNT; ++a)
       EXPECT_EQ(A.has(MH_Activation(a)), !inference) << "activation " << a << (inference ? " kept" : " missing");

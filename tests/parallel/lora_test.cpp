@@ -2,16 +2,20 @@
 // nothing (alpha = 0, or B still at zero with lr = 0) leave the base
 // model's losses exactly; trained adapters learn with the optimizer state
 // of the adapters alone; an adapter-only checkpoint names its base and
-// resumes as the uninterrupted run; and every layout computes one rank's
-// function (losses within 1e-5 relative, adapter gradients within 1e-4, as
-// the layout-equivalence tests hold layouts to).
+// resumes as the uninterrupted run; dropout on the adapters' input changes
+// training but not evaluation; and every layout, with that dropout on,
+// computes one rank's function (losses within 1e-5 relative, adapter
+// gradients within 1e-4, as the layout-equivalence tests hold layouts to).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +33,8 @@ constexpr const char* kLora = " model.arch=llama model.kv_heads=2 peft.method=lo
 constexpr const char* kFrozen = " train.lr=0 train.min_lr=0";
 // Dropout on, so the masks are checked beside the adapters.
 constexpr const char* kDropout = " model.dropout=0.1 model.attention_dropout=0.1";
+// Dropout on the adapters' input (peft.dropout).
+constexpr const char* kLoraDropout = " peft.dropout=0.1";
 
 const LayoutResult& base_with_lr_zero() {
   static const LayoutResult r = run_layout(std::string("comm.world_size=1 model.arch=llama model.kv_heads=2") +
@@ -113,6 +119,50 @@ TEST(Lora, AdapterCheckpointResumes) {
     EXPECT_NEAR(resumed.losses[i], six.losses[i + 3], 1e-5 * std::fabs(six.losses[i + 3])) << "step " << i + 4;
 }
 
+// The loss of each --evaluate record of a run, by split.
+std::map<std::string, double> evaluated_losses(const LayoutResult& r) {
+  std::map<std::string, double> out;
+  std::istringstream in(r.metrics);
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("evaluate")) out[j["evaluate"].get<std::string>()] = j["loss"].get<double>();
+  }
+  return out;
+}
+
+// peft.dropout draws its own masks: step 1, whose adapters add zero (B = 0),
+// keeps dropout 0's loss and later steps differ. Evaluation draws no mask:
+// the saved adapters evaluate to the same losses whatever peft.dropout says
+// (1e-6 relative: equality through the metrics file's decimal printing).
+TEST(Lora, DropoutChangesTrainingNotEvaluation) {
+  const fs::path dir = fs::temp_directory_path() / ("megahost_lora_dropout_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  const std::string splits = " data.split=98,1,1";
+  const std::string run = std::string("comm.world_size=1 train.lr=3e-3") + kLora + kDropout + splits;
+  const LayoutResult off = run_layout(run + " checkpoint.dir=" + dir.string());
+  const LayoutResult on = run_layout(run + kLoraDropout);
+  ASSERT_EQ(off.exit_code, 0) << off.log;
+  ASSERT_EQ(on.exit_code, 0) << on.log;
+  ASSERT_EQ(on.losses.size(), 5u) << on.log;
+  ASSERT_EQ(off.losses.size(), 5u) << off.log;
+  EXPECT_NEAR(on.losses[0], off.losses[0], 1e-6 * std::fabs(off.losses[0]));
+  double largest = 0;
+  for (size_t i = 1; i < on.losses.size(); ++i)
+    largest = std::max(largest, std::fabs(on.losses[i] - off.losses[i]) / std::fabs(off.losses[i]));
+  EXPECT_GT(largest, 1e-5) << "peft.dropout=0.1 trained as dropout 0 did";
+
+  const std::string evaluate = std::string("--evaluate comm.world_size=1") + kLora + splits + " checkpoint.load=" +
+                               dir.string();
+  const LayoutResult eval_off = run_layout(evaluate);
+  const LayoutResult eval_on = run_layout(evaluate + " peft.dropout=0.5");
+  fs::remove_all(dir);
+  ASSERT_EQ(eval_off.exit_code, 0) << eval_off.log;
+  ASSERT_EQ(eval_on.exit_code, 0) << eval_on.log;
+  const auto want = evaluated_losses(eval_off), got = evaluated_losses(eval_on);
+  ASSERT_EQ(want.size(), 2u) << eval_off.log;
+  for (const auto& [split, loss] : want) EXPECT_NEAR(got.at(split), loss, 1e-6 * loss) << split;
+}
+
 struct Case {
   const char* name;
   const char* layout;
@@ -123,10 +173,12 @@ void PrintTo(const Case& c, std::ostream* out) { *out << c.name; }
 class LoraSameFunctionAsOneRank : public ::testing::TestWithParam<Case> {};
 
 TEST_P(LoraSameFunctionAsOneRank, LossesAndAdapterGradientsMatch) {
-  static const LayoutResult ref = run_layout(std::string("comm.world_size=1 train.lr=3e-3") + kLora + kDropout);
+  static const LayoutResult ref =
+      run_layout(std::string("comm.world_size=1 train.lr=3e-3") + kLora + kDropout + kLoraDropout);
   ASSERT_EQ(ref.exit_code, 0) << ref.log;
   ASSERT_EQ(ref.losses.size(), 5u) << ref.log;
-  expect_same_function(ref, run_layout(std::string(GetParam().layout) + " train.lr=3e-3" + kLora + kDropout),
+  expect_same_function(ref,
+                       run_layout(std::string(GetParam().layout) + " train.lr=3e-3" + kLora + kDropout + kLoraDropout),
                        GetParam().compare_grads);
 }
 

@@ -41,7 +41,7 @@ struct Heads {
 void AttentionPart::forward(LayerActivations& A, const LayerParamIds& w, int64_t layer,
                             const LayerPass& pass) const {
   if (!A.has(MH_ACT_QKV)) {
-    project(c_, A, w);
+    project(c_, A, w, lora_dropout(pass, layer));
     encode(A[MH_ACT_QKV].ptr(), pass, false);
   }
   core(A, pass, layer);
@@ -53,14 +53,15 @@ MH_RngSpan AttentionPart::probs_span(uint64_t key, int64_t layer) const {
                     uint64_t(c_.d.local_heads()) * per_head, uint64_t(c_.d.heads) * per_head};
 }
 
-void AttentionPart::project(const PartContext& c, LayerActivations& A, const LayerParamIds& w) {
+void AttentionPart::project(const PartContext& c, LayerActivations& A, const LayerParamIds& w,
+                            const LoraDropout& drop) {
   const int64_t N = c.d.rows(), h = c.d.hidden, q = c.d.local_qkv();
   Buffer gathered;
   TypedPtr in = c.tp.enter_fwd(A[MH_ACT_LN1].ptr(), gathered);
   A[MH_ACT_QKV] = c.activation(kAct, N * q);
   ops::linear(c.dev, in, c.P(w.qkv_w), A[MH_ACT_QKV].ptr(), N, h, q);
   if (w.qkv_b >= 0) ops::bias_add(c.dev, A[MH_ACT_QKV].ptr(), c.P(w.qkv_b), N, q);
-  lora_forward(c, w.qkv_lora, in, A[MH_ACT_QKV].t({1, N, q}), h, q);
+  lora_forward(c, w.qkv_lora, drop, kLoraQkv, in, A[MH_ACT_QKV].t({1, N, q}), h, q);
 }
 
 void AttentionPart::encode(TypedPtr qkv, const LayerPass& pass, bool inverse) const {
@@ -98,8 +99,8 @@ void AttentionPart::core(LayerActivations& A, const LayerPass& pass, int64_t lay
   }
 }
 
-void AttentionPart::backward(LayerActivations& A, const LayerParamIds& w, const LayerPass& pass, TypedPtr dctx,
-                             Buffer& dx) const {
+void AttentionPart::backward(LayerActivations& A, const LayerParamIds& w, int64_t layer, const LayerPass& pass,
+                             TypedPtr dctx, Buffer& dx) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, q = c_.d.local_qkv();
   Buffer dqkv = c_.activation(kWork, N * q), gathered;
   core_bwd(A, pass, dctx, dqkv.ptr());
@@ -108,7 +109,7 @@ void AttentionPart::backward(LayerActivations& A, const LayerParamIds& w, const 
   TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN1].ptr(), gathered);
   ops::linear_dw(c_.dev, dqkv.ptr(), in, c_.G(w.qkv_w), N, h, q);
   ops::linear_dx(c_.dev, dqkv.ptr(), c_.P(w.qkv_w), dx.f32(), N, h, q);
-  lora_backward(c_, w.qkv_lora, in, dqkv.t({1, N, q}), dx.t({1, N, h}), h, q);
+  lora_backward(c_, w.qkv_lora, lora_dropout(pass, layer), kLoraQkv, in, dqkv.t({1, N, q}), dx.ptr(), h, q);
 }
 
 // A group's K and V serve its m query heads, so their gradients sum over

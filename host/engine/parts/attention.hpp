@@ -13,6 +13,7 @@
 #include <megahost/abi.h>
 
 #include "engine/activations.hpp"
+#include "engine/parts/lora.hpp"
 #include "engine/parts/part_context.hpp"
 #include "engine/parts/position.hpp"
 
@@ -29,8 +30,8 @@ class AttentionCore {
   // dctx [rows, local_hidden]: the context's gradient, for the pass
   // forward ran. Accumulates the QKV weight's gradients and returns the
   // gradient of the (gathered) norm output, f32 [rows, h], in `dx`.
-  virtual void backward(LayerActivations& A, const LayerParamIds& w, const LayerPass& pass, TypedPtr dctx,
-                        Buffer& dx) const = 0;
+  virtual void backward(LayerActivations& A, const LayerParamIds& w, int64_t layer, const LayerPass& pass,
+                        TypedPtr dctx, Buffer& dx) const = 0;
 };
 
 // Causal attention over the whole sequence, with dropout on the
@@ -41,12 +42,13 @@ class AttentionPart final : public AttentionCore {
   AttentionPart(const PartContext& c, const PositionPart& position) : c_(c), position_(position) {}
 
   void forward(LayerActivations& A, const LayerParamIds& w, int64_t layer, const LayerPass& pass) const override;
-  void backward(LayerActivations& A, const LayerParamIds& w, const LayerPass& pass, TypedPtr dctx,
+  void backward(LayerActivations& A, const LayerParamIds& w, int64_t layer, const LayerPass& pass, TypedPtr dctx,
                 Buffer& dx) const override;
 
   // A[QKV] = the QKV projection of A's first norm output (with its bias),
-  // before any position encoding; the cached core starts here too.
-  static void project(const PartContext& c, LayerActivations& A, const LayerParamIds& w);
+  // before any position encoding, its adapter reading `drop`; the cached
+  // core starts here too.
+  static void project(const PartContext& c, LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop);
 
   // Bytes activation `a` takes per micro-batch on one rank, for the parts'
   // activations (0 for others), with e-byte activations and 1-byte masks.

@@ -40,7 +40,7 @@ struct SequenceHeads {
 }  // namespace
 
 void CachedAttention::forward(LayerActivations& A, const LayerParamIds& w, int64_t layer, const LayerPass&) const {
-  AttentionPart::project(c_, A, w);
+  AttentionPart::project(c_, A, w, LoraDropout{});  // inference: no dropout
   A[MH_ACT_CONTEXT] = c_.activation(MemCategory::kActivations, c_.d.rows() * c_.d.local_hidden());
   for (const SequenceRows& s : seqs_) {
     const SequenceHeads H(c_.d, s);
@@ -51,7 +51,8 @@ void CachedAttention::forward(LayerActivations& A, const LayerParamIds& w, int64
   }
 }
 
-void CachedAttention::backward(LayerActivations&, const LayerParamIds&, const LayerPass&, TypedPtr, Buffer&) const {
+void CachedAttention::backward(LayerActivations&, const LayerParamIds&, int64_t, const LayerPass&, TypedPtr,
+                               Buffer&) const {
   throw Error(MH_INTERNAL, "cached attention serves inference: it has no backward");
 }
 

@@ -27,7 +27,7 @@ MH_Tensor MlpPart::block(TypedPtr fc1, int64_t first) const {
 
 // ---- GeLU -----------------------------------------------------------------
 
-void GeluMlpPart::forward(LayerActivations& A, const LayerParamIds& w) const {
+void GeluMlpPart::forward(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, f = c_.d.local_ffn();
   if (!A.has(MH_ACT_FC1)) {
     Buffer gathered;
@@ -35,14 +35,15 @@ void GeluMlpPart::forward(LayerActivations& A, const LayerParamIds& w) const {
     A[MH_ACT_FC1] = c_.activation(kAct, N * f);
     ops::gemm(c_.dev, in.t({1, N, h}), c_.P(w.fc1_w).t({1, f, h}), block(A[MH_ACT_FC1].ptr(), 0), false, true, 0);
     if (w.fc1_b >= 0) ops::bias_add(c_.dev, A[MH_ACT_FC1].ptr(), c_.P(w.fc1_b), N, f);
-    lora_forward(c_, w.fc1_lora, in, block(A[MH_ACT_FC1].ptr(), 0), h, f);
+    lora_forward(c_, w.fc1_lora, drop, kLoraFc1, in, block(A[MH_ACT_FC1].ptr(), 0), h, f);
   }
   if (A.has(MH_ACT_GELU)) return;
   A[MH_ACT_GELU] = c_.activation(kAct, N * f);
   ops::gelu(c_.dev, A[MH_ACT_FC1].ptr(), A[MH_ACT_GELU].ptr(), N * f);
 }
 
-void GeluMlpPart::backward(LayerActivations& A, const LayerParamIds& w, Buffer& dact, Buffer& dx) const {
+void GeluMlpPart::backward(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, Buffer& dact,
+                           Buffer& dx) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, f = c_.d.local_ffn();
   Buffer gathered;
   TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN2].ptr(), gathered);
@@ -51,7 +52,7 @@ void GeluMlpPart::backward(LayerActivations& A, const LayerParamIds& w, Buffer& 
   if (w.fc1_b >= 0) ops::bias_bwd(c_.dev, dact.ptr(), c_.G(w.fc1_b), N, f);
   ops::linear_dw(c_.dev, dact.ptr(), in, c_.G(w.fc1_w), N, h, f);
   ops::gemm(c_.dev, dy, c_.P(w.fc1_w).t({1, f, h}), dx.t({1, N, h}), false, false, 0);
-  lora_backward(c_, w.fc1_lora, in, dy, dx.t({1, N, h}), h, f);
+  lora_backward(c_, w.fc1_lora, drop, kLoraFc1, in, dy, dx.ptr(), h, f);
 }
 
 // ---- SwiGLU ---------------------------------------------------------------
@@ -62,14 +63,14 @@ Buffer SwigluMlpPart::ones() const {
   return out;
 }
 
-void SwigluMlpPart::forward(LayerActivations& A, const LayerParamIds& w) const {
+void SwigluMlpPart::forward(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop) const {
   const int64_t N = c_.d.rows(), f = c_.d.local_ffn();
   if (!A.has(MH_ACT_FC1)) {
     Buffer gathered;
     TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN2].ptr(), gathered);
     A[MH_ACT_FC1] = c_.activation(kAct, N * 2 * f);
-    project(in, A[MH_ACT_FC1].ptr(), 0, w.gate_w, w.gate_b, w.gate_lora);
-    project(in, A[MH_ACT_FC1].ptr(), f, w.fc1_w, w.fc1_b, w.fc1_lora);
+    project(in, A[MH_ACT_FC1].ptr(), 0, w.gate_w, w.gate_b, w.gate_lora, drop, kLoraGate);
+    project(in, A[MH_ACT_FC1].ptr(), f, w.fc1_w, w.fc1_b, w.fc1_lora, drop, kLoraFc1);
   }
   if (A.has(MH_ACT_GELU)) return;
   A[MH_ACT_GELU] = c_.activation(kAct, N * f);
@@ -78,27 +79,28 @@ void SwigluMlpPart::forward(LayerActivations& A, const LayerParamIds& w) const {
 
 // The half is strided, which the bias op does not take: the bias is added
 // as the rank-1 product ones[N] x bias[f] instead.
-void SwigluMlpPart::project(TypedPtr in, TypedPtr fc1, int64_t first, int weight, int bias,
-                            const LoraIds& lora) const {
+void SwigluMlpPart::project(TypedPtr in, TypedPtr fc1, int64_t first, int weight, int bias, const LoraIds& lora,
+                            const LoraDropout& drop, LoraTarget target) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, f = c_.d.local_ffn();
   ops::gemm(c_.dev, in.t({1, N, h}), c_.P(weight).t({1, f, h}), block(fc1, first), false, true, 0);
   if (bias >= 0) ops::gemm(c_.dev, ones().t({1, N, 1}), c_.P(bias).t({1, 1, f}), block(fc1, first), false, false, 1);
-  lora_forward(c_, lora, in, block(fc1, first), h, f);
+  lora_forward(c_, lora, drop, target, in, block(fc1, first), h, f);
 }
 
-void SwigluMlpPart::backward(LayerActivations& A, const LayerParamIds& w, Buffer& dact, Buffer& dx) const {
+void SwigluMlpPart::backward(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, Buffer& dact,
+                             Buffer& dx) const {
   const int64_t N = c_.d.rows(), f = c_.d.local_ffn();
   Buffer gathered;
   TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN2].ptr(), gathered);
   Buffer dfc1 = c_.activation(kWork, N * 2 * f);
   ops::swiglu_bwd(c_.dev, A[MH_ACT_FC1].ptr(), dact.ptr(), dfc1.ptr(), N, f);
   dact.release();
-  project_bwd(in, dfc1.ptr(), 0, w.gate_w, w.gate_b, w.gate_lora, dx.f32(), 0);
-  project_bwd(in, dfc1.ptr(), f, w.fc1_w, w.fc1_b, w.fc1_lora, dx.f32(), 1);
+  project_bwd(in, dfc1.ptr(), 0, w.gate_w, w.gate_b, w.gate_lora, drop, kLoraGate, dx.f32(), 0);
+  project_bwd(in, dfc1.ptr(), f, w.fc1_w, w.fc1_b, w.fc1_lora, drop, kLoraFc1, dx.f32(), 1);
 }
 
 void SwigluMlpPart::project_bwd(TypedPtr in, TypedPtr dfc1, int64_t first, int weight, int bias, const LoraIds& lora,
-                                float* dx, float beta) const {
+                                const LoraDropout& drop, LoraTarget target, float* dx, float beta) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, f = c_.d.local_ffn();
   const MH_Tensor dy = block(dfc1, first);
   if (c_.G(weight) != nullptr) {  // a frozen base computes no gradient of its own
@@ -106,7 +108,7 @@ void SwigluMlpPart::project_bwd(TypedPtr in, TypedPtr dfc1, int64_t first, int w
     ops::gemm(c_.dev, dy, in.t({1, N, h}), TypedPtr(c_.G(weight)).t({1, f, h}), true, false, 1);
   }
   ops::gemm(c_.dev, dy, c_.P(weight).t({1, f, h}), TypedPtr(dx).t({1, N, h}), false, false, beta);
-  lora_backward(c_, lora, in, dy, TypedPtr(dx).t({1, N, h}), h, f);
+  lora_backward(c_, lora, drop, target, in, dy, TypedPtr(dx), h, f);
 }
 
 }  // namespace mh

@@ -6,6 +6,7 @@
 #include <megahost/abi.h>
 
 #include "engine/activations.hpp"
+#include "engine/parts/lora.hpp"
 #include "engine/parts/part_context.hpp"
 
 namespace mh {
@@ -16,12 +17,13 @@ class MlpPart {
   virtual ~MlpPart() = default;
 
   // Fills whichever of FC1 and the activation's output A lacks, from A's
-  // second norm output.
-  virtual void forward(LayerActivations& A, const LayerParamIds& w) const = 0;
+  // second norm output; the adapters read `drop`.
+  virtual void forward(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop) const = 0;
   // dact [rows, f/t]: the activation output's gradient (overwritten).
   // Accumulates FC1's (and the gate's) gradients and writes the gradient of
   // the (gathered) norm output, f32 [rows, h], into `dx`.
-  virtual void backward(LayerActivations& A, const LayerParamIds& w, Buffer& dact, Buffer& dx) const = 0;
+  virtual void backward(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, Buffer& dact,
+                        Buffer& dx) const = 0;
 
   static double activation_bytes(const ModelDims& d, double e, MH_Activation a);
 
@@ -36,8 +38,9 @@ class MlpPart {
 class GeluMlpPart final : public MlpPart {
  public:
   using MlpPart::MlpPart;
-  void forward(LayerActivations& A, const LayerParamIds& w) const override;
-  void backward(LayerActivations& A, const LayerParamIds& w, Buffer& dact, Buffer& dx) const override;
+  void forward(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop) const override;
+  void backward(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, Buffer& dact,
+                Buffer& dx) const override;
 };
 
 // FC1 [rows, 2 f/t] holds the gate beside the up projection in each row
@@ -45,14 +48,16 @@ class GeluMlpPart final : public MlpPart {
 class SwigluMlpPart final : public MlpPart {
  public:
   using MlpPart::MlpPart;
-  void forward(LayerActivations& A, const LayerParamIds& w) const override;
-  void backward(LayerActivations& A, const LayerParamIds& w, Buffer& dact, Buffer& dx) const override;
+  void forward(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop) const override;
+  void backward(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, Buffer& dact,
+                Buffer& dx) const override;
 
  private:
   // fc1's half = in @ W^T (+ bias, + the LoRA adapter's), for the gate or the up projection.
-  void project(TypedPtr in, TypedPtr fc1, int64_t first, int weight, int bias, const LoraIds& lora) const;
-  void project_bwd(TypedPtr in, TypedPtr dfc1, int64_t first, int weight, int bias, const LoraIds& lora, float* dx,
-                   float beta) const;
+  void project(TypedPtr in, TypedPtr fc1, int64_t first, int weight, int bias, const LoraIds& lora,
+               const LoraDropout& drop, LoraTarget target) const;
+  void project_bwd(TypedPtr in, TypedPtr dfc1, int64_t first, int weight, int bias, const LoraIds& lora,
+                   const LoraDropout& drop, LoraTarget target, float* dx, float beta) const;
   // [rows] ones in the compute dtype: the strided bias's rank-1 factor.
   Buffer ones() const;
 };

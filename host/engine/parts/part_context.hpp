@@ -34,7 +34,7 @@ struct PartContext {
 // nothing kept: each activation is released as soon as the layer is done
 // with it, so a step's peak is one branch's transients).
 struct LayerPass {
-  float dropout = 0, attention_dropout = 0;
+  float dropout = 0, attention_dropout = 0, lora_dropout = 0;
   uint64_t key = 0;  // the micro-batch's random stream (dropout masks)
   bool inference = false;
   // Packed documents ([data] reset_position_ids, reset_attention_mask;
@@ -47,7 +47,13 @@ struct LayerPass {
 // Where a layer draws dropout masks; with the layer (-1: the embedding) and
 // the micro-batch's key each names one random stream, so recomputation and
 // every parallel layout draw the same masks.
-enum DropoutSite { kDropoutSiteEmbedding = 0, kDropoutSiteAttention = 1, kDropoutSiteMlp = 2, kDropoutSiteProbs = 3 };
+enum DropoutSite {
+  kDropoutSiteEmbedding = 0,
+  kDropoutSiteAttention = 1,
+  kDropoutSiteMlp = 2,
+  kDropoutSiteProbs = 3,
+  kDropoutSiteLora = 4
+};
 inline uint64_t dropout_stream(uint64_t key, int64_t layer, DropoutSite site) {
   return rng::splitmix64(key ^ rng::splitmix64(uint64_t(layer * 8 + site)));
 }
