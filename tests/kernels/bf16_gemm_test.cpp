@@ -90,6 +90,8 @@ const Case kCases[] = {
     {"one row", 1, 1, 300, 128, false, true, false, false, 1.0f, 0.0f, true},
     {"four rows", 1, 4, 300, 128, false, true, false, false, 1.0f, 0.0f, false},
     {"both transposed", 2, 13, 7, 40, true, true, false, false, 1.0f, 1.0f, false},
+    // alpha 0 (a LoRA adapter at alpha 0) is BLAS's c = beta c: zeros over a c never read.
+    {"alpha 0", 1, 67, 8, 96, false, true, false, false, 0.0f, 0.0f, false},
 };
 
 TEST(Bf16Gemm, EveryEngineViewMatchesADoubleReferenceWithinF32Accumulation) {

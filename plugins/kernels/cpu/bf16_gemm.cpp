@@ -106,7 +106,10 @@ const std::optional<Bf16Gemm::Primitives::Primitive>& Bf16Gemm::Primitives::get(
 }
 
 bool Bf16Gemm::run(const MH_GemmArgs& args, const GemmDims& d) {
-  if (args.a.dtype != MH_BF16 || args.b.dtype != MH_BF16) return false;
+  // alpha 0 is BLAS's c = beta c, whatever a and b hold; oneDNN scales the
+  // product instead, so a non-finite product became NaN (a LoRA adapter at
+  // alpha 0 in bf16). The f32 path computes it as BLAS does.
+  if (args.a.dtype != MH_BF16 || args.b.dtype != MH_BF16 || args.alpha == 0.0f) return false;
   const Primitives::Key key{d.batch,          d.m,           d.n,           d.k,
                 args.a.strides[0], args.a.strides[1], args.trans_a, args.b.strides[0],
                 args.b.strides[1], args.trans_b,  args.c.strides[0], args.c.strides[1],
