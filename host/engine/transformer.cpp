@@ -43,6 +43,7 @@ double Transformer::forward(ForwardState& st, const MicroBatch& mb, Buffer input
   for (int64_t l = 0; l < chunk_.layers; ++l) {
     need(params_.layer(global(l)).ids());
     layer_forward(st, l, pass, true);
+    if (const auto& routing = st.acts[size_t(l)].routing) moe_aux_ += routing->aux;
     if (train) drop_unkept(st, l);
     else st.acts[size_t(l)].clear();
   }

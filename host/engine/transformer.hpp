@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "engine/activations.hpp"
@@ -89,6 +90,12 @@ class Transformer {
   Buffer backward(ForwardState& st, const MicroBatch& mb, Buffer dout, float loss_scale,
                   const GradsFinalised& finalised = {});
 
+  // Mixture of experts: the weight of a micro-batch's load-balancing loss
+  // in the training objective (1 / micro-batches per step), and the sum of
+  // the chunk's layers' losses over the forwards since the last take.
+  void set_moe_aux_weight(float weight) { moe_aux_weight_ = weight; }
+  double take_moe_aux() { return std::exchange(moe_aux_, 0.0); }
+
  private:
   void embed(ForwardState& st, const MicroBatch& mb, const LayerPass& pass);
   void layer_forward(ForwardState& st, int64_t l, const LayerPass& pass, bool need_output);
@@ -98,7 +105,9 @@ class Transformer {
   void recompute_for_backward(ForwardState& st, int64_t l, const MicroBatch& mb);
   void drop_unkept(ForwardState& st, int64_t l);
   // Training's pass over micro-batch mb (what recomputation replays).
-  LayerPass training_pass(const MicroBatch& mb) const { return {d_.dropout, d_.attention_dropout, mb.key, false}; }
+  LayerPass training_pass(const MicroBatch& mb) const {
+    return {d_.dropout, d_.attention_dropout, mb.key, false, moe_aux_weight_};
+  }
 
   // Global layer index of the chunk's layer l (parameters, dropout streams).
   int64_t global(int64_t l) const { return chunk_.first_layer + l; }
@@ -113,6 +122,8 @@ class Transformer {
   ChunkSpec chunk_;
   KeepTable keep_;
   ParamsNeeded needed_;
+  float moe_aux_weight_ = 0;
+  double moe_aux_ = 0;
   PartContext ctx_;
   LayerParts parts_;
   AttentionPart attention_;

@@ -37,6 +37,9 @@ struct LayerPass {
   float dropout = 0, attention_dropout = 0;
   uint64_t key = 0;  // the micro-batch's random stream (dropout masks)
   bool inference = false;
+  // The weight of the micro-batch's load-balancing loss in the objective
+  // (mixture of experts): 1 / micro-batches per step in training, else 0.
+  float aux_weight = 0;
 };
 
 // Where a layer draws dropout masks; with the layer (-1: the embedding) and
