@@ -58,6 +58,10 @@ struct ModelDims {
   int64_t vocab_start() const { return tp_rank * local_vocab(); }
   int64_t real_vocab() const { return vocab_size > 0 ? vocab_size : vocab; }
   bool moe() const { return spec.experts > 0; }
+  // The MLP width one token's FLOPs go through: its k experts' under a
+  // mixture of experts (the model FLOPs and the tuner's cost model price
+  // these; the router's h E is left out), else ffn.
+  int64_t active_ffn() const { return moe() ? spec.router_topk * moe_ffn : ffn; }
   // Expert slots of a micro-batch: every row to its k experts (dropless).
   int64_t routed_rows() const { return rows() * spec.router_topk; }
   int64_t rows() const { return seq * micro_batch; }

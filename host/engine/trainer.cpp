@@ -41,7 +41,7 @@ namespace {
 
 // Model FLOPs of one optimizer step (megahost/model_flops.hpp).
 double step_model_flops(const ModelDims& d, int64_t global_batch) {
-  return model_flops({d.layers, d.hidden, d.heads, d.kv(), d.ffn, d.seq, d.vocab,
+  return model_flops({d.layers, d.hidden, d.heads, d.kv(), d.active_ffn(), d.seq, d.vocab,
                       d.spec.activation == MlpActivation::kSwiglu},
                      global_batch);
 }

@@ -44,11 +44,13 @@ MH_ModelShape model_shape(const RunSetup& s, int32_t world) {
 }  // namespace
 
 MH_ModelShape model_shape(const ModelDims& d, int64_t micro_batch, int64_t global_batch, int32_t world) {
+  // A mixture of experts is priced by its active experts (ModelDims::active_ffn);
+  // its memory, every expert's weights included, comes from dry runs.
   return MH_ModelShape{sizeof(MH_ModelShape),
                        d.layers,
                        d.hidden,
                        d.heads,
-                       d.ffn,
+                       d.active_ffn(),
                        d.seq,
                        d.vocab,
                        micro_batch,
