@@ -1,4 +1,5 @@
-// Data-file fuzzing: the GPT-2 tokenizer's vocab.json and merges.txt, and the
+// Data-file fuzzing: the GPT-2 tokenizer's vocab.json and merges.txt, the
+// Hugging Face tokenizer.json, the SentencePiece tokenizer.model, and the
 // Megatron indexed dataset (.idx/.bin) with the samples drawn from it.
 #include <megahost/error.hpp>
 
@@ -11,6 +12,7 @@
 #include "data/gpt_samples.hpp"
 #include "data/hf_tokenizer.hpp"
 #include "data/indexed_dataset.hpp"
+#include "data/sentencepiece_tokenizer.hpp"
 #include "data/sft_input.hpp"
 #include "scratch.hpp"
 #include "targets.hpp"
@@ -61,6 +63,16 @@ void tokenizer_json(Input input) {
   std::string_view json_text = next_part(rest);
   try {
     use_tokenizer(data::BpeTokenizer(data::parse_tokenizer_json("tokenizer.json", json_text)), rest);
+  } catch (const Error&) {
+  }
+}
+
+// The input is the model's bytes (a serialized protobuf may hold any byte,
+// so the text is fixed): every script, spaces, bytes for the fallback.
+void sentencepiece_model(Input input) {
+  try {
+    data::SentencePieceTokenizer tokenizer("tokenizer.model", as_text(input));
+    use_tokenizer(tokenizer, "  Hello\tworld\n\u4e2d\u6587 \U0001F600 \u2581x <s></s><unk> \xC3\xA9\x00!");
   } catch (const Error&) {
   }
 }

@@ -7,6 +7,7 @@ Target find_target(std::string_view name) {
   if (name == "overrides") return &overrides;
   if (name == "gpt2_tokenizer") return &gpt2_tokenizer;
   if (name == "tokenizer_json") return &tokenizer_json;
+  if (name == "sentencepiece_model") return &sentencepiece_model;
   if (name == "indexed_dataset") return &indexed_dataset;
   if (name == "plugin_descriptor") return &plugin_descriptor;
   if (name == "checkpoint_metadata") return &checkpoint_metadata;

@@ -27,6 +27,7 @@ void gpt2_tokenizer(Input input);
 // tokenizer.json NUL text: parses a Hugging Face tokenizer.json, encodes the
 // text and decodes every id of the vocabulary.
 void tokenizer_json(Input input);
+void sentencepiece_model(Input input);
 // seq_len byte, u32 little-endian length of .idx, the .idx bytes, then the
 // .bin bytes: opens the indexed dataset, reads every sequence and the first
 // training samples.

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-20}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(config overrides gpt2_tokenizer tokenizer_json indexed_dataset plugin_descriptor
+((${#targets[@]})) || targets=(config overrides gpt2_tokenizer tokenizer_json sentencepiece_model indexed_dataset plugin_descriptor
   checkpoint_metadata slice_cover safetensors_header hf_config shard_index prompts_jsonl sft_jsonl chat_template openai_request
   token_range_sidecar checkpoint_owner)
 

@@ -16,6 +16,7 @@ debian_packages=(
   g++ cmake ninja-build pkg-config ccache
   libboost-dev libtomlplusplus-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
   libopenblas-dev libdnnl-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libpcre2-dev libxxhash-dev libcpp-httplib-dev
+  libsentencepiece-dev
   python3 python3-venv
   clang-14 libclang-rt-14-dev libomp-14-dev
 )

@@ -333,7 +333,14 @@ std::optional<Config::SavedModel> Config::saved_model(Diagnostics& diag) const {
   try {
     if (value != "auto" && convert::is_hf_folder(resolve(value).string())) {
       const std::string hf = resolve(value).string();
-      return SavedModel{hf + "/" + convert::kConfigFile, convert::model_keys(convert::read_hf_config(hf))};
+      std::vector<ckpt::ModelKey> keys = convert::model_keys(convert::read_hf_config(hf));
+      // The folder's tokenizer and its file come as a pair, or not at all
+      // where the user named a tokenizer.
+      const toml::node* tokenizer = root_.at_path("data.tokenizer").node();
+      if (tokenizer == nullptr || (embedded_ && tokenizer->source().begin.line > 0)) {
+        for (ckpt::ModelKey& k : convert::sentencepiece_tokenizer_keys(hf)) keys.push_back(std::move(k));
+      }
+      return SavedModel{hf + "/" + convert::kConfigFile, keys};
     }
     // A folder that holds no checkpoint yet, or none at all, is the run's to report.
     std::error_code ec;

@@ -64,11 +64,17 @@ const MH_OptionSpec kData[] = {
     opt("train_paths", MH_VALUE_STRING, "\"\"", "weighted prefixes used whole for training; split is then unused"),
     opt("valid_paths", MH_VALUE_STRING, "\"\"", "weighted prefixes used whole for validation"),
     opt("test_paths", MH_VALUE_STRING, "\"\"", "weighted prefixes used whole as the test split (evaluated at the end of training and by --evaluate)"),
-    opt_choice("tokenizer", "\"byte\"", "byte|gpt2|huggingface", "tokenizer the dataset was made with"),
+    opt_choice("tokenizer", "\"byte\"", "byte|gpt2|huggingface|sentencepiece", "tokenizer the dataset was made with"),
     opt("vocab_file", MH_VALUE_STRING, "\"\"", "vocab.json (tokenizer = gpt2); empty: GPT-2's, shipped"),
     opt("merges_file", MH_VALUE_STRING, "\"\"", "merges.txt (tokenizer = gpt2); empty: GPT-2's, shipped"),
-    opt("tokenizer_file", MH_VALUE_STRING, "\"\"", "Hugging Face tokenizer.json (tokenizer = huggingface)"),
+    opt("tokenizer_file", MH_VALUE_STRING, "\"\"", "tokenizer.json (tokenizer = huggingface) or tokenizer.model (tokenizer = sentencepiece)"),
     opt("split", MH_VALUE_STRING, "\"98,2,0\"", "train,valid,test weights over documents"),
+    opt_bool("reset_position_ids", "false",
+             "positions restart after each EOD of data.tokenizer in a sample "
+             "(packed documents; training and evaluation)"),
+    opt_bool("reset_attention_mask", "false",
+             "no token attends across an EOD of data.tokenizer in a sample "
+             "(packed documents; training and evaluation)"),
     opt_bool("eod_mask_loss", "false", "no loss on the target after an EOD (Megatron's --eod-mask-loss)"),
 };
 

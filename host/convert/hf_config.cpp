@@ -3,6 +3,7 @@
 #include <megahost/error.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <optional>
 #include <fstream>
 #include <sstream>
@@ -350,6 +351,24 @@ std::string hf_config_json(const ckpt::ModelShape& m, const std::string& torch_d
     if (special.is_object() && special.contains(key) && !special[key].is_null()) j[key] = special[key];
   j["torch_dtype"] = torch_dtype;
   return j.dump(2) + "\n";
+}
+
+std::vector<ModelKey> sentencepiece_tokenizer_keys(const std::string& dir) {
+  auto keys = [](const std::string& name, const std::string& file) {
+    const std::string field = std::filesystem::path(file).filename().string();
+    return std::vector<ModelKey>{{"tokenizer", name, field, name, ModelKey::kDefault, false, "data"},
+                                 {"tokenizer_file", file, field, file, ModelKey::kDefault, false, "data", true}};
+  };
+  std::error_code ec;
+  const std::string json_file = dir + "/tokenizer.json", model_file = dir + "/tokenizer.model";
+  if (std::filesystem::is_regular_file(json_file, ec)) {
+    const json root = json::parse(data::read_regular_file(json_file, "a tokenizer.json"), nullptr, false);
+    const bool fallback = root.is_object() && root.contains("model") && root["model"].is_object() &&
+                          root["model"].value("byte_fallback", false) == true;
+    return fallback ? keys("huggingface", json_file) : std::vector<ModelKey>{};
+  }
+  if (std::filesystem::is_regular_file(model_file, ec)) return keys("sentencepiece", model_file);
+  return {};
 }
 
 std::vector<ModelKey> model_keys(const HfModel& hf) {

@@ -46,4 +46,11 @@ std::string hf_config_json(const ckpt::ModelShape& m, const std::string& torch_d
 using ckpt::ModelKey;
 std::vector<ModelKey> model_keys(const HfModel& hf);
 
+// The [data] tokenizer keys of a folder whose tokenizer is SentencePiece's,
+// taken where the user set none: a tokenizer.json of that layout (BPE with
+// byte_fallback) as tokenizer = "huggingface", else a tokenizer.model as
+// tokenizer = "sentencepiece". None for other folders, whose byte-level
+// tokenizer.json the user names, as before.
+std::vector<ModelKey> sentencepiece_tokenizer_keys(const std::string& dir);
+
 }  // namespace mh::convert

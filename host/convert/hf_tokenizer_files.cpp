@@ -8,6 +8,7 @@
 #include "data/byte_level_bpe.hpp"
 #include "data/byte_tokenizer.hpp"
 #include "data/gpt2_tokenizer.hpp"
+#include "data/sentencepiece_tokenizer.hpp"
 #include "data/tokenizer.hpp"
 
 namespace mh::convert {
@@ -33,11 +34,14 @@ data::TokenizerFiles files_of(const json& tokenizer) {
 }
 
 // The text of a special id for tokenizer_config.json; a list (several eos
-// ids) names its first.
+// ids) names its first. SentencePiece decodes control pieces (<s>, </s>) as
+// nothing, so its pieces are named as the model lists them.
 std::string token_text(const data::Tokenizer& t, const json& id) {
   const json& one = id.is_array() ? id.front() : id;
   const int32_t v = one.get<int32_t>();
-  return v >= 0 && v < t.vocab_size() ? t.decode(std::span<const int32_t>(&v, 1)) : "";
+  if (v < 0 || v >= t.vocab_size()) return "";
+  if (const auto* sp = dynamic_cast<const data::SentencePieceTokenizer*>(&t)) return sp->piece(v);
+  return t.decode(std::span<const int32_t>(&v, 1));
 }
 
 ordered tokenizer_config(const std::string& cls, const data::Tokenizer& t, const json& special,
@@ -53,6 +57,13 @@ ordered tokenizer_config(const std::string& cls, const data::Tokenizer& t, const
   if (cls == "GPT2Tokenizer") {
     c["unk_token"] = c.value("eos_token", std::string());
     c["add_prefix_space"] = false;
+  }
+  if (const auto* sp = dynamic_cast<const data::SentencePieceTokenizer*>(&t)) {
+    if (sp->unk_id() >= 0) c["unk_token"] = sp->piece(sp->unk_id());
+    if (sp->pad_id() >= 0) c["pad_token"] = sp->piece(sp->pad_id());
+    // Megahost's encode adds neither; a Llama tokenizer would add <s>.
+    c["add_bos_token"] = false;
+    c["add_eos_token"] = false;
   }
   return c;
 }
@@ -115,6 +126,9 @@ std::vector<FolderFile> tokenizer_files(const json& tokenizer, const ckpt::Model
                                              "vocab_file"));
     out.emplace_back("merges.txt", read_text(files.merges_file.empty() ? shipped + "/merges.txt" : files.merges_file,
                                              "merges_file"));
+  } else if (name == "sentencepiece") {
+    cls = "LlamaTokenizer";
+    out.emplace_back("tokenizer.model", read_text(files.tokenizer_file, "tokenizer_file"));
   } else {
     out.emplace_back("tokenizer.json", read_text(files.tokenizer_file, "tokenizer_file"));
   }

@@ -1,8 +1,10 @@
 // The tokenizer files of an exported Hugging Face folder, so that
 // transformers' AutoTokenizer and generate() need nothing beside it:
 // tokenizer.json (the byte tokenizer written as a byte-level BPE without
-// merges; a huggingface tokenizer's own file), or GPT-2's vocab.json and
-// merges.txt; tokenizer_config.json; generation_config.json.
+// merges; a huggingface tokenizer's own file), GPT-2's vocab.json and
+// merges.txt, or a sentencepiece tokenizer's tokenizer.model (as
+// LlamaTokenizer, which transformers converts on loading);
+// tokenizer_config.json; generation_config.json.
 #pragma once
 
 #include <string>

@@ -2,6 +2,7 @@
 
 #include <megahost/error.hpp>
 
+#include <algorithm>
 #include <functional>
 #include <mutex>
 #include <queue>
@@ -51,6 +52,15 @@ std::string symbols_to_bytes(const std::string& token) {
     i += length;
   }
   return bytes;
+}
+
+// The code point of one well-formed UTF-8 character.
+char32_t decode_utf8(std::string_view c) {
+  const auto lead = static_cast<unsigned char>(c[0]);
+  if (c.size() == 1) return lead;
+  char32_t cp = lead & (0x7F >> c.size());
+  for (size_t i = 1; i < c.size(); ++i) cp = cp << 6 | (static_cast<unsigned char>(c[i]) & 0x3F);
+  return cp;
 }
 
 // Pieces longer than this are merged every time: they are rare, and caching
@@ -107,14 +117,28 @@ class PieceCache {
   std::array<Shard, kShards> shards_;
 };
 
+std::string byte_fallback_token(unsigned char byte) {
+  constexpr char kHex[] = "0123456789ABCDEF";
+  return std::string("<0x") + kHex[byte >> 4] + kHex[byte & 15] + ">";
+}
+
 ByteLevelBpe::ByteLevelBpe(const std::unordered_map<std::string, int32_t>& vocab,
                            const std::vector<std::pair<std::string, std::string>>& merges,
-                           std::string source, bool ignore_merges)
-    : source_(std::move(source)), ignore_merges_(ignore_merges), cache_(std::make_unique<PieceCache>()) {
+                           std::string source, bool ignore_merges, BpeAlphabet alphabet, int32_t unk)
+    : source_(std::move(source)),
+      ignore_merges_(ignore_merges),
+      alphabet_(alphabet),
+      unk_(unk),
+      cache_(std::make_unique<PieceCache>()) {
+  const bool bytes = alphabet_ == BpeAlphabet::kBytes;
   token_bytes_.assign(vocab.size(), {});
-  for (const auto& [symbol, id] : vocab) token_bytes_.at(static_cast<size_t>(id)) = symbols_to_bytes(symbol);
+  for (const auto& [symbol, id] : vocab) {
+    token_bytes_.at(static_cast<size_t>(id)) = bytes ? symbols_to_bytes(symbol) : symbol;
+    const size_t length = symbol.empty() ? 0 : utf8_length(static_cast<unsigned char>(symbol[0]));
+    if (!bytes && length == symbol.size()) character_ids_.emplace(decode_utf8(symbol), id);
+  }
   for (int b = 0; b < 256; ++b) {
-    auto it = vocab.find(byte_symbols()[b]);
+    auto it = vocab.find(bytes ? byte_symbols()[b] : byte_fallback_token(static_cast<unsigned char>(b)));
     byte_ids_[b] = it == vocab.end() ? -1 : it->second;
   }
   if (ignore_merges_) ids_ = vocab;
@@ -156,27 +180,25 @@ void ByteLevelBpe::encode_piece(std::string_view piece, std::vector<int32_t>& ou
 void ByteLevelBpe::merge(std::string_view piece, std::vector<int32_t>& out) const {
   if (ignore_merges_) {
     std::string symbols;
-    for (char c : piece) symbols += byte_symbols()[static_cast<unsigned char>(c)];
+    if (alphabet_ == BpeAlphabet::kBytes) {
+      for (char c : piece) symbols += byte_symbols()[static_cast<unsigned char>(c)];
+    } else {
+      symbols = piece;
+    }
     if (auto it = ids_.find(symbols); it != ids_.end()) {
       out.push_back(it->second);
       return;
     }
   }
-  struct Symbol {
-    int32_t id;
-    int32_t prev, next;  // -1 at the ends
-    bool removed;
-  };
   thread_local std::vector<Symbol> symbols;
   symbols.clear();
-  const auto n = static_cast<int32_t>(piece.size());
-  for (int32_t i = 0; i < n; ++i) {
-    const auto byte = static_cast<unsigned char>(piece[static_cast<size_t>(i)]);
-    require(byte_ids_[byte] >= 0, source_ + ": symbol '" + byte_symbols()[byte] +
-                                      "' is not in the vocabulary (byte " + std::to_string(byte) +
-                                      "); a byte-level vocabulary must hold all 256 byte symbols");
-    symbols.push_back({byte_ids_[byte], i - 1, i + 1 < n ? i + 1 : -1, false});
+  if (alphabet_ == BpeAlphabet::kBytes) {
+    byte_symbols_of(piece, symbols);
+  } else {
+    character_symbols_of(piece, symbols);
   }
+  const auto n = static_cast<int32_t>(symbols.size());
+  if (n == 0) return;
   using Entry = std::tuple<int32_t, int32_t, int32_t>;  // rank, position, merged id
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue;
   auto push = [&](int32_t at) {
@@ -201,6 +223,46 @@ void ByteLevelBpe::merge(std::string_view piece, std::vector<int32_t>& out) cons
     push(at);
   }
   for (int32_t i = 0; i >= 0; i = symbols[i].next) out.push_back(symbols[i].id);
+}
+
+void ByteLevelBpe::byte_symbols_of(std::string_view piece, std::vector<Symbol>& symbols) const {
+  const auto n = static_cast<int32_t>(piece.size());
+  for (int32_t i = 0; i < n; ++i) {
+    const auto byte = static_cast<unsigned char>(piece[static_cast<size_t>(i)]);
+    require(byte_ids_[byte] >= 0, source_ + ": symbol '" + byte_symbols()[byte] +
+                                      "' is not in the vocabulary (byte " + std::to_string(byte) +
+                                      "); a byte-level vocabulary must hold all 256 byte symbols");
+    symbols.push_back({byte_ids_[byte], i - 1, i + 1 < n ? i + 1 : -1, false});
+  }
+}
+
+// `tokenizers`' BPE::merge_word with byte_fallback: a character outside the
+// vocabulary becomes its bytes' <0xNN> tokens when all of them are there,
+// else the unknown token (consecutive ones fused into one).
+void ByteLevelBpe::character_symbols_of(std::string_view piece, std::vector<Symbol>& symbols) const {
+  auto add = [&](int32_t id) {
+    const auto at = static_cast<int32_t>(symbols.size());
+    if (at > 0) symbols.back().next = at;
+    symbols.push_back({id, at - 1, -1, false});
+  };
+  for (size_t i = 0; i < piece.size();) {
+    const size_t length = std::min(utf8_length(static_cast<unsigned char>(piece[i])), piece.size() - i);
+    const std::string_view character = piece.substr(i, length);
+    i += length;
+    if (auto it = character_ids_.find(decode_utf8(character)); it != character_ids_.end()) {
+      add(it->second);
+      continue;
+    }
+    const bool all_bytes = std::all_of(character.begin(), character.end(),
+                                       [&](char b) { return byte_ids_[static_cast<unsigned char>(b)] >= 0; });
+    if (all_bytes) {
+      for (char b : character) add(byte_ids_[static_cast<unsigned char>(b)]);
+      continue;
+    }
+    require(unk_ >= 0, source_ + ": the character '" + std::string(character) +
+                           "' is in neither the vocabulary nor its bytes (<0xNN>), and the model has no unk_token");
+    if (symbols.empty() || symbols.back().id != unk_) add(unk_);
+  }
 }
 
 }  // namespace mh::data

@@ -79,15 +79,86 @@ void read_merges(const Reader& r, const json& model, BpeParts& parts) {
 void read_model(const Reader& r, const json& root, BpeParts& parts) {
   const json& model = r.get(root, "model", json::value_t::object);
   const json& type = r.get(model, "model.type", json::value_t::string);
-  if (type != "BPE") r.fail("model.type", type.dump() + " is not supported; megahost reads byte-level BPE models");
+  if (type != "BPE") {
+    r.fail("model.type", type.dump() + " is not supported; megahost reads BPE models (byte-level, or SentencePiece's "
+                                       "with byte_fallback; a tokenizer.model runs as data.tokenizer = \"sentencepiece\")");
+  }
   r.require_unset(model, "model.dropout", "BPE dropout is for training-time sampling");
-  r.require_unset(model, "model.byte_fallback", "byte-level BPE needs no fallback");
-  r.require_unset(model, "model.continuing_subword_prefix", "not byte-level BPE");
-  r.require_unset(model, "model.end_of_word_suffix", "not byte-level BPE");
-  auto ignore = model.find("ignore_merges");
-  parts.ignore_merges = ignore != model.end() && ignore->is_boolean() && ignore->get<bool>();
+  r.require_unset(model, "model.continuing_subword_prefix", "not a byte-level or SentencePiece BPE");
+  r.require_unset(model, "model.end_of_word_suffix", "not a byte-level or SentencePiece BPE");
+  auto flag = [&](const char* key) {
+    auto it = model.find(key);
+    return it != model.end() && it->is_boolean() && it->get<bool>();
+  };
+  parts.ignore_merges = flag("ignore_merges");
   read_vocab(r, model, parts);
   read_merges(r, model, parts);
+  // byte_fallback marks SentencePiece's layout: merges over characters.
+  // (A byte-level model's unk_token is never used: every byte has a symbol.)
+  if (!flag("byte_fallback")) return;
+  parts.metaspace.emplace();
+  auto unk = model.find("unk_token");
+  if (unk == model.end() || unk->is_null()) return;
+  if (!unk->is_string() || !parts.vocab.contains(unk->get<std::string>())) {
+    r.fail("model.unk_token", unk->dump() + " is not in model.vocab");
+  }
+  if (!flag("fuse_unk")) r.fail("model.fuse_unk", "false is not supported; megahost fuses unknown characters, as Llama's files do");
+  parts.metaspace->unk = parts.vocab.at(unk->get<std::string>());
+}
+
+// SentencePiece's "▁" in a tokenizer.json: the Llama 2 normalizer
+// (Prepend "▁" then Replace " " by "▁", or the Replace alone) without a
+// pre-tokenizer, or no normalizer and a Metaspace pre-tokenizer.
+void read_metaspace(const Reader& r, const json& root, Metaspace& m) {
+  const json none;
+  const json& normalizer = root.contains("normalizer") ? root["normalizer"] : none;
+  const json& pre = root.contains("pre_tokenizer") ? root["pre_tokenizer"] : none;
+  const std::string meta = "\u2581";
+  const json replace = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", meta}};
+  const json prepend = {{"type", "Prepend"}, {"prepend", meta}};
+  if (!normalizer.is_null()) {
+    const json steps = normalizer.value("type", "") == "Sequence" ? normalizer.value("normalizers", json()) : json();
+    const bool with_prepend = steps == json::array({prepend, replace});
+    if (!with_prepend && steps != json::array({replace}) && normalizer != replace) {
+      r.fail("normalizer", normalizer.dump() + " is not supported; expected Llama 2's Sequence of Prepend(\"▁\") and "
+                           "Replace(\" \", \"▁\"), or no normalizer and a Metaspace pre-tokenizer");
+    }
+    r.require_unset(root, "pre_tokenizer", "after Llama 2's normalizer the text is one piece");
+    m.prepend = with_prepend ? Metaspace::Prepend::kEverySegment : Metaspace::Prepend::kNever;
+    return;
+  }
+  if (!pre.is_object() || pre.value("type", "") != "Metaspace" || pre.value("replacement", "") != meta) {
+    r.fail("pre_tokenizer", pre.dump() + " is not supported with byte_fallback; expected Metaspace with replacement "
+                            "\"▁\" (or Llama 2's normalizer and no pre-tokenizer)");
+  }
+  const std::string scheme = pre.value("prepend_scheme", "always");
+  if (scheme == "first") {
+    m.prepend = Metaspace::Prepend::kFirst;
+  } else if (scheme == "always") {
+    m.prepend = Metaspace::Prepend::kAlways;
+  } else if (scheme == "never") {
+    m.prepend = Metaspace::Prepend::kNever;
+  } else {
+    r.fail("pre_tokenizer.prepend_scheme", "\"" + scheme + "\" is not one of first, always, never");
+  }
+  m.split = pre.value("split", true);
+}
+
+// Llama 2's decoder: Replace("▁", " "), ByteFallback, Fuse, then Strip of
+// one leading space where the encoder puts a "▁" first.
+void read_metaspace_decoder(const Reader& r, const json& root, Metaspace& m) {
+  const json replace = {{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}};
+  json expected = json::array({replace, {{"type", "ByteFallback"}}, {{"type", "Fuse"}}});
+  const json strip = {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}};
+  const json decoder = root.value("decoder", json());
+  const json steps = decoder.is_object() && decoder.value("type", "") == "Sequence" ? decoder.value("decoders", json())
+                                                                                    : json();
+  m.strip_space = steps.is_array() && steps.size() == 4 && steps[3] == strip;
+  if (m.strip_space) expected.push_back(strip);
+  if (steps != expected) {
+    r.fail("decoder", decoder.dump() + " is not supported with byte_fallback; expected a Sequence of Replace(\"▁\", "
+                      "\" \"), ByteFallback, Fuse and optionally Strip(\" \", 1, 0), as Llama 2's");
+  }
 }
 
 // ByteLevel alone (GPT-2's pattern when use_regex), or Split(regex,
@@ -138,6 +209,11 @@ void read_added_tokens(const Reader& r, const json& root, BpeParts& parts) {
     for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
       r.require_unset(token, key + "." + flag, "added tokens are matched exactly");
     }
+    // They are cut from the text before the normalizer, so one it would
+    // change first cannot be matched as `tokenizers` matches it.
+    if (root.contains("normalizer") && !root["normalizer"].is_null()) {
+      r.require_unset(token, key + ".normalized", "added tokens are matched in the text as it is, before the normalizer");
+    }
     parts.special_tokens.emplace_back(token["content"].get<std::string>(), token["id"].get<int32_t>());
   }
 }
@@ -172,9 +248,14 @@ BpeParts parse(const std::string& path, std::string_view json_text) {
   if (!root.is_object()) r.fail("(file)", "not a JSON object; is it a Hugging Face tokenizer.json?");
   BpeParts parts;
   parts.source = path;
-  r.require_unset(root, "normalizer", "normalizers are not applied; byte-level BPE models have none");
   read_model(r, root, parts);
-  read_pre_tokenizer(r, root, parts);
+  if (parts.metaspace) {
+    read_metaspace(r, root, *parts.metaspace);
+    read_metaspace_decoder(r, root, *parts.metaspace);
+  } else {
+    r.require_unset(root, "normalizer", "normalizers are not applied; byte-level BPE models have none");
+    read_pre_tokenizer(r, root, parts);
+  }
   read_added_tokens(r, root, parts);
   choose_eod(r, parts);
   return parts;

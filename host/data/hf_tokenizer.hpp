@@ -4,9 +4,17 @@
 // ByteLevel without its own regex), and the added tokens, which are cut out
 // of the text as themselves before pre-tokenisation, as `tokenizers` does.
 // The end of document is the first of <|endoftext|>, <|end_of_text|>, </s>,
-// <eos> that the file has. Normalizers, other models (WordPiece, Unigram)
-// and the post-processor's template (e.g. a BOS) are not applied: a file
-// whose normalizer or model would change the ids is refused, naming the key.
+// <eos> that the file has.
+//
+// A BPE model with byte_fallback is SentencePiece's layout (Llama 2,
+// Mistral; bpe_tokenizer.hpp): Llama 2's normalizer (Prepend "▁", Replace
+// " " by "▁") without a pre-tokenizer, or a Metaspace pre-tokenizer
+// (prepend_scheme first, always or never; split or not), and Llama 2's
+// decoder (Replace "▁" by " ", ByteFallback, Fuse, Strip).
+//
+// Other normalizers, other models (WordPiece, Unigram) and the
+// post-processor's template (e.g. a BOS) are not applied: a file whose
+// normalizer or model would change the ids is refused, naming the key.
 #pragma once
 
 #include <string>

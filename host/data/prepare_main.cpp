@@ -25,11 +25,12 @@ DEFINE_string(json_keys, "text",
               "keys each gets its own dataset, OUTPUT_PREFIX_<key>");
 DEFINE_string(json_key, "", "one key, as --json_keys (kept for older command lines)");
 DEFINE_string(tokenizer, "byte",
-              "byte (bytes as tokens, vocab 257), gpt2 (GPT-2's byte-level BPE) or huggingface "
-              "(a byte-level BPE tokenizer.json)");
+              "byte (bytes as tokens, vocab 257), gpt2 (GPT-2's byte-level BPE), huggingface "
+              "(a BPE tokenizer.json) or sentencepiece (a tokenizer.model)");
 DEFINE_string(vocab_file, "", "vocab.json for --tokenizer=gpt2; empty: GPT-2's own, shipped");
 DEFINE_string(merges_file, "", "merges.txt for --tokenizer=gpt2; empty: GPT-2's own, shipped");
-DEFINE_string(tokenizer_file, "", "Hugging Face tokenizer.json, for --tokenizer=huggingface");
+DEFINE_string(tokenizer_file, "",
+              "tokenizer.json for --tokenizer=huggingface, tokenizer.model for --tokenizer=sentencepiece");
 DEFINE_string(output_prefix, "", "writes OUTPUT_PREFIX.bin and OUTPUT_PREFIX.idx");
 DEFINE_bool(append_eod, true, "end every document with the tokenizer's end-of-document token");
 DEFINE_int32(workers, 1, "threads that parse and tokenize; the output is the same for any number");

@@ -23,16 +23,27 @@ class Tokenizer {
   // End of document: appended after every document so that the concatenated
   // token stream still shows where one text ends and the next begins.
   virtual int32_t eod_id() const = 0;
+  // The token a model made with this tokenizer begins with (a checkpoint's
+  // bos_token_id): the model's own where it has one (SentencePiece's <s>),
+  // else the end of document, which also separates documents.
+  virtual int32_t bos_id() const { return eod_id(); }
 };
+
+// The text `ids` add after `context` (a prompt): decoded after the context's
+// last tokens, less the text of those. A SentencePiece "▁" is a space only
+// after other text, so a completion decoded alone would lose its first
+// space; byte-level tokenizers give their plain decode.
+std::string decode_continuation(const Tokenizer& tokenizer, std::span<const int32_t> context,
+                                std::span<const int32_t> ids);
 
 // The files a tokenizer is loaded from; empty where not given.
 struct TokenizerFiles {
   std::string vocab_file;      // gpt2: vocab.json (empty: the shipped GPT-2 one)
   std::string merges_file;     // gpt2: merges.txt (empty: the shipped GPT-2 one)
-  std::string tokenizer_file;  // huggingface: tokenizer.json (required)
+  std::string tokenizer_file;  // huggingface: tokenizer.json; sentencepiece: tokenizer.model (required)
 };
 
-// name is "byte" (no files), "gpt2" or "huggingface".
+// name is "byte" (no files), "gpt2", "huggingface" or "sentencepiece".
 std::unique_ptr<Tokenizer> make_tokenizer(std::string_view name, const TokenizerFiles& files);
 
 }  // namespace mh::data

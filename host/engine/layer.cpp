@@ -84,7 +84,7 @@ Buffer DecoderLayer::residual_branch_bwd(LayerActivations& A, const float* dres,
 // Activation gradients are in the compute dtype where GEMMs read them; the
 // residual stream's gradient `dres` and the input gradients of column-parallel
 // GEMMs (reduced across the tensor group) stay f32.
-void DecoderLayer::backward(LayerActivations& A, int64_t layer, float* dres) const {
+void DecoderLayer::backward(LayerActivations& A, int64_t layer, const LayerPass& pass, float* dres) const {
   const LayerParamIds& w = c_.params.layer(layer);
   Buffer dfull(c_.dev, kWork, c_.d.rows() * c_.d.hidden), scratch;
 
@@ -105,7 +105,7 @@ void DecoderLayer::backward(LayerActivations& A, int64_t layer, float* dres) con
         return din;
       },
       w.proj_b, MH_ACT_ATTN_DROP_MASK);
-  attention_.backward(A, w, dctx.ptr(), dfull);
+  attention_.backward(A, w, pass, dctx.ptr(), dfull);
   dctx.release();
   parts_.norm->backward(c_.tp.enter_bwd(dfull.f32(), scratch), A[MH_ACT_LAYER_INPUT].ptr(), A[MH_ACT_LN1], w.ln1_w,
                         w.ln1_b, dres);

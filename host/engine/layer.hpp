@@ -32,8 +32,9 @@ class DecoderLayer {
   // last branch runs only to regenerate a missing dropout mask.
   void forward(LayerActivations& A, int64_t layer, const LayerPass& pass, Buffer* next) const;
   // dres [local_rows, h]: the gradient of the layer's output, replaced by
-  // that of its input; the parameters' gradients accumulate.
-  void backward(LayerActivations& A, int64_t layer, float* dres) const;
+  // that of its input; the parameters' gradients accumulate. `pass` is the
+  // one forward ran.
+  void backward(LayerActivations& A, int64_t layer, const LayerPass& pass, float* dres) const;
 
  private:
   // A branch's output projection: writes its f32 partial sums [rows, h].

@@ -165,11 +165,12 @@ void rmsnorm_bwd(Device& d, TypedPtr dout, TypedPtr x, const float* weight, cons
   d.run(&MH_KernelsApi::rmsnorm_bwd, a, "rmsnorm_bwd");
 }
 
-void rope(Device& d, MH_Tensor heads, int64_t position_offset, float theta, bool inverse) {
+void rope(Device& d, MH_Tensor heads, int64_t position_offset, const MH_Tensor& positions, float theta, bool inverse) {
   MH_RopeArgs a{};
   a.x = heads;
   a.out = heads;
   a.position_offset = position_offset;
+  a.positions = positions;
   a.theta = theta;
   a.inverse = inverse;
   d.run(&MH_KernelsApi::rope, a, "rope");

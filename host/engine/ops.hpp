@@ -54,7 +54,9 @@ void rmsnorm_bwd(Device& d, TypedPtr dout, TypedPtr x, const float* weight, cons
                  float* dweight, int64_t n, int64_t c);
 // Rotates the [G, S, D] view (gemm-style strides) in place, row s at position
 // position_offset + s; inverse rotates back, which is the backward.
-void rope(Device& d, MH_Tensor heads, int64_t position_offset, float theta, bool inverse);
+// positions: I32 [b, rows] of packed documents' positions (MH_RopeArgs), or
+// data NULL for rows at position_offset + row.
+void rope(Device& d, MH_Tensor heads, int64_t position_offset, const MH_Tensor& positions, float theta, bool inverse);
 
 // Since ABI 1.4 (the generation engine checks Device::require_op first).
 // out = x over two [G, R, C] views of one dtype, gemm-style strides, not

@@ -50,6 +50,11 @@ struct RunSetup {
   std::unique_ptr<ckpt::FolderLock> folder_lock;  // the leader's, on checkpoint.dir, for the run's lifetime
   // The data's tokenizer as checkpoints record it: name, files, special ids.
   nlohmann::json tokenizer;
+  // Packed documents ([data] reset_position_ids, reset_attention_mask;
+  // docs/finetune.md): a sample's documents end at `eod`, the end-of-document
+  // id of data.tokenizer, which the dataset was prepared with.
+  bool reset_position_ids = false, reset_attention_mask = false;
+  int32_t eod = -1;
   mutable std::atomic<bool> interrupted{false};  // a stop signal ended the run
   mutable std::atomic<int> abandoned_by{0};      // the stop signal that cut an --evaluate run short
 };

@@ -13,6 +13,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <span>
 
 #include "checkpoint/model_weights.hpp"
 #include "checkpoint/store.hpp"
@@ -120,6 +121,8 @@ class RankTrainer {
   DataSync plan_data_sync() const;
   GradSyncGroups grad_sync_groups();
   MicroBatch load(const data::Samples& samples, int64_t first_sample, uint64_t key);
+  void cut_documents(std::span<const int32_t> window, int64_t b, std::vector<int32_t>& positions,
+                     std::vector<int32_t>& starts) const;
   int64_t loss_targets(const data::Samples& samples, int64_t first_sample, int64_t count) const;
   double step(int64_t step);
   double evaluate(int64_t step);
@@ -196,10 +199,27 @@ GradSyncGroups RankTrainer::grad_sync_groups() {
   return g;
 }
 
+// Megatron's reset_position_ids / reset_attention_mask: a document ends at
+// its EOD, so the token after an EOD starts the next one. For each sample b
+// and position t, `starts` [b, s] holds where t's document starts and
+// `positions` [b, s] t's position in the sample (or in its document when
+// positions reset).
+void RankTrainer::cut_documents(std::span<const int32_t> window, int64_t b, std::vector<int32_t>& positions,
+                                std::vector<int32_t>& starts) const {
+  const int64_t S = rc_.dims.seq;
+  int32_t start = 0;
+  for (int64_t t = 0; t < S; ++t) {
+    starts[size_t(b * S + t)] = start;
+    positions[size_t(b * S + t)] = int32_t(t) - (s_.reset_position_ids ? start : 0);
+    if (window[size_t(t)] == s_.eod) start = int32_t(t + 1);
+  }
+}
+
 MicroBatch RankTrainer::load(const data::Samples& samples, int64_t first_sample, uint64_t key) {
   const int64_t S = rc_.dims.seq, B = rc_.dims.micro_batch, N = rc_.dims.rows(), n = rc_.dims.local_rows();
   std::vector<int32_t> window(static_cast<size_t>(S + 1)), ids(static_cast<size_t>(N)),
-      targets(static_cast<size_t>(N)), positions(static_cast<size_t>(n));
+      targets(static_cast<size_t>(N)), positions(static_cast<size_t>(n)), document_positions(size_t(B * S)),
+      document_starts(size_t(B * S));
   std::vector<uint8_t> mask(static_cast<size_t>(S + 1)), loss_mask(samples.masks_loss() ? size_t(N) : 0);
   for (int64_t b = 0; b < B; ++b) {
     samples.get(first_sample + b, window.data());
@@ -207,18 +227,29 @@ MicroBatch RankTrainer::load(const data::Samples& samples, int64_t first_sample,
       ids[size_t(t * B + b)] = window[size_t(t)];
       targets[size_t(t * B + b)] = window[size_t(t + 1)];
     }
+    cut_documents(window, b, document_positions, document_starts);
     if (loss_mask.empty()) continue;
     samples.get_loss_mask(first_sample + b, window.data(), mask.data());
     for (int64_t t = 0; t < S; ++t) loss_mask[size_t(t * B + b)] = mask[size_t(t + 1)];
   }
-  for (int64_t r = 0; r < n; ++r) positions[size_t(r)] = int32_t((rc_.dims.first_local_row() + r) / B);
+  // Local row r is global row R = first_local_row + r of the [s, b] rows.
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t R = rc_.dims.first_local_row() + r;
+    positions[size_t(r)] = document_positions[size_t((R % B) * S + R / B)];
+  }
   MicroBatch mb;
-  mb.ids = Buffer(rc_.dev, MemCategory::kWorkspace, N, MH_I32);
-  mb.targets = Buffer(rc_.dev, MemCategory::kWorkspace, N, MH_I32);
-  mb.positions = Buffer(rc_.dev, MemCategory::kWorkspace, n, MH_I32);
-  rc_.dev.to_device(mb.ids.data(), ids.data(), ids.size() * 4);
-  rc_.dev.to_device(mb.targets.data(), targets.data(), targets.size() * 4);
-  rc_.dev.to_device(mb.positions.data(), positions.data(), positions.size() * 4);
+  auto upload = [&](const std::vector<int32_t>& host) {
+    Buffer device(rc_.dev, MemCategory::kWorkspace, int64_t(host.size()), MH_I32);
+    rc_.dev.to_device(device.data(), host.data(), host.size() * 4);
+    return device;
+  };
+  mb.ids = upload(ids);
+  mb.targets = upload(targets);
+  mb.positions = upload(positions);
+  // Learned positions reach the model through mb.positions alone.
+  if (s_.reset_position_ids && rc_.dims.spec.position == Position::kRope)
+    mb.document_positions = upload(document_positions);
+  if (s_.reset_attention_mask) mb.document_starts = upload(document_starts);
   mb.key = key;
   mb.loss_mask = std::move(loss_mask);
   return mb;

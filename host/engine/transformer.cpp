@@ -28,8 +28,15 @@ Transformer::Transformer(Device& device, ParamSet& params, TensorParallel& tp, c
       embedding_(ctx_),
       head_(ctx_, *parts_.norm) {}
 
+LayerPass Transformer::training_pass(const MicroBatch& mb) const {
+  auto tensor = [&](const Buffer& b) { return b.data() ? b.t({d_.micro_batch, d_.seq}) : MH_Tensor{}; };
+  return {d_.dropout, d_.attention_dropout, mb.key, false, tensor(mb.document_positions), tensor(mb.document_starts),
+          moe_aux_weight_};
+}
+
 double Transformer::forward(ForwardState& st, const MicroBatch& mb, Buffer input, bool train) {
-  const LayerPass pass = train ? training_pass(mb) : LayerPass{0, 0, mb.key, false};
+  LayerPass pass = training_pass(mb);
+  if (!train) pass.dropout = pass.attention_dropout = 0;
   auto need = [&](std::span<const int> ids) {
     if (needed_) needed_(ids);
   };
@@ -70,7 +77,7 @@ Buffer Transformer::backward(ForwardState& st, const MicroBatch& mb, Buffer dout
   st.acts[size_t(chunk_.layers)].clear();
   for (int64_t l = chunk_.layers - 1; l >= 0; --l) {
     recompute_for_backward(st, l, mb);
-    layer_.backward(st.acts[size_t(l)], global(l), dres.f32());
+    layer_.backward(st.acts[size_t(l)], global(l), training_pass(mb), dres.f32());
     st.acts[size_t(l)].clear();
     done(params_.layer(global(l)).ids());
   }

@@ -49,7 +49,9 @@ struct ChunkSpec {
 struct MicroBatch {
   Buffer ids;        // I32 [rows]: input tokens in [s, b] order
   Buffer targets;    // I32 [rows]: next tokens, same order
-  Buffer positions;  // I32 [local_rows]: sequence position of each local row
+  Buffer positions;  // I32 [local_rows]: position of each local row (in its document when packed)
+  // Packed documents (LayerPass): I32 [b, s], empty when off.
+  Buffer document_positions, document_starts;
   uint64_t key = 0;  // random stream of this micro-batch (seed, step, global index)
   // The loss counts samples [0, counted) only: a split's last micro-batch,
   // filled up past the split's end, counts its real samples alone.
@@ -105,9 +107,7 @@ class Transformer {
   void recompute_for_backward(ForwardState& st, int64_t l, const MicroBatch& mb);
   void drop_unkept(ForwardState& st, int64_t l);
   // Training's pass over micro-batch mb (what recomputation replays).
-  LayerPass training_pass(const MicroBatch& mb) const {
-    return {d_.dropout, d_.attention_dropout, mb.key, false, moe_aux_weight_};
-  }
+  LayerPass training_pass(const MicroBatch& mb) const;
 
   // Global layer index of the chunk's layer l (parameters, dropout streams).
   int64_t global(int64_t l) const { return chunk_.first_layer + l; }

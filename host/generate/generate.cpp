@@ -114,7 +114,7 @@ void report(const RunSetup& s, const Job& job, const RankResult& lead, const dat
     ++done;
     const bool eod_stop = job.stop_at_eod && !o.tokens.empty() && o.tokens.back() == job.eod;
     const std::span<const int32_t> kept(o.tokens.data(), o.tokens.size() - (eod_stop ? 1 : 0));
-    const std::string text = tokenizer.decode(kept);
+    const std::string text = data::decode_continuation(tokenizer, job.prompts[i], kept);
     std::cout << tokenizer.decode(job.prompts[i]) << text << "\n";
     s.metrics->write(request_record(i, job.prompts[i], o, eod_stop, text, memory));
     tokens += int64_t(o.tokens.size());

@@ -55,6 +55,18 @@ void check_kernel_ops(const Config& config, const Assembly& assembly, const Mode
                "kernels plugin \"" + std::string(kernels->component->desc->name) +
                    "\" lacks MH_KERNELS_CAP_PARTIAL_SOFTMAX (softmax over the last Q of T positions), which [generate] "
                    "needs; give its kernels class that capability once its softmax takes such scores");
+  // Packed documents hand softmax each row's document start and rope each
+  // row's position; a component without the capability would ignore them.
+  const Options data = assembly.data.options();
+  const char* packing = data.get_bool("reset_attention_mask")                                  ? "reset_attention_mask"
+                        : data.get_bool("reset_position_ids") && spec.position == Position::kRope ? "reset_position_ids"
+                                                                                                 : nullptr;
+  if (!assembly.generates && packing != nullptr && (kernels_capabilities(*table) & MH_KERNELS_CAP_DOCUMENTS) == 0)
+    diag.error(config.where(find_table(config.root(), "data")),
+               "data." + std::string(packing) + " needs kernels with MH_KERNELS_CAP_DOCUMENTS (ABI 1.6: softmax "
+                   "masks by document start, rope takes per-token positions), which kernels plugin \"" +
+                   kernels->component->desc->name +
+                   "\" lacks; use kernels \"cpu\" or \"cuda\", or turn the option off");
 }
 
 }  // namespace mh

@@ -231,6 +231,10 @@ void open_data(RunSetup& s, const Assembly& a, const Config& config) {
   s.train = std::move(opened.train);
   s.valid = std::move(opened.valid);
   s.test = std::move(opened.test);
+  const Options data = a.data.options();
+  s.reset_position_ids = data.get_bool("reset_position_ids");
+  s.reset_attention_mask = data.get_bool("reset_attention_mask");
+  if (s.reset_position_ids || s.reset_attention_mask) s.eod = run_tokenizer(a, config)->eod_id();
 }
 
 // An imported model carries this run's own settings, so that loading it
@@ -257,15 +261,15 @@ ckpt::Metadata run_settings(const RunSetup& s, const Assembly& a) {
 }
 
 // The tokenizer as a checkpoint records it: its name, the files the user
-// gave (absolute), and its end-of-document id as the begin and end token.
+// gave (absolute), its begin token and its end-of-document id as the end token.
 nlohmann::json tokenizer_identity(const Assembly& a, const Config& config) {
   Options data = a.data.options();
   nlohmann::json t = {{"name", data.get_string("tokenizer")}};
   for (const char* key : {"vocab_file", "merges_file", "tokenizer_file"})
     if (!data.get_string(key).empty()) t[key] = config.resolve(data.get_string(key)).lexically_normal().string();
-  const int32_t eod = run_tokenizer(a, config)->eod_id();
-  t["bos_token_id"] = eod;
-  t["eos_token_id"] = eod;
+  const auto tokenizer = run_tokenizer(a, config);
+  t["bos_token_id"] = tokenizer->bos_id();
+  t["eos_token_id"] = tokenizer->eod_id();
   return t;
 }
 

@@ -37,7 +37,7 @@ void Lead::admit(StepPlan& plan) {
       while (slots_[k].has_value()) ++k;
       generate::Sequence q{ask.prompts[c / size_t(ask.n)], ask.sampling, c, ask.logprobs, ask.echo && ask.logprobs >= 0};
       plan.admit.emplace_back(int64_t(k), std::move(q));
-      slots_[k] = Running{r, c, TextStream(tokenizer_, ask.stop)};
+      slots_[k] = Running{r, c, TextStream(tokenizer_, ask.stop, ask.prompts[c / size_t(ask.n)])};
       --free;
     }
   }

@@ -1,7 +1,9 @@
 // A choice's completion text as its tokens arrive: decoded whole, shown as
 // far as it is final — no half of a UTF-8 character (a byte-level token may
-// end inside one), nothing that may begin a stop sequence — and cut before
-// the first stop sequence, which ends the choice.
+// end inside one), no trailing U+FFFD (SentencePiece's byte fallback decodes
+// the bytes of a character not yet complete as U+FFFD, which the next token
+// may turn into the character), nothing that may begin a stop sequence —
+// and cut before the first stop sequence, which ends the choice.
 #pragma once
 
 #include <cstdint>
@@ -14,8 +16,9 @@ namespace mh::serve {
 
 class TextStream {
  public:
-  TextStream(const data::Tokenizer& tokenizer, std::vector<std::string> stop)
-      : tokenizer_(&tokenizer), stop_(std::move(stop)) {}
+  // `prompt`: the ids the completion continues (data::decode_continuation).
+  TextStream(const data::Tokenizer& tokenizer, std::vector<std::string> stop, std::span<const int32_t> prompt)
+      : tokenizer_(&tokenizer), stop_(std::move(stop)), prompt_(prompt.begin(), prompt.end()) {}
 
   // Adds a generated token; true when the text now holds a stop sequence.
   bool add(int32_t token);
@@ -26,11 +29,12 @@ class TextStream {
  private:
   const data::Tokenizer* tokenizer_;
   std::vector<std::string> stop_;
-  std::vector<int32_t> tokens_;
+  std::vector<int32_t> prompt_, tokens_;
   std::string text_, shown_;
 };
 
-// The length of text without a trailing incomplete UTF-8 character.
+// The length of text without a trailing incomplete UTF-8 character and
+// without the U+FFFD characters that end it.
 size_t whole_characters(const std::string& text);
 
 }  // namespace mh::serve

@@ -130,6 +130,36 @@ TEST_F(MergeTest, AKeyTheUserSetThatContradictsConfigJsonIsRefusedNamingBothValu
   EXPECT_THAT(diag_.report(), ::testing::Not(HasSubstr("model.layers")));  // agrees
 }
 
+TEST_F(MergeTest, AFolderWithATokenizerModelSetsTheSentencePieceTokenizer) {
+  std::ofstream(hf_ / "tokenizer.model") << "serialized model";
+  const std::optional<Config> c = load({"model.layers=2"});
+  ASSERT_TRUE(c.has_value());
+  EXPECT_FALSE(diag_.has_errors()) << diag_.report();
+  EXPECT_EQ(c->root().at_path("data.tokenizer").value<std::string>(), "sentencepiece");
+  EXPECT_EQ(c->root().at_path("data.tokenizer_file").value<std::string>(), (hf_ / "tokenizer.model").string());
+}
+
+TEST_F(MergeTest, ATokenizerJsonWithByteFallbackIsTakenBeforeTheModel) {
+  std::ofstream(hf_ / "tokenizer.model") << "serialized model";
+  std::ofstream(hf_ / "tokenizer.json") << R"({"model": {"type": "BPE", "byte_fallback": true}})";
+  const std::optional<Config> c = load({"model.layers=2"});
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->root().at_path("data.tokenizer").value<std::string>(), "huggingface");
+  EXPECT_EQ(c->root().at_path("data.tokenizer_file").value<std::string>(), (hf_ / "tokenizer.json").string());
+}
+
+TEST_F(MergeTest, AByteLevelTokenizerJsonOrTheUsersTokenizerIsLeftAlone) {
+  std::ofstream(hf_ / "tokenizer.model") << "serialized model";
+  const std::optional<Config> mine = load({"model.layers=2", "data.tokenizer=byte"});
+  ASSERT_TRUE(mine.has_value());
+  EXPECT_EQ(mine->root().at_path("data.tokenizer").value<std::string>(), "byte");
+  EXPECT_EQ(mine->root().at_path("data.tokenizer_file").value_or(std::string()), "");
+  std::ofstream(hf_ / "tokenizer.json") << R"({"model": {"type": "BPE", "byte_fallback": false}})";
+  const std::optional<Config> c = load({"model.layers=2"});
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->root().at_path("data.tokenizer").value<std::string>(), "byte");
+}
+
 TEST_F(MergeTest, MorePositionsThanTheModelHasIsRefused) {
   load({"model.layers=2", "model.hidden=8", "model.heads=2", "model.seq_len=64"});
   EXPECT_THAT(diag_.report(), HasSubstr("model.seq_len = 64 but " + hf_.string() +

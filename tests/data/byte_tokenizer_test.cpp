@@ -43,8 +43,9 @@ TEST(ByteTokenizer, DecodingAnIdOutsideTheVocabularyIsAnError) {
 
 TEST(MakeTokenizer, ByNameOrAClearError) {
   EXPECT_EQ(make_tokenizer("byte", {})->vocab_size(), 257);
-  EXPECT_THAT([] { make_tokenizer("sentencepiece", {}); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("choose \"byte\", \"gpt2\" or \"huggingface\"")));
+  EXPECT_THAT([] { make_tokenizer("wordpiece", {}); },
+              ::testing::ThrowsMessage<Error>(
+                  HasSubstr("choose \"byte\", \"gpt2\", \"huggingface\" or \"sentencepiece\"")));
 }
 
 }  // namespace

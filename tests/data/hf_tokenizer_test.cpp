@@ -57,6 +57,43 @@ TEST(HfTokenizer, ModelOtherThanBpeIsRefused) {
   EXPECT_THAT([&] { load(file); }, ThrowsMessage<Error>(HasSubstr("model.type: \"WordPiece\" is not supported")));
 }
 
+// SentencePiece's layout (Llama 2): characters with byte fallback, "▁" for
+// spaces, one put before the text, and Llama 2's decoder.
+nlohmann::json tiny_metaspace() {
+  return nlohmann::json::parse(R"({
+    "normalizer": null,
+    "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": false},
+    "decoder": {"type": "Sequence", "decoders": [
+      {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"},
+      {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+    "added_tokens": [{"id": 2, "content": "</s>", "special": true, "normalized": false,
+                      "lstrip": false, "rstrip": false, "single_word": false}],
+    "model": {"type": "BPE", "dropout": null, "unk_token": "<unk>", "fuse_unk": true, "byte_fallback": true,
+              "vocab": {"<unk>": 0, "<s>": 1, "</s>": 2, "<0x41>": 3, "\u2581": 4, "a": 5, "\u2581a": 6},
+              "merges": [["\u2581", "a"]]}
+  })");
+}
+
+TEST(HfTokenizer, SentencePieceLayoutMergesCharactersAndFallsBackToBytes) {
+  BpeTokenizer tokenizer = load(tiny_metaspace());
+  EXPECT_THAT(tokenizer.encode("a A"), ElementsAre(6, 4, 3));
+  EXPECT_THAT(tokenizer.encode("B"), ElementsAre(4, 0));  // neither in the vocabulary nor its byte: unk
+  EXPECT_EQ(tokenizer.decode(tokenizer.encode("a A")), "a A");
+  EXPECT_EQ(tokenizer.eod_id(), 2);
+}
+
+TEST(HfTokenizer, SentencePieceLayoutPrependsFirstOnlyAtTheStartOfTheText) {
+  BpeTokenizer tokenizer = load(tiny_metaspace());
+  EXPECT_THAT(tokenizer.encode("a</s>a"), ElementsAre(6, 2, 5));
+}
+
+TEST(HfTokenizer, SentencePieceLayoutWithAnotherDecoderIsRefused) {
+  nlohmann::json file = tiny_metaspace();
+  file["decoder"] = {{"type", "ByteLevel"}};
+  EXPECT_THAT([&] { load(file); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("tokenizer.json: decoder:"), HasSubstr("ByteFallback"))));
+}
+
 TEST(HfTokenizer, UnicodePropertyBeyondLettersAndNumbersIsRefused) {
   nlohmann::json file = tiny();
   file["pre_tokenizer"] = nlohmann::json::parse(R"({"type": "Sequence", "pretokenizers": [

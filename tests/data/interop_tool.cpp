@@ -1,7 +1,9 @@
 // The C++ side of the Python interoperability checks, JSON in and out:
-//   encode gpt2 [VOCAB MERGES] | encode huggingface TOKENIZER_JSON
+//   encode gpt2 [VOCAB MERGES] | encode huggingface TOKENIZER_JSON | encode sentencepiece TOKENIZER_MODEL
 //                         stdin: ["text", ...]  stdout: {"ids": [[...]], "decoded": ["...", ...],
 //                         "seconds": time spent encoding, "tokens": ids in all}
+//   decode NAME FILE      stdin: [[id, ...], ...]  stdout: {"decoded": ["...", ...]}, with the
+//                         tokenizer NAME (huggingface or sentencepiece) loaded from FILE
 //   pretokenize [PATTERN] stdin: ["text", ...]  stdout: {"pieces": [["piece", ...], ...]}
 //                         (GPT-2's pattern by default)
 //   samples PATHS SPLIT SEQ_LEN
@@ -28,7 +30,7 @@ using namespace mh::data;
 json encode(std::string_view name, int argc, char** argv) {
   TokenizerFiles files;
   if (name == "gpt2" && argc == 5) files = {argv[3], argv[4], ""};
-  if (name == "huggingface" && argc == 4) files.tokenizer_file = argv[3];
+  if ((name == "huggingface" || name == "sentencepiece") && argc == 4) files.tokenizer_file = argv[3];
   auto tokenizer = make_tokenizer(name, files);
   std::vector<std::string> texts = json::parse(std::cin).get<std::vector<std::string>>();
   std::vector<std::vector<int32_t>> ids;
@@ -41,6 +43,15 @@ json encode(std::string_view name, int argc, char** argv) {
     result["tokens"] = result["tokens"].get<int64_t>() + static_cast<int64_t>(one.size());
   }
   return result;
+}
+
+json decode(std::string_view name, const std::string& file) {
+  TokenizerFiles files;
+  files.tokenizer_file = file;
+  auto tokenizer = make_tokenizer(name, files);
+  json decoded = json::array();
+  for (const json& ids : json::parse(std::cin)) decoded.push_back(tokenizer->decode(ids.get<std::vector<int32_t>>()));
+  return {{"decoded", decoded}};
 }
 
 json pretokenize(std::string_view pattern) {
@@ -96,12 +107,14 @@ json write(const std::string& prefix, std::string_view dtype) {
 json run(int argc, char** argv) {
   const std::string_view command = argc > 1 ? argv[1] : "";
   if (command == "encode" && argc >= 3) return encode(argv[2], argc, argv);
+  if (command == "decode" && argc == 4) return decode(argv[2], argv[3]);
   if (command == "pretokenize" && argc <= 3) return pretokenize(argc == 3 ? argv[2] : kGpt2Pattern);
   if (command == "read" && argc == 3) return read(argv[2]);
   if (command == "samples" && argc == 5) return samples(argv[2], argv[3], std::stoll(argv[4]));
   if (command == "write" && argc == 4) return write(argv[2], argv[3]);
   throw std::invalid_argument(
-      "usage: data_interop_tool encode gpt2 [VOCAB MERGES] | encode huggingface FILE | "
+      "usage: data_interop_tool encode gpt2 [VOCAB MERGES] | encode huggingface|sentencepiece FILE | "
+      "decode huggingface|sentencepiece FILE | "
       "pretokenize [PATTERN] | samples PATHS SPLIT SEQ_LEN | read PREFIX | "
       "write PREFIX uint16|int32");
 }

@@ -262,12 +262,12 @@ TEST(PositionParts, RotaryRotatesEachPairByItsPositionAndTheInverseUndoesIt) {
   constexpr int64_t kBatch = 2, kRows = 5, kD = 4, kFirst = 3;
   const Vec x = random(size_t(kBatch * kRows * kD), 1);
   Buffer heads = t.rank.upload(f32(x));
-  t.parts.position->encode(heads.t({kBatch, kRows, kD}), kFirst, false);
+  t.parts.position->encode(heads.t({kBatch, kRows, kD}), kFirst, MH_Tensor{}, false);
   Vec want = x;
   for (int64_t b = 0; b < kBatch; ++b)
     for (int64_t r = 0; r < kRows; ++r) rope_reference(&want[size_t((b * kRows + r) * kD)], kD, double(kFirst + r), t.d.spec.rope_theta);
   expect_close(t.rank.download(heads.ptr(), kBatch * kRows * kD), want, "rotated");
-  t.parts.position->encode(heads.t({kBatch, kRows, kD}), kFirst, true);
+  t.parts.position->encode(heads.t({kBatch, kRows, kD}), kFirst, MH_Tensor{}, true);
   expect_close(t.rank.download(heads.ptr(), kBatch * kRows * kD), x, "rotated back");
 }
 
@@ -275,7 +275,7 @@ TEST(PositionParts, LearnedPositionsLeaveAttentionsHeadsAsTheyAre) {
   Bench t(tiny(spec(Norm::kLayerNorm, Position::kLearned, MlpActivation::kGelu, true)));
   const Vec x = random(40, 1);
   Buffer heads = t.rank.upload(f32(x));
-  t.parts.position->encode(heads.t({2, 5, 4}), 3, false);
+  t.parts.position->encode(heads.t({2, 5, 4}), 3, MH_Tensor{}, false);
   expect_close(t.rank.download(heads.ptr(), 40), x, "heads");
 }
 
@@ -339,7 +339,7 @@ TEST_P(AttentionParts, FullCoreIsCausalAttentionAndBackwardItsDerivative) {
   expect_close(t.rank.download(A[MH_ACT_CONTEXT].ptr(), n * h), attention_reference(t.d, x, W, b, n), "context");
 
   Buffer dctx = t.rank.upload(f32(r)), dx = t.rank.upload(std::vector<float>(x.size()));
-  attention.backward(A, w, dctx.ptr(), dx);
+  attention.backward(A, w, LayerPass{}, dctx.ptr(), dx);
   auto loss = [&](const Vec& xv, const Vec& Wv, const Vec& bv) { return dot(attention_reference(t.d, xv, Wv, bv, n), r); };
   expect_close(t.rank.download(dx.ptr(), n * h), numeric_grad([&](const Vec& v) { return loss(v, W, b); }, x), "dx");
   expect_close(t.grad(w.qkv_w), numeric_grad([&](const Vec& v) { return loss(x, v, b); }, W), "dW");

@@ -256,6 +256,56 @@ TEST_P(Parity, NonSquareCausalSoftmaxForwardAndBackward) {
   }
 }
 
+// Packed documents (ABI 1.6): each of B = 2 samples' rows see their
+// document's columns only (starts: I32 [B, T], G / B groups a sample), in
+// the training shape and in the last Q rows of a longer sequence.
+TEST_P(Parity, SoftmaxMasksEachRowBeforeItsDocumentsStart) {
+  for (auto [Q, T] : {std::pair<int64_t, int64_t>{70, 70}, {7, 300}}) {
+    const int64_t G = 6, B = 2;
+    const std::string shape = "Q " + std::to_string(Q) + ", T " + std::to_string(T);
+    // Documents of sample b start every 9 + 14 b positions.
+    std::vector<float> first(static_cast<size_t>(B * T));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t p = 0; p < T; ++p) first[size_t(b * T + p)] = float(p - p % (9 + 14 * b));
+    Pair starts = values({B, T}, MH_I32, first);
+    Pair scores = random({G, Q, T}, act(), -3.0f, 3.0f), probs = filled({G, Q, T}, act(), kNaN);
+    run(&MH_KernelsApi::softmax, [&](MH_SoftmaxArgs& a, Side s) {
+      a.x = scores.on(s);
+      a.out = probs.on(s);
+      a.scale = 0.125f;
+      a.starts = starts.on(s);
+    });
+    expect_close(probs, "probabilities, " + shape);
+    Pair grad = random({G, Q, T}, act()), dx = filled({G, Q, T}, act(), kNaN);
+    run(&MH_KernelsApi::softmax_bwd, [&](MH_SoftmaxArgs& a, Side s) {
+      a.out = probs.on(s);
+      a.dout = grad.on(s);
+      a.dx = dx.on(s);
+      a.scale = 0.125f;
+      a.starts = starts.on(s);
+    });
+    expect_close(dx, "dx, " + shape);
+  }
+}
+
+// Per-row positions of packed documents (ABI 1.6) on strided QKV heads:
+// G = 6 heads of B = 2 samples, forward and inverse.
+TEST_P(Parity, RopeAtPackedDocumentsPositions) {
+  const int64_t S = 33, G = 6, B = 2, D = 66;
+  Pair qkv = random({S, G, 3, D}, act());
+  Pair positions = integers({B, S}, 0, 4000);
+  auto head = [&](Side s) { return qkv.strided(s, {G, S, D}, {3 * D, G * 3 * D, 1}, 0); };
+  for (int32_t inverse : {0, 1}) {
+    run(&MH_KernelsApi::rope, [&](MH_RopeArgs& a, Side s) {
+      a.x = a.out = head(s);
+      a.theta = 10000.0f;
+      a.inverse = inverse;
+      a.positions = positions.on(s);
+    });
+    expect_close(qkv, "qkv, inverse " + std::to_string(inverse));
+  }
+}
+
 // The K heads of S new tokens, interleaved in a fused [S, G, 3, D] QKV
 // buffer, appended at position p of a [G, T, D] cache (ABI 1.4): bit for bit,
 // the rest of the cache untouched.

@@ -81,7 +81,7 @@ TEST_F(BadInput, AModelShapeProblemAndABatchProblemAreReportedTogether) {
 TEST_F(BadInput, ValueOutsideTheChoicesListsThemAndSuggestsOne) {
   Outcome o = run("[data]\ntokenizer = \"bytes\"\n");
   expect_refused(o, 1);
-  EXPECT_THAT(o.err, HasSubstr(at(2, 13) + "'data.tokenizer' 'bytes' is not one of byte|gpt2|huggingface; did you mean 'byte'?"));
+  EXPECT_THAT(o.err, HasSubstr(at(2, 13) + "'data.tokenizer' 'bytes' is not one of byte|gpt2|huggingface|sentencepiece; did you mean 'byte'?"));
 }
 
 TEST_F(BadInput, UnknownKeyInACommandLineOverrideIsLocatedOnTheCommandLine) {

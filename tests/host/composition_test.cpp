@@ -147,6 +147,16 @@ TEST(PreviousMinor, APluginTargetingAbi14LoadsTrainsAndGenerates) {
   EXPECT_EQ(generated.status, 0) << generated.err;
 }
 
+// Packed documents need softmax and rope to read the 1.6 fields, which an
+// older component would silently ignore: the run is refused before step 1.
+TEST(PreviousMinor, PackedDocumentsAreRefusedOnKernelsWithoutTheDocumentsCapability) {
+  mh::data::testing::TempDir dir;
+  Outcome o = run_with(dir, kKernels14,
+                       {"--plugin_path", fixture("kernels_1_4"), "train.steps=1", "data.reset_attention_mask=true"});
+  EXPECT_EQ(o.status, 2) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("data.reset_attention_mask needs kernels with MH_KERNELS_CAP_DOCUMENTS"));
+}
+
 // A table whose required entries hold a NULL is refused when it loads; the
 // same NULL in an optional entry would only make that entry absent.
 TEST(NullEntries, ARequiredNullEntryIsRefusedAtLoadNamingIt) {

@@ -87,7 +87,8 @@ TEST_F(OlderKernelsDevice, RunningAnOpPastTheTableFailsWithoutCallingIt) {
   Buffer x(dev, MemCategory::kWorkspace, 8), out(dev, MemCategory::kWorkspace, 4);
   EXPECT_EQ(message_of([&] { ops::swiglu(dev, x.ptr(), out.ptr(), 2, 2); }),
             "kernels plugin \"cpu_1_2\" (ABI 1.2) has no swiglu; rebuild the plugin against SDK 1.3 or later");
-  EXPECT_THAT(message_of([&] { ops::rope(dev, x.t({1, 2, 4}), 0, 10000.0f, false); }), HasSubstr("has no rope"));
+  EXPECT_THAT(message_of([&] { ops::rope(dev, x.t({1, 2, 4}), 0, MH_Tensor{}, 10000.0f, false); }),
+              HasSubstr("has no rope"));
   EXPECT_THAT(message_of([&] { ops::strided_copy(dev, x.t({1, 1, 4}), out.t({1, 1, 4})); }),
               HasSubstr("kernels plugin \"cpu_1_2\" (ABI 1.2) has no strided_copy"));
 }

@@ -88,6 +88,26 @@ TEST(Rope, MatchesExactRotationAtSmallPositions) {
   EXPECT_TRUE(all_close(out, rope_ref(to_double(x), l, 0, false, exact_angle), 1e-5, 1e-5));
 }
 
+// Packed documents (ABI 1.6): row s of head g sits at positions[g / (G / B), s]
+// (plus position_offset), bit for bit as the same row rotated at that offset.
+TEST(Rope, PackedDocumentsRotateEachRowByItsOwnPosition) {
+  const int64_t G = 4, B = 2, S = 6, D = 10, offset = 7;
+  const std::vector<int32_t> positions = {0, 1, 2, 0, 1, 0, 0, 1, 2, 3, 4, 5};
+  std::vector<float> x = random_floats(G * S * D, 6), out(x.size(), 0.0f);
+  const Layout l = Layout::contiguous(G, S, D);
+  MH_RopeArgs args = rope_args(view_of(x, l), view_of(out, l), offset, false);
+  args.struct_size = sizeof(args);
+  args.positions = view(const_cast<int32_t*>(positions.data()), MH_I32, {B, S});
+  const Cpu cpu;
+  cpu.run(&MH_KernelsApi::rope, args);
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t s = 0; s < S; ++s) {
+      std::vector<float> row(x.begin() + (g * S + s) * D, x.begin() + (g * S + s + 1) * D);
+      rope_in_place(cpu, row, Layout::contiguous(1, 1, D), offset + positions[size_t((g / (G / B)) * S + s)], false);
+      for (int64_t i = 0; i < D; ++i) ASSERT_EQ(out[size_t((g * S + s) * D + i)], row[size_t(i)]) << g << ", " << s;
+    }
+}
+
 TEST(Rope, InPlaceMatchesOutOfPlace) {
   const Cpu cpu;
   const Layout l = Layout::contiguous(4, 9, 34);

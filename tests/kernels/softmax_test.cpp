@@ -88,6 +88,40 @@ TEST(Softmax, BackwardMatchesTheAnalyticGradientWithZerosWhereMasked) {
   }
 }
 
+// Packed documents (ABI 1.6): the row at position p sees only columns
+// starts[b, p] .. p, b = g / (G / B); forward and backward equal the causal
+// op on each document alone, with zeros before the document's start.
+TEST(Softmax, PackedDocumentsSeeOnlyTheirOwnColumns) {
+  const Scores s{4, 12, 12};
+  const int64_t B = 2;
+  // Sample 0: documents [0, 5), [5, 12); sample 1: [0, 3), [3, 4), [4, 12).
+  const std::vector<int32_t> starts = {0, 0, 0, 0, 0, 5, 5, 5, 5, 5, 5, 5, 0, 0, 0, 3, 4, 4, 4, 4, 4, 4, 4, 4};
+  constexpr float scale = 0.6f;
+  std::vector<float> x = random_floats(s.size(), 4, -2.0f, 2.0f), out(s.size(), 5.0f),
+                     dout = random_floats(s.size(), 5), dx(s.size(), 9.0f);
+  MH_SoftmaxArgs args = softmax_args(x, out, dout, dx, s, scale);
+  args.struct_size = sizeof(args);
+  args.starts = view(const_cast<int32_t*>(starts.data()), MH_I32, {B, s.T});
+  const Cpu cpu;
+  cpu.run(&MH_KernelsApi::softmax, args);
+  cpu.run(&MH_KernelsApi::softmax_bwd, args);
+  for (int64_t row = 0; row < s.G * s.Q; ++row) {
+    const int64_t p = row % s.Q, first = starts[size_t((row / s.Q / (s.G / B)) * s.T + p)], n = p + 1 - first;
+    // The document alone: causal [1, n, n] scores whose last row is this one.
+    const Scores alone{1, 1, n};
+    std::vector<double> xr(static_cast<size_t>(n)), dr(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) xr[size_t(j)] = x[size_t(row * s.T + first + j)];
+    const std::vector<double> want = softmax_ref(xr, scale, alone);
+    for (int64_t j = 0; j < n; ++j) dr[size_t(j)] = dout[size_t(row * s.T + first + j)];
+    const std::vector<double> want_dx = softmax_bwd_ref(want, dr, scale, alone);
+    for (int64_t j = 0; j < s.T; ++j) {
+      const bool seen = j >= first && j <= p;
+      EXPECT_NEAR(out[size_t(row * s.T + j)], seen ? want[size_t(j - first)] : 0.0, 1e-6) << row << ", " << j;
+      EXPECT_NEAR(dx[size_t(row * s.T + j)], seen ? want_dx[size_t(j - first)] : 0.0, 1e-6) << row << ", " << j;
+    }
+  }
+}
+
 TEST(Softmax, BackwardMatchesFiniteDifferences) {
   for (const Scores s : {Scores{2, 5, 5}, Scores{2, 2, 6}}) {
     SCOPED_TRACE(s.name());

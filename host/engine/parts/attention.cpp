@@ -41,9 +41,9 @@ void AttentionPart::forward(LayerActivations& A, const LayerParamIds& w, int64_t
                             const LayerPass& pass) const {
   if (!A.has(MH_ACT_QKV)) {
     project(c_, A, w);
-    encode(A[MH_ACT_QKV].ptr(), false);
+    encode(A[MH_ACT_QKV].ptr(), pass, false);
   }
-  core(A, pass.attention_dropout, probs_span(pass.key, layer));
+  core(A, pass, layer);
 }
 
 MH_RngSpan AttentionPart::probs_span(uint64_t key, int64_t layer) const {
@@ -61,12 +61,12 @@ void AttentionPart::project(const PartContext& c, LayerActivations& A, const Lay
   if (w.qkv_b >= 0) ops::bias_add(c.dev, A[MH_ACT_QKV].ptr(), c.P(w.qkv_b), N, q);
 }
 
-void AttentionPart::encode(TypedPtr qkv, bool inverse) const {
+void AttentionPart::encode(TypedPtr qkv, const LayerPass& pass, bool inverse) const {
   const Heads H(c_.d);
-  for (int64_t j = 0; j <= H.m; ++j) position_.encode(H.qkv(qkv, j), 0, inverse);
+  for (int64_t j = 0; j <= H.m; ++j) position_.encode(H.qkv(qkv, j), 0, pass.document_positions, inverse);
 }
 
-void AttentionPart::core(LayerActivations& A, float attn_p, const MH_RngSpan& probs_rng) const {
+void AttentionPart::core(LayerActivations& A, const LayerPass& pass, int64_t layer) const {
   const Heads H(c_.d);
   const int64_t n = H.score_elements();
   const TypedPtr qkv = A[MH_ACT_QKV].ptr();
@@ -78,13 +78,15 @@ void AttentionPart::core(LayerActivations& A, float attn_p, const MH_RngSpan& pr
     s.x = A[MH_ACT_ATTN_SCORES].t({n / (H.S * H.S), H.S, H.S});
     s.out = s.x;
     s.scale = 1.0f / std::sqrt(float(H.D));
+    s.starts = pass.document_starts;
     c_.dev.run(&MH_KernelsApi::softmax, s, "softmax");
   }
   if (!A.has(MH_ACT_ATTN_PROBS) || !A.has(MH_ACT_ATTN_MASK)) {
     A[MH_ACT_ATTN_PROBS] = c_.activation(kAct, n);
     A[MH_ACT_ATTN_MASK] = Buffer(c_.dev, kAct, n, MH_U8);
     ops::dropout(c_.dev, A[MH_ACT_ATTN_SCORES].ptr(), {}, A[MH_ACT_ATTN_PROBS].ptr(),
-                 static_cast<uint8_t*>(A[MH_ACT_ATTN_MASK].data()), n, attn_p, probs_rng);
+                 static_cast<uint8_t*>(A[MH_ACT_ATTN_MASK].data()), n, pass.attention_dropout,
+                 probs_span(pass.key, layer));
   }
   if (!A.has(MH_ACT_CONTEXT)) {
     A[MH_ACT_CONTEXT] = c_.activation(kAct, c_.d.rows() * c_.d.local_hidden());
@@ -94,11 +96,12 @@ void AttentionPart::core(LayerActivations& A, float attn_p, const MH_RngSpan& pr
   }
 }
 
-void AttentionPart::backward(LayerActivations& A, const LayerParamIds& w, TypedPtr dctx, Buffer& dx) const {
+void AttentionPart::backward(LayerActivations& A, const LayerParamIds& w, const LayerPass& pass, TypedPtr dctx,
+                             Buffer& dx) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, q = c_.d.local_qkv();
   Buffer dqkv = c_.activation(kWork, N * q), gathered;
-  core_bwd(A, dctx, dqkv.ptr());
-  encode(dqkv.ptr(), true);
+  core_bwd(A, pass, dctx, dqkv.ptr());
+  encode(dqkv.ptr(), pass, true);
   if (w.qkv_b >= 0) ops::bias_bwd(c_.dev, dqkv.ptr(), c_.G(w.qkv_b), N, q);
   TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN1].ptr(), gathered);
   ops::linear_dw(c_.dev, dqkv.ptr(), in, c_.G(w.qkv_w), N, h, q);
@@ -108,7 +111,7 @@ void AttentionPart::backward(LayerActivations& A, const LayerParamIds& w, TypedP
 
 // A group's K and V serve its m query heads, so their gradients sum over
 // the heads: the first head's GEMM writes, the others accumulate.
-void AttentionPart::core_bwd(LayerActivations& A, TypedPtr dctx, TypedPtr dqkv) const {
+void AttentionPart::core_bwd(LayerActivations& A, const LayerPass& pass, TypedPtr dctx, TypedPtr dqkv) const {
   const Heads H(c_.d);
   const int64_t n = H.score_elements();
   const TypedPtr qkv = A[MH_ACT_QKV].ptr(), probs = A[MH_ACT_ATTN_PROBS].ptr();
@@ -125,6 +128,7 @@ void AttentionPart::core_bwd(LayerActivations& A, TypedPtr dctx, TypedPtr dqkv) 
   s.dout = dprobs.t({n / (H.S * H.S), H.S, H.S});
   s.dx = s.dout;
   s.scale = 1.0f / std::sqrt(float(H.D));
+  s.starts = pass.document_starts;
   c_.dev.run(&MH_KernelsApi::softmax_bwd, s, "softmax_bwd");
   for (int64_t i = 0; i < H.m; ++i) {
     ops::gemm(c_.dev, H.scores(dp, i), H.qkv(qkv, H.m), H.qkv(dqkv, i), false, false, 0);                  // dQ = dS K

@@ -26,10 +26,11 @@ class AttentionCore {
   // [rows, local_hidden] A lacks, from A's first norm output, for global
   // layer `layer`.
   virtual void forward(LayerActivations& A, const LayerParamIds& w, int64_t layer, const LayerPass& pass) const = 0;
-  // dctx [rows, local_hidden]: the context's gradient. Accumulates the QKV
-  // weight's gradients and returns the gradient of the (gathered) norm
-  // output, f32 [rows, h], in `dx`.
-  virtual void backward(LayerActivations& A, const LayerParamIds& w, TypedPtr dctx, Buffer& dx) const = 0;
+  // dctx [rows, local_hidden]: the context's gradient, for the pass
+  // forward ran. Accumulates the QKV weight's gradients and returns the
+  // gradient of the (gathered) norm output, f32 [rows, h], in `dx`.
+  virtual void backward(LayerActivations& A, const LayerParamIds& w, const LayerPass& pass, TypedPtr dctx,
+                        Buffer& dx) const = 0;
 };
 
 // Causal attention over the whole sequence, with dropout on the
@@ -40,7 +41,8 @@ class AttentionPart final : public AttentionCore {
   AttentionPart(const PartContext& c, const PositionPart& position) : c_(c), position_(position) {}
 
   void forward(LayerActivations& A, const LayerParamIds& w, int64_t layer, const LayerPass& pass) const override;
-  void backward(LayerActivations& A, const LayerParamIds& w, TypedPtr dctx, Buffer& dx) const override;
+  void backward(LayerActivations& A, const LayerParamIds& w, const LayerPass& pass, TypedPtr dctx,
+                Buffer& dx) const override;
 
   // A[QKV] = the QKV projection of A's first norm output (with its bias),
   // before any position encoding; the cached core starts here too.
@@ -51,11 +53,11 @@ class AttentionPart final : public AttentionCore {
   static double activation_bytes(const ModelDims& d, double e, MH_Activation a);
 
  private:
-  void core(LayerActivations& A, float attn_p, const MH_RngSpan& probs_rng) const;
-  void core_bwd(LayerActivations& A, TypedPtr dctx, TypedPtr dqkv) const;
+  void core(LayerActivations& A, const LayerPass& pass, int64_t layer) const;
+  void core_bwd(LayerActivations& A, const LayerPass& pass, TypedPtr dctx, TypedPtr dqkv) const;
   // Encodes each query head and the key of every group by their positions;
   // `inverse` undoes it (the backward).
-  void encode(TypedPtr qkv, bool inverse) const;
+  void encode(TypedPtr qkv, const LayerPass& pass, bool inverse) const;
   // The probabilities' dropout stream in layer `layer`: local probabilities
   // are [b, a/t, s, s] of the global [b, a, s, s].
   MH_RngSpan probs_span(uint64_t key, int64_t layer) const;

@@ -51,14 +51,14 @@ void CachedAttention::forward(LayerActivations& A, const LayerParamIds& w, int64
   }
 }
 
-void CachedAttention::backward(LayerActivations&, const LayerParamIds&, TypedPtr, Buffer&) const {
+void CachedAttention::backward(LayerActivations&, const LayerParamIds&, const LayerPass&, TypedPtr, Buffer&) const {
   throw Error(MH_INTERNAL, "cached attention serves inference: it has no backward");
 }
 
 // The query heads and the key of each group, each at the sequence's positions.
 void CachedAttention::encode(TypedPtr qkv, const SequenceRows& s) const {
   const SequenceHeads H(c_.d, s);
-  for (int64_t j = 0; j <= H.m; ++j) position_.encode(H.qkv(qkv, j), s.past, false);
+  for (int64_t j = 0; j <= H.m; ++j) position_.encode(H.qkv(qkv, j), s.past, MH_Tensor{}, false);
 }
 
 // The new rows are the last `count` of the `seen` positions, which the

@@ -22,7 +22,8 @@ class CachedAttention final : public AttentionCore {
 
   void forward(LayerActivations& A, const LayerParamIds& w, int64_t layer, const LayerPass& pass) const override;
   // Inference only: there is no backward through a cache.
-  void backward(LayerActivations& A, const LayerParamIds& w, TypedPtr dctx, Buffer& dx) const override;
+  void backward(LayerActivations& A, const LayerParamIds& w, const LayerPass& pass, TypedPtr dctx,
+                Buffer& dx) const override;
 
  private:
   void encode(TypedPtr qkv, const SequenceRows& s) const;

@@ -37,8 +37,13 @@ struct LayerPass {
   float dropout = 0, attention_dropout = 0;
   uint64_t key = 0;  // the micro-batch's random stream (dropout masks)
   bool inference = false;
+  // Packed documents ([data] reset_position_ids, reset_attention_mask;
+  // docs/finetune.md): device I32 [b, s], each token's position in its
+  // document (RoPE) and its document's first position (the attention mask);
+  // data NULL when off.
+  MH_Tensor document_positions{}, document_starts{};
   // The weight of the micro-batch's load-balancing loss in the objective
-  // (mixture of experts): 1 / micro-batches per step in training, else 0.
+  // (mixture of experts): 1 / micro-batches per step (the backward reads it).
   float aux_weight = 0;
 };
 

@@ -16,9 +16,11 @@ class PositionPart {
   virtual ~PositionPart() = default;
 
   // heads [batch, rows, head_dim]: one query head or key of every group,
-  // whose row r sits at position first_position + r. `inverse` undoes the
-  // encoding (its backward).
-  virtual void encode(const MH_Tensor& heads, int64_t first_position, bool inverse) const = 0;
+  // whose row r sits at position first_position + r, or, with packed
+  // documents, at first_position + positions[sample, r] (positions: I32
+  // [b, rows], data NULL without). `inverse` undoes the encoding (its backward).
+  virtual void encode(const MH_Tensor& heads, int64_t first_position, const MH_Tensor& positions,
+                      bool inverse) const = 0;
 
  protected:
   PartContext c_;
@@ -28,7 +30,7 @@ class PositionPart {
 class LearnedPositionPart final : public PositionPart {
  public:
   using PositionPart::PositionPart;
-  void encode(const MH_Tensor&, int64_t, bool) const override {}
+  void encode(const MH_Tensor&, int64_t, const MH_Tensor&, bool) const override {}
 };
 
 // RoPE with base theta (Llama): pairs (i, i + D/2) of each head rotate by
@@ -36,7 +38,8 @@ class LearnedPositionPart final : public PositionPart {
 class RotaryPositionPart final : public PositionPart {
  public:
   using PositionPart::PositionPart;
-  void encode(const MH_Tensor& heads, int64_t first_position, bool inverse) const override;
+  void encode(const MH_Tensor& heads, int64_t first_position, const MH_Tensor& positions,
+              bool inverse) const override;
 };
 
 }  // namespace mh

@@ -215,6 +215,18 @@ void same_scores(const char* op, const std::string& name, const MH_Tensor& t, So
                  groups_rows_cols(want));
 }
 
+// A packed-documents table beside [G, rows, ...]: absent, or I32 [B, cols]
+// with B dividing G (each sample's groups are consecutive). Returns whether
+// it is present.
+bool per_sample(const char* op, const std::string& name, const MH_Tensor& t, int64_t groups, int64_t cols) {
+  if (t.data == nullptr) return false;
+  const Matrix m = matrix(op, name, t, MH_I32, MH_I32);
+  if (t.ndim != 2 || m.cols != cols || m.rows == 0 || groups % m.rows != 0)
+    fail(op, name + " " + shape_of(t) + " must be I32 [B, " + to_string(cols) + "] with B dividing the " +
+                 to_string(groups) + " groups (group g is sample g / (G / B))");
+  return true;
+}
+
 void check_p(const char* op, float p) {
   if (!(p >= 0.0f && p < 1.0f)) fail(op, "p must be in [0, 1), got " + to_string(p));
 }
@@ -315,6 +327,7 @@ SoftmaxDims check_softmax(const MH_SoftmaxArgs& args, MH_DType compute) {
   const SoftmaxDims x = scores(op, "x", args.x, compute);
   same_scores(op, "out", args.out, x, "x", compute);
   same_dtype_if_aliased(op, "out", args.out, "x", args.x);
+  if (reaches(args, &MH_SoftmaxArgs::starts)) per_sample(op, "starts", args.starts, x.groups, x.cols);
   return x;
 }
 
@@ -325,6 +338,7 @@ SoftmaxDims check_softmax_bwd(const MH_SoftmaxArgs& args, MH_DType compute) {
   same_scores(op, "dout", args.dout, out, "out", compute);
   same_scores(op, "dx", args.dx, out, "out", compute);
   same_dtype_if_aliased(op, "dx", args.dx, "dout", args.dout);
+  if (reaches(args, &MH_SoftmaxArgs::starts)) per_sample(op, "starts", args.starts, out.groups, out.cols);
   return out;
 }
 
@@ -484,6 +498,7 @@ RopeDims check_rope(const MH_RopeArgs& args, MH_DType compute) {
     fail(op, "theta must be a finite base > 0 (10000 in Llama 2), got " + to_string(args.theta));
   if (args.position_offset < 0)
     fail(op, "position_offset must be >= 0, got " + to_string(args.position_offset));
+  if (reaches(args, &MH_RopeArgs::positions)) per_sample(op, "positions", args.positions, x.groups, x.seq);
   return x;
 }
 

@@ -9,6 +9,8 @@
 
 #include <cblas.h>
 
+#include <megahost/struct_size.hpp>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -35,6 +37,19 @@ double bf16_peak_factor(cpu::Bf16Units units) {
     case cpu::Bf16Units::kNone: break;
   }
   return 1.0;
+}
+
+// The packed-documents table of MH_SoftmaxArgs.starts or MH_RopeArgs.positions
+// (validated: absent or [B, cols] with B dividing groups), as the row of
+// group g, or NULL.
+const int32_t* sample_row(const MH_Tensor& t, int64_t groups, int64_t g) {
+  if (t.data == nullptr) return nullptr;
+  return i32(t) + (g / (groups / t.shape[0])) * t.shape[1];
+}
+
+template <class Args>
+MH_Tensor documents(const Args& args, MH_Tensor Args::*member) {
+  return reaches(args, member) ? args.*member : MH_Tensor{};
 }
 
 }  // namespace
@@ -208,21 +223,25 @@ void CpuKernels::bias_bwd(const MH_BiasArgs& args) {
 void CpuKernels::softmax(const MH_SoftmaxArgs& args) {
   const SoftmaxDims d = check_softmax(args, compute_);
   const int64_t Q = d.rows, T = d.cols;
+  const MH_Tensor starts = documents(args, &MH_SoftmaxArgs::starts);
   cpu::for_row_blocks<2>(threads_, d.groups, Q,
                          {rows_of(args.out, T, T, false, true, Q * T), rows_of(args.x, T, T, true, false, Q * T)},
-                         [&](auto& b, int64_t, int64_t r0, int64_t n, int) {
-                           cpu::softmax_forward(b[0].data, b[1].data, args.scale, 1, n, T, Q - r0 - n, 1);
+                         [&](auto& b, int64_t g, int64_t r0, int64_t n, int) {
+                           cpu::softmax_forward(b[0].data, b[1].data, args.scale, 1, n, T, Q - r0 - n,
+                                                sample_row(starts, d.groups, g), 1);
                          });
 }
 
 void CpuKernels::softmax_bwd(const MH_SoftmaxArgs& args) {
   const SoftmaxDims d = check_softmax_bwd(args, compute_);
   const int64_t Q = d.rows, T = d.cols;
+  const MH_Tensor starts = documents(args, &MH_SoftmaxArgs::starts);
   cpu::for_row_blocks<3>(threads_, d.groups, Q,
                          {rows_of(args.dx, T, T, false, true, Q * T), rows_of(args.out, T, T, true, false, Q * T),
                           rows_of(args.dout, T, T, true, false, Q * T)},
-                         [&](auto& b, int64_t, int64_t r0, int64_t n, int) {
-                           cpu::softmax_backward(b[0].data, b[1].data, b[2].data, args.scale, 1, n, T, Q - r0 - n, 1);
+                         [&](auto& b, int64_t g, int64_t r0, int64_t n, int) {
+                           cpu::softmax_backward(b[0].data, b[1].data, b[2].data, args.scale, 1, n, T, Q - r0 - n,
+                                                 sample_row(starts, d.groups, g), 1);
                          });
 }
 
@@ -320,13 +339,26 @@ void CpuKernels::rmsnorm_bwd(const MH_RmsNormBwdArgs& args) {
 
 void CpuKernels::rope(const MH_RopeArgs& args) {
   const RopeDims d = check_rope(args, compute_);
+  const MH_Tensor positions = documents(args, &MH_RopeArgs::positions);
+  // The table holds every position a row is at: 0 .. S - 1, or up to the
+  // largest of `positions`.
+  int64_t rows = d.seq;
+  if (positions.data != nullptr) {
+    const int32_t* p = i32(positions);
+    const auto [low, high] = std::minmax_element(p, p + positions.shape[0] * positions.shape[1]);
+    require(positions.shape[1] == 0 || *low >= 0,
+            "rope: positions holds " + std::to_string(positions.shape[1] == 0 ? 0 : *low) + ", but positions are >= 0",
+            MH_INVALID_ARGUMENT);
+    rows = positions.shape[1] == 0 ? 0 : int64_t{*high} + 1;
+  }
   const cpu::RotationTable table =
-      cpu::rotation_table(d.seq, d.dim, args.position_offset, args.theta, args.inverse != 0, threads_);
+      cpu::rotation_table(rows, d.dim, args.position_offset, args.theta, args.inverse != 0, threads_);
   const std::array<cpu::RowView, 2> views{
       rows_of(args.out, d.dim, args.out.strides[1], false, true, args.out.strides[0]),
       rows_of(args.x, d.dim, args.x.strides[1], true, false, args.x.strides[0])};
-  cpu::for_row_blocks(threads_, d.groups, d.seq, views, [&](auto& b, int64_t, int64_t s0, int64_t n, int) {
-    cpu::rope(b[0].data, {0, b[0].ld}, b[1].data, {0, b[1].ld}, 1, n, d.dim, table, s0, 1);
+  cpu::for_row_blocks(threads_, d.groups, d.seq, views, [&](auto& b, int64_t g, int64_t s0, int64_t n, int) {
+    cpu::rope(b[0].data, {0, b[0].ld}, b[1].data, {0, b[1].ld}, 1, n, d.dim, table, s0,
+              sample_row(positions, d.groups, g), 1);
   });
 }
 

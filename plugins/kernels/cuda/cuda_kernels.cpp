@@ -1,5 +1,7 @@
 #include "cuda_kernels.hpp"
 
+#include <megahost/struct_size.hpp>
+
 #include "cuda_check.hpp"
 #include "ops/launch.hpp"
 #include "validate.hpp"
@@ -61,6 +63,15 @@ gpu::Floats floats(const MH_Tensor& t) { return {t.data, t.dtype == MH_BF16}; }
 float* f32(const MH_Tensor& t) { return static_cast<float*>(t.data); }
 const int32_t* i32(const MH_Tensor& t) { return static_cast<const int32_t*>(t.data); }
 uint8_t* u8(const MH_Tensor& t) { return static_cast<uint8_t*>(t.data); }
+
+// The packed-documents table `member` of args (validated: absent, or
+// [B, cols] with B dividing groups).
+template <class Args>
+gpu::SampleTable sample_table(const Args& args, MH_Tensor Args::*member, int64_t groups) {
+  if (!reaches(args, member) || (args.*member).data == nullptr) return {nullptr, 1, 0};
+  const MH_Tensor& t = args.*member;
+  return {i32(t), groups / t.shape[0], t.shape[1]};
+}
 
 }  // namespace
 
@@ -172,13 +183,14 @@ void CudaKernels::bias_bwd(const MH_BiasArgs& a) {
 
 void CudaKernels::softmax(const MH_SoftmaxArgs& a) {
   const SoftmaxDims d = check_softmax(a, compute_);
-  gpu::softmax_forward(on_device(), floats(a.out), floats(a.x), a.scale, d.groups, d.rows, d.cols);
+  gpu::softmax_forward(on_device(), floats(a.out), floats(a.x), a.scale, d.groups, d.rows, d.cols,
+                       sample_table(a, &MH_SoftmaxArgs::starts, d.groups));
 }
 
 void CudaKernels::softmax_bwd(const MH_SoftmaxArgs& a) {
   const SoftmaxDims d = check_softmax_bwd(a, compute_);
-  gpu::softmax_backward(on_device(), floats(a.dx), floats(a.out), floats(a.dout), a.scale, d.groups, d.rows,
-                        d.cols);
+  gpu::softmax_backward(on_device(), floats(a.dx), floats(a.out), floats(a.dout), a.scale, d.groups, d.rows, d.cols,
+                        sample_table(a, &MH_SoftmaxArgs::starts, d.groups));
 }
 
 void CudaKernels::dropout(const MH_DropoutArgs& a) {
@@ -250,7 +262,8 @@ void CudaKernels::rmsnorm_bwd(const MH_RmsNormBwdArgs& a) {
 void CudaKernels::rope(const MH_RopeArgs& a) {
   const RopeDims d = check_rope(a, compute_);
   gpu::rope(on_device(), floats(a.out), {a.out.strides[0], a.out.strides[1]}, floats(a.x),
-            {a.x.strides[0], a.x.strides[1]}, d.groups, d.seq, d.dim, a.position_offset, a.theta, a.inverse != 0);
+            {a.x.strides[0], a.x.strides[1]}, d.groups, d.seq, d.dim, a.position_offset, a.theta, a.inverse != 0,
+            sample_table(a, &MH_RopeArgs::positions, d.groups));
 }
 
 void CudaKernels::swiglu(const MH_SwigluArgs& a) {

@@ -1,5 +1,5 @@
 /*
- * Megahost plugin ABI, version 1.5.
+ * Megahost plugin ABI, version 1.6.
  *
  * This header is the whole contract between the megahost host process and
  * the shared objects it loads. It is plain C: fixed-width integers, plain
@@ -105,6 +105,14 @@
  *        older table the host derives them as before (a table with
  *        strided_copy takes non-square softmax scores). A 1.4 plugin loads
  *        and runs unchanged.
+ *   1.6  kernels: packed documents (several training examples in one
+ *        sequence, each attending only to itself and with positions that
+ *        restart). MH_SoftmaxArgs gains starts (each row's first visible
+ *        column), MH_RopeArgs gains positions (each row's position), both
+ *        optional (absent past struct_size or with data NULL: as before), and
+ *        a capability MH_KERNELS_CAP_DOCUMENTS says a component reads them.
+ *        The host asks for it only when [data] packs documents; a 1.5 plugin
+ *        loads and runs everything else unchanged.
  */
 #ifndef MEGAHOST_ABI_H
 #define MEGAHOST_ABI_H
@@ -117,7 +125,7 @@ extern "C" {
 #endif
 
 #define MH_ABI_MAJOR 1
-#define MH_ABI_MINOR 5
+#define MH_ABI_MINOR 6
 
 /* The one symbol a plugin exports for ABI major 1 (see MH_EntryFn). */
 #define MH_ENTRY_SYMBOL "mh_plugin_entry_v1"
@@ -442,6 +450,13 @@ typedef struct MH_SoftmaxArgs {
   size_t struct_size;
   MH_Tensor x, out, dout, dx;  /* forward uses x, out; backward out, dout, dx */
   float scale;
+  /* Since 1.6, with MH_KERNELS_CAP_DOCUMENTS: packed documents. Absent (past
+   * struct_size, or data NULL): the causal mask alone. Else I32 [B, T] with B
+   * dividing G: group g belongs to sample b = g / (G / B), and its row at
+   * position p = T - Q + i sees only columns starts[b, p] .. p, where
+   * 0 <= starts[b, p] <= p is the first position of p's document; the
+   * columns before it are masked like the future ones (0 in both passes). */
+  MH_Tensor starts;
 } MH_SoftmaxArgs;
 
 /* Counter-based randomness: element (r, j) of a local [rows, row_len] view
@@ -546,6 +561,11 @@ typedef struct MH_RopeArgs {
   int64_t position_offset;
   float theta;
   int32_t inverse;
+  /* Since 1.6, with MH_KERNELS_CAP_DOCUMENTS: per-row positions of packed
+   * documents. Absent (past struct_size, or data NULL): row s is at
+   * position_offset + s as above. Else I32 [B, S] with B dividing G: row s of
+   * batch g is at position_offset + positions[g / (G / B), s], each >= 0. */
+  MH_Tensor positions;
 } MH_RopeArgs;
 
 /* Since 1.3. SwiGLU over x [N, 2F] holding the gate in columns [0, F) and the
@@ -576,7 +596,10 @@ typedef struct MH_StridedCopyArgs {
 /* What a kernels component accepts beyond each op's 1.0 contract (1.5). */
 typedef enum MH_KernelsCapability {
   /* softmax and softmax_bwd take [G, Q, T] scores with Q < T (decode). */
-  MH_KERNELS_CAP_PARTIAL_SOFTMAX = 1u << 0
+  MH_KERNELS_CAP_PARTIAL_SOFTMAX = 1u << 0,
+  /* softmax and softmax_bwd read MH_SoftmaxArgs.starts, rope reads
+   * MH_RopeArgs.positions (1.6; packed documents). */
+  MH_KERNELS_CAP_DOCUMENTS = 1u << 1
 } MH_KernelsCapability;
 
 typedef enum MH_CopyKind { MH_HOST_TO_DEVICE = 0, MH_DEVICE_TO_HOST = 1, MH_DEVICE_TO_DEVICE = 2 } MH_CopyKind;

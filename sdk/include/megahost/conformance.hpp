@@ -234,7 +234,8 @@ inline std::vector<std::string> check_kernels(const MH_ComponentDesc& c, const M
   checks.run("table", [&] {
     require(k.struct_size >= MH_STRUCT_SIZE(MH_KernelsApi, sum_squares), "the table ends before sum_squares");
     if (reaches(k, &MH_KernelsApi::capabilities))
-      require((k.capabilities & ~uint64_t{MH_KERNELS_CAP_PARTIAL_SOFTMAX}) == 0, "capabilities has unknown bits");
+      require((k.capabilities & ~uint64_t{MH_KERNELS_CAP_PARTIAL_SOFTMAX | MH_KERNELS_CAP_DOCUMENTS}) == 0,
+              "capabilities has unknown bits");
   });
   Created instance(c, options, 1, 0);
   MH_DeviceInfo info{};

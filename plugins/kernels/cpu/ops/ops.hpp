@@ -68,12 +68,14 @@ void bias_backward(float* dbias, const float* dout, int64_t N, int64_t C, int th
 // out, x (G, Q, T): causal softmax of scale * x along the last dimension,
 // the Q rows being positions T - Q - later .. T - later - 1 of T: the last Q
 // positions (Q = T = S in training) when later = 0, else a block of rows
-// followed by `later` more that this call leaves alone
+// followed by `later` more that this call leaves alone. starts (T), shared
+// by the G groups, or NULL: position p sees columns starts[p] .. p only
+// (packed documents), else 0 .. p
 void softmax_forward(float* out, const float* x, float scale, int64_t G, int64_t Q, int64_t T, int64_t later,
-                     int threads);
+                     const int32_t* starts, int threads);
 // dx, out, dout (G, Q, T)
 void softmax_backward(float* dx, const float* out, const float* dout, float scale, int64_t G, int64_t Q, int64_t T,
-                      int64_t later, int threads);
+                      int64_t later, const int32_t* starts, int threads);
 
 // out, x, residual (n; residual may be NULL), mask (n): elements [first,
 // first + n) of the span, drawn in rows of rng.row_len
@@ -129,9 +131,10 @@ struct RotationTable {
 };
 RotationTable rotation_table(int64_t S, int64_t D, int64_t offset, float theta, bool inverse, int threads);
 // out, x (G, S, D): each row's pairs (i, i + D/2) rotated by row first + s of
-// the table; out may be x
+// the table, or by row positions[first + s] when positions (shared by the G
+// groups) is given; out may be x
 void rope(float* out, RowStrides out_strides, const float* x, RowStrides x_strides, int64_t G, int64_t S, int64_t D,
-          const RotationTable& table, int64_t first, int threads);
+          const RotationTable& table, int64_t first, const int32_t* positions, int threads);
 
 // out[g, r, :] = x[g, r, :] for g < G, r < R: rows of row_bytes bytes, each
 // view's rows and groups `strides` elements of element_bytes apart

@@ -34,15 +34,16 @@ RotationTable rotation_table(int64_t S, int64_t D, int64_t offset, float theta, 
 }
 
 void rope(float* out, RowStrides out_strides, const float* x, RowStrides x_strides, int64_t G, int64_t S, int64_t D,
-          const RotationTable& table, int64_t first, int threads) {
+          const RotationTable& table, int64_t first, const int32_t* positions, int threads) {
   const int64_t half = D / 2;
 #pragma omp parallel for num_threads(team(threads, G * S * D)) schedule(static)
   for (int64_t row = 0; row < G * S; ++row) {
     const int64_t g = row / S, s = row % S;
     const float* xr = x + g * x_strides.batch + s * x_strides.row;
     float* outr = out + g * out_strides.batch + s * out_strides.row;
-    const float* c = table.cos.data() + (first + s) * half;
-    const float* sn = table.sin.data() + (first + s) * half;
+    const int64_t at = positions ? positions[first + s] : first + s;
+    const float* c = table.cos.data() + at * half;
+    const float* sn = table.sin.data() + at * half;
     // In place, iteration i reads and writes only elements i and i + D/2.
 #pragma omp simd
     for (int64_t i = 0; i < half; ++i) {

@@ -57,13 +57,23 @@ void bias_forward(cudaStream_t stream, Floats out, Floats x, Floats bias, int64_
 // dbias (C) += column sums of dout (N, C). scratch: column_scratch_bytes(C).
 void bias_backward(cudaStream_t stream, Floats dbias, Floats dout, int64_t N, int64_t C, void* scratch);
 
+// A packed-documents table beside G groups (MH_SoftmaxArgs.starts,
+// MH_RopeArgs.positions): I32 [G / per_sample, cols] on the device, group g
+// reading row g / per_sample; data NULL when absent.
+struct SampleTable {
+  const int32_t* data;
+  int64_t per_sample, cols;
+};
+
 // out, x (G, Q, T): causal softmax of scale * x along the last dimension, the
-// Q rows being the last Q positions of T (Q = T = S in training); masked
-// entries come out 0. out may alias x.
-void softmax_forward(cudaStream_t stream, Floats out, Floats x, float scale, int64_t G, int64_t Q, int64_t T);
+// Q rows being the last Q positions of T (Q = T = S in training); position p
+// sees columns starts[p] .. p of its sample's row of `starts` (0 .. p without
+// it); masked entries come out 0. out may alias x.
+void softmax_forward(cudaStream_t stream, Floats out, Floats x, float scale, int64_t G, int64_t Q, int64_t T,
+                     SampleTable starts);
 // dx, out, dout (G, Q, T); dx may alias dout.
 void softmax_backward(cudaStream_t stream, Floats dx, Floats out, Floats dout, float scale, int64_t G, int64_t Q,
-                      int64_t T);
+                      int64_t T, SampleTable starts);
 
 // out, x, residual (n; residual.data may be NULL), mask u8 (n), drawn with
 // mh::rng exactly as the cpu kernels draw it.
@@ -115,9 +125,10 @@ struct RowStrides {
   int64_t batch, row;
 };
 // out, x (G, S, D): each row's pairs (i, i + D/2) rotated by position
-// (position_offset + s) times theta^(-2i/D), or back when inverse; out may be x.
+// (position_offset + s, or position_offset + positions[s] of its sample's row
+// when positions is given) times theta^(-2i/D), or back when inverse; out may be x.
 void rope(cudaStream_t stream, Floats out, RowStrides out_strides, Floats x, RowStrides x_strides, int64_t G,
-          int64_t S, int64_t D, int64_t position_offset, float theta, bool inverse);
+          int64_t S, int64_t D, int64_t position_offset, float theta, bool inverse, SampleTable positions);
 
 // out[g, r, :] = x[g, r, :] for the [G, R, C] views, bit for bit, in words of
 // element_bytes (2 or 4: bf16, f16, f32, i32). The views do not overlap.
