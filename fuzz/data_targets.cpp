@@ -8,6 +8,7 @@
 #include <numeric>
 #include <vector>
 
+#include "data/byte_tokenizer.hpp"
 #include "data/gpt2_tokenizer.hpp"
 #include "data/gpt_samples.hpp"
 #include "data/hf_tokenizer.hpp"
@@ -100,8 +101,14 @@ void sft_jsonl(Input input) {
   const std::string_view line(reinterpret_cast<const char*>(input.data()), input.size());
   for (const data::ChatTemplate* template_ : {&chat, static_cast<const data::ChatTemplate*>(nullptr)}) {
     try {
-      for (const data::SftSegment& segment : data::read_sft_line(line, template_))
+      const std::vector<data::SftSegment> segments = data::read_sft_line(line, template_);
+      // Byte tokens are the text's bytes: the mask is each byte's segment.
+      std::vector<int32_t> mask;
+      for (const data::SftSegment& segment : segments) {
         if (segment.text.empty()) __builtin_trap();  // empty segments are left out
+        mask.insert(mask.end(), segment.text.size(), segment.trained ? 1 : 0);
+      }
+      if (data::tokenize_segments(segments, data::ByteTokenizer()).mask != mask) __builtin_trap();
     } catch (const Error&) {
     }
   }

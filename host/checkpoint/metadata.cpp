@@ -208,6 +208,7 @@ json to_json(const Metadata& m) {
                  {"distributed_optimizer", m.layout.distributed_optimizer}};
   j["schedule"] = m.schedule;
   j["tokenizer"] = m.tokenizer;
+  if (!m.peft.is_null()) j["peft"] = m.peft;
   for (const auto& [name, f] : m.files) j["files"][name] = {{"bytes", f.bytes}, {"xxh3", f.xxh3}};
   for (const auto& [name, t] : m.tensors) {
     nlohmann::ordered_json slices = nlohmann::ordered_json::array();
@@ -245,6 +246,7 @@ Metadata parse_metadata(std::string_view text, const std::string& path) {
   m.layout = parse_layout(field<json>(j, "layout", path), path + ": layout");
   m.schedule = object_field(j, "schedule", path);
   m.tokenizer = field<json>(j, "tokenizer", path);
+  if (j.contains("peft")) m.peft = object_field(j, "peft", path);
   parse_index(j, m, path);
   return m;
 }

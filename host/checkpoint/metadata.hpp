@@ -94,6 +94,10 @@ struct Metadata {
   nlohmann::json tokenizer;
   std::string dtype;             // the kernels' compute dtype; tensors are f32 masters
   bool optimizer = true;         // AdamW's moments saved
+  // A LoRA checkpoint's adapters: {"method", "rank", "alpha", "targets",
+  // "base": the absolute path of the checkpoint they adapt}; null for a
+  // checkpoint of the whole model.
+  nlohmann::json peft;
   std::map<std::string, FileEntry> files;
   std::map<std::string, TensorEntry> tensors;
 };

@@ -49,11 +49,12 @@ void check_model(const std::string& path, const Metadata& saved, const ModelDims
                               "\nset [model] as the checkpoint was saved, or load a checkpoint of this model");
 }
 
-void load_weights(const std::string& path, const Metadata& saved, ParamSet& params, int32_t tp_rank) {
+void load_weights(const std::string& path, const Metadata& saved, ParamSet& params, int32_t tp_rank, WeightsOf which) {
   TensorReader reader(path, saved);
   std::vector<float> host;
   for (size_t id = 0; id < params.infos().size(); ++id) {
     const ParamInfo& p = params.info(int(id));
+    if (p.adapter != (which == WeightsOf::kAdapters)) continue;
     const auto it = saved.tensors.find(p.name);
     require(it != saved.tensors.end(), path + "/" + kMetadataFile + ": tensor '" + p.name +
                                            "' is missing from the index; the checkpoint is incomplete or of another model");

@@ -20,8 +20,13 @@ ModelShape checkpoint_model(const ModelDims& d, const std::string& arch);
 // `saved`) holds another model than `d`.
 void check_model(const std::string& path, const Metadata& saved, const ModelDims& d);
 
-// Fills every weight `params` holds (tensor rank `tp_rank`'s shards) from
-// the checkpoint's parameters, whatever layout saved them.
-void load_weights(const std::string& path, const Metadata& saved, ParamSet& params, int32_t tp_rank);
+// Which of a rank's parameters a checkpoint fills: the base model's
+// weights, or LoRA's adapters (a LoRA checkpoint holds those alone).
+enum class WeightsOf { kBase, kAdapters };
+
+// Fills every weight of `which` that `params` holds (tensor rank `tp_rank`'s
+// shards) from the checkpoint's parameters, whatever layout saved them.
+void load_weights(const std::string& path, const Metadata& saved, ParamSet& params, int32_t tp_rank,
+                  WeightsOf which = WeightsOf::kBase);
 
 }  // namespace mh::ckpt

@@ -62,8 +62,11 @@ RankState rank_state(const ParamSet& params, const Optimizer& optimizer, const R
     s.held.insert(s.held.end(), regions.begin(), regions.end());
     if (written) s.written.insert(s.written.end(), regions.begin(), regions.end());
   };
+  // Under LoRA only the adapters train: a checkpoint holds them alone, and
+  // its metadata names the base they adapt.
   for (size_t id = 0; id < infos.size(); ++id) {
     const ParamInfo& p = infos[id];
+    if (!params.trainable(int(id))) continue;
     const Rect shard = shard_rect(p, role.tp_rank);
     if (params.holds_master())
       add({Region{p.name, {p.global_rows, p.global_cols}, shard, params.value(int(id))}},

@@ -71,6 +71,7 @@ const std::map<std::string, PathKind, std::less<>> kPathKeys = {
     {"checkpoint.dir", PathKind::kPath},
     {"checkpoint.load", PathKind::kPathOrAuto},
     {"generate.prompts_file", PathKind::kPath},
+    {"peft.base", PathKind::kPath},
     {"serve.chat_template", PathKind::kPath},
     {"tuner.cluster", PathKind::kProfileFile},
 };
@@ -321,8 +322,14 @@ toml::table* section_table(toml::table& root, const std::string& name) {
 
 }  // namespace
 
+// The model comes from checkpoint.load, or for a run that starts LoRA
+// adapters from nothing, from the base they adapt (peft.base).
 std::optional<Config::SavedModel> Config::saved_model(Diagnostics& diag) const {
-  const toml::node* load = root_.at_path("checkpoint.load").node();
+  const char* key = "checkpoint.load";
+  const toml::node* load = root_.at_path(key).node();
+  const toml::node* base = root_.at_path("peft.base").node();
+  if ((load == nullptr || (load->is_string() && load->value<std::string>()->empty())) && base != nullptr)
+    load = base, key = "peft.base";
   if (load == nullptr || !load->is_string()) return std::nullopt;
   const std::string value = *load->value<std::string>();
   if (value.empty()) return std::nullopt;
@@ -354,7 +361,7 @@ std::optional<Config::SavedModel> Config::saved_model(Diagnostics& diag) const {
       return std::nullopt;  // a damaged checkpoint fails the load, which names what is wrong with it
     }
   } catch (const Error& e) {
-    diag.error(where(*load), std::string("checkpoint.load: ") + e.what());
+    diag.error(where(*load), key + (": " + std::string(e.what())));
     return std::nullopt;
   }
 }

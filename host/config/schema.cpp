@@ -97,6 +97,18 @@ const MH_OptionSpec kCheckpoint[] = {
              "let a run that does not resume from dir take a dir holding another run's checkpoints, deleting them"),
 };
 
+// Parameter-efficient fine-tuning (docs/finetune.md): adapters train, the base stays frozen.
+const MH_OptionSpec kPeft[] = {
+    opt_choice("method", "\"none\"", "none|lora", "none trains every weight; lora trains LoRA adapters on a frozen base"),
+    opt_int("rank", "8", 1, 1e6, "LoRA rank r"),
+    opt_double("alpha", "16", 0, 1e6, "LoRA alpha: the adapters' output is scaled by alpha / rank"),
+    opt_double("dropout", "0", 0, 0, "dropout on the adapters' input (only 0 for now)"),
+    opt("targets", MH_VALUE_STRING, "\"qkv,proj,fc1,fc2,gate\"",
+        "comma-separated linear layers that get adapters: qkv, proj, fc1, fc2, gate"),
+    opt("base", MH_VALUE_STRING, "\"\"",
+        "checkpoint whose weights are the frozen base, relative to the config; empty: the seed's initial model"),
+};
+
 // A run whose TOML has [generate] generates text instead of training (docs/generate.md).
 const MH_OptionSpec kGenerate[] = {
     opt("prompt", MH_VALUE_STRING, "\"\"", "one prompt; prompts_file gives many"),
@@ -132,7 +144,7 @@ const MH_OptionSpec kServe[] = {
 const HostSection kHostSections[] = {
     {"model", kModel},           {"train", kTrain},       {"data", kData},
     {"output", kOutput},         {"checkpoint", kCheckpoint}, {"generate", kGenerate},
-    {"serve", kServe},
+    {"serve", kServe},           {"peft", kPeft},
 };
 
 const SlotSpec kSlots[] = {

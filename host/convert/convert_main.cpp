@@ -1,6 +1,6 @@
 // megahost_convert: Hugging Face model folders to Megahost checkpoints and
 // back (docs/convert.md).
-//   megahost_convert --input DIR --output DIR [--dtype f32|bf16] [--max_shard_size 5GB]
+//   megahost_convert --input DIR --output DIR [--dtype f32|bf16] [--max_shard_size 5GB] [--peft]
 // The direction comes from what --input holds: metadata.json (a checkpoint,
 // or a folder of them: the newest) exports, config.json imports.
 // Exit status: 0 converted, 1 a failure writing, 2 bad input, 128 + N on
@@ -18,11 +18,13 @@
 #include "convert/hf_folder.hpp"
 #include "convert/hf_to_megahost.hpp"
 #include "convert/megahost_to_hf.hpp"
+#include "convert/peft_adapter.hpp"
 #include "run/stop_signals.hpp"
 
 DEFINE_string(input, "", "a Megahost checkpoint (or a folder of them) or a Hugging Face model folder");
 DEFINE_string(output, "", "the folder to write; must not exist");
 DEFINE_string(dtype, "f32", "export: the Hugging Face files' dtype, f32 or bf16");
+DEFINE_bool(peft, false, "export a LoRA checkpoint's adapters as a PEFT adapter folder instead of the merged model");
 DEFINE_string(max_shard_size, "5GB", "export: shard the weights above this size (B, KB, MB, GB or KiB, MiB, GiB)");
 
 namespace {
@@ -67,6 +69,11 @@ int convert() {
   mh::require(megahost, "--input " + FLAGS_input + ": holds neither metadata.json (a Megahost checkpoint, or "
                         "step_* folders of them) nor config.json (a Hugging Face model folder)",
               MH_NOT_FOUND);
+  if (FLAGS_peft) {
+    mh::convert::export_peft(FLAGS_input, FLAGS_output);
+    std::cout << "wrote PEFT adapter folder " << FLAGS_output << "\n";
+    return 0;
+  }
   const std::string note = mh::convert::export_hf(FLAGS_input, FLAGS_output,
                                                   {dtype_name(FLAGS_dtype), parse_size(FLAGS_max_shard_size)});
   if (!note.empty()) std::cerr << "megahost_convert: " << note << "\n";
@@ -77,7 +84,7 @@ int convert() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("megahost_convert --input DIR --output DIR [--dtype f32|bf16] [--max_shard_size 5GB]");
+  gflags::SetUsageMessage("megahost_convert --input DIR --output DIR [--dtype f32|bf16] [--max_shard_size 5GB] [--peft]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   const mh::StopSignals signals;
   try {

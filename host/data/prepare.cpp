@@ -68,18 +68,16 @@ void run_workers(int workers, const std::function<void()>& work) {
   if (first) std::rethrow_exception(first);
 }
 
-// An sft line's segments tokenized one by one, each token masked as its
-// segment; the EOD that ends the document is trained on, as the end of the
-// response.
+// An sft line's segments tokenized together, each token masked as the
+// segments it holds (tokenize_segments); the EOD that ends the document is
+// trained on, as the end of the response.
 Tokenized tokenize_sft(const Document& d, const Tokenizer& tokenizer, const PrepareOptions& o) {
   Tokenized t;
   t.ids.emplace_back();
   try {
-    for (const SftSegment& segment : read_sft_line(d.json, o.chat)) {
-      const std::vector<int32_t> ids = tokenizer.encode(segment.text);
-      t.ids[0].insert(t.ids[0].end(), ids.begin(), ids.end());
-      t.mask.insert(t.mask.end(), ids.size(), segment.trained ? 1 : 0);
-    }
+    SftTokens tokens = tokenize_segments(read_sft_line(d.json, o.chat), tokenizer);
+    t.ids[0] = std::move(tokens.ids);
+    t.mask = std::move(tokens.mask);
     if (o.append_eod && !t.ids[0].empty()) {
       t.ids[0].push_back(tokenizer.eod_id());
       t.mask.push_back(1);

@@ -3,6 +3,8 @@
 #include <megahost/error.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 namespace mh::data {
 namespace {
 
@@ -93,6 +95,50 @@ std::vector<SftSegment> read_sft_line(std::string_view line, const ChatTemplate*
   }
   std::erase_if(segments, [](const SftSegment& s) { return s.text.empty(); });
   return segments;
+}
+
+SftTokens tokenize_segments(const std::vector<SftSegment>& segments, const Tokenizer& tokenizer) {
+  std::string text;
+  for (const SftSegment& s : segments) text += s.text;
+  SftTokens t{tokenizer.encode(text), {}};
+  const std::span<const int32_t> ids(t.ids);
+  t.mask.assign(ids.size(), 0);
+  const std::string decoded = tokenizer.decode(ids);
+  const bool same = decoded == text;
+  // Where the text up to byte b ends in the decoded text.
+  const auto position = [&](size_t b) {
+    if (b == text.size()) return decoded.size();
+    if (same) return b;
+    return tokenizer.decode(tokenizer.encode(std::string_view(text).substr(0, b))).size();
+  };
+  // Where token j begins: the decoded text of the ids before it, less a
+  // character they leave unfinished. Never decreasing in j.
+  const auto start = [&](size_t j) { return whole_characters(tokenizer.decode(ids.first(j))); };
+  // The first token whose start is >= p (binary search on start).
+  const auto first_from = [&](size_t p) {
+    size_t lo = 0, hi = ids.size();
+    while (lo < hi) {
+      const size_t mid = lo + (hi - lo) / 2;
+      if (start(mid) >= p) hi = mid;
+      else lo = mid + 1;
+    }
+    return lo;
+  };
+  size_t at = 0;  // bytes of text before the segment
+  for (const SftSegment& s : segments) {
+    const size_t a = at;
+    at += s.text.size();
+    if (!s.trained || ids.empty()) continue;
+    const size_t begin = position(a), end = position(at);
+    if (end <= begin) continue;  // the tokenizer's normalizer removed the segment's text
+    // The token holding the segment's first byte: the last one starting at
+    // or before it, taken with the tokens before it that start where it does
+    // (they end inside the character it completes).
+    const size_t holder = first_from(begin + 1) - 1;
+    const size_t first = first_from(start(holder)), last = first_from(end);
+    std::fill(t.mask.begin() + std::ptrdiff_t(first), t.mask.begin() + std::ptrdiff_t(std::max(first, last)), 1);
+  }
+  return t;
 }
 
 }  // namespace mh::data

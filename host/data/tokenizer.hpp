@@ -36,6 +36,24 @@ class Tokenizer {
 std::string decode_continuation(const Tokenizer& tokenizer, std::span<const int32_t> context,
                                 std::span<const int32_t> ids);
 
+// The length of text without a trailing incomplete UTF-8 character and
+// without the U+FFFD characters that end it: the part of a decoded prefix of
+// ids that later ids cannot change (a byte-level token may end inside a
+// character; SentencePiece's byte fallback decodes the bytes of a character
+// not yet complete as U+FFFD).
+size_t whole_characters(const std::string& text);
+
+// Each token's text in a completion that continues `context`: the text
+// decoding through it adds to decoding up to it (incremental detokenization,
+// as vLLM and llama.cpp show logprobs' tokens), so a SentencePiece "▁the" is
+// " the", and the texts join to decode_continuation(context, ids): a
+// logprob's text_offset then points into the completion text. A token that
+// ends inside a character (a byte fallback or byte-level token) has "" and
+// the character goes to the token that completes it; the last token takes
+// whatever is left.
+std::vector<std::string> token_texts(const Tokenizer& tokenizer, std::span<const int32_t> context,
+                                     std::span<const int32_t> ids);
+
 // The files a tokenizer is loaded from; empty where not given.
 struct TokenizerFiles {
   std::string vocab_file;      // gpt2: vocab.json (empty: the shipped GPT-2 one)

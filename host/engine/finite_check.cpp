@@ -16,6 +16,7 @@ namespace {
 std::string first_nonfinite_gradient(const ParamSet& params, Device& device) {
   std::vector<float> grad;
   for (size_t id = 0; id < params.infos().size(); ++id) {
+    if (!params.trainable(int(id))) continue;
     grad.resize(size_t(params.info(int(id)).numel()));
     device.to_host(grad.data(), params.grad(int(id)), grad.size() * sizeof(float));
     for (float g : grad)

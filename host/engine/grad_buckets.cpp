@@ -7,7 +7,8 @@ namespace mh {
 namespace {
 
 bool replicated(const ParamInfo& p) {
-  return p.group == ParamGroup::kReplicatedDecay || p.group == ParamGroup::kReplicatedNoDecay;
+  return p.group == ParamGroup::kReplicatedDecay || p.group == ParamGroup::kReplicatedNoDecay ||
+         p.group == ParamGroup::kAdapterReplicated;
 }
 
 // The slots of `ids`, adjacent ones merged, in buffer order.
@@ -32,7 +33,7 @@ GradBucket bucket_of(const ParamSet& params, std::vector<int> ids, bool whole_bu
     b.tied_embedding |= id == params.wte();
   }
   b.replicated = slot_ranges(params, shared);
-  b.ranges = whole_buffer ? std::vector<GroupRange>{{0, params.numel()}} : slot_ranges(params, ids);
+  b.ranges = whole_buffer ? std::vector<GroupRange>{{0, params.trainable_numel()}} : slot_ranges(params, ids);
   b.params = std::move(ids);
   return b;
 }
@@ -52,6 +53,7 @@ std::vector<int> backward_order(const ParamSet& params, const std::vector<ChunkS
     if (c->first && params.wpe() >= 0) order.push_back(params.wpe());
   }
   if (params.wte() >= 0) order.push_back(params.wte());
+  std::erase_if(order, [&](int id) { return !params.trainable(id); });
   return order;
 }
 

@@ -16,13 +16,14 @@ namespace mh {
 struct GradBucket {
   std::vector<int> params;              // parameter ids
   std::vector<GroupRange> ranges;       // reduced over the data group; each a multiple of d elements
-  std::vector<GroupRange> replicated;   // slots of replicated parameters (tensor all-reduce with SP)
+  std::vector<GroupRange> replicated;   // slots of replicated parameters (tensor all-reduce with SP or LoRA)
   bool tied_embedding = false;          // holds wte
 };
 
 // This rank's parameters in the order its backward finalises them: chunks
 // from last to first, in each the head, the layers in reverse and the
-// embedding; wte last, as it is final only after its last use.
+// embedding; wte last, as it is final only after its last use. Frozen
+// parameters (the base under LoRA) have no gradient and are left out.
 std::vector<int> backward_order(const ParamSet& params, const std::vector<ChunkSpec>& chunks);
 
 // The buckets the data plugin's `plan` assigned to the parameters of

@@ -40,7 +40,7 @@ void GradSync::reset() {
 
 void GradSync::finalised(std::span<const int> ids) {
   for (int id : ids) {
-    if (--uses_left_[size_t(id)] > 0) continue;
+    if (!params_.trainable(id) || --uses_left_[size_t(id)] > 0) continue;
     const size_t b = bucket_of_[size_t(id)];
     const bool shared = buckets_[b].tied_embedding && groups_.embedding != nullptr;
     if (--params_left_[b] == 0 && !shared) start(b);

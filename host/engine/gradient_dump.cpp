@@ -39,6 +39,7 @@ void dump_gradients(Device& device, const ParamSet& params, Collectives& tensor_
   std::optional<ReplacedFile> file;
   if (write) file.emplace(path);
   for (size_t id = 0; id < params.infos().size(); ++id) {
+    if (!params.trainable(int(id))) continue;  // a frozen base has no gradient
     std::vector<float> full = gather(device, params, int(id), tensor_group);
     if (!write) continue;
     const std::string& name = params.info(int(id)).name;

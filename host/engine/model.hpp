@@ -33,6 +33,19 @@ struct ModelSpec {
   float router_aux_loss_coef = 0;
 };
 
+// LoRA adapters on a layer's linear layers (docs/finetune.md): each
+// targeted y = x W^T gains scale * (x A^T) B^T, A [r, in] random, B [out, r]
+// zero, scale = alpha / r; the base weights are frozen.
+enum LoraTarget : uint32_t { kLoraQkv = 1, kLoraProj = 2, kLoraFc1 = 4, kLoraFc2 = 8, kLoraGate = 16 };
+
+struct LoraSpec {
+  int64_t rank = 0;  // 0: no adapters, every weight trains
+  float scale = 0;   // alpha / rank
+  uint32_t targets = 0;
+  bool on() const { return rank > 0; }
+  bool targets_any(uint32_t t) const { return on() && (targets & t) != 0; }
+};
+
 struct ModelDims {
   int64_t layers, hidden, heads, ffn, seq, vocab, micro_batch;
   int64_t moe_ffn = 0;       // an expert's inner size (spec.experts > 0)
@@ -43,6 +56,7 @@ struct ModelDims {
   bool sp = false;
   float dropout = 0, attention_dropout = 0, init_std = 0.02f, layernorm_eps = 1e-5f;
   ModelSpec spec;
+  LoraSpec lora;
 
   int64_t head_dim() const { return hidden / heads; }
   int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }

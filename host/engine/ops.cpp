@@ -19,14 +19,14 @@ void elementwise(Device& d, MH_UnaryOp op, TypedPtr x, TypedPtr y, TypedPtr out,
 
 }  // namespace
 
-void gemm(Device& d, MH_Tensor a, MH_Tensor b, MH_Tensor c, bool trans_a, bool trans_b, float beta) {
+void gemm(Device& d, MH_Tensor a, MH_Tensor b, MH_Tensor c, bool trans_a, bool trans_b, float beta, float alpha) {
   MH_GemmArgs g{};
   g.a = a;
   g.b = b;
   g.c = c;
   g.trans_a = trans_a;
   g.trans_b = trans_b;
-  g.alpha = 1;
+  g.alpha = alpha;
   g.beta = beta;
   d.run(&MH_KernelsApi::gemm, g, "gemm");
   const double m = double(trans_a ? a.shape[2] : a.shape[1]), k = double(trans_a ? a.shape[1] : a.shape[2]);
@@ -43,6 +43,7 @@ void linear_dx(Device& d, TypedPtr dy, TypedPtr w, TypedPtr dx, int64_t n, int64
 }
 
 void linear_dw(Device& d, TypedPtr dy, TypedPtr x, TypedPtr dw, int64_t n, int64_t in, int64_t out) {
+  if (dw.data == nullptr) return;
   gemm(d, mat(dy, n, out), mat(x, n, in), mat(dw, out, in), true, false, 1);
 }
 
@@ -55,6 +56,7 @@ void bias_add(Device& d, TypedPtr y, TypedPtr bias, int64_t n, int64_t c) {
 }
 
 void bias_bwd(Device& d, TypedPtr dy, TypedPtr dbias, int64_t n, int64_t c) {
+  if (dbias.data == nullptr) return;
   MH_BiasArgs b{};
   b.x = dy.t({n, c});
   b.bias = dbias.t({c});
@@ -135,6 +137,7 @@ void embedding(Device& d, TypedPtr table, int64_t table_rows, const int32_t* ids
 
 void embedding_bwd(Device& d, TypedPtr dtable, int64_t table_rows, const int32_t* ids, TypedPtr dout, int64_t n,
                    int64_t h, int64_t id_start) {
+  if (dtable.data == nullptr) return;
   MH_EmbeddingArgs a{};
   a.table = dtable.t({table_rows, h});
   a.ids = flat(ids, n, MH_I32);

@@ -12,15 +12,18 @@
 
 namespace mh::ops {
 
-// c = op(a) @ op(b) + beta * c over [batch, rows, cols] views (MH_GemmArgs).
-void gemm(Device& d, MH_Tensor a, MH_Tensor b, MH_Tensor c, bool trans_a, bool trans_b, float beta);
+// c = alpha * op(a) @ op(b) + beta * c over [batch, rows, cols] views (MH_GemmArgs).
+void gemm(Device& d, MH_Tensor a, MH_Tensor b, MH_Tensor c, bool trans_a, bool trans_b, float beta,
+          float alpha = 1);
 // y [n, out] = x [n, in] @ w^T + beta * y, with w [out, in].
 void linear(Device& d, TypedPtr x, TypedPtr w, TypedPtr y, int64_t n, int64_t in, int64_t out, float beta = 0);
 // dx [n, in] = dy [n, out] @ w + beta * dx.
 void linear_dx(Device& d, TypedPtr dy, TypedPtr w, TypedPtr dx, int64_t n, int64_t in, int64_t out, float beta = 0);
-// dw [out, in] += dy^T @ x.
+// dw [out, in] += dy^T @ x; nothing for a frozen weight (dw null), the
+// GEMM that fine-tuning with LoRA skips.
 void linear_dw(Device& d, TypedPtr dy, TypedPtr x, TypedPtr dw, int64_t n, int64_t in, int64_t out);
-// y [n, c] += bias [c];  dbias [c] += column sums of dy [n, c].
+// y [n, c] += bias [c];  dbias [c] += column sums of dy [n, c] (nothing when
+// dbias is null: a frozen bias).
 void bias_add(Device& d, TypedPtr y, TypedPtr bias, int64_t n, int64_t c);
 void bias_bwd(Device& d, TypedPtr dy, TypedPtr dbias, int64_t n, int64_t c);
 // out [n, h] = layernorm(x); stats f32 [2, n] holds mean then rstd.
@@ -40,7 +43,8 @@ void fill(Device& d, TypedPtr out, int64_t n, float value);
 // out [n] = x [n], converting where their dtypes differ.
 void copy(Device& d, TypedPtr x, TypedPtr out, int64_t n);
 void scale(Device& d, TypedPtr x, int64_t n, float alpha);
-// out [n, h] (+)= table[ids - id_start]; dtable[ids - id_start] += dout.
+// out [n, h] (+)= table[ids - id_start]; dtable[ids - id_start] += dout
+// (nothing when dtable is null: a frozen table).
 void embedding(Device& d, TypedPtr table, int64_t table_rows, const int32_t* ids, TypedPtr out, int64_t n, int64_t h,
                int64_t id_start, bool accumulate);
 void embedding_bwd(Device& d, TypedPtr dtable, int64_t table_rows, const int32_t* ids, TypedPtr dout, int64_t n,

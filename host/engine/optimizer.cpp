@@ -23,8 +23,8 @@ Optimizer::Optimizer(Device& device, ParamSet& params, const AdamWConfig& config
   require(distributed() || params_.holds_master(),
           "the parameters hold no master weights and no data group shards them");
   if (!distributed()) {
-    owned_.push_back(Piece{0, 0, params_.numel()});
-    owned_count_ = params_.numel();
+    owned_.push_back(Piece{0, 0, params_.trainable_numel()});
+    owned_count_ = params_.trainable_numel();
   }
   for (size_t i = 0; distributed() && i < ranges_.size(); ++i) {
     const int64_t per_rank = ranges_[i].count / data_->size();
@@ -88,7 +88,7 @@ void Optimizer::step(int64_t step, double norm) {
   const double lr = learning_rate(config_, step);
   for (size_t g = 0; g < kParamGroups; ++g) {
     auto group = static_cast<ParamGroup>(g);
-    bool decay = group == ParamGroup::kShardedDecay || group == ParamGroup::kReplicatedDecay;
+    bool decay = group != ParamGroup::kShardedNoDecay && group != ParamGroup::kReplicatedNoDecay;
     for (const Piece& p : owned_within(params_.group(group))) {
       MH_AdamWArgs a{};
       a.param = view(master_of(p), MH_F32, {p.count});

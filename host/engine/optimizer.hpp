@@ -36,6 +36,8 @@ class Optimizer {
   Optimizer(Device& device, ParamSet& params, const AdamWConfig& config, Collectives* data_group = nullptr,
             const std::vector<GroupRange>& ranges = {});
   bool distributed() const { return data_ != nullptr; }
+  // Whether parameter `id` is one the optimizer updates (not frozen).
+  bool trains(int id) const { return params_.trainable(id); }
   // Distributed: starts summing range `range`'s gradients over the data
   // group into this rank's piece of it.
   PendingCollective reduce_scatter_start(size_t range);

@@ -41,7 +41,8 @@ void ParamGather::wait(size_t bucket) {
 }
 
 void ParamGather::needed(std::span<const int> ids) {
-  for (int id : ids) wait(bucket_of_.at(size_t(id)));
+  for (int id : ids)
+    if (optimizer_.trains(id)) wait(bucket_of_.at(size_t(id)));
 }
 
 void ParamGather::wait_all() {

@@ -36,12 +36,17 @@ ParamSet::ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& p
   layout();
 
   const int64_t n = numel_ = groups_.back().offset + groups_.back().count;
+  const GroupRange adapters = group(ParamGroup::kAdapterReplicated);
+  trainable_numel_ = dims.lora.on() ? adapters.offset + adapters.count : n;
   const int32_t compute = device.info().compute_dtype;
+  // In f32 the values are the weights; under mixed precision the master
+  // weights of what trains.
   if (storage.master_weights || compute == MH_F32) {
-    values_ = Buffer(device, MemCategory::kParams, n);
-    ops::fill(device, values_.f32(), n, 0);
+    const int64_t held = compute == MH_F32 ? n : trainable_numel_;
+    values_ = Buffer(device, MemCategory::kParams, held);
+    ops::fill(device, values_.f32(), held, 0);
   }
-  if (storage.gradients) grads_ = Buffer(device, MemCategory::kGrads, n);
+  if (storage.gradients) grads_ = Buffer(device, MemCategory::kGrads, trainable_numel_);
   if (compute != MH_F32) {
     compute_copy_ = Buffer(device, MemCategory::kParams, n, compute);
     if (!holds_master()) ops::fill(device, compute_copy_.ptr(), n, 0);  // the padding
@@ -50,7 +55,8 @@ ParamSet::ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& p
   refresh_compute_copy();
   // The master weights start as the compute-dtype parameters widened, as
   // Megatron's do and as the distributed optimizer's do.
-  if (storage.initialize && compute_copy_ && holds_master()) ops::copy(device, compute_copy_.ptr(), values_.ptr(), n);
+  if (storage.initialize && compute_copy_ && holds_master())
+    ops::copy(device, compute_copy_.ptr(), values_.ptr(), values_.numel());
 }
 
 void ParamSet::add_norm(const std::string& name, int& w, int& b) {
@@ -88,16 +94,43 @@ void ParamSet::add_layer(int64_t l, const MH_TensorPlan& plan) {
     ids.gate_w = add(p + "gate_w", E * fe, h, MH_SHARD_NONE, ParamGroup::kReplicatedDecay, std, 0);
     ids.fc1_w = add(p + "fc1_w", E * fe, h, MH_SHARD_NONE, ParamGroup::kReplicatedDecay, std, 0);
     ids.fc2_w = add(p + "fc2_w", E * h, fe, MH_SHARD_NONE, ParamGroup::kReplicatedDecay, out_std, 0);
-    return;
+  } else {
+    if (d.spec.activation == MlpActivation::kSwiglu) linear("gate", f, h, MH_W_FC1, std, ids.gate_w, ids.gate_b);
+    linear("fc1", f, h, MH_W_FC1, std, ids.fc1_w, ids.fc1_b);
+    linear("fc2", h, f, MH_W_FC2, out_std, ids.fc2_w, ids.fc2_b);
   }
-  if (d.spec.activation == MlpActivation::kSwiglu) linear("gate", f, h, MH_W_FC1, std, ids.gate_w, ids.gate_b);
-  linear("fc1", f, h, MH_W_FC1, std, ids.fc1_w, ids.fc1_b);
-  linear("fc2", h, f, MH_W_FC2, out_std, ids.fc2_w, ids.fc2_b);
+  const LoraSpec& lora = d.lora;
+  if (lora.targets_any(kLoraQkv)) ids.qkv_lora = add_lora(p + "qkv", qkv, h, plan.shard[MH_W_QKV]);
+  if (lora.targets_any(kLoraProj)) ids.proj_lora = add_lora(p + "proj", h, d.heads * d.head_dim(), plan.shard[MH_W_PROJ]);
+  if (d.moe()) return;  // adapters inside the experts are not built yet: attention's only
+  if (lora.targets_any(kLoraGate) && ids.gate_w >= 0) ids.gate_lora = add_lora(p + "gate", f, h, plan.shard[MH_W_FC1]);
+  if (lora.targets_any(kLoraFc1)) ids.fc1_lora = add_lora(p + "fc1", f, h, plan.shard[MH_W_FC1]);
+  if (lora.targets_any(kLoraFc2)) ids.fc2_lora = add_lora(p + "fc2", h, f, plan.shard[MH_W_FC2]);
+}
+
+// Split as Megatron's ParallelLinearAdapter splits it: beside a
+// column-parallel base (output rows sharded) A is replicated and B split by
+// output rows; beside a row-parallel one (input columns sharded) A is split
+// by input columns and B replicated. A starts with the variance of PEFT's
+// Kaiming-uniform init (a = sqrt(5): 1 / (3 in)), B at zero, so the adapted
+// model starts as the base.
+LoraIds ParamSet::add_lora(const std::string& name, int64_t out, int64_t in, int32_t shard) {
+  const int64_t r = dims_.lora.rank;
+  const int32_t a_shard = shard == MH_SHARD_COLS ? MH_SHARD_COLS : MH_SHARD_NONE;
+  const int32_t b_shard = shard == MH_SHARD_ROWS ? MH_SHARD_ROWS : MH_SHARD_NONE;
+  auto group = [](int32_t s) { return s == MH_SHARD_NONE ? ParamGroup::kAdapterReplicated : ParamGroup::kAdapterSharded; };
+  LoraIds ids;
+  ids.a = add(name + "_lora_a", r, in, a_shard, group(a_shard), 1.0f / std::sqrt(3.0f * float(in)), 0);
+  ids.b = add(name + "_lora_b", out, r, b_shard, group(b_shard), 0, 0);
+  infos_[size_t(ids.a)].adapter = infos_[size_t(ids.b)].adapter = true;
+  return ids;
 }
 
 std::vector<int> LayerParamIds::ids() const {
   std::vector<int> out;
-  for (int id : {fc2_w, fc2_b, fc1_w, fc1_b, gate_w, gate_b, router_w, ln2_w, ln2_b, proj_w, proj_b, qkv_w, qkv_b, ln1_w, ln1_b})
+  for (int id : {fc2_lora.b, fc2_lora.a, fc2_w, fc2_b, fc1_lora.b, fc1_lora.a, fc1_w, fc1_b, gate_lora.b, gate_lora.a,
+                 gate_w, gate_b, router_w, ln2_w, ln2_b, proj_lora.b, proj_lora.a, proj_w, proj_b, qkv_lora.b, qkv_lora.a,
+                 qkv_w, qkv_b, ln1_w, ln1_b})
     if (id >= 0) out.push_back(id);
   return out;
 }
@@ -121,7 +154,7 @@ int ParamSet::wte_uses() const {
   return int(input) + int(output);
 }
 
-// Without values, each parameter passes through an f32 buffer of its own
+// Without values (or a frozen base's), each parameter passes through an f32 buffer of its own
 // size on its way to the compute dtype.
 void ParamSet::upload_initial_values(uint64_t seed) {
   if (device_.info().dry) return;
@@ -133,7 +166,7 @@ void ParamSet::upload_initial_values(uint64_t seed) {
 }
 
 void ParamSet::upload(int id, const std::vector<float>& host) {
-  if (holds_master()) {
+  if (holds_master() && infos_[id].offset < values_.numel()) {
     device_.to_device(value(id), host.data(), host.size() * sizeof(float));
     return;
   }

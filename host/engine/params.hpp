@@ -25,7 +25,12 @@
 
 namespace mh {
 
+// With LoRA the adapters' groups come first, so the trainable parameters
+// are one prefix of the buffer: the gradients, the optimizer and the f32
+// master weights cover that prefix alone, the frozen base none of them.
 enum class ParamGroup {
+  kAdapterSharded,     // LoRA's B of column-parallel and A of row-parallel layers
+  kAdapterReplicated,  // LoRA's A of column-parallel and B of row-parallel layers
   kShardedDecay,       // tensor-parallel shards with weight decay: wte, QKV, proj, FC1, FC2, lm_head
   kShardedNoDecay,     // column-parallel biases
   kReplicatedDecay,    // the position table
@@ -42,8 +47,15 @@ struct ParamInfo {
   ParamGroup group;
   float init_std;                    // normal init; 0 means constant init_value
   float init_value;
+  bool adapter = false;              // a LoRA adapter, not a weight of the base model
   int64_t offset = 0;                // in elements, into values and grads
   int64_t numel() const { return rows * cols; }
+};
+
+// A linear layer's LoRA adapter: A [r, in], B [out, r]; -1 without one.
+struct LoraIds {
+  int a = -1, b = -1;
+  bool on() const { return a >= 0; }
 };
 
 // Indices into ParamSet::infos of one layer's parameters; -1 for those its
@@ -51,6 +63,7 @@ struct ParamInfo {
 struct LayerParamIds {
   int ln1_w = -1, ln1_b = -1, qkv_w = -1, qkv_b = -1, proj_w = -1, proj_b = -1, ln2_w = -1, ln2_b = -1;
   int gate_w = -1, gate_b = -1, fc1_w = -1, fc1_b = -1, fc2_w = -1, fc2_b = -1;
+  LoraIds qkv_lora, proj_lora, gate_lora, fc1_lora, fc2_lora;
   // A mixture of experts' router; its experts' gate, FC1 and FC2 stack
   // the experts' matrices in gate_w, fc1_w [E moe_ffn, h] and fc2_w [E h, moe_ffn].
   int router_w = -1;
@@ -90,6 +103,7 @@ class ParamSet {
   // The f32 master weights, which the set holds unless the distributed
   // optimizer does.
   bool holds_master() const { return bool(values_); }
+  // A trainable parameter's value, or any parameter's in f32.
   float* value(int id) const { return values_.f32() + infos_[id].offset; }
   // Every parameter in the compute dtype, padded as the values; empty in f32.
   TypedPtr compute_copy() const { return compute_copy_.ptr(); }
@@ -101,7 +115,12 @@ class ParamSet {
   // Rounds the values into the GEMMs' copy; call after every change to the
   // values. Nothing to do in f32 or without values.
   void refresh_compute_copy();
-  float* grad(int id) const { return grads_.f32() + infos_[id].offset; }
+  // The gradient of a trainable parameter; null for a frozen one (the base
+  // under LoRA), whose gradient no op computes.
+  float* grad(int id) const { return trainable(id) ? grads_.f32() + infos_[id].offset : nullptr; }
+  bool trainable(int id) const { return infos_[id].offset < trainable_numel_; }
+  // Elements of the trainable prefix (with padding): numel() without LoRA.
+  int64_t trainable_numel() const { return trainable_numel_; }
   const ParamInfo& info(int id) const { return infos_[id]; }
   const std::vector<ParamInfo>& infos() const { return infos_; }
   // Global layer l, which this rank must own.
@@ -142,12 +161,15 @@ class ParamSet {
   // A norm's scale (and shift under layernorm) of width h.
   void add_norm(const std::string& name, int& w, int& b);
   void add_layer(int64_t l, const MH_TensorPlan& plan);
+  // The LoRA adapter of linear layer `name` [out, in] sharded as `shard`.
+  LoraIds add_lora(const std::string& name, int64_t out, int64_t in, int32_t shard);
   void layout();
   void upload_initial_values(uint64_t seed);
 
   ModelDims dims_;
   int64_t pad_to_;
   int64_t numel_ = 0;
+  int64_t trainable_numel_ = 0;
   std::vector<ParamInfo> infos_;
   std::vector<LayerParamIds> layers_;  // indexed by global layer; only owned ones are filled
   int wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1, head_w_ = -1;

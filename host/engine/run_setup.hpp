@@ -47,6 +47,7 @@ struct RunSetup {
   std::unique_ptr<TrainingLog> log;  // on the process of rank 0
   ckpt::Options checkpoint;      // dir resolved against the config
   std::string resume_from;       // the checkpoint to load; "" starts fresh
+  std::string peft_base;         // LoRA's frozen base (peft.base, resolved); "" keeps the initial model
   std::unique_ptr<ckpt::FolderLock> folder_lock;  // the leader's, on checkpoint.dir, for the run's lifetime
   // The data's tokenizer as checkpoints record it: name, files, special ids.
   nlohmann::json tokenizer;

@@ -134,6 +134,7 @@ class RankTrainer {
   StepExchange exchange(double hw_flops);
   ckpt::Metadata checkpoint_metadata(int64_t step) const;
   ckpt::Metadata load_model();
+  void load_base(const std::string& base);
   int64_t resume();
   void check_consumed(const ckpt::Metadata& saved) const;
   void stop(int64_t step, int signal);
@@ -153,6 +154,7 @@ class RankTrainer {
   ParamGather param_gather_;
   ckpt::Checkpointer checkpointer_;
   int64_t consumed_ = 0;  // samples trained on: the data order's position
+  std::string base_of_run_;  // LoRA's base checkpoint, recorded in the adapters' checkpoints
   KeepTable keep_;  // every layer of the rank, for the memory formula
   std::vector<std::unique_ptr<Transformer>> chunks_;
   std::vector<float> stage_busy_, stage_idle_;  // per stage, last step (on the pipeline group)
@@ -194,8 +196,10 @@ DataSync RankTrainer::plan_data_sync() const {
 GradSyncGroups RankTrainer::grad_sync_groups() {
   GradSyncGroups g;
   if (s_.dp > 1) g.data = &rc_.groups.data;
-  if (s_.tensor_plan.reduce_norm_grads && s_.tp > 1) g.tensor = &rc_.groups.tensor;
-  if (s_.pp > 1 && s_.dims.spec.tie_embeddings && params_.wte() >= 0) g.embedding = &rc_.groups.embedding;
+  // LoRA's replicated adapters always hold partial sums (docs/finetune.md).
+  if ((s_.tensor_plan.reduce_norm_grads || s_.dims.lora.on()) && s_.tp > 1) g.tensor = &rc_.groups.tensor;
+  if (s_.pp > 1 && s_.dims.spec.tie_embeddings && params_.wte() >= 0 && params_.trainable(params_.wte()))
+    g.embedding = &rc_.groups.embedding;
   return g;
 }
 
@@ -294,7 +298,7 @@ double RankTrainer::sum_over_replicas(double local) {
 }
 
 double RankTrainer::step(int64_t step) {
-  ops::fill(rc_.dev, params_.grads().f32(), params_.numel(), 0);
+  ops::fill(rc_.dev, params_.grads().f32(), params_.trainable_numel(), 0);
   const int64_t m = s_.microbatches, b = s_.micro_batch, dp_rank = rc_.coords.dp;
   // The loss is the mean over the global batch's counted targets, as
   // Megatron's sum(loss * mask) / sum(mask): with a loss mask each replica
@@ -361,6 +365,11 @@ ckpt::Metadata RankTrainer::checkpoint_metadata(int64_t step) const {
   m.tokenizer["vocab_padded"] = rc_.dims.vocab;
   m.dtype = rc_.dev.info().compute_dtype == MH_F32 ? "fp32" : "bf16";
   m.optimizer = s_.checkpoint.save_optimizer;
+  if (rc_.dims.lora.on()) {
+    Options p = s_.assembly->peft.options();
+    m.peft = {{"method", "lora"}, {"rank", p.get_int("rank")}, {"alpha", p.get_double("alpha")},
+              {"targets", p.get_string("targets")}, {"base", base_of_run_}};
+  }
   return m;
 }
 
@@ -370,9 +379,34 @@ ckpt::Metadata RankTrainer::load_model() {
   const std::string& path = s_.resume_from;
   const ckpt::Metadata saved = ckpt::read_metadata(path);
   ckpt::check_model(path, saved, rc_.dims);
+  const bool lora = rc_.dims.lora.on();
+  const std::string saved_base = saved.peft.is_null() ? "" : saved.peft.value("base", std::string());
+  require(lora || saved.peft.is_null(), path + " holds LoRA adapters of the base '" + saved_base +
+                                            "', not a whole model: set [peft] method = \"lora\" as it was trained, "
+                                            "or load a whole model");
+  require(!lora || !saved.peft.is_null(),
+          path + " holds a whole model, not LoRA adapters: give it as peft.base to fine-tune it with LoRA");
+  if (lora) load_base(s_.peft_base.empty() ? saved_base : s_.peft_base);
   checkpointer_.load(path, saved);
   optimizer_.publish();
   return saved;
+}
+
+// LoRA's frozen base: the weights of checkpoint `base`, or with "" the
+// seed's initial model. The adapters come from their own checkpoint or
+// their initialisation.
+void RankTrainer::load_base(const std::string& base) {
+  base_of_run_ = base;
+  if (base.empty()) {
+    LOG_IF(WARNING, leader()) << "peft.base is empty: the LoRA adapters adapt the seed's initial model";
+    return;
+  }
+  const ckpt::Metadata saved = ckpt::read_metadata(base);
+  ckpt::check_model(base, saved, rc_.dims);
+  require(saved.peft.is_null(), "peft.base = " + base + " holds LoRA adapters, not a whole model; give the "
+                                "checkpoint they adapt, or merge them into it first (megahost_convert)");
+  ckpt::load_weights(base, saved, params_, rc_.coords.tp);
+  LOG_IF(INFO, leader()) << "LoRA adapts the frozen base " << base << " (step " << saved.step << ")";
 }
 
 // The blend compares sample indices in double (exact below 2^53), so every
@@ -448,9 +482,10 @@ std::vector<GroupRange> RankTrainer::norm_ranges() const {
   std::vector<GroupRange> ranges;
   for (size_t g = 0; g < kParamGroups; ++g) {
     auto group = static_cast<ParamGroup>(g);
-    bool replicated = group == ParamGroup::kReplicatedDecay || group == ParamGroup::kReplicatedNoDecay;
+    bool replicated = group == ParamGroup::kReplicatedDecay || group == ParamGroup::kReplicatedNoDecay ||
+                      group == ParamGroup::kAdapterReplicated;
     GroupRange r = params_.group(group);
-    if (replicated && rc_.coords.tp != 0) continue;
+    if ((replicated && rc_.coords.tp != 0) || r.offset >= params_.trainable_numel()) continue;
     if (group == ParamGroup::kShardedDecay && params_.embedding_copy()) {
       const int64_t skip = params_.info(params_.wte()).numel();  // wte comes first in its group
       r = GroupRange{r.offset + skip, r.count - skip};
@@ -524,6 +559,7 @@ void RankTrainer::evaluate_model() {
   if (s_.resume_from.empty()) {
     LOG_IF(WARNING, leader()) << "no checkpoint to load (checkpoint.load is empty, or \"auto\" found none in "
                                  "checkpoint.dir): evaluating the freshly initialised model";
+    if (rc_.dims.lora.on()) load_base(s_.peft_base);
   } else {
     const ckpt::Metadata saved = load_model();
     LOG_IF(INFO, leader()) << "evaluating the model of " << s_.resume_from << " (step " << saved.step << ")";
@@ -545,6 +581,7 @@ void RankTrainer::train() {
   const double flops = step_model_flops(rc_.dims, s_.global_batch);
   const double world = double(s_.comm_info.world_size), peak = rc_.dev.info().peak_flops;
   if (leader()) LOG(INFO) << "rank 0 computes on " << rc_.dev.info().name;
+  if (s_.resume_from.empty() && rc_.dims.lora.on() && !s_.dry_run) load_base(s_.peft_base);
   const int64_t first = s_.resume_from.empty() ? 1 : resume() + 1;
   int64_t last = first - 1;  // the step the model is at
   for (int64_t st = first; st <= s_.steps; ++st) {

@@ -107,10 +107,24 @@ class StepBatch::Impl {
 
  private:
   bool loads_weights() const { return !s_.resume_from.empty() && !s_.dry_run; }
+  // With [peft], checkpoint.load holds LoRA adapters and peft.base (or the
+  // base they name) the weights they adapt.
   void load_weights() {
     const ckpt::Metadata saved = ckpt::read_metadata(s_.resume_from);
     ckpt::check_model(s_.resume_from, saved, rc_.dims);
-    ckpt::load_weights(s_.resume_from, saved, params_, rc_.coords.tp);
+    const bool lora = rc_.dims.lora.on();
+    require(lora == !saved.peft.is_null(),
+            s_.resume_from + (lora ? " holds a whole model, not LoRA adapters: remove [peft] to generate from it"
+                                   : " holds LoRA adapters: add their [peft] section (method = \"lora\", rank, "
+                                     "alpha, targets) to generate with them, or export the merged model"));
+    if (!lora) return ckpt::load_weights(s_.resume_from, saved, params_, rc_.coords.tp);
+    const std::string base = s_.peft_base.empty() ? saved.peft.value("base", std::string()) : s_.peft_base;
+    require(!base.empty(), s_.resume_from + " holds LoRA adapters of the seed's initial model, which no "
+                                            "checkpoint holds: set peft.base");
+    const ckpt::Metadata base_saved = ckpt::read_metadata(base);
+    ckpt::check_model(base, base_saved, rc_.dims);
+    ckpt::load_weights(base, base_saved, params_, rc_.coords.tp);
+    ckpt::load_weights(s_.resume_from, saved, params_, rc_.coords.tp, ckpt::WeightsOf::kAdapters);
   }
   DecodeInput step_input() const;
   // The rows whose logits the step needs, in order: every prefilled row of a

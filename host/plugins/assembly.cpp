@@ -139,7 +139,7 @@ std::string value_text(const MH_NamedValue& v) {
 std::optional<Assembly> assemble(const Config& config, const Registry& registry, Diagnostics& diag) {
   check_top_level(config, diag);
   Assembly a;
-  OptionValues* host[] = {&a.model, &a.train, &a.data, &a.output, &a.checkpoint, &a.generate, &a.serve};
+  OptionValues* host[] = {&a.model, &a.train, &a.data, &a.output, &a.checkpoint, &a.generate, &a.serve, &a.peft};
   a.serves = find_table(config.root(), "serve") != nullptr;
   a.generates = a.serves || find_table(config.root(), "generate") != nullptr;
   size_t i = 0;

@@ -27,7 +27,7 @@ struct Slot {
 };
 
 struct Assembly {
-  OptionValues model, train, data, output, checkpoint, generate, serve;
+  OptionValues model, train, data, output, checkpoint, generate, serve, peft;
   // The TOML has [generate] or [serve]: the run generates text instead of
   // training, from a prompts file or, with [serve], for HTTP clients.
   bool generates = false;

@@ -109,6 +109,27 @@ int64_t default_ffn(const ModelDims& d) {
   return (8 * d.hidden / 3 + 255) / 256 * 256;
 }
 
+// [peft]'s LoRA settings; rank 0 when it trains every weight.
+LoraSpec lora_spec(const Assembly& a) {
+  Options p = a.peft.options();
+  if (p.get_string("method") != "lora") return {};
+  LoraSpec s;
+  s.rank = p.get_int("rank");
+  s.scale = float(p.get_double("alpha") / double(s.rank));
+  const std::pair<const char*, LoraTarget> names[] = {
+      {"qkv", kLoraQkv}, {"proj", kLoraProj}, {"fc1", kLoraFc1}, {"fc2", kLoraFc2}, {"gate", kLoraGate}};
+  std::stringstream list(p.get_string("targets"));
+  for (std::string item; std::getline(list, item, ',');) {
+    item.erase(std::remove(item.begin(), item.end(), ' '), item.end());
+    const auto* it = std::find_if(std::begin(names), std::end(names), [&](const auto& n) { return item == n.first; });
+    require(it != std::end(names), "peft.targets: '" + item + "' is not a linear layer; give a comma-separated list "
+                                   "of qkv, proj, fc1, fc2, gate");
+    s.targets |= it->second;
+  }
+  require(s.targets != 0, "peft.targets is empty; name at least one of qkv, proj, fc1, fc2, gate");
+  return s;
+}
+
 }  // namespace
 
 std::vector<std::string> shape_problems(const ModelDims& d) {
@@ -154,6 +175,7 @@ ModelDims model_dims(const Assembly& a, const Config& config) {
   d.attention_dropout = float(m.get_double("attention_dropout"));
   d.init_std = float(m.get_double("init_std"));
   d.layernorm_eps = float(m.get_double("layernorm_eps"));
+  d.lora = lora_spec(a);
   return d;
 }
 
@@ -303,6 +325,7 @@ std::unique_ptr<convert::TemporaryImport> plan_checkpoints(RunSetup& s, const As
   require(load != "auto" || !s.checkpoint.dir.empty(),
           "checkpoint.load = \"auto\" resumes from checkpoint.dir, which is not set; set checkpoint.dir");
   if (s.dry_run) return nullptr;
+  s.peft_base = path(a.peft.options().get_string("base"));
   // Before step 1, not at the first save an hour later; evaluation saves nothing.
   if (!s.checkpoint.dir.empty() && !s.evaluate_only) ckpt::check_writable(s.checkpoint.dir);
   std::unique_ptr<convert::TemporaryImport> imported;

@@ -250,40 +250,63 @@ json tokenizer_info(const ModelText& model, const ApiLimits& limits) {
 
 namespace {
 
-std::string piece(const data::Tokenizer& tokenizer, int32_t id) {
+// The ids of `tokens` after `context`, and what each token's text follows:
+// token k's text is decoded after context + the tokens before it
+// (data::token_texts), and so are the texts of its top alternatives.
+struct InContext {
+  std::vector<int32_t> all;  // context, then the tokens' ids
+  size_t first = 0;          // where the tokens begin in all
+
+  InContext(std::span<const int32_t> context, std::span<const TokenOut> tokens)
+      : all(context.begin(), context.end()), first(context.size()) {
+    for (const TokenOut& t : tokens) all.push_back(t.id);
+  }
+  std::span<const int32_t> before(size_t k) const { return std::span(all).first(first + k); }
+  std::span<const int32_t> ids() const { return std::span(all).subspan(first); }
+};
+
+std::string alternative(const data::Tokenizer& tokenizer, const InContext& in, size_t k, int32_t id) {
   const int32_t one[] = {id};
-  return tokenizer.decode(one);
+  return data::decode_continuation(tokenizer, in.before(k), one);
 }
 
-json top_map(const generate::Scored& s, const data::Tokenizer& tokenizer) {
+json top_map(const generate::Scored& s, const data::Tokenizer& tokenizer, const InContext& in, size_t k) {
   json top = json::object();
-  for (const auto& [id, lp] : s.top) top[piece(tokenizer, id)] = lp;
+  for (const auto& [id, lp] : s.top) top[alternative(tokenizer, in, k, id)] = lp;
   return top;
 }
 
-// Completions' logprobs: tokens, token_logprobs, top_logprobs, text_offset.
-void add_logprobs(json& lp, const std::vector<TokenOut>& tokens, size_t offset, const data::Tokenizer& tokenizer) {
-  for (const TokenOut& t : tokens) {
-    const std::string text = piece(tokenizer, t.id);
-    lp["tokens"].push_back(text);
+// Completions' logprobs: tokens, token_logprobs, top_logprobs, text_offset;
+// `tokens` follow `context` and their text begins at `offset` of the choice's text.
+void add_logprobs(json& lp, std::span<const TokenOut> tokens, std::span<const int32_t> context, size_t offset,
+                  const data::Tokenizer& tokenizer) {
+  const InContext in(context, tokens);
+  const std::vector<std::string> texts = data::token_texts(tokenizer, context, in.ids());
+  for (size_t k = 0; k < tokens.size(); ++k) {
+    const TokenOut& t = tokens[k];
+    lp["tokens"].push_back(texts[k]);
     lp["token_logprobs"].push_back(t.scored ? json(t.scored->logprob) : json(nullptr));
-    lp["top_logprobs"].push_back(t.scored ? top_map(*t.scored, tokenizer) : json(nullptr));
+    lp["top_logprobs"].push_back(t.scored ? top_map(*t.scored, tokenizer, in, k) : json(nullptr));
     lp["text_offset"].push_back(offset);
-    offset += text.size();
+    offset += texts[k].size();
   }
 }
 
-json chat_logprobs(const std::vector<TokenOut>& tokens, const data::Tokenizer& tokenizer) {
-  json content = json::array();
-  const auto entry = [&](int32_t id, float logprob) {
-    const std::string text = piece(tokenizer, id);
+json chat_logprobs(std::span<const TokenOut> tokens, std::span<const int32_t> context,
+                   const data::Tokenizer& tokenizer) {
+  const InContext in(context, tokens);
+  const std::vector<std::string> texts = data::token_texts(tokenizer, context, in.ids());
+  const auto entry = [](const std::string& text, float logprob) {
     return json{{"token", text}, {"logprob", logprob}, {"bytes", std::vector<uint8_t>(text.begin(), text.end())}};
   };
-  for (const TokenOut& t : tokens) {
+  json content = json::array();
+  for (size_t k = 0; k < tokens.size(); ++k) {
+    const TokenOut& t = tokens[k];
     if (!t.scored) continue;
-    json e = entry(t.id, t.scored->logprob);
+    json e = entry(texts[k], t.scored->logprob);
     e["top_logprobs"] = json::array();
-    for (const auto& [id, lp] : t.scored->top) e["top_logprobs"].push_back(entry(id, lp));
+    for (const auto& [id, lp] : t.scored->top)
+      e["top_logprobs"].push_back(entry(alternative(tokenizer, in, k, id), lp));
     content.push_back(std::move(e));
   }
   return {{"content", content}};
@@ -303,8 +326,10 @@ json usage(const Ask& ask, const std::vector<ChoiceOut>& choices) {
 
 json finish_reason(const ChoiceOut& c) { return c.finish.empty() ? json(nullptr) : json(c.finish); }
 
+std::span<const int32_t> prompt_ids(const Ask& ask, size_t choice) { return ask.prompts[choice / size_t(ask.n)]; }
+
 std::string prompt_text(const Ask& ask, size_t choice, const data::Tokenizer& tokenizer) {
-  return tokenizer.decode(ask.prompts[choice / size_t(ask.n)]);
+  return tokenizer.decode(prompt_ids(ask, choice));
 }
 
 }  // namespace
@@ -322,14 +347,14 @@ json response(const Ask& ask, const std::vector<ChoiceOut>& choices, const Respo
     json choice = {{"index", i}, {"finish_reason", finish_reason(c)}, {"logprobs", nullptr}};
     if (ask.chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-      if (ask.logprobs >= 0) choice["logprobs"] = chat_logprobs(c.tokens, tokenizer);
+      if (ask.logprobs >= 0) choice["logprobs"] = chat_logprobs(c.tokens, prompt_ids(ask, i), tokenizer);
     } else {
       const std::string echoed = ask.echo ? prompt_text(ask, i, tokenizer) : std::string();
       choice["text"] = echoed + c.text;
       if (ask.logprobs >= 0) {
         json lp = empty_logprobs();
-        add_logprobs(lp, c.prompt, 0, tokenizer);
-        add_logprobs(lp, c.tokens, echoed.size(), tokenizer);
+        add_logprobs(lp, c.prompt, {}, 0, tokenizer);
+        add_logprobs(lp, c.tokens, prompt_ids(ask, i), echoed.size(), tokenizer);
         choice["logprobs"] = std::move(lp);
       }
     }
@@ -352,18 +377,22 @@ std::vector<json> stream_chunks(const Ask& ask, const std::vector<ChoiceOut>& ch
     if (!starting && !grew && !ends) continue;
     const std::string delta = c.text.substr(cursor.text[i]);
     json choice = {{"index", i}, {"finish_reason", ends ? json(c.finish) : json(nullptr)}, {"logprobs", nullptr}};
-    const std::vector<TokenOut> fresh(c.tokens.begin() + std::ptrdiff_t(std::min(cursor.tokens[i], c.tokens.size())),
-                                      c.tokens.end());
+    const std::span<const TokenOut> tokens(c.tokens), earlier = tokens.first(std::min(cursor.tokens[i], tokens.size())),
+                                    fresh = tokens.subspan(earlier.size());
+    // The fresh tokens follow the prompt and the earlier tokens.
+    const InContext context(prompt_ids(ask, i), earlier);
     if (ask.chat) {
       choice["delta"] = starting ? json{{"role", "assistant"}, {"content", delta}} : json{{"content", delta}};
-      if (ask.logprobs >= 0) choice["logprobs"] = chat_logprobs(fresh, tokenizer);
+      if (ask.logprobs >= 0) choice["logprobs"] = chat_logprobs(fresh, context.all, tokenizer);
     } else {
       const std::string echoed = starting && ask.echo ? prompt_text(ask, i, tokenizer) : std::string();
       choice["text"] = echoed + delta;
       if (ask.logprobs >= 0) {
         json lp = empty_logprobs();
-        if (starting) add_logprobs(lp, c.prompt, 0, tokenizer);
-        add_logprobs(lp, fresh, cursor.text[i] + (ask.echo ? prompt_text(ask, i, tokenizer).size() : 0), tokenizer);
+        if (starting) add_logprobs(lp, c.prompt, {}, 0, tokenizer);
+        const size_t before = data::decode_continuation(tokenizer, prompt_ids(ask, i), context.ids()).size();
+        add_logprobs(lp, fresh, context.all, before + (ask.echo ? prompt_text(ask, i, tokenizer).size() : 0),
+                     tokenizer);
         choice["logprobs"] = std::move(lp);
       }
     }

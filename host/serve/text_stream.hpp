@@ -33,8 +33,4 @@ class TextStream {
   std::string text_, shown_;
 };
 
-// The length of text without a trailing incomplete UTF-8 character and
-// without the U+FFFD characters that end it.
-size_t whole_characters(const std::string& text);
-
 }  // namespace mh::serve

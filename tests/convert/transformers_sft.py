@@ -7,7 +7,12 @@ the lines say (the byte tokenizer makes tokens the text's bytes; the chat's
 ChatML rendering is spelled out here, the renderer itself is checked against
 apply_chat_template in tests/serve/chat_template_test.py), and a chat through
 a model's tokenizer.json against transformers' encoding of
-apply_chat_template. Bad lines and a
+apply_chat_template. With a SentencePiece model (a small BPE with byte
+fallback, Llama 2's settings, trained here) prompt/completion lines and a
+chat give transformers' ids for the whole text (LlamaTokenizer's conversion),
+through the tokenizer.model and through two tokenizer.json layouts of it,
+each token trained on when its offsets reach into a completion or an
+assistant piece (tokens straddling a boundary included). Bad lines and a
 mask that disagrees with its tokens are refused naming the file, line and key.
 
 Loss: a Llama made by transformers (seeded, no download) is trained by
@@ -34,7 +39,8 @@ try:
     import numpy as np
     import torch
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
+    import sentencepiece as spm
+    from transformers import LlamaTokenizer, PreTrainedTokenizerFast
     from transformers_interop import (SEQ, llama, make, read_checkpoint, read_grads, relative, metrics_loss,
                                       evaluation, variant_keys)
 except ImportError as e:
@@ -149,8 +155,12 @@ def check_prepare_with_a_model_tokenizer(tools, tmp):
             {"role": "assistant", "content": " Paris, of course."},
             {"role": "user", "content": "And of Italy?\n"},
             {"role": "assistant", "content": "Rome"}]
-    prefix, _ = prepare(tools, tmp, "chatml", [json.dumps({"messages": chat})], "--tokenizer", "huggingface",
-                        "--tokenizer_file", os.path.join(folder, "tokenizer.json"))
+    # A prompt ending in a space: " Paris" is one pre-token, which straddles
+    # the boundary and is trained on (tokenized apart: " " and "Paris").
+    pair = ("Answer: ", "Paris")
+    lines = [json.dumps({"messages": chat}), json.dumps({"prompt": pair[0], "completion": pair[1]})]
+    prefix, _ = prepare(tools, tmp, "chatml", lines, "--tokenizer", "huggingface", "--tokenizer_file",
+                        os.path.join(folder, "tokenizer.json"))
     hf = PreTrainedTokenizerFast(tokenizer_object=tokenizer)
     hf.chat_template = CHATML
     text = hf.apply_chat_template(chat, tokenize=False)
@@ -163,10 +173,100 @@ def check_prepare_with_a_model_tokenizer(tools, tmp):
             spans.append((start, start + len(piece)))
     mask = [int(any(a <= s and e <= b for a, b in spans)) for s, e in encoding["offset_mapping"]]
     eod = tokenizer.token_to_id("<|endoftext|>")
-    assert read_dataset(prefix) == [encoding["input_ids"] + [eod]], (read_dataset(prefix), encoding["input_ids"])
-    assert read_dataset(prefix + "_loss_mask") == [mask + [1]], (read_dataset(prefix + "_loss_mask"), mask)
+    assert read_dataset(prefix)[0] == encoding["input_ids"] + [eod], (read_dataset(prefix), encoding["input_ids"])
+    assert read_dataset(prefix + "_loss_mask")[0] == mask + [1], (read_dataset(prefix + "_loss_mask"), mask)
+    whole = hf("".join(pair), add_special_tokens=False, return_offsets_mapping=True)
+    straddling = [int(e > len(pair[0])) for _, e in whole["offset_mapping"]]
+    assert hf.convert_ids_to_tokens(whole["input_ids"])[-1] == "\u0120Paris", whole
+    assert read_dataset(prefix)[1] == whole["input_ids"] + [eod], (read_dataset(prefix)[1], whole)
+    assert read_dataset(prefix + "_loss_mask")[1] == straddling + [1], (read_dataset(prefix + "_loss_mask")[1], whole)
     print(f"prepare: a chat through a tokenizer.json ({len(mask) + 1} tokens, {sum(mask) + 1} trained) equals "
-          "transformers' encoding of apply_chat_template, masked on the assistant turns")
+          "transformers' encoding of apply_chat_template, masked on the assistant turns; a token straddling a "
+          "prompt's end is trained on")
+
+
+def check_prepare_with_a_sentencepiece_model(tools, tmp):
+    """Tokens of the whole text, as transformers gives them: per segment each
+    would begin with its own dummy prefix "▁"; masks by offsets."""
+    corpus = os.path.join(os.path.dirname(__file__), "..", "..", "data", "corpus.txt")
+    folder = os.path.join(tmp, "spm_model")
+    os.makedirs(folder)
+    with open(corpus, encoding="utf-8") as f:
+        sentences = f.read().splitlines()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences), model_prefix=os.path.join(folder, "tokenizer"), vocab_size=1000,
+        model_type="bpe", byte_fallback=True, normalization_rule_name="identity", remove_extra_whitespaces=False,
+        split_digits=True, allow_whitespace_only_pieces=True, add_dummy_prefix=True, character_coverage=0.9995,
+        minloglevel=2)
+    hf = LlamaTokenizer.from_pretrained(folder, legacy=False, add_bos_token=False)
+    hf.chat_template = CHATML
+    template = os.path.join(tmp, "spm_chatml.jinja")
+    with open(template, "w") as f:
+        f.write(CHATML)
+    # Per line: a plain boundary, a prompt ending in a space (its "▁" joins
+    # the completion's first letter: "▁P" straddles), a word cut by the
+    # boundary ("▁there" straddles), a completion beginning with a
+    # byte-fallback character, digits split one by one.
+    pairs = [("Question: what is the capital of France?\nAnswer:", " Paris"),
+             ("Answer: ", "Paris, of course."),
+             ("It is the", "re."),
+             ("The quick brown fox jum", "ped over the lazy dog."),
+             ("Write a clef:", "\U0001d11e and a note \u266a."),
+             ("Count: 1", "234 5")]
+    chat = [{"role": "system", "content": "You answer in one word."},
+            {"role": "user", "content": "What's the capital of France?"},
+            {"role": "assistant", "content": "Paris, of course."},
+            {"role": "user", "content": "And of Italy?\n"},
+            {"role": "assistant", "content": " Rome"}]
+    lines = [json.dumps({"prompt": p, "completion": c}) for p, c in pairs] + [json.dumps({"messages": chat})]
+    prefix, _ = prepare(tools, tmp, "spm", lines, "--tokenizer", "sentencepiece", "--tokenizer_file",
+                        os.path.join(folder, "tokenizer.model"), "--chat_template", template)
+
+    def expect(text, spans):  # transformers' ids, 1 where a token's offsets reach into a span
+        encoding = hf(text, add_special_tokens=False, return_offsets_mapping=True)
+        mask = [int(any(s < b and e > a for a, b in spans)) for s, e in encoding["offset_mapping"]]
+        return encoding["input_ids"] + [hf.eos_token_id], mask + [1]
+
+    want = [expect(p + c, [(len(p), len(p + c))]) for p, c in pairs]
+    text = hf.apply_chat_template(chat, tokenize=False)
+    ids = hf.apply_chat_template(chat, tokenize=True)
+    ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
+    spans = []
+    for m in chat:
+        if m["role"] == "assistant":
+            piece = m["content"] + "<|im_end|>\n"
+            start = text.index("<|im_start|>assistant\n" + piece) + len("<|im_start|>assistant\n")
+            spans.append((start, start + len(piece)))
+    want.append(expect(text, spans))
+    assert want[-1][0][:-1] == list(ids), (want[-1][0], ids)
+    # The same model as a tokenizer.json: transformers' conversion (Metaspace
+    # pre-tokenizer) and Llama 2's own layout (Prepend + Replace normalizer).
+    converted = json.loads(hf.backend_tokenizer.to_str())
+    llama2 = json.loads(json.dumps(converted))
+    llama2["normalizer"] = {"type": "Sequence", "normalizers": [
+        {"type": "Prepend", "prepend": "\u2581"}, {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]}
+    llama2["pre_tokenizer"] = None
+    prefixes = [("sentencepiece", prefix)]
+    for name, layout in (("converted", converted), ("llama2", llama2)):
+        path = os.path.join(folder, f"{name}.json")
+        with open(path, "w") as f:
+            json.dump(layout, f)
+        prefixes.append((name, prepare(tools, tmp, f"spm_{name}", lines, "--tokenizer", "huggingface",
+                                       "--tokenizer_file", path, "--chat_template", template)[0]))
+    for name, prefix in prefixes:
+        got, masks = read_dataset(prefix), read_dataset(prefix + "_loss_mask")
+        for i, ((tokens, mask), line) in enumerate(zip(want, lines)):
+            assert got[i] == tokens, (name, line, got[i], tokens, hf.convert_ids_to_tokens(tokens))
+            assert masks[i] == mask, (name, line, masks[i], mask, hf.convert_ids_to_tokens(tokens))
+    # What tokenizing prompt and completion apart gives with the library
+    # (transformers' Metaspace adds no "▁" before " Paris", the library does).
+    library = spm.SentencePieceProcessor(model_file=os.path.join(folder, "tokenizer.model"))
+    separate = [library.encode(p) + library.encode(c) for p, c in pairs]
+    same = [p for s, (t, _), p in zip(separate, want, pairs) if s == t[:-1]]
+    assert not same, f"per-segment tokenization should differ from the whole text on every line: {same}"
+    print(f"prepare: {len(pairs)} prompt/completion lines and a chat through a SentencePiece model (tokenizer.model, "
+          "and two tokenizer.json layouts) equal transformers' ids of the whole text, masked by offsets "
+          "(per-segment ids differ on every line)")
 
 
 def sft_documents(tools, tmp):
@@ -304,6 +404,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         check_prepare(tools, tmp)
         check_prepare_with_a_model_tokenizer(tools, tmp)
+        check_prepare_with_a_sentencepiece_model(tools, tmp)
         check_loss(tools, tmp)
         check_eod_mask_loss(tools, tmp)
 

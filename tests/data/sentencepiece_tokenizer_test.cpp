@@ -5,6 +5,7 @@
 #include <megahost/error.hpp>
 #include <sentencepiece_trainer.h>
 
+#include "data/sft_input.hpp"
 #include "data/tokenizer.hpp"
 #include "temp_dir.hpp"
 
@@ -75,6 +76,57 @@ TEST(SentencePieceTokenizer, AContinuationKeepsTheSpaceItsFirstPieceBegins) {
   EXPECT_EQ(tokenizer->decode(prompt), "the");
   EXPECT_EQ(tokenizer->decode(completion), "lazy dog");
   EXPECT_EQ(decode_continuation(*tokenizer, prompt, completion), " lazy dog");
+}
+
+// Logprobs' token texts: each what decoding through it adds, so a "▁" piece
+// keeps its space and the texts join to the completion; the byte pieces of a
+// character have "" until the last, which has the character.
+TEST(SentencePieceTokenizer, TokenTextsJoinToTheCompletionWithItsSpaces) {
+  testing::TempDir dir;
+  const auto tokenizer = load_sentencepiece_model(train(dir));
+  const std::vector<int32_t> ids = tokenizer->encode("the lazy dog \u4e2d");
+  ASSERT_EQ(tokenizer->piece(ids[0]), "\u2581the");
+  const std::span<const int32_t> prompt(ids.data(), 1), completion(ids.data() + 1, ids.size() - 1);
+  const std::vector<std::string> texts = token_texts(*tokenizer, prompt, completion);
+  ASSERT_EQ(texts.size(), completion.size());
+  std::string joined;
+  for (size_t k = 0; k < texts.size(); ++k) {
+    joined += texts[k];
+    if (tokenizer->piece(completion[k]).starts_with("\u2581")) EXPECT_TRUE(texts[k].starts_with(" ")) << k;
+  }
+  EXPECT_EQ(joined, " lazy dog \u4e2d");
+  EXPECT_EQ(std::vector<std::string>(texts.end() - 3, texts.end()), (std::vector<std::string>{"", "", "\u4e2d"}));
+  // Without a context the text's first space is dropped, as decoding drops it.
+  EXPECT_EQ(token_texts(*tokenizer, {}, ids).front(), "the");
+}
+
+// SFT segments are tokenized as one text: no "▁" of their own, and the mask
+// takes the tokens that hold trained text, those straddling a boundary too.
+TEST(SentencePieceTokenizer, SftSegmentsAreTheWholeTextsTokens) {
+  testing::TempDir dir;
+  const auto tokenizer = load_sentencepiece_model(train(dir));
+  const auto mask_of = [&](const std::vector<SftSegment>& segments) {
+    std::string text;
+    for (const SftSegment& s : segments) text += s.text;
+    const SftTokens t = tokenize_segments(segments, *tokenizer);
+    EXPECT_EQ(t.ids, tokenizer->encode(text));
+    std::string shown;  // the pieces, trained ones in []
+    for (size_t i = 0; i < t.ids.size(); ++i) {
+      const std::string piece = tokenizer->piece(t.ids[i]);
+      shown += t.mask[i] ? "[" + piece + "]" : piece;
+    }
+    return shown;
+  };
+  const std::string m = "\u2581";
+  std::vector<int32_t> apart = tokenizer->encode("the");  // each segment with its own dummy prefix
+  for (int32_t id : tokenizer->encode(" lazy dog")) apart.push_back(id);
+  EXPECT_NE(apart, tokenizer->encode("the lazy dog"));
+  // (This small model has "▁the" but spells "lazy" and "dog" in short pieces.)
+  EXPECT_EQ(mask_of({{"the", false}, {" lazy dog", true}}), m + "the[" + m + "][l][az][y][" + m + "][d][o][g]");
+  // The prompt's space goes with the completion's first word: trained on.
+  EXPECT_EQ(mask_of({{"lazy ", false}, {"the", true}, {" dog", false}}), m + "lazy[" + m + "the]" + m + "dog");
+  // A trained character of byte pieces: all its bytes.
+  EXPECT_EQ(mask_of({{"the", false}, {"\u4e2d", true}}), m + "the[<0xE4>][<0xB8>][<0xAD>]");
 }
 
 TEST(SentencePieceTokenizer, AnIdOutsideTheVocabularyIsRefused) {

@@ -145,5 +145,52 @@ TEST_P(GradientCheck, WholeModelBackwardMatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Variants, GradientCheck, ::testing::ValuesIn(kVariants),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// LoRA's adapters on every linear layer of a Llama layer (the base frozen,
+// so only they have gradients), with B moved off its zero init so that
+// every term of the adapter's backward is exercised.
+TEST(GradientCheckLora, AdapterBackwardMatchesFiniteDifferences) {
+  test::EngineEnv env("[model]\nlayers = 2\n");
+  ModelDims d = tiny_dims(spec(Norm::kRmsNorm, Position::kRope, MlpActivation::kSwiglu, false, false), 2);
+  d.lora = LoraSpec{2, 1.5f, kLoraQkv | kLoraProj | kLoraFc1 | kLoraFc2 | kLoraGate};
+  Model m(env, d);
+  std::mt19937 gen(5);
+  std::normal_distribution<float> normal(0.f, 0.3f);
+  for (size_t id = 0; id < m.params.infos().size(); ++id) {
+    if (!m.params.info(int(id)).adapter) continue;
+    std::vector<float> v(size_t(m.params.info(int(id)).numel()));
+    for (float& x : v) x = normal(gen);
+    m.params.upload(int(id), v);
+  }
+  MicroBatch mb = batch(m.dev, d);
+  const double scale = 1.0 / double(d.rows());
+  ops::fill(m.dev, m.params.grads().f32(), m.params.trainable_numel(), 0);
+  ForwardState st;
+  m.model.forward(st, mb, Buffer(), true);
+  m.model.backward(st, mb, Buffer(), float(scale));
+  std::vector<float> grads(size_t(m.params.trainable_numel())), values(size_t(m.params.numel()));
+  m.dev.to_host(grads.data(), m.params.grads().data(), grads.size() * 4);
+  m.dev.to_host(values.data(), m.params.values().data(), values.size() * 4);
+
+  const float eps = 1e-2f;
+  int checked = 0;
+  for (const ParamInfo& p : m.params.infos()) {
+    EXPECT_EQ(p.adapter, p.offset < m.params.trainable_numel()) << p.name << ": only the adapters train";
+    if (!p.adapter) continue;
+    ++checked;
+    for (int sample = 0; sample < 4; ++sample) {
+      const size_t i = size_t(p.offset) + size_t(gen() % uint64_t(p.numel()));
+      auto loss_at = [&](float v) {
+        m.dev.to_device(m.params.values().f32() + i, &v, 4);
+        ForwardState eval;
+        return m.model.forward(eval, mb, Buffer(), false) * scale;
+      };
+      const double numeric = (loss_at(values[i] + eps) - loss_at(values[i] - eps)) / (2 * eps);
+      loss_at(values[i]);
+      EXPECT_NEAR(grads[i], numeric, 2e-3 + 0.03 * std::fabs(numeric)) << p.name << " element " << i - size_t(p.offset);
+    }
+  }
+  EXPECT_EQ(checked, 2 * 5 * 2);  // 2 layers x 5 linear layers x (A, B)
+}
+
 }  // namespace
 }  // namespace mh

@@ -133,6 +133,20 @@ class Api(unittest.TestCase):
         for x, top in zip(lp.token_logprobs[1:], lp.top_logprobs[1:]):
             self.assertLessEqual(x, max(top.values()) + 1e-6)
 
+    def test_logprobs_tokens_join_to_the_text_at_their_offsets(self):
+        r = self.client.completions.create(model="m", prompt="Once upon", max_tokens=NEW, temperature=0, echo=True,
+                                           logprobs=0)
+        text, lp = r.choices[0].text, r.choices[0].logprobs
+        self.assertEqual("".join(lp.tokens), text)
+        self.assertEqual(lp.text_offset, [len("".join(lp.tokens[:i]).encode()) for i in range(len(lp.tokens))])
+        # Streamed: each chunk's tokens continue the text at their offsets.
+        chunks = list(self.client.completions.create(model="m", prompt="Once upon", max_tokens=NEW, temperature=0,
+                                                     logprobs=0, stream=True))
+        tokens = [t for c in chunks for t in c.choices[0].logprobs.tokens]
+        offsets = [o for c in chunks for o in c.choices[0].logprobs.text_offset]
+        self.assertEqual("".join(tokens), "".join(c.choices[0].text for c in chunks))
+        self.assertEqual(offsets, [len("".join(tokens[:i]).encode()) for i in range(len(tokens))])
+
     def test_models_health_and_metrics(self):
         self.assertEqual([m.id for m in self.client.models.list()], ["megahost"])
         self.assertEqual(self.server.get("/health")[0], 200)

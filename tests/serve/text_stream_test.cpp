@@ -12,7 +12,7 @@ class ByteFallbackTokenizer final : public data::Tokenizer {
   std::vector<int32_t> encode(std::string_view text) const override { return {text.begin(), text.end()}; }
   std::string decode(std::span<const int32_t> ids) const override {
     std::string text(ids.begin(), ids.end());
-    const size_t whole = whole_characters(text);
+    const size_t whole = data::whole_characters(text);
     std::string out = text.substr(0, whole);
     for (size_t i = whole; i < text.size(); ++i) out += "\uFFFD";
     return out;
@@ -43,9 +43,9 @@ TEST(TextStream, ShowsTheReplacementCharactersThatEndTheChoice) {
 }
 
 TEST(WholeCharacters, StopsBeforeAnIncompleteCharacterAndTrailingReplacements) {
-  EXPECT_EQ(whole_characters("ab\xE4\xB8"), 2u);
-  EXPECT_EQ(whole_characters("ab\uFFFD\uFFFD"), 2u);
-  EXPECT_EQ(whole_characters("a\uFFFDb"), 5u);
+  EXPECT_EQ(data::whole_characters("ab\xE4\xB8"), 2u);
+  EXPECT_EQ(data::whole_characters("ab\uFFFD\uFFFD"), 2u);
+  EXPECT_EQ(data::whole_characters("a\uFFFDb"), 5u);
 }
 
 }  // namespace

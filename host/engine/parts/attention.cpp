@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "engine/ops.hpp"
+#include "engine/parts/lora.hpp"
 
 namespace mh {
 namespace {
@@ -59,6 +60,7 @@ void AttentionPart::project(const PartContext& c, LayerActivations& A, const Lay
   A[MH_ACT_QKV] = c.activation(kAct, N * q);
   ops::linear(c.dev, in, c.P(w.qkv_w), A[MH_ACT_QKV].ptr(), N, h, q);
   if (w.qkv_b >= 0) ops::bias_add(c.dev, A[MH_ACT_QKV].ptr(), c.P(w.qkv_b), N, q);
+  lora_forward(c, w.qkv_lora, in, A[MH_ACT_QKV].t({1, N, q}), h, q);
 }
 
 void AttentionPart::encode(TypedPtr qkv, const LayerPass& pass, bool inverse) const {
@@ -105,8 +107,8 @@ void AttentionPart::backward(LayerActivations& A, const LayerParamIds& w, const 
   if (w.qkv_b >= 0) ops::bias_bwd(c_.dev, dqkv.ptr(), c_.G(w.qkv_b), N, q);
   TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN1].ptr(), gathered);
   ops::linear_dw(c_.dev, dqkv.ptr(), in, c_.G(w.qkv_w), N, h, q);
-  gathered.release();
   ops::linear_dx(c_.dev, dqkv.ptr(), c_.P(w.qkv_w), dx.f32(), N, h, q);
+  lora_backward(c_, w.qkv_lora, in, dqkv.t({1, N, q}), dx.t({1, N, h}), h, q);
 }
 
 // A group's K and V serve its m query heads, so their gradients sum over

@@ -1,6 +1,7 @@
 #include "engine/parts/mlp.hpp"
 
 #include "engine/ops.hpp"
+#include "engine/parts/lora.hpp"
 
 namespace mh {
 namespace {
@@ -25,6 +26,8 @@ double MlpPart::activation_bytes(const ModelDims& d, double e, MH_Activation a) 
 
 void MlpPart::output(LayerActivations& A, const LayerParamIds& w, float* partial) const {
   ops::linear(c_.dev, A[MH_ACT_GELU].ptr(), c_.P(w.fc2_w), partial, c_.d.rows(), c_.d.local_ffn(), c_.d.hidden);
+  lora_forward(c_, w.fc2_lora, A[MH_ACT_GELU].ptr(), TypedPtr(partial).t({1, c_.d.rows(), c_.d.hidden}),
+               c_.d.local_ffn(), c_.d.hidden);
 }
 
 Buffer MlpPart::output_bwd(LayerActivations& A, const LayerParamIds& w, TypedPtr dy) const {
@@ -32,6 +35,7 @@ Buffer MlpPart::output_bwd(LayerActivations& A, const LayerParamIds& w, TypedPtr
   Buffer dact = c_.activation(kWork, N * f);
   ops::linear_dx(c_.dev, dy, c_.P(w.fc2_w), dact.ptr(), N, f, h);
   ops::linear_dw(c_.dev, dy, A[MH_ACT_GELU].ptr(), c_.G(w.fc2_w), N, f, h);
+  lora_backward(c_, w.fc2_lora, A[MH_ACT_GELU].ptr(), dy.t({1, N, h}), dact.t({1, N, f}), f, h);
   return dact;
 }
 
@@ -49,6 +53,7 @@ void GeluMlpPart::forward(LayerActivations& A, const LayerParamIds& w, const Lay
     A[MH_ACT_FC1] = c_.activation(kAct, N * f);
     ops::gemm(c_.dev, in.t({1, N, h}), c_.P(w.fc1_w).t({1, f, h}), block(A[MH_ACT_FC1].ptr(), 0), false, true, 0);
     if (w.fc1_b >= 0) ops::bias_add(c_.dev, A[MH_ACT_FC1].ptr(), c_.P(w.fc1_b), N, f);
+    lora_forward(c_, w.fc1_lora, in, block(A[MH_ACT_FC1].ptr(), 0), h, f);
   }
   if (A.has(MH_ACT_GELU)) return;
   A[MH_ACT_GELU] = c_.activation(kAct, N * f);
@@ -62,8 +67,9 @@ void GeluMlpPart::backward(LayerActivations& A, const LayerParamIds& w, Buffer& 
   ops::gelu_bwd(c_.dev, A[MH_ACT_FC1].ptr(), dact.ptr(), dact.ptr(), N * f);
   const MH_Tensor dy = block(dact.ptr(), 0);
   if (w.fc1_b >= 0) ops::bias_bwd(c_.dev, dact.ptr(), c_.G(w.fc1_b), N, f);
-  ops::gemm(c_.dev, dy, in.t({1, N, h}), TypedPtr(c_.G(w.fc1_w)).t({1, f, h}), true, false, 1);
+  ops::linear_dw(c_.dev, dact.ptr(), in, c_.G(w.fc1_w), N, h, f);
   ops::gemm(c_.dev, dy, c_.P(w.fc1_w).t({1, f, h}), dx.t({1, N, h}), false, false, 0);
+  lora_backward(c_, w.fc1_lora, in, dy, dx.t({1, N, h}), h, f);
 }
 
 // ---- SwiGLU ---------------------------------------------------------------
@@ -80,8 +86,8 @@ void SwigluMlpPart::forward(LayerActivations& A, const LayerParamIds& w, const L
     Buffer gathered;
     TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN2].ptr(), gathered);
     A[MH_ACT_FC1] = c_.activation(kAct, N * 2 * f);
-    project(in, A[MH_ACT_FC1].ptr(), 0, w.gate_w, w.gate_b);
-    project(in, A[MH_ACT_FC1].ptr(), f, w.fc1_w, w.fc1_b);
+    project(in, A[MH_ACT_FC1].ptr(), 0, w.gate_w, w.gate_b, w.gate_lora);
+    project(in, A[MH_ACT_FC1].ptr(), f, w.fc1_w, w.fc1_b, w.fc1_lora);
   }
   if (A.has(MH_ACT_GELU)) return;
   A[MH_ACT_GELU] = c_.activation(kAct, N * f);
@@ -90,10 +96,12 @@ void SwigluMlpPart::forward(LayerActivations& A, const LayerParamIds& w, const L
 
 // The half is strided, which the bias op does not take: the bias is added
 // as the rank-1 product ones[N] x bias[f] instead.
-void SwigluMlpPart::project(TypedPtr in, TypedPtr fc1, int64_t first, int weight, int bias) const {
+void SwigluMlpPart::project(TypedPtr in, TypedPtr fc1, int64_t first, int weight, int bias,
+                            const LoraIds& lora) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, f = c_.d.local_ffn();
   ops::gemm(c_.dev, in.t({1, N, h}), c_.P(weight).t({1, f, h}), block(fc1, first), false, true, 0);
   if (bias >= 0) ops::gemm(c_.dev, ones().t({1, N, 1}), c_.P(bias).t({1, 1, f}), block(fc1, first), false, false, 1);
+  lora_forward(c_, lora, in, block(fc1, first), h, f);
 }
 
 void SwigluMlpPart::backward(LayerActivations& A, const LayerParamIds& w, Buffer& dact, Buffer& dx) const {
@@ -103,17 +111,20 @@ void SwigluMlpPart::backward(LayerActivations& A, const LayerParamIds& w, Buffer
   Buffer dfc1 = c_.activation(kWork, N * 2 * f);
   ops::swiglu_bwd(c_.dev, A[MH_ACT_FC1].ptr(), dact.ptr(), dfc1.ptr(), N, f);
   dact.release();
-  project_bwd(in, dfc1.ptr(), 0, w.gate_w, w.gate_b, dx.f32(), 0);
-  project_bwd(in, dfc1.ptr(), f, w.fc1_w, w.fc1_b, dx.f32(), 1);
+  project_bwd(in, dfc1.ptr(), 0, w.gate_w, w.gate_b, w.gate_lora, dx.f32(), 0);
+  project_bwd(in, dfc1.ptr(), f, w.fc1_w, w.fc1_b, w.fc1_lora, dx.f32(), 1);
 }
 
-void SwigluMlpPart::project_bwd(TypedPtr in, TypedPtr dfc1, int64_t first, int weight, int bias, float* dx,
-                                float beta) const {
+void SwigluMlpPart::project_bwd(TypedPtr in, TypedPtr dfc1, int64_t first, int weight, int bias, const LoraIds& lora,
+                                float* dx, float beta) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, f = c_.d.local_ffn();
   const MH_Tensor dy = block(dfc1, first);
-  if (bias >= 0) ops::gemm(c_.dev, ones().t({1, N, 1}), dy, TypedPtr(c_.G(bias)).t({1, 1, f}), true, false, 1);
-  ops::gemm(c_.dev, dy, in.t({1, N, h}), TypedPtr(c_.G(weight)).t({1, f, h}), true, false, 1);
+  if (c_.G(weight) != nullptr) {  // a frozen base computes no gradient of its own
+    if (bias >= 0) ops::gemm(c_.dev, ones().t({1, N, 1}), dy, TypedPtr(c_.G(bias)).t({1, 1, f}), true, false, 1);
+    ops::gemm(c_.dev, dy, in.t({1, N, h}), TypedPtr(c_.G(weight)).t({1, f, h}), true, false, 1);
+  }
   ops::gemm(c_.dev, dy, c_.P(weight).t({1, f, h}), TypedPtr(dx).t({1, N, h}), false, false, beta);
+  lora_backward(c_, lora, in, dy, TypedPtr(dx).t({1, N, h}), h, f);
 }
 
 }  // namespace mh

@@ -57,9 +57,10 @@ class SwigluMlpPart final : public MlpPart {
   void backward(LayerActivations& A, const LayerParamIds& w, Buffer& dact, Buffer& dx) const override;
 
  private:
-  // fc1's half = in @ W^T (+ bias), for the gate or the up projection.
-  void project(TypedPtr in, TypedPtr fc1, int64_t first, int weight, int bias) const;
-  void project_bwd(TypedPtr in, TypedPtr dfc1, int64_t first, int weight, int bias, float* dx, float beta) const;
+  // fc1's half = in @ W^T (+ bias, + the LoRA adapter's), for the gate or the up projection.
+  void project(TypedPtr in, TypedPtr fc1, int64_t first, int weight, int bias, const LoraIds& lora) const;
+  void project_bwd(TypedPtr in, TypedPtr dfc1, int64_t first, int weight, int bias, const LoraIds& lora, float* dx,
+                   float beta) const;
   // [rows] ones in the compute dtype: the strided bias's rank-1 factor.
   Buffer ones() const;
 };

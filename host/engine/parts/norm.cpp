@@ -10,6 +10,15 @@ Buffer NormPart::output() const {
                           c_.dev.info().compute_dtype);
 }
 
+// The norm kernels write the weight's gradient beside the input's; a
+// frozen norm's goes to a scratch buffer.
+float* NormPart::weight_grad(int id, Buffer& discarded) const {
+  if (float* grad = c_.G(id)) return grad;
+  discarded = Buffer(c_.dev, MemCategory::kWorkspace, c_.d.hidden);
+  ops::fill(c_.dev, discarded.ptr(), c_.d.hidden, 0);
+  return discarded.f32();
+}
+
 Buffer LayerNormPart::forward(TypedPtr x, int w, int b) const {
   const int64_t n = c_.d.local_rows(), h = c_.d.hidden;
   Buffer out = output();
@@ -19,7 +28,9 @@ Buffer LayerNormPart::forward(TypedPtr x, int w, int b) const {
 
 void LayerNormPart::backward(TypedPtr dout, TypedPtr x, const Buffer& out, int w, int b, float* dx) const {
   const int64_t n = c_.d.local_rows(), h = c_.d.hidden;
-  ops::layernorm_bwd(c_.dev, dout, x, c_.P(w), layernorm_stats(out, n, h), dx, c_.G(w), c_.G(b), n, h);
+  Buffer dw, db;
+  ops::layernorm_bwd(c_.dev, dout, x, c_.P(w), layernorm_stats(out, n, h), dx, weight_grad(w, dw),
+                     weight_grad(b, db), n, h);
 }
 
 const float* RmsNormPart::f32_scale(int w, Buffer& staged) const {
@@ -39,8 +50,8 @@ Buffer RmsNormPart::forward(TypedPtr x, int w, int) const {
 
 void RmsNormPart::backward(TypedPtr dout, TypedPtr x, const Buffer& out, int w, int, float* dx) const {
   const int64_t n = c_.d.local_rows(), h = c_.d.hidden;
-  Buffer staged;
-  ops::rmsnorm_bwd(c_.dev, dout, x, f32_scale(w, staged), layernorm_stats(out, n, h), dx, c_.G(w), n, h);
+  Buffer staged, dw;
+  ops::rmsnorm_bwd(c_.dev, dout, x, f32_scale(w, staged), layernorm_stats(out, n, h), dx, weight_grad(w, dw), n, h);
 }
 
 }  // namespace mh

@@ -24,6 +24,9 @@ class NormPart {
 
  protected:
   Buffer output() const;
+  // Where the kernel writes parameter `id`'s gradient: its own, or
+  // `discarded` (h floats) when it is frozen.
+  float* weight_grad(int id, Buffer& discarded) const;
   PartContext c_;
 };
 
