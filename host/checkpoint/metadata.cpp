@@ -94,6 +94,13 @@ ModelShape parse_model(const json& j, const std::string& where) {
   m.tie_embeddings = optional_field<bool>(j, "tie_embeddings", gpt2.tie_embeddings, where);
   m.bias = optional_field<bool>(j, "bias", gpt2.bias, where);
   m.norm_eps = optional_field<double>(j, "norm_eps", gpt2.norm_eps, where);
+  m.experts = optional_field<int64_t>(j, "experts", 0, where);
+  m.router_topk = optional_field<int64_t>(j, "router_topk", gpt2.router_topk, where);
+  m.moe_ffn = optional_field<int64_t>(j, "moe_ffn_hidden", 0, where);
+  m.router_norm_topk = optional_field<bool>(j, "router_norm_topk", gpt2.router_norm_topk, where);
+  m.router_aux_loss_coef = optional_field<double>(j, "router_aux_loss_coef", 0, where);
+  require(m.experts >= 0 && m.moe_ffn >= 0 && (m.experts == 0 || (m.router_topk >= 1 && m.router_topk <= m.experts)),
+          where + ": experts and moe_ffn_hidden must be non-negative, router_topk between 1 and experts");
   require(m.vocab_size >= 0 && m.vocab_size <= m.vocab && m.kv_heads >= 0 && (m.kv() <= m.heads && m.heads % m.kv() == 0),
           where + ": vocab_size must lie in [0, vocab] and kv_heads divide heads");
   return m;
@@ -185,6 +192,13 @@ json to_json(const Metadata& m) {
                 {"tie_embeddings", s.tie_embeddings},
                 {"bias", s.bias},
                 {"norm_eps", s.norm_eps}};
+  if (s.experts > 0) {
+    j["model"]["experts"] = s.experts;
+    j["model"]["router_topk"] = s.router_topk;
+    j["model"]["moe_ffn_hidden"] = s.moe_ffn;
+    j["model"]["router_norm_topk"] = s.router_norm_topk;
+    j["model"]["router_aux_loss_coef"] = s.router_aux_loss_coef;
+  }
   j["layout"] = {{"tensor", m.layout.tensor},
                  {"pipeline", m.layout.pipeline},
                  {"data", m.layout.data},
@@ -256,6 +270,11 @@ std::vector<std::string> shape_differences(const ModelShape& saved, const ModelS
   if (saved.vocab_size > 0 && run.vocab_size > 0) compare("vocab", saved.vocab_size, run.vocab_size);
   compare("kv_heads", saved.kv(), run.kv());
   compare("max_positions", saved.positions(), run.positions());
+  compare("experts", saved.experts, run.experts);
+  if (saved.experts > 0 && run.experts > 0) {
+    compare("router_topk", saved.router_topk, run.router_topk);
+    compare("moe_ffn_hidden", saved.moe_ffn, run.moe_ffn);
+  }
   auto compare_text = [&](const char* key, const std::string& a, const std::string& b) {
     if (a != b) out.push_back(std::string("model.") + key + ": checkpoint \"" + a + "\", this run \"" + b + "\"");
   };

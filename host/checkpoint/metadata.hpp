@@ -64,6 +64,10 @@ struct ModelShape {
   int64_t kv_heads = 0;  // 0 means heads
   bool tie_embeddings = true, bias = true;
   double norm_eps = 1e-5;
+  // Mixture of experts ([model] experts, ...); experts = 0 is a dense MLP.
+  int64_t experts = 0, router_topk = 2, moe_ffn = 0;
+  bool router_norm_topk = true;
+  double router_aux_loss_coef = 0;
 
   int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t head_dim() const { return hidden / heads; }

@@ -41,6 +41,13 @@ std::vector<ModelKey> model_keys(const Metadata& meta) {
   add("tie_embeddings", m.tie_embeddings);
   add("bias", m.bias);
   add("rope_theta", m.rope_theta);
+  if (m.experts > 0) {
+    add("experts", m.experts);
+    add("router_topk", m.router_topk);
+    add("moe_ffn_hidden", m.moe_ffn, ModelKey::kEqual, m.moe_ffn == m.ffn);
+    add("router_norm_topk", m.router_norm_topk);
+    add("router_aux_loss_coef", m.router_aux_loss_coef, ModelKey::kDefault);
+  }
   keys.push_back({"layernorm_eps", m.norm_eps, "model.norm_eps", m.norm_eps, ModelKey::kEqual, false});
   const nlohmann::json& t = meta.tokenizer;
   for (const char* key : {"tokenizer", "vocab_file", "merges_file", "tokenizer_file"}) {

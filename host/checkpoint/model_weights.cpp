@@ -31,6 +31,13 @@ ModelShape checkpoint_model(const ModelDims& d, const std::string& arch) {
   m.tie_embeddings = d.spec.tie_embeddings;
   m.bias = d.spec.bias;
   m.norm_eps = shortest_double(d.layernorm_eps);
+  if (d.moe()) {
+    m.experts = d.spec.experts;
+    m.router_topk = d.spec.router_topk;
+    m.moe_ffn = d.moe_ffn;
+    m.router_norm_topk = d.spec.router_norm_topk;
+    m.router_aux_loss_coef = shortest_double(d.spec.router_aux_loss_coef);
+  }
   return m;
 }
 

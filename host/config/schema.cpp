@@ -29,6 +29,11 @@ const MH_OptionSpec kModel[] = {
     opt_int("kv_heads", "0", 0, 100000, "key/value heads (grouped-query attention); 0 means heads"),
     opt_bool("tie_embeddings", "true", "the output layer shares the token embedding"),
     opt_bool("bias", "true", "biases on the linear layers"),
+    opt_int("experts", "0", 0, 100000, "mixture of experts: routed SwiGLU experts per layer; 0 is a dense MLP"),
+    opt_int("router_topk", "2", 1, 100000, "experts each token is routed to (at most experts)"),
+    opt_int("moe_ffn_hidden", "0", 0, 1e7, "an expert's inner size; 0 means ffn_hidden"),
+    opt_bool("router_norm_topk", "true", "renormalise the k chosen probabilities to sum to 1 (Mixtral); false keeps the softmax over all experts (Qwen2-MoE's norm_topk_prob = false)"),
+    opt_double("router_aux_loss_coef", "0", 0, 1e6, "weight of the load-balancing loss (Switch/Mixtral), reported as moe_aux_loss"),
 };
 
 const MH_OptionSpec kTrain[] = {

@@ -148,15 +148,59 @@ HfModel parse_llama(const Fields& f) {
   return hf;
 }
 
+// Llama's attention and norms with a mixture of SwiGLU experts: the router
+// takes the top num_experts_per_tok of the softmax, renormalised.
+HfModel parse_mixtral(const Fields& f) {
+  HfModel hf;
+  hf.cls = HfClass::kMixtral;
+  ckpt::ModelShape& m = hf.shape;
+  m.arch = "llama";
+  m.normalization = "rmsnorm";
+  m.position = "rope";
+  m.activation = "swiglu";
+  m.bias = false;
+  m.layers = f.count("num_hidden_layers", 32);
+  m.hidden = f.count("hidden_size", 4096);
+  m.heads = f.count("num_attention_heads", 32);
+  m.kv_heads = f.count("num_key_value_heads", 8);
+  m.ffn = f.count("intermediate_size", 14336);
+  m.moe_ffn = m.ffn;
+  m.experts = f.count("num_local_experts", 8);
+  m.router_topk = f.count("num_experts_per_tok", 2);
+  m.router_norm_topk = true;
+  m.router_aux_loss_coef = f.number("router_aux_loss_coef", 0.001);
+  m.seq_len = f.count("max_position_embeddings", 4096 * 32);
+  m.max_positions = m.seq_len;
+  m.vocab_size = f.count("vocab_size", 32000);
+  m.norm_eps = f.number("rms_norm_eps", 1e-5);
+  m.rope_theta = f.present("rope_theta") || f.present("rope_parameters") ? rope_theta(f) : 1e6;
+  m.tie_embeddings = f.flag("tie_word_embeddings", false);
+  const std::string act = f.text("hidden_act", "silu");
+  require_value(act == "silu", f, "hidden_act", "is \"" + act + "\"; Megahost's swiglu gates with SiLU (\"silu\")");
+  require_value(!f.present("head_dim") || f.count("head_dim") * m.heads == m.hidden, f, "head_dim",
+                "must be hidden_size / num_attention_heads (Megahost's head size)");
+  require_value(m.kv_heads <= m.heads && m.heads % m.kv_heads == 0, f, "num_key_value_heads",
+                "must divide num_attention_heads");
+  require_value(m.router_topk <= m.experts, f, "num_experts_per_tok", "must be at most num_local_experts");
+  require_value(!f.present("sliding_window"), f, "sliding_window",
+                "is set; Megahost's attention is full causal attention: convert a model without a window");
+  require_value(f.number("router_jitter_noise", 0) == 0, f, "router_jitter_noise",
+                "is not 0; Megahost's router adds no noise");
+  hf.attention_dropout = f.number("attention_dropout", 0);
+  return hf;
+}
+
 std::string model_type(const json& j, const std::string& path) {
   if (j.contains("model_type") && j["model_type"].is_string()) return j["model_type"].get<std::string>();
   if (j.contains("architectures") && j["architectures"].is_array())
     for (const json& a : j["architectures"]) {
       if (a == "GPT2LMHeadModel" || a == "GPT2Model") return "gpt2";
       if (a == "LlamaForCausalLM" || a == "LlamaModel") return "llama";
+      if (a == "MixtralForCausalLM" || a == "MixtralModel") return "mixtral";
     }
   throw Error(MH_INVALID_ARGUMENT, path + ": no \"model_type\" (nor a known \"architectures\"); Megahost converts "
-                                          "\"gpt2\" (GPT2LMHeadModel) and \"llama\" (LlamaForCausalLM)");
+                                          "\"gpt2\" (GPT2LMHeadModel), \"llama\" (LlamaForCausalLM) and \"mixtral\" "
+                                          "(MixtralForCausalLM)");
 }
 
 // A special token id: an integer, a list of them (Llama 3's eos), or null.
@@ -199,16 +243,23 @@ void check_model_ranges(const std::vector<ModelKey>& keys, const std::string& pa
 
 }  // namespace
 
-const char* class_name(HfClass c) { return c == HfClass::kGpt2 ? "GPT2LMHeadModel" : "LlamaForCausalLM"; }
+const char* class_name(HfClass c) {
+  switch (c) {
+    case HfClass::kGpt2: return "GPT2LMHeadModel";
+    case HfClass::kLlama: return "LlamaForCausalLM";
+    case HfClass::kMixtral: return "MixtralForCausalLM";
+  }
+  return "";
+}
 
 HfModel parse_hf_config(std::string_view text, const std::string& path) {
   const json j = parse_json_limited(text, path, 16);
   require(j.is_object(), path + ": not a JSON object; a Hugging Face config.json is one");
   const std::string type = model_type(j, path);
   const Fields f(j, path);
-  require(type == "gpt2" || type == "llama", path + ": \"model_type\" is \"" + type +
-                                                 "\"; Megahost converts \"gpt2\" and \"llama\" models");
-  HfModel hf = type == "gpt2" ? parse_gpt2(f) : parse_llama(f);
+  require(type == "gpt2" || type == "llama" || type == "mixtral",
+          path + ": \"model_type\" is \"" + type + "\"; Megahost converts \"gpt2\", \"llama\" and \"mixtral\" models");
+  HfModel hf = type == "gpt2" ? parse_gpt2(f) : type == "llama" ? parse_llama(f) : parse_mixtral(f);
   hf.bos_token_id = special_id(j, "bos_token_id", path);
   hf.eos_token_id = special_id(j, "eos_token_id", path);
   ckpt::ModelShape& m = hf.shape;
@@ -231,6 +282,12 @@ HfClass hf_class(const ckpt::ModelShape& m) {
                            "\", activation = \"" + m.activation + "\"";
   require(gpt2 || llama, keys + ": neither GPT2LMHeadModel (layernorm, learned, gelu) nor LlamaForCausalLM "
                                 "(rmsnorm, rope, swiglu) computes this combination");
+  if (llama && m.experts > 0) {
+    require(!m.bias && m.router_norm_topk,
+            "model.experts > 0 with model.bias = true or router_norm_topk = false: MixtralForCausalLM has no biases "
+            "and renormalises the top-k gates");
+    return HfClass::kMixtral;
+  }
   if (llama) return HfClass::kLlama;
   require(m.bias, "model.bias = false: GPT2LMHeadModel has biases on every linear layer; export a model with bias = true");
   require(m.kv() == m.heads, "model.kv_heads = " + std::to_string(m.kv_heads) +
@@ -253,6 +310,25 @@ std::string hf_config_json(const ckpt::ModelShape& m, const std::string& torch_d
     j["layer_norm_epsilon"] = m.norm_eps;
     j["scale_attn_weights"] = true;
     j["scale_attn_by_inverse_layer_idx"] = false;
+  } else if (cls == HfClass::kMixtral) {
+    j["model_type"] = "mixtral";
+    j["hidden_act"] = "silu";
+    j["num_hidden_layers"] = m.layers;
+    j["hidden_size"] = m.hidden;
+    j["num_attention_heads"] = m.heads;
+    j["num_key_value_heads"] = m.kv();
+    j["head_dim"] = m.head_dim();
+    j["intermediate_size"] = m.moe_ffn;
+    j["num_local_experts"] = m.experts;
+    j["num_experts_per_tok"] = m.router_topk;
+    j["router_aux_loss_coef"] = m.router_aux_loss_coef;
+    j["output_router_logits"] = m.router_aux_loss_coef > 0;
+    j["router_jitter_noise"] = 0.0;
+    j["sliding_window"] = nullptr;
+    j["max_position_embeddings"] = m.positions();
+    j["rms_norm_eps"] = m.norm_eps;
+    j["rope_theta"] = m.rope_theta;
+    j["rope_scaling"] = nullptr;
   } else {
     j["model_type"] = "llama";
     j["hidden_act"] = "silu";
@@ -325,8 +401,16 @@ std::vector<ModelKey> model_keys(const HfModel& hf) {
   by_class("activation", m.activation);
   add("tie_embeddings", m.tie_embeddings, "tie_word_embeddings");
   if (gpt2) by_class("bias", true);
+  else if (hf.cls == HfClass::kMixtral) by_class("bias", false);
   else add("bias", m.bias, "attention_bias");
   if (!gpt2) add("rope_theta", m.rope_theta, "rope_theta");
+  if (hf.cls == HfClass::kMixtral) {
+    add("experts", m.experts, "num_local_experts");
+    add("router_topk", m.router_topk, "num_experts_per_tok");
+    add("moe_ffn_hidden", m.moe_ffn, "intermediate_size", ModelKey::kEqual, m.moe_ffn == m.ffn);
+    by_class("router_norm_topk", true);
+    add("router_aux_loss_coef", m.router_aux_loss_coef, "router_aux_loss_coef", ModelKey::kDefault);
+  }
   add("dropout", hf.dropout, pick("resid_pdrop", "model_type"), ModelKey::kDefault);
   add("attention_dropout", hf.attention_dropout, pick("attn_pdrop", "attention_dropout"), ModelKey::kDefault);
   return keys;

@@ -1,4 +1,4 @@
-// A Hugging Face config.json (GPT2Config, LlamaConfig) and the model it
+// A Hugging Face config.json (GPT2Config, LlamaConfig, MixtralConfig) and the model it
 // describes, as Megahost's [model] keys: reading one to import a model or
 // to fill [model] for a run that loads it, writing one on export.
 #pragma once
@@ -15,8 +15,8 @@
 namespace mh::convert {
 
 // The transformers classes Megahost's models map to.
-enum class HfClass { kGpt2, kLlama };
-const char* class_name(HfClass c);  // "GPT2LMHeadModel", "LlamaForCausalLM"
+enum class HfClass { kGpt2, kLlama, kMixtral };
+const char* class_name(HfClass c);  // "GPT2LMHeadModel", "LlamaForCausalLM", "MixtralForCausalLM"
 
 struct HfModel {
   HfClass cls = HfClass::kGpt2;

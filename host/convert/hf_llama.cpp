@@ -18,6 +18,17 @@ std::vector<Link> llama_links(const ckpt::ModelShape& m) {
       links.push_back({mh + "qkv_b", {attn + "q_proj.bias", attn + "k_proj.bias", attn + "v_proj.bias"}, kSplitQkv});
     linear("proj", attn + "o_proj");
     links.push_back({mh + "ln2_w", {hf + "post_attention_layernorm.weight"}, kSame});
+    if (m.experts > 0) {
+      // Mixtral: the router, then w1 (gate), w3 (up) and w2 (down) of each expert.
+      const std::string moe = hf + "block_sparse_moe.";
+      links.push_back({mh + "router_w", {moe + "gate.weight"}, kSame});
+      for (const auto& [name, w] : {std::pair{"gate_w", "w1"}, std::pair{"fc1_w", "w3"}, std::pair{"fc2_w", "w2"}}) {
+        std::vector<std::string> experts;
+        for (int64_t e = 0; e < m.experts; ++e) experts.push_back(moe + "experts." + std::to_string(e) + "." + w + ".weight");
+        links.push_back({mh + name, std::move(experts), kStack});
+      }
+      continue;
+    }
     linear("gate", mlp + "gate_proj");
     linear("fc1", mlp + "up_proj");
     linear("fc2", mlp + "down_proj");

@@ -90,7 +90,12 @@ void check_shape(const std::string& name, const HfTensor& t, const std::vector<i
 }  // namespace
 
 std::vector<Link> model_links(const ckpt::ModelShape& m) {
-  return hf_class(m) == HfClass::kGpt2 ? gpt2_links(m) : llama_links(m);
+  switch (hf_class(m)) {
+    case HfClass::kGpt2: return gpt2_links(m);
+    case HfClass::kLlama:
+    case HfClass::kMixtral: return llama_links(m);
+  }
+  return {};
 }
 
 std::array<int64_t, 2> megahost_shape(const std::string& name, const ckpt::ModelShape& m) {
@@ -101,6 +106,9 @@ std::array<int64_t, 2> megahost_shape(const std::string& name, const ckpt::Model
   if (l == "qkv_w") return {qkv, h};
   if (l == "qkv_b") return {1, qkv};
   if (l == "proj_w") return {h, m.heads * m.head_dim()};
+  if (m.experts > 0 && (l == "fc1_w" || l == "gate_w")) return {m.experts * m.moe_ffn, h};
+  if (m.experts > 0 && l == "fc2_w") return {m.experts * h, m.moe_ffn};
+  if (l == "router_w") return {m.experts, h};
   if (l == "fc1_w" || l == "gate_w") return {f, h};
   if (l == "fc1_b" || l == "gate_b") return {1, f};
   if (l == "fc2_w") return {h, f};
@@ -121,6 +129,10 @@ std::vector<std::vector<int64_t>> hf_shapes(const Link& link, const ckpt::ModelS
     case Transform::kSplitQkv:
       if (vec) return {{q}, {kv}, {kv}};
       return {{q, h}, {kv, h}, {kv, h}};
+    case Transform::kStack: {
+      const int64_t n = int64_t(link.hf.size());
+      return std::vector<std::vector<int64_t>>(size_t(n), std::vector<int64_t>{rows / n, cols});
+    }
   }
   return {};
 }
@@ -147,6 +159,10 @@ Matrix to_megahost(const Link& link, const ckpt::ModelShape& m, const std::funct
       break;
     }
     case Transform::kSplitQkv: out = group_qkv(in[0], in[1], in[2], m); break;
+    case Transform::kStack:
+      out = Matrix{0, cols, {}};
+      for (const Matrix& part : in) append_rows(out, part, 0, part.rows);
+      break;
   }
   out.rows = rows;
   out.cols = cols;
@@ -172,6 +188,11 @@ std::vector<HfTensor> to_hf(const Link& link, const ckpt::ModelShape& m, const M
     case Transform::kSplitQkv: {
       std::array<Matrix, 3> qkv = ungroup_qkv(a, m);
       return {as_hf(std::move(qkv[0]), shapes[0]), as_hf(std::move(qkv[1]), shapes[1]), as_hf(std::move(qkv[2]), shapes[2])};
+    }
+    case Transform::kStack: {
+      std::vector<HfTensor> out;
+      for (size_t i = 0; i < shapes.size(); ++i) out.push_back(as_hf(rows_of(a, int64_t(i) * shapes[i][0], shapes[i][0]), shapes[i]));
+      return out;
     }
   }
   return {};

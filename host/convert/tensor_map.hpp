@@ -33,6 +33,7 @@ enum class Transform {
   kPositions,  // learned positions: Megahost keeps the first seq_len rows
   kFusedQkv,   // GPT-2's c_attn: [in, 3 out], the columns all q, then all k, then all v
   kSplitQkv,   // Llama's q_proj, k_proj, v_proj
+  kStack,      // experts: Megahost stacks the HF tensors' rows, one block per expert
 };
 
 struct Link {

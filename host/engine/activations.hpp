@@ -7,14 +7,34 @@
 #include <megahost/abi.h>
 
 #include <array>
+#include <memory>
 #include <vector>
 
 #include "engine/device.hpp"
 
 namespace mh {
 
+// A mixture-of-experts layer's routing of one micro-batch
+// (parts/moe_mlp.hpp): which experts each row goes to, with which weights,
+// and where its copies sit in the expert-sorted slots. Kept beside the
+// activations until the layer's backward, so recomputing the experts routes
+// as the forward did.
+struct MoeRouting {
+  std::vector<float> probs;     // [rows, E]: softmax of the router logits
+  std::vector<int32_t> expert;  // [rows, k]: the chosen experts
+  std::vector<float> gate;      // [rows, k]: their combine weights
+  std::vector<int32_t> slot;    // [rows, k]: the slot of each choice
+  std::vector<int64_t> offset;  // [E + 1]: each expert's slots
+  Buffer tokens;                // I32 [rows k]: the row each slot holds
+  Buffer gates;                 // [rows k], compute dtype: each slot's weight
+  double aux = 0;               // the load-balancing loss, coefficient included
+  float aux_weight = 0;         // its weight in the objective (LayerPass)
+  std::vector<float> dgate;     // [rows k] by slot: the loss's gradient of each weight
+};
+
 struct LayerActivations {
   std::array<Buffer, MH_ACT_COUNT> slot;
+  std::shared_ptr<MoeRouting> routing;  // mixture-of-experts layers only
 
   Buffer& operator[](MH_Activation a) { return slot[a]; }
   bool has(MH_Activation a) const { return bool(slot[a]); }
@@ -25,6 +45,7 @@ struct LayerActivations {
   }
   void clear() {
     for (auto& b : slot) b.release();
+    routing.reset();
   }
 };
 

@@ -31,24 +31,30 @@ void DecoderLayer::forward(LayerActivations& A, int64_t layer, const LayerPass& 
   const LayerParamIds& w = c_.params.layer(layer);
   const int64_t n = c_.d.local_rows(), h = c_.d.hidden;
   const TypedPtr x = A[MH_ACT_LAYER_INPUT].ptr();
+  const LoraDropout drop = lora_dropout(pass, layer);
   if (!A.has(MH_ACT_LN1)) A[MH_ACT_LN1] = parts_.norm->forward(x, w.ln1_w, w.ln1_b);
   attention_.forward(A, w, layer, pass);
   done_with(A, pass, {MH_ACT_LN1, MH_ACT_QKV, MH_ACT_ATTN_SCORES, MH_ACT_ATTN_MASK, MH_ACT_ATTN_PROBS});
   if (!A.has(MH_ACT_RESIDUAL1) || !A.has(MH_ACT_ATTN_DROP_MASK)) {
     if (!A.has(MH_ACT_RESIDUAL1)) A[MH_ACT_RESIDUAL1] = c_.activation(kAct, n * h);
-    residual_branch(A, layer, pass, kDropoutSiteAttention, A[MH_ACT_CONTEXT].ptr(), c_.d.local_hidden(), w.proj_w,
-                    w.proj_b, w.proj_lora, kLoraProj, x, MH_ACT_ATTN_DROP_MASK, A[MH_ACT_RESIDUAL1].ptr());
+    const auto project = [&](float* partial) {
+      ops::linear(c_.dev, A[MH_ACT_CONTEXT].ptr(), c_.P(w.proj_w), partial, c_.d.rows(), c_.d.local_hidden(), h);
+      lora_forward(c_, w.proj_lora, drop, kLoraProj, A[MH_ACT_CONTEXT].ptr(), TypedPtr(partial).t({1, c_.d.rows(), h}),
+                   c_.d.local_hidden(), h);
+    };
+    residual_branch(A, layer, pass, kDropoutSiteAttention, project, w.proj_b, x, MH_ACT_ATTN_DROP_MASK,
+                    A[MH_ACT_RESIDUAL1].ptr());
   }
   done_with(A, pass, {MH_ACT_CONTEXT, MH_ACT_LAYER_INPUT});
   const TypedPtr mid = A[MH_ACT_RESIDUAL1].ptr();
   if (!A.has(MH_ACT_LN2)) A[MH_ACT_LN2] = parts_.norm->forward(mid, w.ln2_w, w.ln2_b);
-  parts_.mlp->forward(A, w, lora_dropout(pass, layer));
+  parts_.mlp->forward(A, w, pass, drop);
   done_with(A, pass, {MH_ACT_LN2, MH_ACT_FC1});
   const bool write_next = next != nullptr && !*next;
   if (!write_next && A.has(MH_ACT_MLP_DROP_MASK)) return;
   Buffer out = c_.activation(write_next ? kAct : kWork, n * h);
-  residual_branch(A, layer, pass, kDropoutSiteMlp, A[MH_ACT_GELU].ptr(), c_.d.local_ffn(), w.fc2_w, w.fc2_b,
-                  w.fc2_lora, kLoraFc2, mid, MH_ACT_MLP_DROP_MASK, out.ptr());
+  residual_branch(A, layer, pass, kDropoutSiteMlp, [&](float* partial) { parts_.mlp->output(A, w, drop, partial); },
+                  w.fc2_b, mid, MH_ACT_MLP_DROP_MASK, out.ptr());
   done_with(A, pass, {MH_ACT_GELU, MH_ACT_RESIDUAL1});
   if (write_next) *next = std::move(out);
 }
@@ -57,12 +63,11 @@ void DecoderLayer::forward(LayerActivations& A, int64_t layer, const LayerPass& 
 // reduces them in f32, and the dropout rounds once, into `out`. Inference
 // has no backward to keep the mask for.
 void DecoderLayer::residual_branch(LayerActivations& A, int64_t layer, const LayerPass& pass, DropoutSite site,
-                                   TypedPtr branch_in, int64_t branch_width, int w, int b, const LoraIds& lora,
-                                   LoraTarget target, TypedPtr residual, MH_Activation mask, TypedPtr out) const {
+                                   const Projection& project, int b, TypedPtr residual, MH_Activation mask,
+                                   TypedPtr out) const {
   const int64_t n = c_.d.local_rows(), N = c_.d.rows(), h = c_.d.hidden;
   Buffer partial(c_.dev, kWork, N * h), scratch;
-  ops::linear(c_.dev, branch_in, c_.P(w), partial.f32(), N, branch_width, h);
-  lora_forward(c_, lora, lora_dropout(pass, layer), target, branch_in, partial.t({1, N, h}), branch_width, h);
+  project(partial.f32());
   TypedPtr y = c_.tp.exit_fwd(partial.f32(), scratch);
   if (b >= 0) ops::bias_add(c_.dev, y, c_.P(b), n, h);
   A[mask] = Buffer(c_.dev, pass.inference ? kWork : kAct, n * h, MH_U8);
@@ -71,19 +76,13 @@ void DecoderLayer::residual_branch(LayerActivations& A, int64_t layer, const Lay
   done_with(A, pass, {mask});
 }
 
-Buffer DecoderLayer::residual_branch_bwd(LayerActivations& A, const float* dres, TypedPtr branch_in,
-                                         int64_t branch_width, int w, int b, const LoraIds& lora,
-                                         const LoraDropout& drop, LoraTarget target, MH_Activation mask) const {
-  const int64_t n = c_.d.local_rows(), N = c_.d.rows(), h = c_.d.hidden;
+Buffer DecoderLayer::residual_branch_bwd(LayerActivations& A, const float* dres, const ProjectionBwd& project_bwd,
+                                         int b, MH_Activation mask) const {
+  const int64_t n = c_.d.local_rows(), h = c_.d.hidden;
   Buffer dloc = c_.activation(kWork, n * h), scratch;
   ops::dropout_bwd(c_.dev, dres, static_cast<uint8_t*>(A[mask].data()), dloc.ptr(), n * h, c_.d.dropout);
   if (b >= 0) ops::bias_bwd(c_.dev, dloc.ptr(), c_.G(b), n, h);
-  TypedPtr dy = c_.tp.exit_bwd(dloc.ptr(), scratch);
-  Buffer din = c_.activation(kWork, N * branch_width);
-  ops::linear_dx(c_.dev, dy, c_.P(w), din.ptr(), N, branch_width, h);
-  ops::linear_dw(c_.dev, dy, branch_in, c_.G(w), N, branch_width, h);
-  lora_backward(c_, lora, drop, target, branch_in, dy.t({1, N, h}), din.ptr(), branch_width, h);
-  return din;
+  return project_bwd(c_.tp.exit_bwd(dloc.ptr(), scratch));
 }
 
 // Activation gradients are in the compute dtype where GEMMs read them; the
@@ -94,15 +93,24 @@ void DecoderLayer::backward(LayerActivations& A, int64_t layer, const LayerPass&
   Buffer dfull(c_.dev, kWork, c_.d.rows() * c_.d.hidden), scratch;
   const LoraDropout drop = lora_dropout(pass, layer);
 
-  Buffer dact = residual_branch_bwd(A, dres, A[MH_ACT_GELU].ptr(), c_.d.local_ffn(), w.fc2_w, w.fc2_b, w.fc2_lora,
-                                    drop, kLoraFc2, MH_ACT_MLP_DROP_MASK);
+  Buffer dact = residual_branch_bwd(
+      A, dres, [&](TypedPtr dy) { return parts_.mlp->output_bwd(A, w, drop, dy); }, w.fc2_b, MH_ACT_MLP_DROP_MASK);
   parts_.mlp->backward(A, w, drop, dact, dfull);
   dact.release();
   parts_.norm->backward(c_.tp.enter_bwd(dfull.f32(), scratch), A[MH_ACT_RESIDUAL1].ptr(), A[MH_ACT_LN2], w.ln2_w,
                         w.ln2_b, dres);
 
-  Buffer dctx = residual_branch_bwd(A, dres, A[MH_ACT_CONTEXT].ptr(), c_.d.local_hidden(), w.proj_w,
-                                    w.proj_b, w.proj_lora, drop, kLoraProj, MH_ACT_ATTN_DROP_MASK);
+  Buffer dctx = residual_branch_bwd(
+      A, dres,
+      [&](TypedPtr dy) {
+        const int64_t N = c_.d.rows(), width = c_.d.local_hidden(), h = c_.d.hidden;
+        Buffer din = c_.activation(kWork, N * width);
+        ops::linear_dx(c_.dev, dy, c_.P(w.proj_w), din.ptr(), N, width, h);
+        ops::linear_dw(c_.dev, dy, A[MH_ACT_CONTEXT].ptr(), c_.G(w.proj_w), N, width, h);
+        lora_backward(c_, w.proj_lora, drop, kLoraProj, A[MH_ACT_CONTEXT].ptr(), dy.t({1, N, h}), din.ptr(), width, h);
+        return din;
+      },
+      w.proj_b, MH_ACT_ATTN_DROP_MASK);
   attention_.backward(A, w, layer, pass, dctx.ptr(), dfull);
   dctx.release();
   parts_.norm->backward(c_.tp.enter_bwd(dfull.f32(), scratch), A[MH_ACT_LAYER_INPUT].ptr(), A[MH_ACT_LN1], w.ln1_w,

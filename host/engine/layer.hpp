@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "engine/activations.hpp"
 #include "engine/parts/attention.hpp"
@@ -36,16 +37,20 @@ class DecoderLayer {
   void backward(LayerActivations& A, int64_t layer, const LayerPass& pass, float* dres) const;
 
  private:
-  // out [n, h] = residual + dropout(exit(branch_in @ W^T) + bias): a branch's
-  // output projection (with its LoRA adapter); bias -1 when the model has none.
+  // A branch's output projection: writes its f32 partial sums [rows, h].
+  using Projection = std::function<void(float* partial)>;
+  // Its backward from the output's gradient [rows, h]: accumulates the
+  // projection's gradients and returns its input's.
+  using ProjectionBwd = std::function<Buffer(TypedPtr dy)>;
+
+  // out [n, h] = residual + dropout(exit(projection) + bias); bias -1 when
+  // the model has none.
   void residual_branch(LayerActivations& A, int64_t layer, const LayerPass& pass, DropoutSite site,
-                       TypedPtr branch_in, int64_t branch_width, int w, int b, const LoraIds& lora,
-                       LoraTarget target, TypedPtr residual, MH_Activation mask, TypedPtr out) const;
-  // Its backward from dres: accumulates W's and the bias's gradients and
-  // returns the gradient of branch_in [rows, branch_width].
-  Buffer residual_branch_bwd(LayerActivations& A, const float* dres, TypedPtr branch_in,
-                             int64_t branch_width, int w, int b, const LoraIds& lora, const LoraDropout& drop,
-                             LoraTarget target, MH_Activation mask) const;
+                       const Projection& project, int b, TypedPtr residual, MH_Activation mask, TypedPtr out) const;
+  // Its backward from dres: accumulates the bias's and the projection's
+  // gradients and returns the gradient of the projection's input.
+  Buffer residual_branch_bwd(LayerActivations& A, const float* dres, const ProjectionBwd& project_bwd, int b,
+                             MH_Activation mask) const;
   // The hidden dropout's stream at `site`: the local rows are one
   // contiguous block of the [s, b, h] tensor.
   MH_RngSpan hidden_span(const LayerPass& pass, int64_t layer, DropoutSite site) const;

@@ -23,6 +23,14 @@ struct ModelSpec {
   bool tie_embeddings = true;  // the output layer reads the token embedding
   bool bias = true;            // biases on the linear layers
   float rope_theta = 10000;
+  // Mixture of experts (docs/models.md): with experts > 0 the MLP is
+  // `experts` SwiGLU experts of width moe_ffn, each token routed to
+  // router_topk of them. router_norm_topk: the k gates are the softmax
+  // renormalised over the chosen k (Mixtral, Qwen's norm_topk_prob), else
+  // the softmax over all experts as it is.
+  int64_t experts = 0, router_topk = 2;
+  bool router_norm_topk = true;
+  float router_aux_loss_coef = 0;
 };
 
 // LoRA adapters on a layer's linear layers (docs/finetune.md): each
@@ -41,6 +49,7 @@ struct LoraSpec {
 
 struct ModelDims {
   int64_t layers, hidden, heads, ffn, seq, vocab, micro_batch;
+  int64_t moe_ffn = 0;       // an expert's inner size (spec.experts > 0)
   int64_t kv_heads = 0;      // 0 means heads (full multi-head attention)
   int64_t vocab_size = 0;    // the tokenizer's; vocab is it padded, 0 means vocab
   int64_t max_positions = 0;  // the positions the model is made for; 0 means seq
@@ -63,6 +72,13 @@ struct ModelDims {
   int64_t local_vocab() const { return vocab / tp; }
   int64_t vocab_start() const { return tp_rank * local_vocab(); }
   int64_t real_vocab() const { return vocab_size > 0 ? vocab_size : vocab; }
+  bool moe() const { return spec.experts > 0; }
+  // The MLP width one token's FLOPs go through: its k experts' under a
+  // mixture of experts (the model FLOPs and the tuner's cost model price
+  // these; the router's h E is left out), else ffn.
+  int64_t active_ffn() const { return moe() ? spec.router_topk * moe_ffn : ffn; }
+  // Expert slots of a micro-batch: every row to its k experts (dropless).
+  int64_t routed_rows() const { return rows() * spec.router_topk; }
   int64_t rows() const { return seq * micro_batch; }
   // Rows of the norm and dropout regions: a sequence shard with SP.
   int64_t local_rows() const { return sp ? rows() / tp : rows(); }

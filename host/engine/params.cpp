@@ -87,12 +87,22 @@ void ParamSet::add_layer(int64_t l, const MH_TensorPlan& plan) {
   linear("qkv", qkv, h, MH_W_QKV, std, ids.qkv_w, ids.qkv_b);
   linear("proj", h, d.heads * d.head_dim(), MH_W_PROJ, out_std, ids.proj_w, ids.proj_b);
   add_norm(p + "ln2", ids.ln2_w, ids.ln2_b);
-  if (d.spec.activation == MlpActivation::kSwiglu) linear("gate", f, h, MH_W_FC1, std, ids.gate_w, ids.gate_b);
-  linear("fc1", f, h, MH_W_FC1, std, ids.fc1_w, ids.fc1_b);
-  linear("fc2", h, f, MH_W_FC2, out_std, ids.fc2_w, ids.fc2_b);
+  if (d.moe()) {
+    // Experts are whole on every rank (no tensor parallelism inside them yet).
+    const int64_t E = d.spec.experts, fe = d.moe_ffn;
+    ids.router_w = add(p + "router_w", E, h, MH_SHARD_NONE, ParamGroup::kReplicatedDecay, std, 0);
+    ids.gate_w = add(p + "gate_w", E * fe, h, MH_SHARD_NONE, ParamGroup::kReplicatedDecay, std, 0);
+    ids.fc1_w = add(p + "fc1_w", E * fe, h, MH_SHARD_NONE, ParamGroup::kReplicatedDecay, std, 0);
+    ids.fc2_w = add(p + "fc2_w", E * h, fe, MH_SHARD_NONE, ParamGroup::kReplicatedDecay, out_std, 0);
+  } else {
+    if (d.spec.activation == MlpActivation::kSwiglu) linear("gate", f, h, MH_W_FC1, std, ids.gate_w, ids.gate_b);
+    linear("fc1", f, h, MH_W_FC1, std, ids.fc1_w, ids.fc1_b);
+    linear("fc2", h, f, MH_W_FC2, out_std, ids.fc2_w, ids.fc2_b);
+  }
   const LoraSpec& lora = d.lora;
   if (lora.targets_any(kLoraQkv)) ids.qkv_lora = add_lora(p + "qkv", qkv, h, plan.shard[MH_W_QKV]);
   if (lora.targets_any(kLoraProj)) ids.proj_lora = add_lora(p + "proj", h, d.heads * d.head_dim(), plan.shard[MH_W_PROJ]);
+  if (d.moe()) return;  // adapters inside the experts are not built yet: attention's only
   if (lora.targets_any(kLoraGate) && ids.gate_w >= 0) ids.gate_lora = add_lora(p + "gate", f, h, plan.shard[MH_W_FC1]);
   if (lora.targets_any(kLoraFc1)) ids.fc1_lora = add_lora(p + "fc1", f, h, plan.shard[MH_W_FC1]);
   if (lora.targets_any(kLoraFc2)) ids.fc2_lora = add_lora(p + "fc2", h, f, plan.shard[MH_W_FC2]);
@@ -119,8 +129,8 @@ LoraIds ParamSet::add_lora(const std::string& name, int64_t out, int64_t in, int
 std::vector<int> LayerParamIds::ids() const {
   std::vector<int> out;
   for (int id : {fc2_lora.b, fc2_lora.a, fc2_w, fc2_b, fc1_lora.b, fc1_lora.a, fc1_w, fc1_b, gate_lora.b, gate_lora.a,
-                 gate_w, gate_b, ln2_w, ln2_b, proj_lora.b, proj_lora.a, proj_w, proj_b, qkv_lora.b, qkv_lora.a, qkv_w,
-                 qkv_b, ln1_w, ln1_b})
+                 gate_w, gate_b, router_w, ln2_w, ln2_b, proj_lora.b, proj_lora.a, proj_w, proj_b, qkv_lora.b, qkv_lora.a,
+                 qkv_w, qkv_b, ln1_w, ln1_b})
     if (id >= 0) out.push_back(id);
   return out;
 }

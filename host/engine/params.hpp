@@ -64,6 +64,9 @@ struct LayerParamIds {
   int ln1_w = -1, ln1_b = -1, qkv_w = -1, qkv_b = -1, proj_w = -1, proj_b = -1, ln2_w = -1, ln2_b = -1;
   int gate_w = -1, gate_b = -1, fc1_w = -1, fc1_b = -1, fc2_w = -1, fc2_b = -1;
   LoraIds qkv_lora, proj_lora, gate_lora, fc1_lora, fc2_lora;
+  // A mixture of experts' router; its experts' gate, FC1 and FC2 stack
+  // the experts' matrices in gate_w, fc1_w [E moe_ffn, h] and fc2_w [E h, moe_ffn].
+  int router_w = -1;
   // Those present, last used first (the order backward reaches them).
   std::vector<int> ids() const;
 };

@@ -42,7 +42,7 @@ namespace {
 
 // Model FLOPs of one optimizer step (megahost/model_flops.hpp).
 double step_model_flops(const ModelDims& d, int64_t global_batch) {
-  return model_flops({d.layers, d.hidden, d.heads, d.kv(), d.ffn, d.seq, d.vocab,
+  return model_flops({d.layers, d.hidden, d.heads, d.kv(), d.active_ffn(), d.seq, d.vocab,
                       d.spec.activation == MlpActivation::kSwiglu},
                      global_batch);
 }
@@ -106,6 +106,7 @@ class RankTrainer {
       ParamsNeeded needed;
       if (param_gather_.overlapped()) needed = [this](std::span<const int> ids) { param_gather_.needed(ids); };
       chunks_.push_back(std::make_unique<Transformer>(rc_.dev, params_, tp_, rc_.dims, c, std::move(keep), std::move(needed)));
+      chunks_.back()->set_moe_aux_weight(float(double(s.micro_batch) / double(s.global_batch)));
     }
     check_keep_tables_agree(rc_.groups.tensor, keep_, policy.label());
   }
@@ -157,6 +158,7 @@ class RankTrainer {
   KeepTable keep_;  // every layer of the rank, for the memory formula
   std::vector<std::unique_ptr<Transformer>> chunks_;
   std::vector<float> stage_busy_, stage_idle_;  // per stage, last step (on the pipeline group)
+  double moe_aux_loss_ = 0;                      // the last step's load-balancing loss
 };
 
 AdamWConfig RankTrainer::adamw_config() const {
@@ -317,8 +319,15 @@ double RankTrainer::step(int64_t step) {
                     rng::splitmix64(seed() ^ rng::splitmix64(uint64_t(step) << 20 | uint64_t(g))));
       },
       std::move(finalised));
+  for (auto& chunk : chunks_) chunk->take_moe_aux();  // what evaluation left
   double loss = stage.run(s_.schedules[size_t(rc_.coords.pp)], scale);
   grad_sync_.finish();
+  if (rc_.dims.moe()) {
+    // The mean over the step's micro-batches of their layers' summed losses.
+    double aux = 0;
+    for (auto& chunk : chunks_) aux += chunk->take_moe_aux();
+    moe_aux_loss_ = sum_over_model(aux) * double(b) / double(s_.global_batch);
+  }
   consumed_ += s_.global_batch;
   record_stage_time(stage.busy_seconds(), stage.idle_seconds());
   return sum_over_model(loss) * double(scale);
@@ -616,13 +625,15 @@ void RankTrainer::train() {
                             {"grad_buckets_in_backward", grad_sync_.stats().started_in_backward},
                             {"grad_overlap_s", grad_sync_.stats().overlap_s},
                             {"grad_wait_s", grad_sync_.stats().wait_s}};
+      if (rc_.dims.moe()) record["moe_aux_loss"] = moe_aux_loss_;
       if (optimizer_.distributed()) {
         record["param_gather_overlap"] = param_gather_.overlapped();
         record["param_gather_wait_s"] = gather_wait_s;
       }
       s_.metrics->write(record);
       s_.log->step({st, consumed_, loss, learning_rate(adamw_config(), st), norm, seconds, tokens_per_s, tflops,
-                    !finite, !finite, rc_.dev.memory().total_peak()});
+                    !finite, !finite, rc_.dev.memory().total_peak(),
+                    rc_.dims.moe() ? std::optional<double>(moe_aux_loss_) : std::nullopt});
     }
     if (!s_.dry_run && eval_interval > 0 && (st % eval_interval == 0 || st == s_.steps)) {
       double val = evaluate(st);

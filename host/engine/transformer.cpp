@@ -30,8 +30,14 @@ Transformer::Transformer(Device& device, ParamSet& params, TensorParallel& tp, c
 
 LayerPass Transformer::training_pass(const MicroBatch& mb) const {
   auto tensor = [&](const Buffer& b) { return b.data() ? b.t({d_.micro_batch, d_.seq}) : MH_Tensor{}; };
-  return {d_.dropout, d_.attention_dropout, d_.lora.dropout, mb.key, false, tensor(mb.document_positions),
-          tensor(mb.document_starts)};
+  return {d_.dropout,
+          d_.attention_dropout,
+          d_.lora.dropout,
+          mb.key,
+          false,
+          tensor(mb.document_positions),
+          tensor(mb.document_starts),
+          moe_aux_weight_};
 }
 
 double Transformer::forward(ForwardState& st, const MicroBatch& mb, Buffer input, bool train) {
@@ -50,6 +56,7 @@ double Transformer::forward(ForwardState& st, const MicroBatch& mb, Buffer input
   for (int64_t l = 0; l < chunk_.layers; ++l) {
     need(params_.layer(global(l)).ids());
     layer_forward(st, l, pass, true);
+    if (const auto& routing = st.acts[size_t(l)].routing) moe_aux_ += routing->aux;
     if (train) drop_unkept(st, l);
     else st.acts[size_t(l)].clear();
   }

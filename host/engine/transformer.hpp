@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "engine/activations.hpp"
@@ -91,6 +92,12 @@ class Transformer {
   Buffer backward(ForwardState& st, const MicroBatch& mb, Buffer dout, float loss_scale,
                   const GradsFinalised& finalised = {});
 
+  // Mixture of experts: the weight of a micro-batch's load-balancing loss
+  // in the training objective (1 / micro-batches per step), and the sum of
+  // the chunk's layers' losses over the forwards since the last take.
+  void set_moe_aux_weight(float weight) { moe_aux_weight_ = weight; }
+  double take_moe_aux() { return std::exchange(moe_aux_, 0.0); }
+
  private:
   void embed(ForwardState& st, const MicroBatch& mb, const LayerPass& pass);
   void layer_forward(ForwardState& st, int64_t l, const LayerPass& pass, bool need_output);
@@ -115,6 +122,8 @@ class Transformer {
   ChunkSpec chunk_;
   KeepTable keep_;
   ParamsNeeded needed_;
+  float moe_aux_weight_ = 0;
+  double moe_aux_ = 0;
   PartContext ctx_;
   LayerParts parts_;
   AttentionPart attention_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <utility>
 
 namespace mh {
@@ -37,6 +38,7 @@ void TrainingLog::step(const StepRecord& r) {
     events_->scalar("throughput/tokens_per_s", r.step, r.tokens_per_s);
     events_->scalar("throughput/tflops_per_device", r.step, r.tflops_per_device);
     events_->scalar("memory/peak_mib", r.step, double(r.memory_bytes) / double(1 << 20));
+    if (r.moe_aux_loss) events_->scalar("train/moe_aux_loss", r.step, *r.moe_aux_loss);
   }
   if (r.step % interval_ != 0 && r.step != total_) return;
   log_line(r);
@@ -76,6 +78,9 @@ void TrainingLog::log_line(const StepRecord& last) {
                 counted > 0 ? loss_ / double(counted) : NAN, last.grad_norm, seconds_ > 0 ? tokens_ / seconds_ : 0.0,
                 seconds_ > 0 ? flops_ / seconds_ : 0.0, (long long)skipped_, (long long)nonfinite_,
                 double(last.memory_bytes) / double(1 << 20));
+  // The last step's, as Megatron logs its load_balancing_loss.
+  if (last.moe_aux_loss)
+    std::snprintf(line + std::strlen(line), sizeof line - std::strlen(line), " | moe aux loss: %.6E", *last.moe_aux_loss);
   LOG(INFO) << line;
 }
 

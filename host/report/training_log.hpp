@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "report/tensorboard/event_file.hpp"
@@ -19,6 +20,7 @@ struct StepRecord {
   double tokens_per_s = 0, tflops_per_device = 0;
   bool skipped = false, nonfinite = false;  // the update was skipped; the loss or norm was NaN or infinite
   uint64_t memory_bytes = 0;                // this rank's peak so far, every category
+  std::optional<double> moe_aux_loss;       // a mixture of experts' load-balancing loss
 };
 
 class TrainingLog {

@@ -44,11 +44,13 @@ MH_ModelShape model_shape(const RunSetup& s, int32_t world) {
 }  // namespace
 
 MH_ModelShape model_shape(const ModelDims& d, int64_t micro_batch, int64_t global_batch, int32_t world) {
+  // A mixture of experts is priced by its active experts (ModelDims::active_ffn);
+  // its memory, every expert's weights included, comes from dry runs.
   return MH_ModelShape{sizeof(MH_ModelShape),
                        d.layers,
                        d.hidden,
                        d.heads,
-                       d.ffn,
+                       d.active_ffn(),
                        d.seq,
                        d.vocab,
                        micro_batch,
@@ -93,6 +95,10 @@ ModelSpec model_spec(const Options& m) {
   spec.tie_embeddings = m.get_bool("tie_embeddings");
   spec.bias = m.get_bool("bias");
   spec.rope_theta = float(m.get_double("rope_theta"));
+  spec.experts = m.get_int("experts");
+  spec.router_topk = m.get_int("router_topk");
+  spec.router_norm_topk = m.get_bool("router_norm_topk");
+  spec.router_aux_loss_coef = float(m.get_double("router_aux_loss_coef"));
   return spec;
 }
 
@@ -143,6 +149,12 @@ std::vector<std::string> shape_problems(const ModelDims& d) {
   check(d.spec.position != Position::kRope || d.hidden % d.heads != 0 || d.head_dim() % 2 == 0,
         "model.position = \"rope\" rotates pairs of features, but the head size hidden/heads = " +
             std::to_string(d.head_dim()) + " is odd; pick an even head size");
+  check(!d.moe() || d.spec.router_topk <= d.spec.experts,
+        "model.router_topk = " + std::to_string(d.spec.router_topk) + " exceeds model.experts = " +
+            std::to_string(d.spec.experts) + "; route each token to at most every expert");
+  check(!d.moe() || (d.spec.activation == MlpActivation::kSwiglu && !d.spec.bias),
+        "model.experts > 0 makes SwiGLU experts without biases; set model.activation = \"swiglu\" and model.bias = "
+        "false (model.arch = \"llama\" does both)");
   return out;
 }
 
@@ -155,6 +167,7 @@ ModelDims model_dims(const Assembly& a, const Config& config) {
   d.heads = m.get_int("heads");
   d.kv_heads = m.get_int("kv_heads") > 0 ? m.get_int("kv_heads") : d.heads;
   d.ffn = m.get_int("ffn_hidden") > 0 ? m.get_int("ffn_hidden") : default_ffn(d);
+  d.moe_ffn = m.get_int("moe_ffn_hidden") > 0 ? m.get_int("moe_ffn_hidden") : d.ffn;
   d.seq = m.get_int("seq_len");
   d.max_positions = m.get_int("max_positions");
   d.vocab_size = model_vocab(a, config).size;

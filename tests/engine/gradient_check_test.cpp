@@ -1,7 +1,8 @@
 // The whole model's hand-written backward against central finite
 // differences of its forward, for a sample of every parameter tensor, for
 // each part a specification can choose (norm, position encoding, attention
-// heads, MLP activation, biases, tied output).
+// heads, MLP activation, biases, tied output, mixture of experts with its
+// load-balancing loss).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -22,6 +23,7 @@ ModelDims tiny_dims(const ModelSpec& spec, int64_t kv_heads) {
   d.hidden = 16;
   d.heads = 4;
   d.ffn = 64;
+  d.moe_ffn = 24;
   d.seq = 8;
   d.vocab = 32;
   d.vocab_size = 30;  // two padded ids, which the loss must ignore
@@ -83,12 +85,23 @@ ModelSpec spec(Norm norm, Position position, MlpActivation activation, bool tie,
   return s;
 }
 
+ModelSpec moe(bool norm_topk) {
+  ModelSpec s = spec(Norm::kRmsNorm, Position::kRope, MlpActivation::kSwiglu, false, false);
+  s.experts = 4;
+  s.router_topk = 2;
+  s.router_norm_topk = norm_topk;
+  s.router_aux_loss_coef = 0.5f;
+  return s;
+}
+
 const Variant kVariants[] = {
     {"gpt2", spec(Norm::kLayerNorm, Position::kLearned, MlpActivation::kGelu, true, true), 4},
     {"llama_gqa", spec(Norm::kRmsNorm, Position::kRope, MlpActivation::kSwiglu, false, false), 2},
     {"llama_mqa", spec(Norm::kRmsNorm, Position::kRope, MlpActivation::kSwiglu, false, false), 1},
     {"swiglu_bias_untied", spec(Norm::kLayerNorm, Position::kLearned, MlpActivation::kSwiglu, false, true), 2},
     {"rmsnorm_rope_gelu_bias", spec(Norm::kRmsNorm, Position::kRope, MlpActivation::kGelu, true, true), 4},
+    {"moe_topk_renormalised", moe(true), 2},
+    {"moe_topk_softmax", moe(false), 2},
 };
 
 class GradientCheck : public ::testing::TestWithParam<Variant> {};
@@ -100,8 +113,12 @@ TEST_P(GradientCheck, WholeModelBackwardMatchesFiniteDifferences) {
   MicroBatch mb = batch(m.dev, d);
   const double scale = 1.0 / double(d.rows());
   ops::fill(m.dev, m.params.grads().f32(), m.params.numel(), 0);
+  // The objective: the mean loss plus, under a mixture of experts, the
+  // layers' load-balancing losses at weight 1.
+  m.model.set_moe_aux_weight(1);
   ForwardState st;
   m.model.forward(st, mb, Buffer(), true);
+  m.model.take_moe_aux();
   m.model.backward(st, mb, Buffer(), float(scale));
   std::vector<float> grads(size_t(m.params.numel())), values(grads.size());
   m.dev.to_host(grads.data(), m.params.grads().data(), grads.size() * 4);
@@ -115,7 +132,8 @@ TEST_P(GradientCheck, WholeModelBackwardMatchesFiniteDifferences) {
       auto loss_at = [&](float v) {
         m.dev.to_device(m.params.values().f32() + i, &v, 4);
         ForwardState eval;
-        return m.model.forward(eval, mb, Buffer(), false) * scale;
+        const double loss = m.model.forward(eval, mb, Buffer(), false) * scale;
+        return loss + m.model.take_moe_aux();
       };
       const double numeric = (loss_at(values[i] + eps) - loss_at(values[i] - eps)) / (2 * eps);
       loss_at(values[i]);

@@ -210,7 +210,7 @@ TEST_P(MlpParts, ForwardIsTheDefinitionAndBackwardItsDerivative) {
   const Vec x = random(size_t(n * h), 5), r = random(size_t(n * f), 6);
   LayerActivations A;
   A[MH_ACT_LN2] = t.rank.upload(f32(x), MemCategory::kActivations);
-  t.parts.mlp->forward(A, w, LoraDropout{});
+  t.parts.mlp->forward(A, w, LayerPass{}, LoraDropout{});
   expect_close(t.rank.download(A[MH_ACT_GELU].ptr(), n * f), mlp_reference(t.d, x, m), "forward");
 
   Buffer dact = t.rank.upload(f32(r)), dx = t.rank.upload(std::vector<float>(x.size()));

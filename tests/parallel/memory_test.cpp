@@ -53,6 +53,9 @@ const Shape kShapes[] = {
                         "model.arch=llama model.kv_heads=2"},
     {"llama_mqa_t1_bf16", "comm.world_size=1 kernels.dtype=bf16 model.arch=llama model.kv_heads=1"},
     {"swiglu_t2", "comm.world_size=2 parallel.tensor.size=2 model.activation=swiglu"},
+    // Dropless routing: the experts' rows are s b k whatever the routing.
+    {"moe_t1_bf16", "comm.world_size=1 kernels.dtype=bf16 model.arch=llama model.experts=8 model.router_topk=2 "
+                    "model.moe_ffn_hidden=128"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ActivationMemory, ::testing::ValuesIn(kShapes),

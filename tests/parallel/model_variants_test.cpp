@@ -25,6 +25,8 @@ const Variant kLlamaMqa{"llama_mqa", "model.arch=llama model.kv_heads=1"};
 // SwiGLU with biases takes the strided-bias path; untied without RoPE keeps
 // the position table beside an lm_head.
 const Variant kSwigluBias{"swiglu_bias", "model.activation=swiglu model.kv_heads=2 model.tie_embeddings=false"};
+const Variant kMoe{"moe", "model.arch=llama model.experts=4 model.router_topk=2 model.moe_ffn_hidden=48 "
+                         "model.router_aux_loss_coef=0.01"};
 const Variant kRmsRopeGelu{"rmsnorm_rope_gelu_nobias", "model.normalization=rmsnorm model.position=rope model.bias=false"};
 
 struct Case {
@@ -73,6 +75,10 @@ const Case kCases[] = {
     {"llama_mqa_pp2_dp2", kLlamaMqa, "comm.world_size=4 parallel.pipeline.size=2"},
     {"swiglu_bias_tp2_sp_pp2", kSwigluBias,
      "comm.world_size=4 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true parallel.pipeline.size=2"},
+    {"moe_pp2", kMoe, "comm.world_size=2 parallel.pipeline.size=2"},
+    {"moe_pp2_dp2", kMoe, "comm.world_size=4 parallel.pipeline.size=2"},
+    {"moe_dp2_distributed_optimizer", kMoe, "comm.world_size=2 parallel.data.distributed_optimizer=true", false, 0,
+     false},
     {"rmsnorm_rope_gelu_nobias_tp4_sp", kRmsRopeGelu,
      "comm.world_size=4 parallel.tensor.size=4 parallel.tensor.sequence_parallel=true"},
 };

@@ -1,5 +1,7 @@
 #include "engine/parts/layer_parts.hpp"
 
+#include "engine/parts/moe_mlp.hpp"
+
 namespace mh {
 namespace {
 
@@ -20,6 +22,7 @@ std::unique_ptr<PositionPart> position(const PartContext& c) {
 }
 
 std::unique_ptr<MlpPart> mlp(const PartContext& c) {
+  if (c.d.moe()) return std::make_unique<MoeMlpPart>(c);
   switch (c.d.spec.activation) {
     case MlpActivation::kGelu: return std::make_unique<GeluMlpPart>(c);
     case MlpActivation::kSwiglu: return std::make_unique<SwigluMlpPart>(c);

@@ -17,7 +17,7 @@ namespace mh {
 struct LayerParts {
   std::unique_ptr<NormPart> norm;          // the layer's two norms and the final one
   std::unique_ptr<PositionPart> position;  // applied inside attention
-  std::unique_ptr<MlpPart> mlp;            // FC1 and its activation
+  std::unique_ptr<MlpPart> mlp;            // FC1, its activation and FC2, or the experts
 };
 
 LayerParts build_layer_parts(const PartContext& c);

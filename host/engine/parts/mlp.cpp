@@ -11,9 +11,12 @@ constexpr auto kWork = MemCategory::kWorkspace;
 
 }  // namespace
 
+// Under a mixture of experts each row reaches k experts of width moe_ffn:
+// the expert activations are those of a SwiGLU MLP of width k moe_ffn.
 double MlpPart::activation_bytes(const ModelDims& d, double e, MH_Activation a) {
-  const double sbf_t = double(d.seq) * double(d.micro_batch) * double(d.ffn) / double(d.tp);
-  const double fc1_width = double(d.local_fc1() / d.local_ffn());
+  const double width = d.moe() ? double(d.spec.router_topk * d.moe_ffn) : double(d.ffn) / double(d.tp);
+  const double sbf_t = double(d.seq) * double(d.micro_batch) * width;
+  const double fc1_width = d.spec.activation == MlpActivation::kSwiglu ? 2 : 1;
   switch (a) {
     case MH_ACT_FC1: return fc1_width * e * sbf_t;
     case MH_ACT_GELU: return e * sbf_t;
@@ -25,9 +28,25 @@ MH_Tensor MlpPart::block(TypedPtr fc1, int64_t first) const {
   return view((fc1 + first).data, fc1.dtype, {1, c_.d.rows(), c_.d.local_ffn()}, {0, c_.d.local_fc1(), 1});
 }
 
+void MlpPart::output(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, float* partial) const {
+  ops::linear(c_.dev, A[MH_ACT_GELU].ptr(), c_.P(w.fc2_w), partial, c_.d.rows(), c_.d.local_ffn(), c_.d.hidden);
+  lora_forward(c_, w.fc2_lora, drop, kLoraFc2, A[MH_ACT_GELU].ptr(), TypedPtr(partial).t({1, c_.d.rows(), c_.d.hidden}),
+               c_.d.local_ffn(), c_.d.hidden);
+}
+
+Buffer MlpPart::output_bwd(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, TypedPtr dy) const {
+  const int64_t N = c_.d.rows(), f = c_.d.local_ffn(), h = c_.d.hidden;
+  Buffer dact = c_.activation(kWork, N * f);
+  ops::linear_dx(c_.dev, dy, c_.P(w.fc2_w), dact.ptr(), N, f, h);
+  ops::linear_dw(c_.dev, dy, A[MH_ACT_GELU].ptr(), c_.G(w.fc2_w), N, f, h);
+  lora_backward(c_, w.fc2_lora, drop, kLoraFc2, A[MH_ACT_GELU].ptr(), dy.t({1, N, h}), dact.ptr(), f, h);
+  return dact;
+}
+
 // ---- GeLU -----------------------------------------------------------------
 
-void GeluMlpPart::forward(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop) const {
+void GeluMlpPart::forward(LayerActivations& A, const LayerParamIds& w, const LayerPass&,
+                          const LoraDropout& drop) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, f = c_.d.local_ffn();
   if (!A.has(MH_ACT_FC1)) {
     Buffer gathered;
@@ -63,7 +82,8 @@ Buffer SwigluMlpPart::ones() const {
   return out;
 }
 
-void SwigluMlpPart::forward(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop) const {
+void SwigluMlpPart::forward(LayerActivations& A, const LayerParamIds& w, const LayerPass&,
+                            const LoraDropout& drop) const {
   const int64_t N = c_.d.rows(), f = c_.d.local_ffn();
   if (!A.has(MH_ACT_FC1)) {
     Buffer gathered;

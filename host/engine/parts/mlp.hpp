@@ -1,6 +1,8 @@
-// The MLP part up to its output projection: FC1 and the activation, one
-// class per activation, chosen by the model's specification
-// (layer_parts.hpp). FC2 belongs to the layer's residual branch.
+// The MLP part: FC1, the activation and the output projection (FC2) up to
+// the tensor-parallel exit, one class per activation, chosen by the model's
+// specification (layer_parts.hpp); the mixture of experts is another
+// (moe_mlp.hpp). The exit, FC2's bias, dropout and the residual belong to
+// the layer's residual branch.
 #pragma once
 
 #include <megahost/abi.h>
@@ -18,7 +20,14 @@ class MlpPart {
 
   // Fills whichever of FC1 and the activation's output A lacks, from A's
   // second norm output; the adapters read `drop`.
-  virtual void forward(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop) const = 0;
+  virtual void forward(LayerActivations& A, const LayerParamIds& w, const LayerPass& pass,
+                       const LoraDropout& drop) const = 0;
+  // partial f32 [rows, h] = the output projection of the activation output,
+  // before the tensor-parallel exit.
+  virtual void output(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, float* partial) const;
+  // dy [rows, h]: the output's gradient after the exit's backward.
+  // Accumulates FC2's gradient and returns the activation output's gradient.
+  virtual Buffer output_bwd(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, TypedPtr dy) const;
   // dact [rows, f/t]: the activation output's gradient (overwritten).
   // Accumulates FC1's (and the gate's) gradients and writes the gradient of
   // the (gathered) norm output, f32 [rows, h], into `dx`.
@@ -38,7 +47,8 @@ class MlpPart {
 class GeluMlpPart final : public MlpPart {
  public:
   using MlpPart::MlpPart;
-  void forward(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop) const override;
+  void forward(LayerActivations& A, const LayerParamIds& w, const LayerPass& pass,
+               const LoraDropout& drop) const override;
   void backward(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, Buffer& dact,
                 Buffer& dx) const override;
 };
@@ -48,7 +58,8 @@ class GeluMlpPart final : public MlpPart {
 class SwigluMlpPart final : public MlpPart {
  public:
   using MlpPart::MlpPart;
-  void forward(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop) const override;
+  void forward(LayerActivations& A, const LayerParamIds& w, const LayerPass& pass,
+               const LoraDropout& drop) const override;
   void backward(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, Buffer& dact,
                 Buffer& dx) const override;
 

@@ -42,6 +42,9 @@ struct LayerPass {
   // document (RoPE) and its document's first position (the attention mask);
   // data NULL when off.
   MH_Tensor document_positions{}, document_starts{};
+  // The weight of the micro-batch's load-balancing loss in the objective
+  // (mixture of experts): 1 / micro-batches per step (the backward reads it).
+  float aux_weight = 0;
 };
 
 // Where a layer draws dropout masks; with the layer (-1: the embedding) and

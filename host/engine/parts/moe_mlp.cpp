@@ -1,0 +1,280 @@
+#include "engine/parts/moe_mlp.hpp"
+
+#include <megahost/error.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "engine/ops.hpp"
+
+namespace mh {
+namespace {
+
+constexpr auto kAct = MemCategory::kActivations;
+constexpr auto kWork = MemCategory::kWorkspace;
+
+// Rows [first, first + count) of a row-major matrix of `cols` columns.
+MH_Tensor rows_of(TypedPtr p, int64_t first, int64_t count, int64_t cols, int64_t row_stride) {
+  return view((p + first * row_stride).data, p.dtype, {1, count, cols}, {0, row_stride, 1});
+}
+
+}  // namespace
+
+MoeMlpPart::MoeMlpPart(const PartContext& c) : MlpPart(c) {
+  const ModelDims& d = c.d;
+  require(d.tp == 1, "model.experts = " + std::to_string(d.spec.experts) +
+                         " runs without tensor parallelism for now; set parallel.tensor.size = 1");
+  require(d.spec.activation == MlpActivation::kSwiglu && !d.spec.bias,
+          "model.experts > 0 makes SwiGLU experts without biases; set model.activation = \"swiglu\" and "
+          "model.bias = false (model.arch = \"llama\" does both)");
+  require(d.spec.router_topk >= 1 && d.spec.router_topk <= d.spec.experts,
+          "model.router_topk = " + std::to_string(d.spec.router_topk) + " must be between 1 and model.experts = " +
+              std::to_string(d.spec.experts));
+}
+
+void MoeMlpPart::route(LayerActivations& A, const LayerParamIds& w, TypedPtr in, const LayerPass& pass) const {
+  const int64_t N = c_.d.rows(), h = c_.d.hidden, e_count = E(), K = k();
+  auto r = std::make_shared<MoeRouting>();
+  r->probs.assign(size_t(N * e_count), 1.0f / float(e_count));
+  r->expert.resize(size_t(N * K));
+  r->gate.resize(size_t(N * K));
+  Buffer logits(c_.dev, kWork, N * e_count);
+  ops::linear(c_.dev, in, c_.P(w.router_w), logits.ptr(), N, h, e_count);
+  if (c_.dev.info().dry) {
+    // Nothing is computed: any routing takes the same memory (the slots are
+    // rows k whatever the experts' shares), so spread the rows evenly.
+    for (int64_t i = 0; i < N * K; ++i) {
+      r->expert[size_t(i)] = int32_t(i % e_count);
+      r->gate[size_t(i)] = 1.0f / float(K);
+    }
+  } else {
+    c_.dev.to_host(r->probs.data(), logits.data(), r->probs.size() * sizeof(float));
+    std::vector<int32_t> order(static_cast<size_t>(e_count));
+    for (int64_t n = 0; n < N; ++n) {
+      float* p = r->probs.data() + n * e_count;
+      const float top = *std::max_element(p, p + e_count);
+      double sum = 0;
+      for (int64_t e = 0; e < e_count; ++e) sum += std::exp(double(p[e] - top));
+      for (int64_t e = 0; e < e_count; ++e) p[e] = float(std::exp(double(p[e] - top)) / sum);
+      std::iota(order.begin(), order.end(), 0);
+      // The larger probability first, the lower expert on a tie (torch.topk's order).
+      std::partial_sort(order.begin(), order.begin() + K, order.end(),
+                        [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+      double chosen = 0;
+      for (int64_t j = 0; j < K; ++j) chosen += p[order[size_t(j)]];
+      for (int64_t j = 0; j < K; ++j) {
+        r->expert[size_t(n * K + j)] = order[size_t(j)];
+        const double g = p[order[size_t(j)]];
+        r->gate[size_t(n * K + j)] = float(c_.d.spec.router_norm_topk ? g / chosen : g);
+      }
+    }
+  }
+  // Slots sorted by expert, and by row within an expert.
+  r->offset.assign(size_t(e_count + 1), 0);
+  for (int32_t e : r->expert) ++r->offset[size_t(e + 1)];
+  for (int64_t e = 0; e < e_count; ++e) r->offset[size_t(e + 1)] += r->offset[size_t(e)];
+  std::vector<int64_t> fill(r->offset.begin(), r->offset.end() - 1);
+  std::vector<int32_t> tokens(size_t(N * K));
+  std::vector<float> gates(size_t(N * K));
+  r->slot.resize(size_t(N * K));
+  for (int64_t i = 0; i < N * K; ++i) {
+    const int64_t s = fill[size_t(r->expert[size_t(i)])]++;
+    r->slot[size_t(i)] = int32_t(s);
+    tokens[size_t(s)] = int32_t(i / K);
+    gates[size_t(s)] = r->gate[size_t(i)];
+  }
+  // Switch's and Mixtral's load-balancing loss.
+  const double coef = c_.d.spec.router_aux_loss_coef;
+  if (coef > 0) {
+    double sum = 0;
+    for (int64_t e = 0; e < e_count; ++e) {
+      double mean_p = 0;
+      for (int64_t n = 0; n < N; ++n) mean_p += r->probs[size_t(n * e_count + e)];
+      sum += double(r->offset[size_t(e + 1)] - r->offset[size_t(e)]) / double(N) * mean_p / double(N);
+    }
+    r->aux = coef * double(e_count) * sum;
+  }
+  r->aux_weight = pass.aux_weight;
+  r->tokens = Buffer(c_.dev, pass.inference ? kWork : kAct, N * K, MH_I32);
+  c_.dev.to_device(r->tokens.data(), tokens.data(), tokens.size() * sizeof(int32_t));
+  Buffer staged(c_.dev, kWork, N * K);
+  c_.dev.to_device(staged.data(), gates.data(), gates.size() * sizeof(float));
+  r->gates = c_.activation(pass.inference ? kWork : kAct, N * K);
+  ops::copy(c_.dev, staged.ptr(), r->gates.ptr(), N * K);
+  A.routing = std::move(r);
+}
+
+Buffer MoeMlpPart::dispatch(const MoeRouting& r, TypedPtr in) const {
+  const int64_t N = c_.d.rows(), h = c_.d.hidden, S = c_.d.routed_rows();
+  Buffer out = c_.activation(kWork, S * h);
+  ops::embedding(c_.dev, in, N, static_cast<const int32_t*>(r.tokens.data()), out.ptr(), S, h, 0, false);
+  return out;
+}
+
+void MoeMlpPart::forward(LayerActivations& A, const LayerParamIds& w, const LayerPass& pass,
+                         const LoraDropout&) const {
+  const int64_t h = c_.d.hidden, f = F(), S = c_.d.routed_rows();
+  Buffer gathered;
+  TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN2].ptr(), gathered);
+  if (!A.routing) route(A, w, in, pass);
+  const MoeRouting& r = *A.routing;
+  if (!A.has(MH_ACT_FC1)) {
+    Buffer x = dispatch(r, in);
+    A[MH_ACT_FC1] = c_.activation(kAct, S * 2 * f);
+    const TypedPtr fc1 = A[MH_ACT_FC1].ptr();
+    for (int64_t e = 0; e < E(); ++e) {
+      const int64_t first = r.offset[size_t(e)], count = r.offset[size_t(e + 1)] - first;
+      if (count == 0) continue;
+      const MH_Tensor xe = rows_of(x.ptr(), first, count, h, h);
+      ops::gemm(c_.dev, xe, rows_of(c_.P(w.gate_w), e * f, f, h, h), rows_of(fc1, first, count, f, 2 * f), false, true, 0);
+      ops::gemm(c_.dev, xe, rows_of(c_.P(w.fc1_w), e * f, f, h, h), rows_of(fc1 + f, first, count, f, 2 * f), false,
+                true, 0);
+    }
+  }
+  if (A.has(MH_ACT_GELU)) return;
+  A[MH_ACT_GELU] = c_.activation(kAct, S * f);
+  ops::swiglu(c_.dev, A[MH_ACT_FC1].ptr(), A[MH_ACT_GELU].ptr(), S, f);
+}
+
+Buffer MoeMlpPart::expert_output(const MoeRouting& r, TypedPtr act, const LayerParamIds& w) const {
+  const int64_t h = c_.d.hidden, f = F(), S = c_.d.routed_rows();
+  Buffer y = c_.activation(kWork, S * h);
+  for (int64_t e = 0; e < E(); ++e) {
+    const int64_t first = r.offset[size_t(e)], count = r.offset[size_t(e + 1)] - first;
+    if (count == 0) continue;
+    ops::gemm(c_.dev, rows_of(act, first, count, f, f), rows_of(c_.P(w.fc2_w), e * h, h, f, f),
+              rows_of(y.ptr(), first, count, h, h), false, true, 0);
+  }
+  return y;
+}
+
+// A batch of rows k products [1, 1] x [1, h]: one GEMM scales every row.
+Buffer MoeMlpPart::gated(const MoeRouting& r, TypedPtr x) const {
+  const int64_t h = c_.d.hidden, S = c_.d.routed_rows();
+  Buffer out = c_.activation(kWork, S * h);
+  ops::gemm(c_.dev, view(r.gates.data(), r.gates.dtype(), {S, 1, 1}, {1, 1, 1}),
+            view(x.data, x.dtype, {S, 1, h}, {h, h, 1}), view(out.data(), out.dtype(), {S, 1, h}, {h, h, 1}), false,
+            false, 0);
+  return out;
+}
+
+void MoeMlpPart::output(LayerActivations& A, const LayerParamIds& w, const LoraDropout&, float* partial) const {
+  const int64_t N = c_.d.rows(), h = c_.d.hidden, S = c_.d.routed_rows();
+  const MoeRouting& r = *A.routing;
+  Buffer y = expert_output(r, A[MH_ACT_GELU].ptr(), w);
+  Buffer weighted = gated(r, y.ptr());
+  y.release();
+  ops::fill(c_.dev, TypedPtr(partial), N * h, 0);
+  ops::embedding_bwd(c_.dev, TypedPtr(partial), N, static_cast<const int32_t*>(r.tokens.data()), weighted.ptr(), S, h,
+                     0);
+}
+
+Buffer MoeMlpPart::output_bwd(LayerActivations& A, const LayerParamIds& w, const LoraDropout&, TypedPtr dy) const {
+  const int64_t h = c_.d.hidden, f = F(), S = c_.d.routed_rows();
+  MoeRouting& r = *A.routing;
+  Buffer dslots = dispatch(r, dy);
+  // The gates' gradient: each slot's output gradient dotted with its
+  // expert's (ungated) output, recomputed rather than kept.
+  Buffer y = expert_output(r, A[MH_ACT_GELU].ptr(), w);
+  Buffer dgate(c_.dev, kWork, S);
+  ops::gemm(c_.dev, view(dslots.data(), dslots.dtype(), {S, 1, h}, {h, h, 1}),
+            view(y.data(), y.dtype(), {S, 1, h}, {h, h, 1}), view(dgate.data(), MH_F32, {S, 1, 1}, {1, 1, 1}), false,
+            true, 0);
+  y.release();
+  r.dgate.assign(size_t(S), 0);
+  if (!c_.dev.info().dry) c_.dev.to_host(r.dgate.data(), dgate.data(), size_t(S) * sizeof(float));
+  Buffer dout = gated(r, dslots.ptr());
+  dslots.release();
+  Buffer dact = c_.activation(kWork, S * f);
+  const TypedPtr act = A[MH_ACT_GELU].ptr();
+  for (int64_t e = 0; e < E(); ++e) {
+    const int64_t first = r.offset[size_t(e)], count = r.offset[size_t(e + 1)] - first;
+    if (count == 0) continue;
+    const MH_Tensor de = rows_of(dout.ptr(), first, count, h, h);
+    ops::gemm(c_.dev, de, rows_of(c_.P(w.fc2_w), e * h, h, f, f), rows_of(dact.ptr(), first, count, f, f), false, false,
+              0);
+    ops::gemm(c_.dev, de, rows_of(act, first, count, f, f), rows_of(TypedPtr(c_.G(w.fc2_w)), e * h, h, f, f), true,
+              false, 1);
+  }
+  return dact;
+}
+
+void MoeMlpPart::backward(LayerActivations& A, const LayerParamIds& w, const LoraDropout&, Buffer& dact,
+                          Buffer& dx) const {
+  const int64_t N = c_.d.rows(), h = c_.d.hidden, f = F(), S = c_.d.routed_rows();
+  const MoeRouting& r = *A.routing;
+  Buffer gathered;
+  TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN2].ptr(), gathered);
+  Buffer dfc1 = c_.activation(kWork, S * 2 * f);
+  ops::swiglu_bwd(c_.dev, A[MH_ACT_FC1].ptr(), dact.ptr(), dfc1.ptr(), S, f);
+  dact.release();
+  Buffer x = dispatch(r, in);
+  Buffer dslots(c_.dev, kWork, S * h);
+  for (int64_t e = 0; e < E(); ++e) {
+    const int64_t first = r.offset[size_t(e)], count = r.offset[size_t(e + 1)] - first;
+    if (count == 0) continue;
+    const MH_Tensor xe = rows_of(x.ptr(), first, count, h, h), dxe = rows_of(dslots.ptr(), first, count, h, h);
+    float beta = 0;
+    for (const auto& [weight, column] : {std::pair{w.gate_w, int64_t(0)}, std::pair{w.fc1_w, f}}) {
+      const MH_Tensor dye = rows_of(dfc1.ptr() + column, first, count, f, 2 * f);
+      ops::gemm(c_.dev, dye, xe, rows_of(TypedPtr(c_.G(weight)), e * f, f, h, h), true, false, 1);
+      ops::gemm(c_.dev, dye, rows_of(c_.P(weight), e * f, f, h, h), dxe, false, false, beta);
+      beta = 1;
+    }
+  }
+  ops::fill(c_.dev, dx.ptr(), N * h, 0);
+  ops::embedding_bwd(c_.dev, dx.ptr(), N, static_cast<const int32_t*>(r.tokens.data()), dslots.ptr(), S, h, 0);
+  // The router: its logits' gradient, through the gates and the
+  // load-balancing loss.
+  const std::vector<float> dlogits = router_grad(r);
+  Buffer staged(c_.dev, kWork, N * E());
+  c_.dev.to_device(staged.data(), dlogits.data(), dlogits.size() * sizeof(float));
+  Buffer dl = c_.activation(kWork, N * E());
+  ops::copy(c_.dev, staged.ptr(), dl.ptr(), N * E());
+  ops::linear_dx(c_.dev, dl.ptr(), c_.P(w.router_w), dx.ptr(), N, h, E(), 1);
+  ops::linear_dw(c_.dev, dl.ptr(), in, c_.G(w.router_w), N, h, E());
+}
+
+// With g_j = p_j / sum_K p (renormalised) dz_e = g_e (dg_e - sum_K g dg) on
+// the chosen experts; with g_j = p_j, dz_e = p_e ([e in K] dg_e - sum_K p dg).
+// The loss coef E sum_e f_e P_e, f constant, adds a_e = w coef E f_e / N to
+// each dp_e, and dz_e = p_e (a_e - sum_m p_m a_m).
+std::vector<float> MoeMlpPart::router_grad(const MoeRouting& r) const {
+  const int64_t N = c_.d.rows(), e_count = E(), K = k();
+  std::vector<float> dz(size_t(N * e_count), 0);
+  if (c_.dev.info().dry) return dz;
+  std::vector<double> a(size_t(e_count), 0);
+  const double coef = double(c_.d.spec.router_aux_loss_coef) * double(r.aux_weight);
+  for (int64_t e = 0; e < e_count; ++e)
+    a[size_t(e)] = coef * double(e_count) * double(r.offset[size_t(e + 1)] - r.offset[size_t(e)]) / double(N) /
+                   double(N);
+  for (int64_t n = 0; n < N; ++n) {
+    const float* p = r.probs.data() + n * e_count;
+    float* d = dz.data() + n * e_count;
+    double dot = 0;  // sum over the chosen of gate * its gradient
+    for (int64_t j = 0; j < K; ++j)
+      dot += double(r.gate[size_t(n * K + j)]) * double(r.dgate[size_t(r.slot[size_t(n * K + j)])]);
+    if (c_.d.spec.router_norm_topk) {
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t e = r.expert[size_t(n * K + j)];
+        const double g = r.gate[size_t(n * K + j)], dg = r.dgate[size_t(r.slot[size_t(n * K + j)])];
+        d[e] += float(g * (dg - dot));
+      }
+    } else {
+      for (int64_t e = 0; e < e_count; ++e) d[e] -= float(double(p[e]) * dot);
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t e = r.expert[size_t(n * K + j)];
+        d[e] += float(double(p[e]) * double(r.dgate[size_t(r.slot[size_t(n * K + j)])]));
+      }
+    }
+    if (coef == 0) continue;
+    double mean_a = 0;
+    for (int64_t e = 0; e < e_count; ++e) mean_a += double(p[e]) * a[size_t(e)];
+    for (int64_t e = 0; e < e_count; ++e) d[e] += float(double(p[e]) * (a[size_t(e)] - mean_a));
+  }
+  return dz;
+}
+
+}  // namespace mh

@@ -1,0 +1,56 @@
+// The mixture-of-experts MLP (docs/models.md), the part the specification
+// chooses when model.experts > 0: a router (a linear layer without bias)
+// gives each row a softmax over the experts; the row goes to its top k,
+// weighted by their probabilities (renormalised over the k under
+// router_norm_topk, as Mixtral), every row to all of its k experts
+// (dropless). Each expert is a SwiGLU MLP of width moe_ffn.
+//
+// The routed copies of the rows are sorted by expert into rows*k slots, so
+// each expert's rows are one contiguous block and the expert GEMMs are one
+// GEMM per expert over its block. Dispatch is a row gather (the embedding
+// op over the norm output as the table), combine a scatter-add (its
+// backward) of the weighted expert outputs; the routing itself (softmax,
+// top-k, the slots) runs on the host from the router's logits. FC1 and the
+// activation output hold the slots' rows: [rows k, 2 moe_ffn] and
+// [rows k, moe_ffn].
+//
+// The load-balancing loss of Switch and Mixtral, coef E sum_e f_e P_e with
+// f_e the rows routed to expert e over the rows (summing to k) and P_e the
+// mean router probability of e, is added to the objective with the pass's
+// aux_weight and reported on its own (moe_aux_loss).
+#pragma once
+
+#include "engine/parts/mlp.hpp"
+
+namespace mh {
+
+class MoeMlpPart final : public MlpPart {
+ public:
+  explicit MoeMlpPart(const PartContext& c);
+
+  // The experts carry no adapters: `drop` is not read.
+  void forward(LayerActivations& A, const LayerParamIds& w, const LayerPass& pass,
+               const LoraDropout& drop) const override;
+  void output(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, float* partial) const override;
+  Buffer output_bwd(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, TypedPtr dy) const override;
+  void backward(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, Buffer& dact,
+                Buffer& dx) const override;
+
+ private:
+  // A.routing from the router's logits of the norm output `in`.
+  void route(LayerActivations& A, const LayerParamIds& w, TypedPtr in, const LayerPass& pass) const;
+  // Slots [rows k, h]: the row of each slot, gathered from `in`.
+  Buffer dispatch(const MoeRouting& r, TypedPtr in) const;
+  // y [rows k, h] = each expert's FC2 of its slots' activation output.
+  Buffer expert_output(const MoeRouting& r, TypedPtr act, const LayerParamIds& w) const;
+  // out [rows k, h] = x scaled row by row by the slots' gates.
+  Buffer gated(const MoeRouting& r, TypedPtr x) const;
+  // The router logits' gradient [rows, E] from the gates' and the
+  // load-balancing loss's, on the host.
+  std::vector<float> router_grad(const MoeRouting& r) const;
+  int64_t E() const { return c_.d.spec.experts; }
+  int64_t k() const { return c_.d.spec.router_topk; }
+  int64_t F() const { return c_.d.moe_ffn; }
+};
+
+}  // namespace mh
