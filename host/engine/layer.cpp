@@ -38,9 +38,8 @@ void DecoderLayer::forward(LayerActivations& A, int64_t layer, const LayerPass& 
   if (!A.has(MH_ACT_RESIDUAL1) || !A.has(MH_ACT_ATTN_DROP_MASK)) {
     if (!A.has(MH_ACT_RESIDUAL1)) A[MH_ACT_RESIDUAL1] = c_.activation(kAct, n * h);
     const auto project = [&](float* partial) {
-      ops::linear(c_.dev, A[MH_ACT_CONTEXT].ptr(), c_.P(w.proj_w), partial, c_.d.rows(), c_.d.local_hidden(), h);
-      lora_forward(c_, w.proj_lora, drop, kLoraProj, A[MH_ACT_CONTEXT].ptr(), TypedPtr(partial).t({1, c_.d.rows(), h}),
-                   c_.d.local_hidden(), h);
+      adapted_projection(c_, A[MH_ACT_CONTEXT].ptr(), w.proj_w, w.proj_lora, drop, kLoraProj, partial,
+                         c_.d.local_hidden(), h);
     };
     residual_branch(A, layer, pass, kDropoutSiteAttention, project, w.proj_b, x, MH_ACT_ATTN_DROP_MASK,
                     A[MH_ACT_RESIDUAL1].ptr());
@@ -103,12 +102,8 @@ void DecoderLayer::backward(LayerActivations& A, int64_t layer, const LayerPass&
   Buffer dctx = residual_branch_bwd(
       A, dres,
       [&](TypedPtr dy) {
-        const int64_t N = c_.d.rows(), width = c_.d.local_hidden(), h = c_.d.hidden;
-        Buffer din = c_.activation(kWork, N * width);
-        ops::linear_dx(c_.dev, dy, c_.P(w.proj_w), din.ptr(), N, width, h);
-        ops::linear_dw(c_.dev, dy, A[MH_ACT_CONTEXT].ptr(), c_.G(w.proj_w), N, width, h);
-        lora_backward(c_, w.proj_lora, drop, kLoraProj, A[MH_ACT_CONTEXT].ptr(), dy.t({1, N, h}), din.ptr(), width, h);
-        return din;
+        return adapted_projection_bwd(c_, A[MH_ACT_CONTEXT].ptr(), w.proj_w, w.proj_lora, drop, kLoraProj, dy,
+                                      c_.d.local_hidden(), c_.d.hidden);
       },
       w.proj_b, MH_ACT_ATTN_DROP_MASK);
   attention_.backward(A, w, layer, pass, dctx.ptr(), dfull);

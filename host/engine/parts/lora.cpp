@@ -75,4 +75,21 @@ void lora_backward(const PartContext& c, const LoraIds& ids, const LoraDropout& 
                lora_span(c, drop, target, in));
 }
 
+void adapted_projection(const PartContext& c, TypedPtr x, int weight, const LoraIds& lora, const LoraDropout& drop,
+                        LoraTarget target, float* partial, int64_t in, int64_t out) {
+  const int64_t N = c.d.rows();
+  ops::linear(c.dev, x, c.P(weight), partial, N, in, out);
+  lora_forward(c, lora, drop, target, x, TypedPtr(partial).t({1, N, out}), in, out);
+}
+
+Buffer adapted_projection_bwd(const PartContext& c, TypedPtr x, int weight, const LoraIds& lora,
+                              const LoraDropout& drop, LoraTarget target, TypedPtr dy, int64_t in, int64_t out) {
+  const int64_t N = c.d.rows();
+  Buffer dx = c.activation(MemCategory::kWorkspace, N * in);
+  ops::linear_dx(c.dev, dy, c.P(weight), dx.ptr(), N, in, out);
+  ops::linear_dw(c.dev, dy, x, c.G(weight), N, in, out);
+  lora_backward(c, lora, drop, target, x, dy.t({1, N, out}), dx.ptr(), in, out);
+  return dx;
+}
+
 }  // namespace mh

@@ -40,4 +40,14 @@ void lora_forward(const PartContext& c, const LoraIds& ids, const LoraDropout& d
 void lora_backward(const PartContext& c, const LoraIds& ids, const LoraDropout& drop, LoraTarget target, TypedPtr x,
                    MH_Tensor dy, TypedPtr dx, int64_t in, int64_t out);
 
+// A branch's output projection with its adapter (attention's proj, the MLP's
+// FC2): partial f32 [N, out] = x [N, in] @ W^T + the adapter's, before the
+// tensor-parallel exit.
+void adapted_projection(const PartContext& c, TypedPtr x, int weight, const LoraIds& lora, const LoraDropout& drop,
+                        LoraTarget target, float* partial, int64_t in, int64_t out);
+// Its backward from dy [N, out]: W's and the adapter's gradients accumulate;
+// returns x's gradient [N, in].
+Buffer adapted_projection_bwd(const PartContext& c, TypedPtr x, int weight, const LoraIds& lora,
+                              const LoraDropout& drop, LoraTarget target, TypedPtr dy, int64_t in, int64_t out);
+
 }  // namespace mh

@@ -29,18 +29,13 @@ MH_Tensor MlpPart::block(TypedPtr fc1, int64_t first) const {
 }
 
 void MlpPart::output(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, float* partial) const {
-  ops::linear(c_.dev, A[MH_ACT_GELU].ptr(), c_.P(w.fc2_w), partial, c_.d.rows(), c_.d.local_ffn(), c_.d.hidden);
-  lora_forward(c_, w.fc2_lora, drop, kLoraFc2, A[MH_ACT_GELU].ptr(), TypedPtr(partial).t({1, c_.d.rows(), c_.d.hidden}),
-               c_.d.local_ffn(), c_.d.hidden);
+  adapted_projection(c_, A[MH_ACT_GELU].ptr(), w.fc2_w, w.fc2_lora, drop, kLoraFc2, partial, c_.d.local_ffn(),
+                     c_.d.hidden);
 }
 
 Buffer MlpPart::output_bwd(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, TypedPtr dy) const {
-  const int64_t N = c_.d.rows(), f = c_.d.local_ffn(), h = c_.d.hidden;
-  Buffer dact = c_.activation(kWork, N * f);
-  ops::linear_dx(c_.dev, dy, c_.P(w.fc2_w), dact.ptr(), N, f, h);
-  ops::linear_dw(c_.dev, dy, A[MH_ACT_GELU].ptr(), c_.G(w.fc2_w), N, f, h);
-  lora_backward(c_, w.fc2_lora, drop, kLoraFc2, A[MH_ACT_GELU].ptr(), dy.t({1, N, h}), dact.ptr(), f, h);
-  return dact;
+  return adapted_projection_bwd(c_, A[MH_ACT_GELU].ptr(), w.fc2_w, w.fc2_lora, drop, kLoraFc2, dy, c_.d.local_ffn(),
+                                c_.d.hidden);
 }
 
 // ---- GeLU -----------------------------------------------------------------
