@@ -155,6 +155,9 @@ std::vector<std::string> shape_problems(const ModelDims& d) {
   check(!d.moe() || (d.spec.activation == MlpActivation::kSwiglu && !d.spec.bias),
         "model.experts > 0 makes SwiGLU experts without biases; set model.activation = \"swiglu\" and model.bias = "
         "false (model.arch = \"llama\" does both)");
+  check(!d.moe() || !d.lora.targets_any(kLoraGate | kLoraFc1 | kLoraFc2),
+        "peft.targets names gate, fc1 or fc2, but model.experts > 0: the experts take no adapters yet; set "
+        "peft.targets = \"qkv,proj\"");
   return out;
 }
 

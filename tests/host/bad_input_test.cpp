@@ -78,6 +78,14 @@ TEST_F(BadInput, AModelShapeProblemAndABatchProblemAreReportedTogether) {
   EXPECT_THAT(o.err, HasSubstr("make train.global_batch a multiple of 2"));
 }
 
+// LoRA on a mixture of experts adapted attention alone, silently, whatever
+// peft.targets named.
+TEST_F(BadInput, AdaptersOnExpertsAreRefusedNotSkipped) {
+  Outcome o = run("[model]\narch = \"llama\"\nexperts = 4\nrouter_topk = 2\n[peft]\nmethod = \"lora\"\n");
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr("the experts take no adapters yet; set peft.targets = \"qkv,proj\""));
+}
+
 TEST_F(BadInput, ValueOutsideTheChoicesListsThemAndSuggestsOne) {
   Outcome o = run("[data]\ntokenizer = \"bytes\"\n");
   expect_refused(o, 1);
