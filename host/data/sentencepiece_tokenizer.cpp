@@ -3,13 +3,23 @@
 #include <megahost/error.hpp>
 #include <sentencepiece_processor.h>
 
+#include <exception>
+
 #include "data/regular_file.hpp"
 
 namespace mh::data {
 
 SentencePieceTokenizer::SentencePieceTokenizer(std::string source, std::string_view model)
     : source_(std::move(source)), processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
-  const auto status = processor_->LoadFromSerializedProto(model);
+  sentencepiece::util::Status status;
+  // The library checks a model's framing, not every piece: its trie builder
+  // throws on pieces it cannot index (an empty one), a throw no caller of
+  // ours expects.
+  try {
+    status = processor_->LoadFromSerializedProto(model);
+  } catch (const std::exception& e) {
+    status = sentencepiece::util::Status(sentencepiece::util::StatusCode::kInvalidArgument, e.what());
+  }
   require(status.ok(), "tokenizer file " + source_ + ": not a SentencePiece model (" + status.ToString() +
                            "); data.tokenizer = \"sentencepiece\" reads a tokenizer.model");
   require(processor_->GetPieceSize() > 0, "tokenizer file " + source_ + ": the SentencePiece model has no pieces");
