@@ -75,7 +75,7 @@ std::vector<SftSegment> read_sft_line(std::string_view line, const ChatTemplate*
   json object;
   try {
     object = json::parse(line);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number past double
     bad(std::string("not a JSON object (") + e.what() + "); a .jsonl file holds one object per line");
   }
   if (!object.is_object()) bad(std::string("a ") + object.type_name() + ", not a JSON object");

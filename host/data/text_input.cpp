@@ -122,7 +122,7 @@ void parse_document(Document& document, const std::vector<std::string>& json_key
   nlohmann::json object;
   try {
     object = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number past double
     document.problem = where + json_problem(e.what());
     return;
   }
