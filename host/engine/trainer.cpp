@@ -129,8 +129,7 @@ class RankTrainer {
   SplitLoss evaluate_whole(const data::Samples& samples, bool stoppable = false);
   int agreed_stop_signal();
   void test(int64_t step);
-  double sum_over_model(double local);
-  double sum_over_replicas(double local);
+  double sum_scalar(double local, bool stages);
   StepExchange exchange(double hw_flops);
   ckpt::Metadata checkpoint_metadata(int64_t step) const;
   ckpt::Metadata load_model();
@@ -275,24 +274,14 @@ int64_t RankTrainer::loss_targets(const data::Samples& samples, int64_t first_sa
   return targets;
 }
 
-// A scalar summed over the pipeline stages and data-parallel replicas.
-double RankTrainer::sum_over_model(double local) {
+// A scalar summed over the data-parallel replicas, and with `stages` over
+// the pipeline stages too; in f32, as the collectives carry it.
+double RankTrainer::sum_scalar(double local, bool stages) {
   Buffer total(rc_.dev, MemCategory::kWorkspace, 1);
   float value = float(local);
   rc_.dev.to_device(total.data(), &value, sizeof(float));
-  if (s_.pp > 1) rc_.groups.pipeline.all_reduce(total.f32(), 1);
+  if (stages && s_.pp > 1) rc_.groups.pipeline.all_reduce(total.f32(), 1);
   if (s_.dp > 1) rc_.groups.data.all_reduce(total.f32(), 1);
-  rc_.dev.to_host(&value, total.data(), sizeof(float));
-  return double(value);
-}
-
-// A scalar summed over the data-parallel replicas.
-double RankTrainer::sum_over_replicas(double local) {
-  if (s_.dp == 1) return local;
-  Buffer total(rc_.dev, MemCategory::kWorkspace, 1);
-  float value = float(local);
-  rc_.dev.to_device(total.data(), &value, sizeof(float));
-  rc_.groups.data.all_reduce(total.f32(), 1);
   rc_.dev.to_host(&value, total.data(), sizeof(float));
   return double(value);
 }
@@ -306,7 +295,7 @@ double RankTrainer::step(int64_t step) {
   // gradient. A step whose targets are all masked out changes nothing.
   double targets = double(s_.global_batch * rc_.dims.seq);
   if (s_.train->masks_loss())
-    targets = std::max(1.0, sum_over_replicas(double(loss_targets(*s_.train, consumed_ + dp_rank * m * b, m * b))));
+    targets = std::max(1.0, sum_scalar(double(loss_targets(*s_.train, consumed_ + dp_rank * m * b, m * b)), false));
   const float scale = float(1.0 / targets);
   // Global micro-batch index: the same samples and dropout stream on every layout.
   GradsFinalised finalised;
@@ -326,11 +315,11 @@ double RankTrainer::step(int64_t step) {
     // The mean over the step's micro-batches of their layers' summed losses.
     double aux = 0;
     for (auto& chunk : chunks_) aux += chunk->take_moe_aux();
-    moe_aux_loss_ = sum_over_model(aux) * double(b) / double(s_.global_batch);
+    moe_aux_loss_ = sum_scalar(aux, true) * double(b) / double(s_.global_batch);
   }
   consumed_ += s_.global_batch;
   record_stage_time(stage.busy_seconds(), stage.idle_seconds());
-  return sum_over_model(loss) * double(scale);
+  return sum_scalar(loss, true) * double(scale);
 }
 
 // One gather per step carries the FLOPs, a stop request and the
@@ -508,8 +497,9 @@ double RankTrainer::evaluate(int64_t step) {
   }
   double targets = double(batches * s_.dp * b * rc_.dims.seq);
   if (s_.valid->masks_loss())
-    targets = std::max(1.0, sum_over_replicas(double(loss_targets(*s_.valid, rc_.coords.dp * batches * b, batches * b))));
-  return sum_over_model(loss) / targets;
+    targets = std::max(
+        1.0, sum_scalar(double(loss_targets(*s_.valid, rc_.coords.dp * batches * b, batches * b)), false));
+  return sum_scalar(loss, true) / targets;
 }
 
 // The largest stop signal any rank received, so that all stop together.
@@ -541,8 +531,8 @@ SplitLoss RankTrainer::evaluate_whole(const data::Samples& samples, bool stoppab
     if (samples.masks_loss()) targets += loss_targets(samples, sb.first_sample, std::min(sb.counted, s_.micro_batch));
   }
   const int64_t tokens = samples.size() * rc_.dims.seq;
-  const double counted = samples.masks_loss() ? std::max(1.0, sum_over_replicas(double(targets))) : double(tokens);
-  const double total = sum_over_model(loss);
+  const double counted = samples.masks_loss() ? std::max(1.0, sum_scalar(double(targets), false)) : double(tokens);
+  const double total = sum_scalar(loss, true);
   return {total / counted, tokens,
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
 }
