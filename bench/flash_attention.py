@@ -9,7 +9,7 @@ import argparse
 
 from megahost_run import SINGLE, median_of, run
 
-MODEL = "model.layers=4 model.hidden=512 model.heads=8 model.vocab=256 train.micro_batch=1 train.global_batch=1"
+MODEL = "model.layers=4 model.hidden=512 model.heads=8 model.vocab=384 train.micro_batch=1 train.global_batch=1"
 BACKENDS = ("unfused", "flash")
 
 
