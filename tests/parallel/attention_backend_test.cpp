@@ -44,6 +44,17 @@ const Layout kLayouts[] = {
 INSTANTIATE_TEST_SUITE_P(Layouts, FlashAttention, ::testing::ValuesIn(kLayouts),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// Evaluation (dropout off, no backward) runs the flash core too.
+TEST(FlashAttentionEvaluation, ValidationLossesEqualTheUnfusedCores) {
+  const std::string run = "comm.world_size=1 train.eval_interval=5 train.eval_batches=2";
+  const LayoutResult unfused = run_layout(run), flash = run_layout(run + kFlash);
+  ASSERT_EQ(unfused.exit_code, 0) << unfused.log;
+  ASSERT_EQ(flash.exit_code, 0) << flash.log;
+  ASSERT_EQ(unfused.val_losses.size(), 1u) << unfused.log;
+  ASSERT_EQ(flash.val_losses.size(), 1u) << flash.log;
+  EXPECT_NEAR(flash.val_losses[0], unfused.val_losses[0], 1e-5 * unfused.val_losses[0]);
+}
+
 MemoryRecord dry(const std::string& overrides, int layers) {
   LayoutResult r = run_layout("--dry_run " + overrides + " model.layers=" + std::to_string(layers));
   EXPECT_EQ(r.exit_code, 0) << r.log;
