@@ -4,7 +4,7 @@
 
 namespace mh {
 
-KeepTable keep_table(const Instance& policy, const ChunkSpec& chunk) {
+KeepTable keep_table(const Instance& policy, const ChunkSpec& chunk, AttentionBackend backend) {
   const auto* api = policy.api<MH_RecomputeApi>();
   KeepTable keep(size_t(chunk.layers));
   for (int64_t l = 0; l < chunk.layers; ++l) {
@@ -17,6 +17,9 @@ KeepTable keep_table(const Instance& policy, const ChunkSpec& chunk) {
     }
   }
   if (!chunk.first && !keep.empty()) keep[0][MH_ACT_LAYER_INPUT] = true;
+  if (backend == AttentionBackend::kFlash)
+    for (auto& layer : keep)
+      for (MH_Activation a : {MH_ACT_ATTN_SCORES, MH_ACT_ATTN_MASK, MH_ACT_ATTN_PROBS}) layer[a] = true;
   return keep;
 }
 

@@ -101,7 +101,7 @@ class RankTrainer {
                       s.checkpoint) {
     Instance policy(*s.assembly->slot(MH_KIND_RECOMPUTE), s.comm_info.ranks_in_process, rc_.rank);
     for (const ChunkSpec& c : chunk_specs_) {
-      KeepTable keep = keep_table(policy, c);
+      KeepTable keep = keep_table(policy, c, rc_.dims.spec.attention_backend);
       keep_.insert(keep_.end(), keep.begin(), keep.end());
       ParamsNeeded needed;
       if (param_gather_.overlapped()) needed = [this](std::span<const int> ids) { param_gather_.needed(ids); };

@@ -76,6 +76,16 @@ TEST(FlashAttentionMemory, PerLayerAndTotalMatchTheFormula) {
   }
 }
 
+// The flash core has no scores, probabilities or mask, the activations
+// selective recomputation drops: with flash it keeps what none keeps.
+TEST(FlashAttentionMemory, SelectiveRecomputeHasNothingToDrop) {
+  const std::string layout = "comm.world_size=1" + std::string(kFlash);
+  const MemoryRecord selective = dry(layout + " recompute.plugin=selective", 4), none = dry(layout + " recompute.plugin=none", 4);
+  ASSERT_FALSE(none.activations.empty());
+  EXPECT_EQ(selective.activations, none.activations);
+  EXPECT_EQ(selective.formula_total, none.formula_total);
+}
+
 // Per layer, sbh(34 + ...) + 4asb with flash: doubling s doubles it, where
 // the unfused core's 5as^2b term makes it more than double.
 TEST(FlashAttentionMemory, PerLayerGrowsLinearlyInTheSequence) {
