@@ -159,6 +159,11 @@ std::vector<std::string> shape_problems(const ModelDims& d) {
   check(!d.moe() || (d.spec.activation == MlpActivation::kSwiglu && !d.spec.bias),
         "model.experts > 0 makes SwiGLU experts without biases; set model.activation = \"swiglu\" and model.bias = "
         "false (model.arch = \"llama\" does both)");
+  check(d.moe() || (d.spec.shared_experts == 0 && d.spec.capacity_factor == 0),
+        "model.shared_experts and model.moe_capacity_factor belong to a mixture of experts; set model.experts > 0 "
+        "or leave them 0");
+  check(d.spec.shared_experts > 0 || !d.spec.shared_expert_gate,
+        "model.shared_expert_gate = true gates shared experts; set model.shared_experts > 0 or the gate false");
   check(!d.moe() || !d.lora.targets_any(kLoraGate | kLoraFc1 | kLoraFc2),
         "peft.targets names gate, fc1 or fc2, but model.experts > 0: the experts take no adapters yet; set "
         "peft.targets = \"qkv,proj\"");
