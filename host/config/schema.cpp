@@ -26,6 +26,7 @@ const MH_OptionSpec kModel[] = {
     opt_choice("position", "\"learned\"", "learned|rope", "learned position table or rotary embedding"),
     opt_double("rope_theta", "10000", 1, 1e12, "RoPE base (position = \"rope\")"),
     opt_choice("activation", "\"gelu\"", "gelu|swiglu", "MLP activation"),
+    opt_choice("attention_backend", "\"unfused\"", "unfused|flash", "attention core: unfused (scores, softmax and dropout stored for backward) or flash (the kernels' memory-efficient attention op: no [s, s] buffer, backward recomputes it); Megatron-Core's --attention-backend"),
     opt_int("kv_heads", "0", 0, 100000, "key/value heads (grouped-query attention); 0 means heads"),
     opt_bool("tie_embeddings", "true", "the output layer shares the token embedding"),
     opt_bool("bias", "true", "biases on the linear layers"),

@@ -15,11 +15,16 @@ namespace mh {
 enum class Norm { kLayerNorm, kRmsNorm };
 enum class Position { kLearned, kRope };
 enum class MlpActivation { kGelu, kSwiglu };
+// How the full-sequence attention core computes (docs/models.md): unfused
+// (GEMMs, softmax and dropout over stored [s, s] scores) or flash (the
+// kernels' attention op, which stores a log-sum-exp per row instead).
+enum class AttentionBackend { kUnfused, kFlash };
 
 struct ModelSpec {
   Norm norm = Norm::kLayerNorm;
   Position position = Position::kLearned;
   MlpActivation activation = MlpActivation::kGelu;
+  AttentionBackend attention_backend = AttentionBackend::kUnfused;
   bool tie_embeddings = true;  // the output layer reads the token embedding
   bool bias = true;            // biases on the linear layers
   bool qkv_bias = false;       // biases on QKV alone (Qwen2) where `bias` is false

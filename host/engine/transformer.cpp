@@ -23,8 +23,8 @@ Transformer::Transformer(Device& device, ParamSet& params, TensorParallel& tp, c
       needed_(std::move(needed)),
       ctx_{device, params, tp, d_},
       parts_(build_layer_parts(ctx_)),
-      attention_(ctx_, *parts_.position),
-      layer_(ctx_, parts_, attention_),
+      attention_(full_attention(ctx_, *parts_.position)),
+      layer_(ctx_, parts_, *attention_),
       embedding_(ctx_),
       head_(ctx_, *parts_.norm) {}
 

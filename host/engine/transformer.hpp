@@ -126,7 +126,7 @@ class Transformer {
   double moe_aux_ = 0;
   PartContext ctx_;
   LayerParts parts_;
-  AttentionPart attention_;
+  std::unique_ptr<AttentionPart> attention_;
   DecoderLayer layer_;
   Embedding embedding_;
   OutputHead head_;

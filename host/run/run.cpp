@@ -92,6 +92,8 @@ ModelSpec model_spec(const Options& m) {
   spec.norm = m.get_string("normalization") == "rmsnorm" ? Norm::kRmsNorm : Norm::kLayerNorm;
   spec.position = m.get_string("position") == "rope" ? Position::kRope : Position::kLearned;
   spec.activation = m.get_string("activation") == "swiglu" ? MlpActivation::kSwiglu : MlpActivation::kGelu;
+  spec.attention_backend =
+      m.get_string("attention_backend") == "flash" ? AttentionBackend::kFlash : AttentionBackend::kUnfused;
   spec.tie_embeddings = m.get_bool("tie_embeddings");
   spec.bias = m.get_bool("bias");
   spec.qkv_bias = m.get_bool("qkv_bias");

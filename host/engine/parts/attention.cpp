@@ -34,6 +34,13 @@ struct Heads {
     return view((p + i * D).data, p.dtype, {batch, S, D}, {m * D, batch * m * D, 1});
   }
   int64_t score_elements() const { return batch * m * S * S; }
+  // The attention op's 4-D views of the same buffers: q-like [batch, m, S,
+  // D] (query heads, the context and their gradients) and k-like [batch,
+  // S, D] (slot j = m: K, m + 1: V).
+  MH_Tensor queries(TypedPtr qkv) const {
+    return view(qkv.data, qkv.dtype, {batch, m, S, D}, {(m + 2) * D, D, batch * (m + 2) * D, 1});
+  }
+  MH_Tensor contexts(TypedPtr ctx) const { return view(ctx.data, ctx.dtype, {batch, m, S, D}, {m * D, D, batch * m * D, 1}); }
 };
 
 }  // namespace
@@ -103,7 +110,7 @@ void AttentionPart::backward(LayerActivations& A, const LayerParamIds& w, int64_
                              TypedPtr dctx, Buffer& dx) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, q = c_.d.local_qkv();
   Buffer dqkv = c_.activation(kWork, N * q), gathered;
-  core_bwd(A, pass, dctx, dqkv.ptr());
+  core_bwd(A, pass, layer, dctx, dqkv.ptr());
   encode(dqkv.ptr(), pass, true);
   if (w.qkv_b >= 0) ops::bias_bwd(c_.dev, dqkv.ptr(), c_.G(w.qkv_b), N, q);
   TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN1].ptr(), gathered);
@@ -114,7 +121,7 @@ void AttentionPart::backward(LayerActivations& A, const LayerParamIds& w, int64_
 
 // A group's K and V serve its m query heads, so their gradients sum over
 // the heads: the first head's GEMM writes, the others accumulate.
-void AttentionPart::core_bwd(LayerActivations& A, const LayerPass& pass, TypedPtr dctx, TypedPtr dqkv) const {
+void AttentionPart::core_bwd(LayerActivations& A, const LayerPass& pass, int64_t, TypedPtr dctx, TypedPtr dqkv) const {
   const Heads H(c_.d);
   const int64_t n = H.score_elements();
   const TypedPtr qkv = A[MH_ACT_QKV].ptr(), probs = A[MH_ACT_ATTN_PROBS].ptr();
@@ -139,18 +146,66 @@ void AttentionPart::core_bwd(LayerActivations& A, const LayerPass& pass, TypedPt
   }
 }
 
+// The flash core keeps, beside QKV and the context, 4 bytes of log-sum-exp
+// per query row and head (4asb/t) where the unfused one keeps the scores,
+// probabilities and mask ((2e + 1) as^2b/t): linear in s instead of
+// quadratic.
 double AttentionPart::activation_bytes(const ModelDims& d, double e, MH_Activation a) {
   const double s = double(d.seq), b = double(d.micro_batch), t = double(d.tp);
   const double sbh = s * b * double(d.hidden), as2b = double(d.heads) * s * s * b;
   const double kv_share = double(d.kv()) / double(d.heads);
+  const bool flash = d.spec.attention_backend == AttentionBackend::kFlash;
   switch (a) {
     case MH_ACT_QKV: return (1 + 2 * kv_share) * e * sbh / t;
-    case MH_ACT_CONTEXT: return e * sbh / t;
+    case MH_ACT_CONTEXT: return e * sbh / t + (flash ? 4 * double(d.heads) * s * b / t : 0);
     case MH_ACT_ATTN_SCORES:
-    case MH_ACT_ATTN_PROBS: return e * as2b / t;
-    case MH_ACT_ATTN_MASK: return as2b / t;
+    case MH_ACT_ATTN_PROBS: return flash ? 0 : e * as2b / t;
+    case MH_ACT_ATTN_MASK: return flash ? 0 : as2b / t;
     default: return 0;
   }
+}
+
+int64_t FlashAttentionPart::lse_offset(const ModelDims& d, int32_t dtype) {
+  const int64_t e = int64_t(dtype_size(dtype));
+  return (d.rows() * d.local_hidden() * e + 3) / 4 * 4 / e;
+}
+
+MH_AttentionArgs FlashAttentionPart::args(LayerActivations& A, const LayerPass& pass, int64_t layer) const {
+  const Heads H(c_.d);
+  const TypedPtr qkv = A[MH_ACT_QKV].ptr(), ctx = A[MH_ACT_CONTEXT].ptr();
+  MH_AttentionArgs a{};
+  a.q = H.queries(qkv);
+  a.k = H.qkv(qkv, H.m);
+  a.v = H.qkv(qkv, H.m + 1);
+  a.out = H.contexts(ctx);
+  a.lse = view((ctx + lse_offset(c_.d, ctx.dtype)).data, MH_F32, {H.batch, H.m, H.S});
+  a.starts = pass.document_starts;
+  a.scale = 1.0f / std::sqrt(float(H.D));
+  a.dropout_p = pass.attention_dropout;
+  a.rng = probs_span(pass.key, layer);
+  return a;
+}
+
+void FlashAttentionPart::core(LayerActivations& A, const LayerPass& pass, int64_t layer) const {
+  if (A.has(MH_ACT_CONTEXT)) return;
+  const int32_t dtype = c_.dev.info().compute_dtype;
+  const int64_t lse_bytes = Heads(c_.d).batch * Heads(c_.d).m * c_.d.seq * 4, e = int64_t(dtype_size(dtype));
+  A[MH_ACT_CONTEXT] = Buffer(c_.dev, kAct, lse_offset(c_.d, dtype) + lse_bytes / e, dtype);
+  c_.dev.run(&MH_KernelsApi::attention, args(A, pass, layer), "attention");
+}
+
+// The op accumulates into dq, dk and dv (a ring adds key blocks), so dqkv
+// starts at zero.
+void FlashAttentionPart::core_bwd(LayerActivations& A, const LayerPass& pass, int64_t layer, TypedPtr dctx,
+                                  TypedPtr dqkv) const {
+  const Heads H(c_.d);
+  ops::fill(c_.dev, dqkv, c_.d.rows() * c_.d.local_qkv(), 0.0f);
+  MH_AttentionArgs a = args(A, pass, layer);
+  a.dout = H.contexts(dctx);
+  a.dq = H.queries(dqkv);
+  a.dk = H.qkv(dqkv, H.m);
+  a.dv = H.qkv(dqkv, H.m + 1);
+  c_.dev.run(&MH_KernelsApi::attention_bwd, a, "attention_bwd");
 }
 
 }  // namespace mh
