@@ -15,7 +15,7 @@ constexpr auto kWork = MemCategory::kWorkspace;
 // the expert activations are those of a SwiGLU MLP of width k moe_ffn.
 double MlpPart::activation_bytes(const ModelDims& d, double e, MH_Activation a) {
   const double width = d.moe() ? double(d.spec.router_topk * d.moe_ffn) : double(d.ffn) / double(d.tp);
-  const double sbf_t = double(d.seq) * double(d.micro_batch) * width;
+  const double sbf_t = double(d.rows()) * width;
   const double fc1_width = d.spec.activation == MlpActivation::kSwiglu ? 2 : 1;
   switch (a) {
     case MH_ACT_FC1: return fc1_width * e * sbf_t;
