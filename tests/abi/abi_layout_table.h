@@ -441,7 +441,7 @@
     VALUE(MH_ACT_COUNT, 13),
     VALUE(MH_KEEP, 0),
     VALUE(MH_RECOMPUTE, 1),
-    VALUE(MH_KIND_COUNT, 8), /* a count: it grows with the kinds (1.5 added MH_KIND_OBSERVER) */
+    VALUE(MH_KIND_COUNT, 10), /* a count: it grows with the kinds (1.5 added MH_KIND_OBSERVER, 1.7 two more) */
     VALUE(MH_MAX_DIMS, 4),
     /* 1.1 */
     FIELD(MH_Candidate, workload, 48),
@@ -576,3 +576,16 @@
     FIELD(MH_AttentionArgs, dropout_cols, 864),
     FIELD(MH_AttentionArgs, dropout_row0, 872),
     FIELD(MH_AttentionArgs, dropout_col0, 880),
+    /* 1.7: context parallelism */
+    VALUE(MH_KIND_CONTEXT_PARALLEL, 8),
+    VALUE(MH_CP_ALL_GATHER, 0),
+    VALUE(MH_CP_P2P, 1),
+    VALUE(MH_CP_A2A, 2),
+    SIZE(MH_ContextPlan, 24),
+    FIELD(MH_ContextPlan, struct_size, 0),
+    FIELD(MH_ContextPlan, size, 8),
+    FIELD(MH_ContextPlan, comm, 12),
+    FIELD(MH_ContextPlan, load_balance, 16),
+    SIZE(MH_ContextParallelApi, 16),
+    FIELD(MH_ContextParallelApi, struct_size, 0),
+    FIELD(MH_ContextParallelApi, plan, 8),

@@ -124,6 +124,11 @@
  *        feature of the struct; no capability bit. A 1.6 plugin loads and
  *        runs [model] attention_backend = "unfused"; "flash" names the op it
  *        lacks.
+ *        Context parallelism: a kind MH_KIND_CONTEXT_PARALLEL
+ *        (MH_ContextParallelApi) plans how the sequence is split over the
+ *        context group (MH_ContextPlan: its size, how attention exchanges
+ *        keys and values, and the causal load balancing). A host older than
+ *        1.7 does not know the kind and refuses such a plugin by its kind.
  */
 #ifndef MEGAHOST_ABI_H
 #define MEGAHOST_ABI_H
@@ -312,9 +317,10 @@ typedef enum MH_Kind {
   MH_KIND_DATA_PARALLEL = 4,
   MH_KIND_RECOMPUTE = 5,
   MH_KIND_TUNER = 6,
-  MH_KIND_OBSERVER = 7      /* 1.5: MH_ObserverApi */
+  MH_KIND_OBSERVER = 7,     /* 1.5: MH_ObserverApi */
+  MH_KIND_CONTEXT_PARALLEL = 8  /* 1.7: MH_ContextParallelApi */
 } MH_Kind;
-#define MH_KIND_COUNT 8
+#define MH_KIND_COUNT 10
 
 /* An instance of a component; its real type is private to the plugin. */
 typedef struct MH_Instance MH_Instance;
@@ -943,6 +949,42 @@ typedef struct MH_DataParallelApi {
   MH_Error* (*plan)(MH_Instance* self, int32_t data_parallel, const uint64_t* param_bytes,
                     size_t num_params, MH_DataPlan* out);
 } MH_DataParallelApi;
+
+/* ------------------------------------------------------------------------
+ * Context parallelism (MH_KIND_CONTEXT_PARALLEL, since 1.7): the sequence of
+ * every sample is split over the cp ranks of a context group, each holding
+ * s/cp of its rows through every token-wise part; attention exchanges keys
+ * and values over the group. Weights are replicated over it, so gradients
+ * are reduced over the data and context groups together.
+ * --------------------------------------------------------------------- */
+
+typedef enum MH_ContextComm {
+  /* All-gather K and V over the group; each local query chunk attends to
+   * the keys before it; backward reduce-scatters their gradients. */
+  MH_CP_ALL_GATHER = 0,
+  /* Ring: K and V blocks passed around the group with send/recv, partial
+   * results merged by their log-sum-exp (Megatron's default, p2p). */
+  MH_CP_P2P = 1,
+  /* Ulysses: all-to-all from sequence shards to head shards and back. */
+  MH_CP_A2A = 2
+} MH_ContextComm;
+
+typedef struct MH_ContextPlan {
+  size_t struct_size;
+  int32_t size;                  /* cp */
+  int32_t comm;                  /* MH_ContextComm */
+  /* 1: the sequence is cut into 2 cp chunks and cp rank r holds chunks r
+   * and 2 cp - 1 - r, so that every rank has the same causal work
+   * (Megatron's load balancing); 0: rank r holds the r-th of cp chunks. */
+  int32_t load_balance;
+} MH_ContextPlan;
+
+typedef struct MH_ContextParallelApi {
+  size_t struct_size;
+  /* Fills the plan for `shape`, or MH_INVALID_ARGUMENT naming the dimension
+   * the split does not divide. */
+  MH_Error* (*plan)(MH_Instance* self, const MH_ModelShape* shape, MH_ContextPlan* out);
+} MH_ContextParallelApi;
 
 /* ------------------------------------------------------------------------
  * Activation recomputation (MH_KIND_RECOMPUTE): for each activation a layer

@@ -333,6 +333,18 @@ const MH_DataParallelApi* data_parallel_api() {
   return &api;
 }
 
+// Context parallelism: plan(const MH_ModelShape&, MH_ContextPlan&).
+template <class T>
+const MH_ContextParallelApi* context_parallel_api() {
+  static const MH_ContextParallelApi api{
+      MH_STRUCT_SIZE(MH_ContextParallelApi, plan),
+      [](MH_Instance* self, const MH_ModelShape* shape, MH_ContextPlan* out) -> MH_Error* {
+        return guard([&] { detail::fill_out(out, [&](MH_ContextPlan& p) { detail::as<T>(self)->plan(*shape, p); }); });
+      },
+  };
+  return &api;
+}
+
 // Recompute: MH_Decision decide(const MH_RecomputeQuery&).
 template <class T>
 const MH_RecomputeApi* recompute_api() {
@@ -423,6 +435,7 @@ const void* api_for() {
   else if constexpr (T::kind == MH_KIND_DATA_PARALLEL) return data_parallel_api<T>();
   else if constexpr (T::kind == MH_KIND_RECOMPUTE) return recompute_api<T>();
   else if constexpr (T::kind == MH_KIND_OBSERVER) return observer_api<T>();
+  else if constexpr (T::kind == MH_KIND_CONTEXT_PARALLEL) return context_parallel_api<T>();
   else return tuner_api<T>();
 }
 
