@@ -105,7 +105,8 @@ ModelShape parse_model(const json& j, const std::string& where) {
   m.qkv_bias = optional_field<bool>(j, "qkv_bias", false, where);
   m.qk_norm = optional_field<bool>(j, "qk_norm", false, where);
   require(m.shared_experts >= 0 && m.shared_ffn >= 0 && (m.shared_experts == 0 || m.experts > 0),
-          where + ": shared_experts and shared_expert_ffn_hidden must be non-negative, shared experts need experts > 0");
+          where + ": shared_experts and shared_expert_ffn_hidden must be non-negative, and shared experts need "
+                  "experts > 0");
   require(m.experts >= 0 && m.moe_ffn >= 0 && (m.experts == 0 || (m.router_topk >= 1 && m.router_topk <= m.experts)),
           where + ": experts and moe_ffn_hidden must be non-negative, router_topk between 1 and experts");
   require(m.vocab_size >= 0 && m.vocab_size <= m.vocab && m.kv_heads >= 0 && (m.kv() <= m.heads && m.heads % m.kv() == 0),

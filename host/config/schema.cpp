@@ -39,7 +39,7 @@ const MH_OptionSpec kModel[] = {
     opt_int("shared_experts", "0", 0, 100000, "SwiGLU experts every token passes through beside its routed ones (Qwen2-MoE, DeepSeek)"),
     opt_int("shared_expert_ffn_hidden", "0", 0, 1e7, "a shared expert's inner size; 0 means moe_ffn_hidden"),
     opt_bool("shared_expert_gate", "false", "scale the shared experts' output by sigmoid(x g), g [1, hidden] (Qwen2-MoE)"),
-    opt_double("moe_capacity_factor", "0", 0, 1e6, "each expert takes at most ceil(factor tokens k / experts) tokens, the lowest-probability overflow dropped; 0 is dropless"),
+    opt_double("moe_capacity_factor", "0", 0, 1e6, "each expert takes at most ceil(factor tokens k / experts) tokens, the lowest gates past it dropped; 0 is dropless"),
 };
 
 const MH_OptionSpec kTrain[] = {

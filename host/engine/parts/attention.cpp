@@ -44,7 +44,9 @@ struct QkHeads {
   int64_t n, D, m;
 
   explicit QkHeads(const ModelDims& d) : n(d.rows() * d.local_kv_heads()), D(d.head_dim()), m(d.heads / d.kv()) {}
-  MH_Tensor slot(TypedPtr qkv, int64_t j) const { return view((qkv + j * D).data, qkv.dtype, {1, n, D}, {0, (m + 2) * D, 1}); }
+  MH_Tensor slot(TypedPtr qkv, int64_t j) const {
+    return view((qkv + j * D).data, qkv.dtype, {1, n, D}, {0, (m + 2) * D, 1});
+  }
   MH_Tensor rows(TypedPtr p, int64_t j) const { return view((p + j * n * D).data, p.dtype, {1, n, D}, {0, D, 1}); }
   int64_t elements() const { return (m + 1) * n * D; }
 
