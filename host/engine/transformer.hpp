@@ -71,8 +71,9 @@ using ParamsNeeded = std::function<void(std::span<const int> param_ids)>;
 class Transformer {
  public:
   // keep: the recompute policy's decisions for the chunk's layers, in order.
-  Transformer(Device& device, ParamSet& params, TensorParallel& tp, const ModelDims& dims, ChunkSpec chunk,
-              KeepTable keep, ParamsNeeded needed = {});
+  // context: the context-parallel group (NULL with cp = 1).
+  Transformer(Device& device, ParamSet& params, TensorParallel& tp, Collectives* context, const ModelDims& dims,
+              ChunkSpec chunk, KeepTable keep, ParamsNeeded needed = {});
 
   const ChunkSpec& chunk() const { return chunk_; }
   // Forward of one micro-batch through the chunk. `input` is the received
@@ -126,7 +127,7 @@ class Transformer {
   double moe_aux_ = 0;
   PartContext ctx_;
   LayerParts parts_;
-  AttentionPart attention_;
+  std::unique_ptr<AttentionPart> attention_;
   DecoderLayer layer_;
   Embedding embedding_;
   OutputHead head_;

@@ -66,6 +66,7 @@ size_t table_size_needed(int32_t kind) {
     case MH_KIND_DATA_PARALLEL: return MH_STRUCT_SIZE(MH_DataParallelApi, plan);
     case MH_KIND_RECOMPUTE: return MH_STRUCT_SIZE(MH_RecomputeApi, decide);
     case MH_KIND_OBSERVER: return MH_STRUCT_SIZE(MH_ObserverApi, on_event);
+    case MH_KIND_CONTEXT_PARALLEL: return MH_STRUCT_SIZE(MH_ContextParallelApi, plan);
     default: return MH_STRUCT_SIZE(MH_TunerApi, report);
   }
 }

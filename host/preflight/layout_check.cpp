@@ -50,8 +50,21 @@ int32_t plan_tensor(const Config& config, const Assembly& a, const MH_ModelShape
   return error == nullptr ? plan.size : 0;
 }
 
-// With `tp` 0 (unknown), only what needs no data-parallel size is planned.
-void plan_pipeline(const Config& config, const Assembly& a, const MH_ModelShape& s, int32_t tp, Diagnostics& diag) {
+// The context size, or 0 when the plan failed (reported).
+int32_t plan_context(const Config& config, const Assembly& a, const MH_ModelShape& s, Diagnostics& diag) {
+  const Slot& slot = *a.slot(MH_KIND_CONTEXT_PARALLEL);
+  Instance context(slot, 1, -1);
+  MH_ContextPlan plan{};
+  plan.struct_size = sizeof plan;
+  MH_Error* error = context.api<MH_ContextParallelApi>()->plan(context.get(), &s, &plan);
+  report(error, config, slot, diag);
+  return error == nullptr ? plan.size : 0;
+}
+
+// With `tp` or `cp` 0 (unknown: its plan failed), only what needs no
+// data-parallel size is planned.
+void plan_pipeline(const Config& config, const Assembly& a, const MH_ModelShape& s, int32_t tp, int32_t cp,
+                   Diagnostics& diag) {
   const Slot& slot = *a.slot(MH_KIND_PIPELINE_PARALLEL);
   Instance pipeline(slot, 1, -1);
   const auto* api = pipeline.api<MH_PipelineParallelApi>();
@@ -59,16 +72,17 @@ void plan_pipeline(const Config& config, const Assembly& a, const MH_ModelShape&
   plan.struct_size = sizeof plan;
   MH_Error* error = api->plan(pipeline.get(), &s, 1, &plan);
   report(error, config, slot, diag);
-  if (tp == 0) return;  // the tensor plan failed: the data-parallel size is unknown
-  if (error != nullptr || s.world_size % (tp * plan.size) != 0) {
+  if (tp == 0 || cp == 0) return;  // a plan failed: the data-parallel size is unknown
+  if (error != nullptr || s.world_size % (tp * cp * plan.size) != 0) {
     if (error == nullptr)
       diag.error(config.where(find_table(config.root(), "comm")),
                  "the world size " + std::to_string(s.world_size) + " is not a multiple of parallel.tensor.size (" +
-                     std::to_string(tp) + ") x parallel.pipeline.size (" + std::to_string(plan.size) +
-                     "); the data-parallel size is world / (tensor x pipeline)");
+                     std::to_string(tp) + ") x parallel.context.size (" + std::to_string(cp) +
+                     ") x parallel.pipeline.size (" + std::to_string(plan.size) +
+                     "); the data-parallel size is world / (tensor x context x pipeline)");
     return;
   }
-  report(api->plan(pipeline.get(), &s, s.world_size / (tp * plan.size), &plan), config, slot, diag);
+  report(api->plan(pipeline.get(), &s, s.world_size / (tp * cp * plan.size), &plan), config, slot, diag);
 }
 
 // The data-parallel component checks how its options combine when it
@@ -102,7 +116,8 @@ void check_layout(const Config& config, const Assembly& a, Diagnostics& diag) {
   if (world <= 0) return;
   try {
     const MH_ModelShape s = shape(dims, a, world);
-    plan_pipeline(config, a, s, plan_tensor(config, a, s, diag), diag);
+    const int32_t tp = plan_tensor(config, a, s, diag), cp = plan_context(config, a, s, diag);
+    plan_pipeline(config, a, s, tp, cp, diag);
   } catch (const Error& e) {
     diag.error(config.file(), e.what());  // a planner that failed to start
   }
