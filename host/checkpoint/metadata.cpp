@@ -103,8 +103,10 @@ ModelShape parse_model(const json& j, const std::string& where) {
   m.shared_ffn = optional_field<int64_t>(j, "shared_expert_ffn_hidden", 0, where);
   m.shared_expert_gate = optional_field<bool>(j, "shared_expert_gate", false, where);
   m.qkv_bias = optional_field<bool>(j, "qkv_bias", false, where);
+  m.qk_norm = optional_field<bool>(j, "qk_norm", false, where);
   require(m.shared_experts >= 0 && m.shared_ffn >= 0 && (m.shared_experts == 0 || m.experts > 0),
-          where + ": shared_experts and shared_expert_ffn_hidden must be non-negative, shared experts need experts > 0");
+          where + ": shared_experts and shared_expert_ffn_hidden must be non-negative, and shared experts need "
+                  "experts > 0");
   require(m.experts >= 0 && m.moe_ffn >= 0 && (m.experts == 0 || (m.router_topk >= 1 && m.router_topk <= m.experts)),
           where + ": experts and moe_ffn_hidden must be non-negative, router_topk between 1 and experts");
   require(m.vocab_size >= 0 && m.vocab_size <= m.vocab && m.kv_heads >= 0 && (m.kv() <= m.heads && m.heads % m.kv() == 0),
@@ -211,6 +213,7 @@ json to_json(const Metadata& m) {
     j["model"]["shared_expert_gate"] = s.shared_expert_gate;
   }
   if (s.qkv_bias) j["model"]["qkv_bias"] = true;
+  if (s.qk_norm) j["model"]["qk_norm"] = true;
   j["layout"] = {{"tensor", m.layout.tensor},
                  {"pipeline", m.layout.pipeline},
                  {"data", m.layout.data},
@@ -300,6 +303,7 @@ std::vector<std::string> shape_differences(const ModelShape& saved, const ModelS
   compare_text("tie_embeddings", flag(saved.tie_embeddings), flag(run.tie_embeddings));
   compare_text("bias", flag(saved.bias), flag(run.bias));
   compare_text("qkv_bias", flag(saved.qkv_bias), flag(run.qkv_bias));
+  compare_text("qk_norm", flag(saved.qk_norm), flag(run.qk_norm));
   compare_text("shared_expert_gate", flag(saved.shared_expert_gate), flag(run.shared_expert_gate));
   return out;
 }

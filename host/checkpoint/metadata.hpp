@@ -73,6 +73,7 @@ struct ModelShape {
   int64_t shared_experts = 0, shared_ffn = 0;
   bool shared_expert_gate = false;
   bool qkv_bias = false;  // biases on QKV alone (Qwen2) where bias is false
+  bool qk_norm = false;   // RMSNorm over each query and key head (Qwen3)
 
   int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t head_dim() const { return hidden / heads; }

@@ -54,6 +54,7 @@ std::vector<ModelKey> model_keys(const Metadata& meta) {
     add("shared_expert_gate", m.shared_expert_gate);
   }
   if (m.qkv_bias) add("qkv_bias", true);
+  if (m.qk_norm) add("qk_norm", true);
   keys.push_back({"layernorm_eps", m.norm_eps, "model.norm_eps", m.norm_eps, ModelKey::kEqual, false});
   const nlohmann::json& t = meta.tokenizer;
   for (const char* key : {"tokenizer", "vocab_file", "merges_file", "tokenizer_file"}) {

@@ -42,6 +42,7 @@ ModelShape checkpoint_model(const ModelDims& d, const std::string& arch) {
     m.shared_expert_gate = d.spec.shared_expert_gate;
   }
   m.qkv_bias = d.spec.qkv_bias && !d.spec.bias;
+  m.qk_norm = d.spec.qk_norm;
   return m;
 }
 

@@ -259,6 +259,55 @@ HfModel parse_qwen2_moe(const Fields& f) {
   return hf;
 }
 
+// Qwen2-MoE's mixture without the shared expert and without biases, with
+// QK-norm: RMSNorm over each query and key head (self_attn.q_norm, k_norm).
+HfModel parse_qwen3_moe(const Fields& f) {
+  HfModel hf;
+  hf.cls = HfClass::kQwen3Moe;
+  ckpt::ModelShape& m = hf.shape;
+  m.arch = "llama";
+  m.normalization = "rmsnorm";
+  m.position = "rope";
+  m.activation = "swiglu";
+  m.bias = false;
+  m.qk_norm = true;
+  m.layers = f.count("num_hidden_layers", 24);
+  m.hidden = f.count("hidden_size", 2048);
+  m.heads = f.count("num_attention_heads", 32);
+  m.kv_heads = f.count("num_key_value_heads", 4);
+  m.ffn = f.count("intermediate_size", 6144);
+  m.moe_ffn = f.count("moe_intermediate_size", 768);
+  // transformers 5 writes num_local_experts, transformers 4 num_experts.
+  m.experts = f.present("num_local_experts") ? f.count("num_local_experts") : f.count("num_experts", 128);
+  m.router_topk = f.count("num_experts_per_tok", 8);
+  m.router_norm_topk = f.flag("norm_topk_prob", false);
+  m.router_aux_loss_coef = f.number("router_aux_loss_coef", 0.001);
+  m.seq_len = f.count("max_position_embeddings", 32768);
+  m.max_positions = m.seq_len;
+  m.vocab_size = f.count("vocab_size", 151936);
+  m.norm_eps = f.number("rms_norm_eps", 1e-6);
+  m.rope_theta = rope_theta(f);
+  m.tie_embeddings = f.flag("tie_word_embeddings", false);
+  const std::string act = f.text("hidden_act", "silu");
+  require_value(act == "silu", f, "hidden_act", "is \"" + act + "\"; Megahost's swiglu gates with SiLU (\"silu\")");
+  require_value(!f.present("head_dim") || f.count("head_dim") * m.heads == m.hidden, f, "head_dim",
+                "must be hidden_size / num_attention_heads (Megahost's head size)");
+  require_value(m.kv_heads <= m.heads && m.heads % m.kv_heads == 0, f, "num_key_value_heads",
+                "must divide num_attention_heads");
+  require_value(m.router_topk <= m.experts, f, "num_experts_per_tok", "must be at most the experts");
+  require_value(!f.flag("attention_bias", false), f, "attention_bias",
+                "is true; Megahost has no biases on q, k, v and o without them on the MLP's experts");
+  require_value(f.count("decoder_sparse_step", 1) == 1, f, "decoder_sparse_step",
+                "is not 1; Megahost's mixture of experts is in every layer (no dense layers between)");
+  const json* dense = f.find("mlp_only_layers");
+  require_value(dense == nullptr || dense->is_null() || (dense->is_array() && dense->empty()), f, "mlp_only_layers",
+                "lists layers; Megahost's mixture of experts is in every layer (no dense layers among them)");
+  require_value(!f.flag("use_sliding_window", false), f, "use_sliding_window",
+                "is true; Megahost's attention is full causal attention: convert a model without a window");
+  hf.attention_dropout = f.number("attention_dropout", 0);
+  return hf;
+}
+
 std::string model_type(const json& j, const std::string& path) {
   if (j.contains("model_type") && j["model_type"].is_string()) return j["model_type"].get<std::string>();
   if (j.contains("architectures") && j["architectures"].is_array())
@@ -268,11 +317,12 @@ std::string model_type(const json& j, const std::string& path) {
       if (a == "MixtralForCausalLM" || a == "MixtralModel") return "mixtral";
       if (a == "Qwen2ForCausalLM" || a == "Qwen2Model") return "qwen2";
       if (a == "Qwen2MoeForCausalLM" || a == "Qwen2MoeModel") return "qwen2_moe";
+      if (a == "Qwen3MoeForCausalLM" || a == "Qwen3MoeModel") return "qwen3_moe";
     }
   throw Error(MH_INVALID_ARGUMENT, path + ": no \"model_type\" (nor a known \"architectures\"); Megahost converts "
                                           "\"gpt2\" (GPT2LMHeadModel), \"llama\" (LlamaForCausalLM), \"qwen2\" "
-                                          "(Qwen2ForCausalLM), \"mixtral\" (MixtralForCausalLM) and \"qwen2_moe\" "
-                                          "(Qwen2MoeForCausalLM)");
+                                          "(Qwen2ForCausalLM), \"mixtral\" (MixtralForCausalLM), \"qwen2_moe\" "
+                                          "(Qwen2MoeForCausalLM) and \"qwen3_moe\" (Qwen3MoeForCausalLM)");
 }
 
 // A special token id: an integer, a list of them (Llama 3's eos), or null.
@@ -322,6 +372,7 @@ const char* class_name(HfClass c) {
     case HfClass::kMixtral: return "MixtralForCausalLM";
     case HfClass::kQwen2: return "Qwen2ForCausalLM";
     case HfClass::kQwen2Moe: return "Qwen2MoeForCausalLM";
+    case HfClass::kQwen3Moe: return "Qwen3MoeForCausalLM";
   }
   return "";
 }
@@ -331,14 +382,17 @@ HfModel parse_hf_config(std::string_view text, const std::string& path) {
   require(j.is_object(), path + ": not a JSON object; a Hugging Face config.json is one");
   const std::string type = model_type(j, path);
   const Fields f(j, path);
-  require(type == "gpt2" || type == "llama" || type == "qwen2" || type == "mixtral" || type == "qwen2_moe",
+  require(type == "gpt2" || type == "llama" || type == "qwen2" || type == "mixtral" || type == "qwen2_moe" ||
+              type == "qwen3_moe",
           path + ": \"model_type\" is \"" + type +
-              "\"; Megahost converts \"gpt2\", \"llama\", \"qwen2\", \"mixtral\" and \"qwen2_moe\" models");
+              "\"; Megahost converts \"gpt2\", \"llama\", \"qwen2\", \"mixtral\", \"qwen2_moe\" and "
+              "\"qwen3_moe\" models");
   HfModel hf = type == "gpt2"      ? parse_gpt2(f)
                : type == "llama"   ? parse_llama(f)
                : type == "qwen2"   ? parse_qwen2(f)
-               : type == "mixtral" ? parse_mixtral(f)
-                                   : parse_qwen2_moe(f);
+               : type == "mixtral"   ? parse_mixtral(f)
+               : type == "qwen2_moe" ? parse_qwen2_moe(f)
+                                     : parse_qwen3_moe(f);
   hf.bos_token_id = special_id(j, "bos_token_id", path);
   hf.eos_token_id = special_id(j, "eos_token_id", path);
   ckpt::ModelShape& m = hf.shape;
@@ -361,6 +415,10 @@ HfClass hf_class(const ckpt::ModelShape& m) {
                            "\", activation = \"" + m.activation + "\"";
   require(gpt2 || llama, keys + ": neither GPT2LMHeadModel (layernorm, learned, gelu) nor LlamaForCausalLM "
                                 "(rmsnorm, rope, swiglu) computes this combination");
+  require(!m.qk_norm || (llama && m.experts > 0 && m.shared_experts == 0 && !m.bias && !m.qkv_bias),
+          "model.qk_norm = true exports as Qwen3MoeForCausalLM alone: a mixture of experts (experts > 0) without "
+          "shared experts or biases (shared_experts = 0, bias = false, qkv_bias = false)");
+  if (m.qk_norm) return HfClass::kQwen3Moe;
   if (llama && m.experts > 0) {
     require(!m.bias, "model.experts > 0 with model.bias = true: neither MixtralForCausalLM nor Qwen2MoeForCausalLM "
                      "has biases on its MLP or output projection");
@@ -428,6 +486,29 @@ std::string hf_config_json(const ckpt::ModelShape& m, const std::string& torch_d
     j["num_attention_heads"] = m.heads;
     j["num_key_value_heads"] = m.kv();
     j["intermediate_size"] = m.ffn;
+    j["use_sliding_window"] = false;
+    j["max_position_embeddings"] = m.positions();
+    j["rms_norm_eps"] = m.norm_eps;
+    j["rope_theta"] = m.rope_theta;
+    j["rope_scaling"] = nullptr;
+  } else if (cls == HfClass::kQwen3Moe) {
+    j["model_type"] = "qwen3_moe";
+    j["hidden_act"] = "silu";
+    j["num_hidden_layers"] = m.layers;
+    j["hidden_size"] = m.hidden;
+    j["num_attention_heads"] = m.heads;
+    j["num_key_value_heads"] = m.kv();
+    j["head_dim"] = m.head_dim();
+    j["intermediate_size"] = m.ffn;
+    j["moe_intermediate_size"] = m.moe_ffn;
+    j["num_experts"] = m.experts;
+    j["num_experts_per_tok"] = m.router_topk;
+    j["norm_topk_prob"] = m.router_norm_topk;
+    j["decoder_sparse_step"] = 1;
+    j["mlp_only_layers"] = json::array();
+    j["attention_bias"] = false;
+    j["router_aux_loss_coef"] = m.router_aux_loss_coef;
+    j["output_router_logits"] = m.router_aux_loss_coef > 0;
     j["use_sliding_window"] = false;
     j["max_position_embeddings"] = m.positions();
     j["rms_norm_eps"] = m.norm_eps;
@@ -528,9 +609,8 @@ std::vector<ModelKey> model_keys(const HfModel& hf) {
   by_class("activation", m.activation);
   add("tie_embeddings", m.tie_embeddings, "tie_word_embeddings");
   if (gpt2) by_class("bias", true);
-  else if (hf.cls == HfClass::kMixtral || hf.cls == HfClass::kQwen2Moe || hf.cls == HfClass::kQwen2)
-    by_class("bias", false);
-  else add("bias", m.bias, "attention_bias");
+  else if (hf.cls == HfClass::kLlama) add("bias", m.bias, "attention_bias");
+  else by_class("bias", false);
   if (!gpt2) add("rope_theta", m.rope_theta, "rope_theta");
   if (hf.cls == HfClass::kMixtral) {
     add("experts", m.experts, "num_local_experts");
@@ -540,13 +620,16 @@ std::vector<ModelKey> model_keys(const HfModel& hf) {
     add("router_aux_loss_coef", m.router_aux_loss_coef, "router_aux_loss_coef", ModelKey::kDefault);
   }
   if (hf.cls == HfClass::kQwen2) by_class("qkv_bias", true);
-  if (hf.cls == HfClass::kQwen2Moe) {
-    add("qkv_bias", m.qkv_bias, "qkv_bias");
+  if (hf.cls == HfClass::kQwen2Moe || hf.cls == HfClass::kQwen3Moe) {
     add("experts", m.experts, "num_experts");
     add("router_topk", m.router_topk, "num_experts_per_tok");
     add("moe_ffn_hidden", m.moe_ffn, "moe_intermediate_size");
     add("router_norm_topk", m.router_norm_topk, "norm_topk_prob");
     add("router_aux_loss_coef", m.router_aux_loss_coef, "router_aux_loss_coef", ModelKey::kDefault);
+  }
+  if (hf.cls == HfClass::kQwen3Moe) by_class("qk_norm", true);
+  if (hf.cls == HfClass::kQwen2Moe) {
+    add("qkv_bias", m.qkv_bias, "qkv_bias");
     by_class("shared_experts", 1);
     add("shared_expert_ffn_hidden", m.shared_ffn, "shared_expert_intermediate_size");
     by_class("shared_expert_gate", true);

@@ -19,6 +19,10 @@ std::vector<Link> llama_links(const ckpt::ModelShape& m) {
     links.push_back({mh + "qkv_w", {attn + "q_proj.weight", attn + "k_proj.weight", attn + "v_proj.weight"}, kSplitQkv});
     if (m.bias || m.qkv_bias)
       links.push_back({mh + "qkv_b", {attn + "q_proj.bias", attn + "k_proj.bias", attn + "v_proj.bias"}, kSplitQkv});
+    if (m.qk_norm) {
+      links.push_back({mh + "q_norm_w", {attn + "q_norm.weight"}, kSame});
+      links.push_back({mh + "k_norm_w", {attn + "k_norm.weight"}, kSame});
+    }
     linear("proj", attn + "o_proj");
     links.push_back({mh + "ln2_w", {hf + "post_attention_layernorm.weight"}, kSame});
     if (cls == HfClass::kMixtral) {
@@ -32,18 +36,19 @@ std::vector<Link> llama_links(const ckpt::ModelShape& m) {
       }
       continue;
     }
-    if (cls == HfClass::kQwen2Moe) {
-      // Qwen2-MoE: the router, each expert's gate, up and down projections,
-      // the shared expert's and its sigmoid gate.
+    if (cls == HfClass::kQwen2Moe || cls == HfClass::kQwen3Moe) {
+      // Qwen2-MoE and Qwen3-MoE: the router, each expert's gate, up and down
+      // projections; Qwen2-MoE's shared expert and its sigmoid gate.
+      const bool shared = cls == HfClass::kQwen2Moe;
       links.push_back({mh + "router_w", {mlp + "gate.weight"}, kSame});
       for (const auto& [name, w] :
            {std::pair{"gate_w", "gate_proj"}, std::pair{"fc1_w", "up_proj"}, std::pair{"fc2_w", "down_proj"}}) {
         std::vector<std::string> experts;
         for (int64_t e = 0; e < m.experts; ++e) experts.push_back(mlp + "experts." + std::to_string(e) + "." + w + ".weight");
         links.push_back({mh + name, std::move(experts), kStack});
-        links.push_back({mh + "shared_" + name, {mlp + "shared_expert." + w + ".weight"}, kSame});
+        if (shared) links.push_back({mh + "shared_" + name, {mlp + "shared_expert." + w + ".weight"}, kSame});
       }
-      links.push_back({mh + "shared_expert_gate_w", {mlp + "shared_expert_gate.weight"}, kSame});
+      if (shared) links.push_back({mh + "shared_expert_gate_w", {mlp + "shared_expert_gate.weight"}, kSame});
       continue;
     }
     linear("gate", mlp + "gate_proj");

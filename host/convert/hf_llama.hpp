@@ -8,6 +8,8 @@
 // Qwen2MoeForCausalLM's are Llama's with biases on q, k and v alone and mlp
 // holding the router (gate), the experts' gate, up and down projections
 // (stacked likewise), the shared expert's and its gate (shared_expert_gate).
+// Qwen3MoeForCausalLM's are Qwen2-MoE's without biases and the shared expert,
+// with self_attn.q_norm and k_norm [head_dim] (q_norm_w, k_norm_w).
 #pragma once
 
 #include <vector>

@@ -16,7 +16,7 @@ std::string leaf(const std::string& name) { return name.substr(name.rfind('.') +
 // Biases and norm weights: [n] in HF files, [1, n] in Megahost's.
 bool is_vector(const std::string& name) {
   const std::string l = leaf(name);
-  return l.ends_with("_b") || l.starts_with("ln");
+  return l.ends_with("_b") || l.starts_with("ln") || l == "q_norm_w" || l == "k_norm_w";
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -95,7 +95,8 @@ std::vector<Link> model_links(const ckpt::ModelShape& m) {
     case HfClass::kLlama:
     case HfClass::kQwen2:
     case HfClass::kMixtral:
-    case HfClass::kQwen2Moe: return llama_links(m);
+    case HfClass::kQwen2Moe:
+    case HfClass::kQwen3Moe: return llama_links(m);
   }
   return {};
 }
@@ -110,6 +111,7 @@ std::array<int64_t, 2> megahost_shape(const std::string& name, const ckpt::Model
   if (l == "shared_gate_w" || l == "shared_fc1_w") return {m.shared_width(), h};
   if (l == "shared_fc2_w") return {h, m.shared_width()};
   if (l == "shared_expert_gate_w") return {1, h};
+  if (l == "q_norm_w" || l == "k_norm_w") return {1, m.head_dim()};
   if (l == "proj_w") return {h, m.heads * m.head_dim()};
   if (m.experts > 0 && (l == "fc1_w" || l == "gate_w")) return {m.experts * m.moe_ffn, h};
   if (m.experts > 0 && l == "fc2_w") return {m.experts * h, m.moe_ffn};
@@ -118,7 +120,7 @@ std::array<int64_t, 2> megahost_shape(const std::string& name, const ckpt::Model
   if (l == "fc1_b" || l == "gate_b") return {1, f};
   if (l == "fc2_w") return {h, f};
   require(is_vector(name), "no Megahost tensor is called '" + name + "'", MH_INTERNAL);
-  return {1, h};  // norms, proj_b, fc2_b
+  return {1, h};  // the layer norms, proj_b, fc2_b
 }
 
 std::vector<std::vector<int64_t>> hf_shapes(const Link& link, const ckpt::ModelShape& m) {

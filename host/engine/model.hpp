@@ -28,6 +28,9 @@ struct ModelSpec {
   bool tie_embeddings = true;  // the output layer reads the token embedding
   bool bias = true;            // biases on the linear layers
   bool qkv_bias = false;       // biases on QKV alone (Qwen2) where `bias` is false
+  // QK-norm (Qwen3): RMSNorm over each query and key head before the
+  // position encoding, one weight [head_dim] for the queries, one for the keys.
+  bool qk_norm = false;
   float rope_theta = 10000;
   // Mixture of experts (docs/models.md): with experts > 0 the MLP is
   // `experts` SwiGLU experts of width moe_ffn, each token routed to

@@ -85,6 +85,10 @@ void ParamSet::add_layer(int64_t l, const MH_TensorPlan& plan) {
   };
   add_norm(p + "ln1", ids.ln1_w, ids.ln1_b);
   linear("qkv", qkv, h, MH_W_QKV, std, ids.qkv_w, ids.qkv_b);
+  if (d.spec.qk_norm) {
+    ids.q_norm_w = add(p + "q_norm_w", 1, d.head_dim(), MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 1);
+    ids.k_norm_w = add(p + "k_norm_w", 1, d.head_dim(), MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 1);
+  }
   linear("proj", h, d.heads * d.head_dim(), MH_W_PROJ, out_std, ids.proj_w, ids.proj_b);
   add_norm(p + "ln2", ids.ln2_w, ids.ln2_b);
   if (d.moe()) {
@@ -137,8 +141,9 @@ LoraIds ParamSet::add_lora(const std::string& name, int64_t out, int64_t in, int
 std::vector<int> LayerParamIds::ids() const {
   std::vector<int> out;
   for (int id : {shared_fc2_w, shared_expert_gate_w, shared_fc1_w, shared_gate_w, fc2_lora.b, fc2_lora.a, fc2_w, fc2_b,
-                 fc1_lora.b, fc1_lora.a, fc1_w, fc1_b, gate_lora.b, gate_lora.a, gate_w, gate_b, router_w, ln2_w, ln2_b, proj_lora.b, proj_lora.a, proj_w, proj_b, qkv_lora.b, qkv_lora.a,
-                 qkv_w, qkv_b, ln1_w, ln1_b})
+                 fc1_lora.b, fc1_lora.a, fc1_w, fc1_b, gate_lora.b, gate_lora.a, gate_w, gate_b, router_w, ln2_w, ln2_b,
+                 proj_lora.b, proj_lora.a, proj_w, proj_b, k_norm_w, q_norm_w, qkv_lora.b, qkv_lora.a, qkv_w, qkv_b,
+                 ln1_w, ln1_b})
     if (id >= 0) out.push_back(id);
   return out;
 }

@@ -62,6 +62,7 @@ struct LoraIds {
 // specification lacks (biases, layernorm's shift, SwiGLU's gate).
 struct LayerParamIds {
   int ln1_w = -1, ln1_b = -1, qkv_w = -1, qkv_b = -1, proj_w = -1, proj_b = -1, ln2_w = -1, ln2_b = -1;
+  int q_norm_w = -1, k_norm_w = -1;  // QK-norm's weights [1, head_dim]
   int gate_w = -1, gate_b = -1, fc1_w = -1, fc1_b = -1, fc2_w = -1, fc2_b = -1;
   LoraIds qkv_lora, proj_lora, gate_lora, fc1_lora, fc2_lora;
   // A mixture of experts' router; its experts' gate, FC1 and FC2 stack

@@ -97,6 +97,7 @@ ModelSpec model_spec(const Options& m) {
   spec.tie_embeddings = m.get_bool("tie_embeddings");
   spec.bias = m.get_bool("bias");
   spec.qkv_bias = m.get_bool("qkv_bias");
+  spec.qk_norm = m.get_bool("qk_norm");
   spec.rope_theta = float(m.get_double("rope_theta"));
   spec.experts = m.get_int("experts");
   spec.router_topk = m.get_int("router_topk");
@@ -210,6 +211,12 @@ void plan_tensor(RunSetup& s, const Instance& tensor) {
   check(tensor.api<MH_TensorParallelApi>()->plan(tensor.get(), &shape, &s.tensor_plan), tensor.label());
   s.tp = s.tensor_plan.size;
   // A third party's plan may not know key/value heads; the engine needs whole groups per rank.
+  // Each rank's heads give the replicated QK-norm weights a partial gradient,
+  // which the tensor group does not sum.
+  require(!s.dims.spec.qk_norm || s.tp == 1, tensor.label() + " planned parallel.tensor.size = " +
+                                                 std::to_string(s.tp) +
+                                                 ", but model.qk_norm = true runs without tensor parallelism for now; "
+                                                 "set parallel.tensor.size = 1");
   require(s.dims.kv() % s.tp == 0, tensor.label() + " planned parallel.tensor.size = " + std::to_string(s.tp) +
                                        ", which does not divide model.kv_heads = " + std::to_string(s.dims.kv()));
   s.dims.tp = s.tp;

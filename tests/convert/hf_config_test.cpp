@@ -106,6 +106,22 @@ TEST(HfConfig, Qwen2MoeFieldsAndWhatItRefuses) {
   EXPECT_THAT(refusal(base + R"(, "num_experts_per_tok": 5})"), HasSubstr("\"num_experts_per_tok\""));
 }
 
+TEST(HfConfig, Qwen3MoeHasQkNormAndNoSharedExpert) {
+  const HfModel hf = parse_hf_config(R"({"model_type": "qwen3_moe", "hidden_size": 64, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "head_dim": 16, "moe_intermediate_size": 48, "num_hidden_layers": 2,
+      "vocab_size": 300, "num_local_experts": 4, "num_experts_per_tok": 2, "norm_topk_prob": true})", "c");
+  EXPECT_EQ(hf.cls, HfClass::kQwen3Moe);
+  EXPECT_TRUE(hf.shape.qk_norm);
+  EXPECT_EQ(hf.shape.experts, 4);
+  EXPECT_EQ(hf.shape.shared_experts, 0);
+  EXPECT_TRUE(hf.shape.router_norm_topk);
+  EXPECT_EQ(hf_class(hf.shape), HfClass::kQwen3Moe);
+  EXPECT_EQ(parse_hf_config(hf_config_json(hf.shape, "float32"), "c").shape.experts, 4);
+  EXPECT_THAT(refusal(R"({"model_type": "qwen3_moe", "hidden_size": 64, "num_attention_heads": 4, "head_dim": 128})"),
+              HasSubstr("\"head_dim\""));
+  EXPECT_THAT(refusal(R"({"model_type": "qwen3_moe", "attention_bias": true})"), HasSubstr("\"attention_bias\""));
+}
+
 // Shared experts other than Qwen2-MoE's one gated expert have no class.
 TEST(HfConfig, SharedExpertsQwen2MoeCannotHoldAreRefusedNamingTheKeys) {
   ckpt::ModelShape m = testing::tiny_llama();

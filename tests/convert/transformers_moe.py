@@ -1,9 +1,10 @@
 """Megahost's mixture of experts against transformers' MixtralForCausalLM
-or, with --family qwen2_moe, Qwen2MoeForCausalLM (docs/models.md,
-docs/convert.md).
+or, with --family qwen2_moe / qwen3_moe, Qwen2MoeForCausalLM /
+Qwen3MoeForCausalLM (docs/models.md, docs/convert.md).
 
 A random tiny model (4 experts, top 2, grouped-query attention; Qwen2-MoE's
-with QKV biases, unnormalised top-k gates and a gated shared expert) made by
+with QKV biases, unnormalised top-k gates and a gated shared expert;
+Qwen3-MoE's with QK-norm) made by
 transformers (config + seeded init, no download):
 
 - round trip: saved with save_pretrained, converted to a Megahost checkpoint
@@ -63,7 +64,22 @@ def qwen2_moe(dtype, vocab=VOCAB):
     return transformers.Qwen2MoeForCausalLM(config).to(dtype)
 
 
-FAMILIES = {"mixtral": mixtral, "qwen2_moe": qwen2_moe}
+def qwen3_moe(dtype, vocab=VOCAB):
+    config = transformers.Qwen3MoeConfig(hidden_size=64, intermediate_size=56, moe_intermediate_size=48,
+                                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                         head_dim=16, vocab_size=vocab, max_position_embeddings=SEQ,
+                                         num_experts=EXPERTS, num_experts_per_tok=TOPK, norm_topk_prob=True,
+                                         router_aux_loss_coef=COEF, output_router_logits=True,
+                                         rope_theta=10000.0, use_sliding_window=False)
+    model = transformers.Qwen3MoeForCausalLM(config)
+    with torch.no_grad():  # transformers starts the QK-norm weights at one: give them values to check
+        for name, p in model.named_parameters():
+            if name.endswith(("q_norm.weight", "k_norm.weight")):
+                p.uniform_(0.5, 1.5)
+    return model.to(dtype)
+
+
+FAMILIES = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe}
 
 
 def aux_per_layer(router_logits, tokens):

@@ -119,6 +119,13 @@ ModelSpec moe_capacity() {
   return s;
 }
 
+// Qwen3-MoE's layer: QK-norm, renormalised top-k gates, no shared expert.
+ModelSpec qwen3_moe() {
+  ModelSpec s = moe(true);
+  s.qk_norm = true;
+  return s;
+}
+
 const Variant kVariants[] = {
     {"gpt2", spec(Norm::kLayerNorm, Position::kLearned, MlpActivation::kGelu, true, true), 4},
     {"llama_gqa", spec(Norm::kRmsNorm, Position::kRope, MlpActivation::kSwiglu, false, false), 2},
@@ -130,6 +137,12 @@ const Variant kVariants[] = {
     {"moe_qwen2_shared_gated_qkv_bias", qwen2_moe(), 2},
     {"moe_shared_ungated", moe_shared_ungated(), 2},
     {"moe_capacity", moe_capacity(), 2},
+    {"moe_qwen3_qk_norm", qwen3_moe(), 2},
+    {"llama_mqa_qk_norm", [] {
+       ModelSpec s = spec(Norm::kRmsNorm, Position::kRope, MlpActivation::kSwiglu, false, false);
+       s.qk_norm = true;
+       return s;
+     }(), 1},
 };
 
 class GradientCheck : public ::testing::TestWithParam<Variant> {};

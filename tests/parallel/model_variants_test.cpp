@@ -33,6 +33,9 @@ const Variant kQwen2Moe{"qwen2_moe", "model.arch=llama model.qkv_bias=true model
                                      "model.moe_ffn_hidden=48 model.router_norm_topk=false model.shared_experts=1 "
                                      "model.shared_expert_ffn_hidden=40 model.shared_expert_gate=true "
                                      "model.moe_capacity_factor=0.75 model.router_aux_loss_coef=0.01"};
+// Qwen3-MoE's layer: QK-norm, renormalised top-k gates.
+const Variant kQwen3Moe{"qwen3_moe", "model.arch=llama model.qk_norm=true model.experts=4 model.router_topk=2 "
+                                     "model.moe_ffn_hidden=48 model.router_aux_loss_coef=0.01"};
 const Variant kRmsRopeGelu{"rmsnorm_rope_gelu_nobias", "model.normalization=rmsnorm model.position=rope model.bias=false"};
 
 struct Case {
@@ -92,6 +95,7 @@ const Case kCases[] = {
      "comm.world_size=4 parallel.context.size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true"},
     {"qwen2_moe_pp2", kQwen2Moe, "comm.world_size=2 parallel.pipeline.size=2"},
     {"qwen2_moe_dp2", kQwen2Moe, "comm.world_size=2"},
+    {"qwen3_moe_pp2_dp2", kQwen3Moe, "comm.world_size=4 parallel.pipeline.size=2"},
     {"rmsnorm_rope_gelu_nobias_tp4_sp", kRmsRopeGelu,
      "comm.world_size=4 parallel.tensor.size=4 parallel.tensor.sequence_parallel=true"},
 };

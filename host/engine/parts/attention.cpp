@@ -85,6 +85,49 @@ struct Chunks {
   int64_t kv_chunk() const { return c() * H.batch * 2 * H.D; }
 };
 
+// QK-norm (Qwen3) over the query heads and the key head of every group:
+// slot j of QKV's rows is the view [rows k/t, D] with row stride (m + 2) D.
+// The m query slots, then the key slot, are gathered into contiguous rows,
+// as the norm kernels read them, and scattered back.
+struct QkHeads {
+  int64_t n, D, m;
+
+  explicit QkHeads(const ModelDims& d) : n(d.rows() * d.local_kv_heads()), D(d.head_dim()), m(d.heads / d.kv()) {}
+  MH_Tensor slot(TypedPtr qkv, int64_t j) const {
+    return view((qkv + j * D).data, qkv.dtype, {1, n, D}, {0, (m + 2) * D, 1});
+  }
+  MH_Tensor rows(TypedPtr p, int64_t j) const { return view((p + j * n * D).data, p.dtype, {1, n, D}, {0, D, 1}); }
+  int64_t elements() const { return (m + 1) * n * D; }
+
+  Buffer gather(const PartContext& c, TypedPtr qkv) const {
+    Buffer out = c.activation(kWork, elements());
+    for (int64_t j = 0; j <= m; ++j) ops::strided_copy(c.dev, slot(qkv, j), rows(out.ptr(), j));
+    return out;
+  }
+  void scatter(const PartContext& c, TypedPtr heads, TypedPtr qkv) const {
+    for (int64_t j = 0; j <= m; ++j) ops::strided_copy(c.dev, rows(heads, j), slot(qkv, j));
+  }
+};
+
+// The norm kernels read an f32 scale; under mixed precision the weight is
+// the compute-dtype copy, widened here.
+const float* f32_scale(const PartContext& c, int id, Buffer& staged) {
+  const TypedPtr p = c.P(id);
+  if (p.dtype == MH_F32) return static_cast<const float*>(p.data);
+  staged = Buffer(c.dev, kWork, c.d.head_dim());
+  ops::copy(c.dev, p, staged.ptr(), c.d.head_dim());
+  return staged.f32();
+}
+
+// rstd f32 [(m + 1) n]; out = the normed heads of x (both gathered).
+void qk_norm(const PartContext& c, const QkHeads& H, const LayerParamIds& w, TypedPtr x, TypedPtr out, float* rstd) {
+  Buffer q_scale, k_scale;
+  const float eps = c.d.layernorm_eps;
+  ops::rmsnorm(c.dev, x, f32_scale(c, w.q_norm_w, q_scale), out, rstd, H.m * H.n, H.D, eps);
+  ops::rmsnorm(c.dev, x + H.m * H.n * H.D, f32_scale(c, w.k_norm_w, k_scale), out + H.m * H.n * H.D,
+               rstd + H.m * H.n, H.n, H.D, eps);
+}
+
 }  // namespace
 
 void AttentionPart::forward(LayerActivations& A, const LayerParamIds& w, int64_t layer,
@@ -102,15 +145,55 @@ MH_RngSpan AttentionPart::probs_span(uint64_t key, int64_t layer) const {
                     uint64_t(c_.d.local_heads()) * per_head, uint64_t(c_.d.heads) * per_head};
 }
 
+void AttentionPart::linear_qkv(const PartContext& c, TypedPtr in, const LayerParamIds& w, const LoraDropout& drop,
+                               TypedPtr out) {
+  const int64_t N = c.d.rows(), h = c.d.hidden, q = c.d.local_qkv();
+  ops::linear(c.dev, in, c.P(w.qkv_w), out, N, h, q);
+  if (w.qkv_b >= 0) ops::bias_add(c.dev, out, c.P(w.qkv_b), N, q);
+  lora_forward(c, w.qkv_lora, drop, kLoraQkv, in, out.t({1, N, q}), h, q);
+}
+
 void AttentionPart::project(const PartContext& c, LayerActivations& A, const LayerParamIds& w,
                             const LoraDropout& drop) {
-  const int64_t N = c.d.rows(), h = c.d.hidden, q = c.d.local_qkv();
   Buffer gathered;
   TypedPtr in = c.tp.enter_fwd(A[MH_ACT_LN1].ptr(), gathered);
-  A[MH_ACT_QKV] = c.activation(kAct, N * q);
-  ops::linear(c.dev, in, c.P(w.qkv_w), A[MH_ACT_QKV].ptr(), N, h, q);
-  if (w.qkv_b >= 0) ops::bias_add(c.dev, A[MH_ACT_QKV].ptr(), c.P(w.qkv_b), N, q);
-  lora_forward(c, w.qkv_lora, drop, kLoraQkv, in, A[MH_ACT_QKV].t({1, N, q}), h, q);
+  A[MH_ACT_QKV] = c.activation(kAct, c.d.rows() * c.d.local_qkv());
+  linear_qkv(c, in, w, drop, A[MH_ACT_QKV].ptr());
+  if (w.q_norm_w < 0) return;
+  const QkHeads H(c.d);
+  Buffer x = H.gather(c, A[MH_ACT_QKV].ptr()), y = c.activation(kWork, H.elements());
+  Buffer rstd(c.dev, kWork, (H.m + 1) * H.n);
+  qk_norm(c, H, w, x.ptr(), y.ptr(), rstd.f32());
+  H.scatter(c, y.ptr(), A[MH_ACT_QKV].ptr());
+}
+
+void AttentionPart::qk_norm_bwd(TypedPtr in, const LayerParamIds& w, const LoraDropout& drop, TypedPtr dqkv) const {
+  const QkHeads H(c_.d);
+  Buffer pre = c_.activation(kWork, c_.d.rows() * c_.d.local_qkv());
+  linear_qkv(c_, in, w, drop, pre.ptr());
+  Buffer x = H.gather(c_, pre.ptr());
+  pre.release();
+  Buffer y = c_.activation(kWork, H.elements()), rstd(c_.dev, kWork, (H.m + 1) * H.n);
+  qk_norm(c_, H, w, x.ptr(), y.ptr(), rstd.f32());
+  Buffer dy = H.gather(c_, dqkv), dx(c_.dev, kWork, H.elements());
+  ops::fill(c_.dev, dx.ptr(), H.elements(), 0);
+  struct Block {
+    int weight;
+    int64_t first, count;  // rows of the gathered heads
+  };
+  for (const Block& b : {Block{w.q_norm_w, 0, H.m * H.n}, Block{w.k_norm_w, H.m * H.n, H.n}}) {
+    Buffer scale, discarded;
+    float* dw = c_.G(b.weight);
+    if (dw == nullptr) {  // a frozen norm's gradient goes to scratch
+      discarded = Buffer(c_.dev, kWork, H.D);
+      ops::fill(c_.dev, discarded.ptr(), H.D, 0);
+      dw = discarded.f32();
+    }
+    ops::rmsnorm_bwd(c_.dev, dy.ptr() + b.first * H.D, x.ptr() + b.first * H.D, f32_scale(c_, b.weight, scale),
+                     rstd.f32() + b.first, dx.f32() + b.first * H.D, dw, b.count, H.D);
+  }
+  ops::copy(c_.dev, dx.ptr(), y.ptr(), H.elements());
+  H.scatter(c_, y.ptr(), dqkv);
 }
 
 // Each chunk of the rank's positions from its global position.
@@ -270,8 +353,9 @@ void AttentionPart::backward(LayerActivations& A, const LayerParamIds& w, int64_
   Buffer dqkv = c_.activation(kWork, N * q), gathered;
   core_bwd(A, pass, layer, dctx, dqkv.ptr());
   encode(dqkv.ptr(), pass, true);
-  if (w.qkv_b >= 0) ops::bias_bwd(c_.dev, dqkv.ptr(), c_.G(w.qkv_b), N, q);
   TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN1].ptr(), gathered);
+  if (w.q_norm_w >= 0) qk_norm_bwd(in, w, lora_dropout(pass, layer), dqkv.ptr());
+  if (w.qkv_b >= 0) ops::bias_bwd(c_.dev, dqkv.ptr(), c_.G(w.qkv_b), N, q);
   ops::linear_dw(c_.dev, dqkv.ptr(), in, c_.G(w.qkv_w), N, h, q);
   ops::linear_dx(c_.dev, dqkv.ptr(), c_.P(w.qkv_w), dx.f32(), N, h, q);
   lora_backward(c_, w.qkv_lora, lora_dropout(pass, layer), kLoraQkv, in, dqkv.t({1, N, q}), dx.ptr(), h, q);

@@ -46,9 +46,9 @@ class AttentionPart : public AttentionCore {
   void backward(LayerActivations& A, const LayerParamIds& w, int64_t layer, const LayerPass& pass, TypedPtr dctx,
                 Buffer& dx) const override;
 
-  // A[QKV] = the QKV projection of A's first norm output (with its bias),
-  // before any position encoding, its adapter reading `drop`; the cached
-  // core starts here too.
+  // A[QKV] = the QKV projection of A's first norm output (with its bias,
+  // and QK-norm where the model has it), before any position encoding, its
+  // adapter reading `drop`; the cached core starts here too.
   static void project(const PartContext& c, LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop);
 
   // Bytes activation `a` takes per micro-batch on one rank, for the parts'
@@ -82,6 +82,13 @@ class AttentionPart : public AttentionCore {
   // Encodes each query head and the key of every group by their positions;
   // `inverse` undoes it (the backward).
   void encode(TypedPtr qkv, const LayerPass& pass, bool inverse) const;
+  // out [rows, local_qkv] = in @ W^T (+ bias, + the adapter's): QKV before QK-norm.
+  static void linear_qkv(const PartContext& c, TypedPtr in, const LayerParamIds& w, const LoraDropout& drop,
+                         TypedPtr out);
+  // QK-norm's backward: dqkv's query and key heads become the gradients
+  // before the norm, its weights' gradients accumulate. Recomputes the
+  // projection from `in` rather than keep it.
+  void qk_norm_bwd(TypedPtr in, const LayerParamIds& w, const LoraDropout& drop, TypedPtr dqkv) const;
 
   const PositionPart& position_;
 };
