@@ -250,14 +250,6 @@ void plan_context(RunSetup& s, const Instance& context) {
           "model.experts = " + std::to_string(s.dims.spec.experts) + " with parallel.context.size = " +
               std::to_string(s.cp) + ": the router's load-balancing loss is not summed over the context group yet; "
               "set parallel.context.size = 1");
-  require(s.cp == 1 || s.dims.spec.attention_backend != AttentionBackend::kFlash,
-          "model.attention_backend = \"flash\" with parallel.context.size = " + std::to_string(s.cp) +
-              ": the flash core does not attend across the context group yet; set model.attention_backend = "
-              "\"unfused\" or parallel.context.size = 1");
-  require(s.cp == 1 || s.dims.lora.dropout == 0,
-          "peft.dropout = " + std::to_string(s.dims.lora.dropout) + " with parallel.context.size = " +
-              std::to_string(s.cp) + ": the adapters' dropout is not split by context yet; set peft.dropout = 0 "
-              "or parallel.context.size = 1");
 }
 
 // The pipeline plan depends on the data-parallel size, which depends on the

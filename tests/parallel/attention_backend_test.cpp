@@ -39,6 +39,10 @@ const Layout kLayouts[] = {
     {"llama_gqa_tp2", "comm.world_size=2 parallel.tensor.size=2 model.arch=llama model.kv_heads=2 "
                       "model.attention_dropout=0.1"},
     {"packed_documents", "comm.world_size=1 data.reset_attention_mask=true data.reset_position_ids=true"},
+    // Each chunk one call against the gathered keys, at its query offset.
+    {"cp2", "comm.world_size=2 parallel.context.size=2"},
+    {"llama_gqa_cp4", "comm.world_size=4 parallel.context.size=4 model.arch=llama model.kv_heads=2"},
+    {"cp2_tp2_sp", "comm.world_size=4 parallel.context.size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Layouts, FlashAttention, ::testing::ValuesIn(kLayouts),
@@ -64,7 +68,8 @@ MemoryRecord dry(const std::string& overrides, int layers) {
 // The existing ActivationMemory pattern: per layer and in total, within 5%.
 TEST(FlashAttentionMemory, PerLayerAndTotalMatchTheFormula) {
   for (const char* layout : {"comm.world_size=1", "comm.world_size=2 parallel.tensor.size=2 "
-                                                  "parallel.tensor.sequence_parallel=true kernels.dtype=bf16"}) {
+                                                  "parallel.tensor.sequence_parallel=true kernels.dtype=bf16",
+                             "comm.world_size=4 parallel.context.size=4 model.seq_len=128"}) {
     SCOPED_TRACE(layout);
     const MemoryRecord two = dry(layout + std::string(kFlash), 2), four = dry(layout + std::string(kFlash), 4);
     ASSERT_FALSE(four.activations.empty());

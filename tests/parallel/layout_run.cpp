@@ -32,6 +32,7 @@ MemoryRecord read_memory(const fs::path& metrics) {
       m.optimizer.push_back(rank["optimizer"].get<double>());
       m.params.push_back(rank["params"].get<double>());
       m.grads.push_back(rank["grads"].get<double>());
+      m.total.push_back(rank["total"].get<double>());
       m.formula_total = rank["activations_formula"].get<double>();
     }
   }

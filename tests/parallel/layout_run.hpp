@@ -13,7 +13,7 @@ namespace mh::test {
 // The final metrics record's memory: each rank's measured peaks and the
 // activation formula's values, in bytes.
 struct MemoryRecord {
-  std::vector<double> activations, optimizer, params, grads;
+  std::vector<double> activations, optimizer, params, grads, total;
   double formula_per_layer = 0, formula_total = 0;
 };
 

@@ -186,6 +186,9 @@ const Case kCases[] = {
     {"tp2", "comm.world_size=2 parallel.tensor.size=2"},
     {"tp2_sp", "comm.world_size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true"},
     {"tp2_pp2_dp2", "comm.world_size=8 parallel.tensor.size=2 parallel.pipeline.size=2"},
+    // The adapters' dropout draws each context chunk's rows at their global counters.
+    {"cp2_tp2_sp", "comm.world_size=4 parallel.context.size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true"},
+    {"cp4", "comm.world_size=4 parallel.context.size=4"},
     // The distributed optimizer shards the adapters' state; the buckets overlap backward.
     {"dp2_distributed_overlapped",
      "comm.world_size=2 parallel.data.distributed_optimizer=true parallel.data.overlap_grad_reduce=true "

@@ -157,5 +157,20 @@ TEST(OptimizerMemory, DistributedOptimizerInBf16HoldsTwoPlusFourPlusTwelveOverDB
   }
 }
 
+// A 16k-token sequence on a device of 50 MiB: one rank's plan does not fit
+// and is refused before step 1; on cp 4 (flash core) each rank plans a
+// quarter of the activations and fits.
+TEST(ContextParallelMemory, SixteenThousandTokensFitOnCp4WhereOneRankDoesNot) {
+  const std::string model = " model.hidden=32 model.heads=2 model.seq_len=16384 train.global_batch=1 "
+                            "train.micro_batch=1 train.steps=1 model.attention_backend=flash";
+  const double device = 0.05 * 1024 * 1024 * 1024;  // kernels.memory_gb=0.05
+  LayoutResult one = run_layout("comm.world_size=1 model.layers=1 kernels.memory_gb=0.05" + model);
+  EXPECT_NE(one.exit_code, 0);
+  EXPECT_NE(one.log.find("more than the 51.20 MiB its device has"), std::string::npos) << one.log;
+  MemoryRecord cp4 = dry("comm.world_size=4 parallel.context.size=4" + model, 1);
+  ASSERT_EQ(cp4.total.size(), 4u);
+  for (double total : cp4.total) EXPECT_LT(total, device);
+}
+
 }  // namespace
 }  // namespace mh::test

@@ -102,6 +102,9 @@ const Layout kLayouts[] = {
     {"cp2_dp2_distributed_optimizer",
      "comm.world_size=4 parallel.context.size=2 parallel.data.distributed_optimizer=true", false, 0, false},
     {"mpi2_cp2", "comm.plugin=mpi parallel.context.size=2", true, 2},
+    // Recomputation replays the core, gathering the keys and values again.
+    {"cp2_selective_recompute", "comm.world_size=2 parallel.context.size=2 recompute.plugin=selective", false, 0},
+    {"cp2_full_recompute", "comm.world_size=2 parallel.context.size=2 recompute.plugin=full", false, 0},
 };
 
 INSTANTIATE_TEST_SUITE_P(Layouts, SameFunctionAsOneRank, ::testing::ValuesIn(kLayouts),

@@ -45,10 +45,16 @@ struct Heads {
   // The attention op's 4-D views of the same buffers: q-like [batch, m, S,
   // D] (query heads, the context and their gradients) and k-like [batch,
   // S, D] (slot j = m: K, m + 1: V).
-  MH_Tensor queries(TypedPtr qkv) const {
-    return view(qkv.data, qkv.dtype, {batch, m, S, D}, {(m + 2) * D, D, batch * (m + 2) * D, 1});
+  // `rows` positions from local position `first`.
+  MH_Tensor queries(TypedPtr qkv, int64_t first, int64_t rows) const {
+    return view((qkv + first * batch * (m + 2) * D).data, qkv.dtype, {batch, m, rows, D},
+                {(m + 2) * D, D, batch * (m + 2) * D, 1});
   }
-  MH_Tensor contexts(TypedPtr ctx) const { return view(ctx.data, ctx.dtype, {batch, m, S, D}, {m * D, D, batch * m * D, 1}); }
+  MH_Tensor queries(TypedPtr qkv) const { return queries(qkv, 0, S); }
+  MH_Tensor contexts(TypedPtr ctx, int64_t first, int64_t rows) const {
+    return view((ctx + first * batch * m * D).data, ctx.dtype, {batch, m, rows, D}, {m * D, D, batch * m * D, 1});
+  }
+  MH_Tensor contexts(TypedPtr ctx) const { return contexts(ctx, 0, S); }
 };
 
 // Context parallelism's view of attention: the rank's chunk k of c queries,
@@ -433,12 +439,38 @@ MH_AttentionArgs FlashAttentionPart::args(LayerActivations& A, const LayerPass& 
   return a;
 }
 
+// With context parallelism the rank's chunk k is one call against the
+// gathered keys before it: its queries start at position q_offset = p_k of
+// T_k = p_k + c keys, its dropout block at row p_k of the global [s, s]
+// probabilities, and its log-sum-exp [b * groups, m, c] follows the earlier
+// chunks'.
+MH_AttentionArgs FlashAttentionPart::chunk_args(LayerActivations& A, const LayerPass& pass, int64_t layer,
+                                                TypedPtr kv, int64_t k) const {
+  const Chunks C(c_.d);
+  const Heads& H = C.H;
+  const TypedPtr qkv = A[MH_ACT_QKV].ptr(), ctx = A[MH_ACT_CONTEXT].ptr();
+  MH_AttentionArgs a = args(A, pass, layer);
+  a.q = H.queries(qkv, k * C.c(), C.c());
+  a.k = C.gathered(kv, 0, k);
+  a.v = C.gathered(kv, 1, k);
+  a.out = H.contexts(ctx, k * C.c(), C.c());
+  a.lse = view((ctx + lse_offset(c_.d, ctx.dtype)).data, MH_F32, {H.batch, H.m, C.c()});
+  a.lse.data = static_cast<float*>(a.lse.data) + k * H.batch * H.m * C.c();
+  a.q_offset = c_.d.chunk_start(k);
+  a.dropout_rows = a.dropout_cols = c_.d.seq;
+  a.dropout_row0 = c_.d.chunk_start(k);
+  return a;
+}
+
 void FlashAttentionPart::core(LayerActivations& A, const LayerPass& pass, int64_t layer) const {
   if (A.has(MH_ACT_CONTEXT)) return;
   const int32_t dtype = c_.dev.info().compute_dtype;
-  const int64_t lse_bytes = Heads(c_.d).batch * Heads(c_.d).m * c_.d.seq * 4, e = int64_t(dtype_size(dtype));
+  const int64_t lse_bytes = Heads(c_.d).batch * Heads(c_.d).m * c_.d.local_seq() * 4, e = int64_t(dtype_size(dtype));
   A[MH_ACT_CONTEXT] = Buffer(c_.dev, kAct, lse_offset(c_.d, dtype) + lse_bytes / e, dtype);
-  c_.dev.run(&MH_KernelsApi::attention, args(A, pass, layer), "attention");
+  if (c_.d.cp == 1) return c_.dev.run(&MH_KernelsApi::attention, args(A, pass, layer), "attention");
+  const Buffer kv = gather_kv(A[MH_ACT_QKV].ptr());
+  for (int64_t k = 0; k < c_.d.chunks(); ++k)
+    c_.dev.run(&MH_KernelsApi::attention, chunk_args(A, pass, layer, kv.ptr(), k), "attention");
 }
 
 // The op accumulates into dq, dk and dv (a ring adds key blocks), so dqkv
@@ -447,12 +479,33 @@ void FlashAttentionPart::core_bwd(LayerActivations& A, const LayerPass& pass, in
                                   TypedPtr dqkv) const {
   const Heads H(c_.d);
   ops::fill(c_.dev, dqkv, c_.d.rows() * c_.d.local_qkv(), 0.0f);
+  if (c_.d.cp > 1) return chunks_bwd(A, pass, layer, dctx, dqkv);
   MH_AttentionArgs a = args(A, pass, layer);
   a.dout = H.contexts(dctx);
   a.dq = H.queries(dqkv);
   a.dk = H.qkv(dqkv, H.m);
   a.dv = H.qkv(dqkv, H.m + 1);
   c_.dev.run(&MH_KernelsApi::attention_bwd, a, "attention_bwd");
+}
+
+// Each chunk adds its queries' share to the gathered keys' and values'
+// gradients, which go back to their owners as the unfused core's do.
+void FlashAttentionPart::chunks_bwd(LayerActivations& A, const LayerPass& pass, int64_t layer, TypedPtr dctx,
+                                    TypedPtr dqkv) const {
+  const Chunks C(c_.d);
+  const int64_t n = c_.d.cp * C.kv_chunk() * c_.d.chunks();
+  const Buffer kv = gather_kv(A[MH_ACT_QKV].ptr());
+  Buffer dkv = c_.activation(kWork, n);
+  ops::fill(c_.dev, dkv.ptr(), n, 0.0f);
+  for (int64_t k = 0; k < c_.d.chunks(); ++k) {
+    MH_AttentionArgs a = chunk_args(A, pass, layer, kv.ptr(), k);
+    a.dout = C.H.contexts(dctx, k * C.c(), C.c());
+    a.dq = C.H.queries(dqkv, k * C.c(), C.c());
+    a.dk = C.gathered(dkv.ptr(), 0, k);
+    a.dv = C.gathered(dkv.ptr(), 1, k);
+    c_.dev.run(&MH_KernelsApi::attention_bwd, a, "attention_bwd");
+  }
+  scatter_dkv(dkv.ptr(), dqkv);
 }
 
 }  // namespace mh

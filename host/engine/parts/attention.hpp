@@ -66,19 +66,20 @@ class AttentionPart : public AttentionCore {
   // are [b, a/t, s, s] of the global [b, a, s, s] (without context
   // parallelism).
   MH_RngSpan probs_span(uint64_t key, int64_t layer) const;
-
-  PartContext c_;
-
- private:
-  // The core over a context-parallel group (cp > 1) with all-gathered keys
-  // and values; backward reduce-scatters their gradients to their owners.
-  void context_core(LayerActivations& A, const LayerPass& pass, int64_t layer) const;
-  void context_core_bwd(LayerActivations& A, TypedPtr dctx, TypedPtr dqkv) const;
-  // Every rank's K and V, [s, b * groups, 2D] in global position order.
+  // Context parallelism (cp > 1), all_gather: every rank's K and V, [s, b *
+  // groups, 2D] in global position order.
   Buffer gather_kv(TypedPtr qkv) const;
   // dkv [s, b * groups, 2D], this rank's contribution to every position's:
   // summed over the group, the rank's own positions into dqkv's K and V.
   void scatter_dkv(TypedPtr dkv, TypedPtr dqkv) const;
+
+  PartContext c_;
+
+ private:
+  // The core over a context-parallel group with all-gathered keys and
+  // values; backward reduce-scatters their gradients to their owners.
+  void context_core(LayerActivations& A, const LayerPass& pass, int64_t layer) const;
+  void context_core_bwd(LayerActivations& A, TypedPtr dctx, TypedPtr dqkv) const;
   // Encodes each query head and the key of every group by their positions;
   // `inverse` undoes it (the backward).
   void encode(TypedPtr qkv, const LayerPass& pass, bool inverse) const;
@@ -113,6 +114,11 @@ class FlashAttentionPart final : public AttentionPart {
                 TypedPtr dqkv) const override;
   // The op's arguments over A's QKV and context.
   MH_AttentionArgs args(LayerActivations& A, const LayerPass& pass, int64_t layer) const;
+  // With context parallelism: those of the rank's chunk k against the
+  // gathered keys and values `kv`; its backward, chunk by chunk.
+  MH_AttentionArgs chunk_args(LayerActivations& A, const LayerPass& pass, int64_t layer, TypedPtr kv,
+                              int64_t k) const;
+  void chunks_bwd(LayerActivations& A, const LayerPass& pass, int64_t layer, TypedPtr dctx, TypedPtr dqkv) const;
 };
 
 }  // namespace mh

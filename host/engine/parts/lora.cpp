@@ -5,14 +5,26 @@
 namespace mh {
 namespace {
 
-// The adapter's dropout mask over the rank's x [N, in]: the whole input's
-// counters beside a column-parallel layer, the rank's columns of them beside a
-// row-parallel one (proj, fc2), whose input is split by columns.
-MH_RngSpan lora_span(const PartContext& c, const LoraDropout& drop, LoraTarget target, int64_t in) {
+// The adapter's dropout mask over the rows of the rank's context chunk k of
+// x [N, in]: the whole input's counters beside a column-parallel layer, the
+// rank's columns of them beside a row-parallel one (proj, fc2), whose input
+// is split by columns; the chunk's rows from its first global row.
+MH_RngSpan lora_span(const PartContext& c, const LoraDropout& drop, LoraTarget target, int64_t in, int64_t k) {
   const bool row_parallel = target == kLoraProj || target == kLoraFc2;
   const uint64_t shards = row_parallel ? uint64_t(c.d.tp) : 1, first = row_parallel ? uint64_t(c.d.tp_rank) : 0;
-  return MH_RngSpan{rng::splitmix64(drop.stream ^ uint64_t(target)), first * uint64_t(in), uint64_t(in),
-                    shards * uint64_t(in)};
+  const uint64_t first_row = uint64_t(c.d.chunk_start(k) * c.d.micro_batch);
+  return MH_RngSpan{rng::splitmix64(drop.stream ^ uint64_t(target)), (first + first_row * shards) * uint64_t(in),
+                    uint64_t(in), shards * uint64_t(in)};
+}
+
+// out = dropout(x) + residual (may be empty) over the rank's x [N, in], chunk
+// by chunk of its context rows; the backward redraws the same mask.
+void adapter_dropout(const PartContext& c, const LoraDropout& drop, LoraTarget target, int64_t in, TypedPtr x,
+                     TypedPtr residual, TypedPtr out, uint8_t* mask) {
+  const int64_t chunk = c.d.chunk_len() * c.d.micro_batch * in;
+  for (int64_t k = 0; k < c.d.chunks(); ++k)
+    ops::dropout(c.dev, x + k * chunk, residual.data != nullptr ? residual + k * chunk : TypedPtr{}, out + k * chunk,
+                 mask + k * chunk, chunk, drop.p, lora_span(c, drop, target, in, k));
 }
 
 // The adapter's input: x, or dropout(x) into `kept` when dropout is on.
@@ -22,7 +34,7 @@ TypedPtr adapter_input(const PartContext& c, const LoraDropout& drop, LoraTarget
   const int64_t n = c.d.rows() * in;
   kept = c.activation(MemCategory::kWorkspace, n);
   Buffer mask(c.dev, MemCategory::kWorkspace, n, MH_U8);
-  ops::dropout(c.dev, x, {}, kept.ptr(), static_cast<uint8_t*>(mask.data()), n, drop.p, lora_span(c, drop, target, in));
+  adapter_dropout(c, drop, target, in, x, {}, kept.ptr(), static_cast<uint8_t*>(mask.data()));
   return kept.ptr();
 }
 
@@ -71,8 +83,7 @@ void lora_backward(const PartContext& c, const LoraIds& ids, const LoraDropout& 
   }
   Buffer dxa(c.dev, MemCategory::kWorkspace, N * in, dx.dtype), mask(c.dev, MemCategory::kWorkspace, N * in, MH_U8);
   ops::gemm(c.dev, dz.t({1, N, r}), c.P(ids.a).t({1, r, in}), dxa.t({1, N, in}), false, false, 0);
-  ops::dropout(c.dev, dxa.ptr(), dx, dx, static_cast<uint8_t*>(mask.data()), N * in, drop.p,
-               lora_span(c, drop, target, in));
+  adapter_dropout(c, drop, target, in, dxa.ptr(), dx, dx, static_cast<uint8_t*>(mask.data()));
 }
 
 void adapted_projection(const PartContext& c, TypedPtr x, int weight, const LoraIds& lora, const LoraDropout& drop,
