@@ -153,6 +153,7 @@ const SlotSpec kSlots[] = {
     {"parallel.tensor", MH_KIND_TENSOR_PARALLEL, "megatron"},
     {"parallel.pipeline", MH_KIND_PIPELINE_PARALLEL, "megatron"},
     {"parallel.data", MH_KIND_DATA_PARALLEL, "megatron"},
+    {"parallel.expert", MH_KIND_EXPERT_PARALLEL, "megatron"},
     {"recompute", MH_KIND_RECOMPUTE, "none"},
     {"tuner", MH_KIND_TUNER, nullptr},
     {"observer", MH_KIND_OBSERVER, nullptr},

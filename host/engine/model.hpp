@@ -54,6 +54,9 @@ struct ModelDims {
   int64_t vocab_size = 0;    // the tokenizer's; vocab is it padded, 0 means vocab
   int64_t max_positions = 0;  // the positions the model is made for; 0 means seq
   int32_t tp = 1, tp_rank = 0;
+  // Expert parallelism: the ranks of the expert group, each holding
+  // experts / ep consecutive experts (docs/parallelism.md).
+  int32_t ep = 1, ep_rank = 0;
   bool sp = false;
   float dropout = 0, attention_dropout = 0, init_std = 0.02f, layernorm_eps = 1e-5f;
   ModelSpec spec;
@@ -79,6 +82,8 @@ struct ModelDims {
   int64_t active_ffn() const { return moe() ? spec.router_topk * moe_ffn : ffn; }
   // Expert slots of a micro-batch: every row to its k experts (dropless).
   int64_t routed_rows() const { return rows() * spec.router_topk; }
+  int64_t local_experts() const { return spec.experts / ep; }
+  int64_t first_expert() const { return ep_rank * local_experts(); }
   int64_t rows() const { return seq * micro_batch; }
   // Rows of the norm and dropout regions: a sequence shard with SP.
   int64_t local_rows() const { return sp ? rows() / tp : rows(); }

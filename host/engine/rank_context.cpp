@@ -6,18 +6,22 @@ namespace mh {
 namespace {
 
 RankGroups make_groups(const RunSetup& s, int32_t local, int32_t rank, const RankCoordinates& c, const Device& dev) {
-  RankGroups g{world_group(s.comm_api, s.comm, local, s.dry_run, dev), {}, {}, {}, {}};
+  RankGroups g{world_group(s.comm_api, s.comm, local, s.dry_run, dev), {}, {}, {}, {}, {}, {}};
   g.tensor = g.world.split(c.pp * s.dp + c.dp, c.tp, "tensor");
   g.data = g.world.split(c.pp * s.tp + c.tp, c.dp, "data");
   g.pipeline = g.world.split(c.dp * s.tp + c.tp, c.pp, "pipeline");
   const bool end = c.pp == 0 || c.pp == s.pp - 1;
   g.embedding = g.world.split(end ? c.dp * s.tp + c.tp : s.comm_info.world_size + rank, c.pp, "embedding");
+  const int32_t replicas = (c.pp * s.tp + c.tp) * s.dp;  // one data group's colors start here
+  g.expert = g.world.split(replicas + c.dp / s.ep, c.dp % s.ep, "expert");
+  g.expert_data = g.world.split(replicas + c.dp % s.ep, c.dp / s.ep, "expert-data");
   return g;
 }
 
 ModelDims rank_dims(const RunSetup& s, const RankCoordinates& c) {
   ModelDims d = s.dims;
   d.tp_rank = c.tp;
+  d.ep_rank = c.dp % s.ep;
   return d;
 }
 

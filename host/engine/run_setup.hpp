@@ -35,6 +35,7 @@ struct RunSetup {
   std::vector<MH_StageLayers> stage_layers;            // p * v model chunks, in model order
   std::vector<std::vector<MH_PipeAction>> schedules;   // per stage
   int32_t tp = 1, pp = 1, dp = 1;
+  int32_t ep = 1;  // expert-parallel ranks, drawn from the dp ones
   ModelDims dims{};  // global dims; each rank sets tp_rank
   int64_t steps = 0, global_batch = 0, micro_batch = 0, microbatches = 0;
   std::vector<std::unique_ptr<data::IndexedDataset>> datasets;

@@ -13,7 +13,7 @@ constexpr auto kWork = MemCategory::kWorkspace;
 }  // namespace
 
 Transformer::Transformer(Device& device, ParamSet& params, TensorParallel& tp, const ModelDims& dims, ChunkSpec chunk,
-                         KeepTable keep, ParamsNeeded needed)
+                         KeepTable keep, ParamsNeeded needed, Collectives* experts)
     : dev_(device),
       params_(params),
       tp_(tp),
@@ -21,7 +21,7 @@ Transformer::Transformer(Device& device, ParamSet& params, TensorParallel& tp, c
       chunk_(chunk),
       keep_(std::move(keep)),
       needed_(std::move(needed)),
-      ctx_{device, params, tp, d_},
+      ctx_{device, params, tp, d_, experts},
       parts_(build_layer_parts(ctx_)),
       attention_(ctx_, *parts_.position),
       layer_(ctx_, parts_, attention_),

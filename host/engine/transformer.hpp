@@ -70,9 +70,10 @@ using ParamsNeeded = std::function<void(std::span<const int> param_ids)>;
 
 class Transformer {
  public:
-  // keep: the recompute policy's decisions for the chunk's layers, in order.
+  // keep: the recompute policy's decisions for the chunk's layers, in order;
+  // experts: the expert group (PartContext::experts).
   Transformer(Device& device, ParamSet& params, TensorParallel& tp, const ModelDims& dims, ChunkSpec chunk,
-              KeepTable keep, ParamsNeeded needed = {});
+              KeepTable keep, ParamsNeeded needed = {}, Collectives* experts = nullptr);
 
   const ChunkSpec& chunk() const { return chunk_; }
   // Forward of one micro-batch through the chunk. `input` is the received

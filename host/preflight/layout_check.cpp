@@ -51,7 +51,8 @@ int32_t plan_tensor(const Config& config, const Assembly& a, const MH_ModelShape
 }
 
 // With `tp` 0 (unknown), only what needs no data-parallel size is planned.
-void plan_pipeline(const Config& config, const Assembly& a, const MH_ModelShape& s, int32_t tp, Diagnostics& diag) {
+// The data-parallel size, or 0 when it is unknown (a problem reported).
+int32_t plan_pipeline(const Config& config, const Assembly& a, const MH_ModelShape& s, int32_t tp, Diagnostics& diag) {
   const Slot& slot = *a.slot(MH_KIND_PIPELINE_PARALLEL);
   Instance pipeline(slot, 1, -1);
   const auto* api = pipeline.api<MH_PipelineParallelApi>();
@@ -59,16 +60,28 @@ void plan_pipeline(const Config& config, const Assembly& a, const MH_ModelShape&
   plan.struct_size = sizeof plan;
   MH_Error* error = api->plan(pipeline.get(), &s, 1, &plan);
   report(error, config, slot, diag);
-  if (tp == 0) return;  // the tensor plan failed: the data-parallel size is unknown
+  if (tp == 0) return 0;  // the tensor plan failed: the data-parallel size is unknown
   if (error != nullptr || s.world_size % (tp * plan.size) != 0) {
     if (error == nullptr)
       diag.error(config.where(find_table(config.root(), "comm")),
                  "the world size " + std::to_string(s.world_size) + " is not a multiple of parallel.tensor.size (" +
                      std::to_string(tp) + ") x parallel.pipeline.size (" + std::to_string(plan.size) +
                      "); the data-parallel size is world / (tensor x pipeline)");
-    return;
+    return 0;
   }
-  report(api->plan(pipeline.get(), &s, s.world_size / (tp * plan.size), &plan), config, slot, diag);
+  const int32_t dp = s.world_size / (tp * plan.size);
+  report(api->plan(pipeline.get(), &s, dp, &plan), config, slot, diag);
+  return dp;
+}
+
+// The expert-parallel size must divide the experts and the data-parallel size.
+void plan_expert(const Config& config, const Assembly& a, int64_t experts, int32_t dp, Diagnostics& diag) {
+  if (dp == 0) return;
+  const Slot& slot = *a.slot(MH_KIND_EXPERT_PARALLEL);
+  Instance expert(slot, 1, -1);
+  MH_ExpertPlan plan{};
+  plan.struct_size = sizeof plan;
+  report(expert.api<MH_ExpertParallelApi>()->plan(expert.get(), experts, dp, &plan), config, slot, diag);
 }
 
 // The data-parallel component checks how its options combine when it
@@ -102,7 +115,7 @@ void check_layout(const Config& config, const Assembly& a, Diagnostics& diag) {
   if (world <= 0) return;
   try {
     const MH_ModelShape s = shape(dims, a, world);
-    plan_pipeline(config, a, s, plan_tensor(config, a, s, diag), diag);
+    plan_expert(config, a, dims.spec.experts, plan_pipeline(config, a, s, plan_tensor(config, a, s, diag), diag), diag);
   } catch (const Error& e) {
     diag.error(config.file(), e.what());  // a planner that failed to start
   }

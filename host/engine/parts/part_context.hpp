@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "engine/collectives.hpp"
 #include "engine/device.hpp"
 #include "engine/model.hpp"
 #include "engine/params.hpp"
@@ -19,6 +20,9 @@ struct PartContext {
   ParamSet& params;
   TensorParallel& tp;
   const ModelDims& d;
+  // The expert group (d.ep ranks) a mixture of experts exchanges its
+  // tokens over; null for a single rank.
+  Collectives* experts = nullptr;
 
   // The weight every op reads (ParamSet::weight).
   TypedPtr P(int id) const { return params.weight(id); }
