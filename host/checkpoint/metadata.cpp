@@ -99,6 +99,12 @@ ModelShape parse_model(const json& j, const std::string& where) {
   m.moe_ffn = optional_field<int64_t>(j, "moe_ffn_hidden", 0, where);
   m.router_norm_topk = optional_field<bool>(j, "router_norm_topk", gpt2.router_norm_topk, where);
   m.router_aux_loss_coef = optional_field<double>(j, "router_aux_loss_coef", 0, where);
+  m.shared_experts = optional_field<int64_t>(j, "shared_experts", 0, where);
+  m.shared_ffn = optional_field<int64_t>(j, "shared_expert_ffn_hidden", 0, where);
+  m.shared_expert_gate = optional_field<bool>(j, "shared_expert_gate", false, where);
+  m.qkv_bias = optional_field<bool>(j, "qkv_bias", false, where);
+  require(m.shared_experts >= 0 && m.shared_ffn >= 0 && (m.shared_experts == 0 || m.experts > 0),
+          where + ": shared_experts and shared_expert_ffn_hidden must be non-negative, shared experts need experts > 0");
   require(m.experts >= 0 && m.moe_ffn >= 0 && (m.experts == 0 || (m.router_topk >= 1 && m.router_topk <= m.experts)),
           where + ": experts and moe_ffn_hidden must be non-negative, router_topk between 1 and experts");
   require(m.vocab_size >= 0 && m.vocab_size <= m.vocab && m.kv_heads >= 0 && (m.kv() <= m.heads && m.heads % m.kv() == 0),
@@ -199,6 +205,12 @@ json to_json(const Metadata& m) {
     j["model"]["router_norm_topk"] = s.router_norm_topk;
     j["model"]["router_aux_loss_coef"] = s.router_aux_loss_coef;
   }
+  if (s.shared_experts > 0) {
+    j["model"]["shared_experts"] = s.shared_experts;
+    j["model"]["shared_expert_ffn_hidden"] = s.shared_ffn;
+    j["model"]["shared_expert_gate"] = s.shared_expert_gate;
+  }
+  if (s.qkv_bias) j["model"]["qkv_bias"] = true;
   j["layout"] = {{"tensor", m.layout.tensor},
                  {"pipeline", m.layout.pipeline},
                  {"data", m.layout.data},
@@ -274,6 +286,9 @@ std::vector<std::string> shape_differences(const ModelShape& saved, const ModelS
   if (saved.experts > 0 && run.experts > 0) {
     compare("router_topk", saved.router_topk, run.router_topk);
     compare("moe_ffn_hidden", saved.moe_ffn, run.moe_ffn);
+    compare("shared_experts", saved.shared_experts, run.shared_experts);
+    if (saved.shared_experts > 0 && run.shared_experts > 0)
+      compare("shared_expert_ffn_hidden", saved.shared_ffn, run.shared_ffn);
   }
   auto compare_text = [&](const char* key, const std::string& a, const std::string& b) {
     if (a != b) out.push_back(std::string("model.") + key + ": checkpoint \"" + a + "\", this run \"" + b + "\"");
@@ -284,6 +299,8 @@ std::vector<std::string> shape_differences(const ModelShape& saved, const ModelS
   auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
   compare_text("tie_embeddings", flag(saved.tie_embeddings), flag(run.tie_embeddings));
   compare_text("bias", flag(saved.bias), flag(run.bias));
+  compare_text("qkv_bias", flag(saved.qkv_bias), flag(run.qkv_bias));
+  compare_text("shared_expert_gate", flag(saved.shared_expert_gate), flag(run.shared_expert_gate));
   return out;
 }
 

@@ -68,10 +68,16 @@ struct ModelShape {
   int64_t experts = 0, router_topk = 2, moe_ffn = 0;
   bool router_norm_topk = true;
   double router_aux_loss_coef = 0;
+  // Shared experts beside the routed ones (Qwen2-MoE, DeepSeek): how many,
+  // each one's inner size (0 means moe_ffn) and Qwen2-MoE's sigmoid gate.
+  int64_t shared_experts = 0, shared_ffn = 0;
+  bool shared_expert_gate = false;
+  bool qkv_bias = false;  // biases on QKV alone (Qwen2) where bias is false
 
   int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t head_dim() const { return hidden / heads; }
   int64_t positions() const { return max_positions > 0 ? max_positions : seq_len; }
+  int64_t shared_width() const { return shared_experts * (shared_ffn > 0 ? shared_ffn : moe_ffn); }
 };
 
 struct Layout {

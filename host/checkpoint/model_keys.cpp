@@ -48,6 +48,12 @@ std::vector<ModelKey> model_keys(const Metadata& meta) {
     add("router_norm_topk", m.router_norm_topk);
     add("router_aux_loss_coef", m.router_aux_loss_coef, ModelKey::kDefault);
   }
+  if (m.shared_experts > 0) {
+    add("shared_experts", m.shared_experts);
+    add("shared_expert_ffn_hidden", m.shared_ffn, ModelKey::kEqual, m.shared_ffn == m.moe_ffn);
+    add("shared_expert_gate", m.shared_expert_gate);
+  }
+  if (m.qkv_bias) add("qkv_bias", true);
   keys.push_back({"layernorm_eps", m.norm_eps, "model.norm_eps", m.norm_eps, ModelKey::kEqual, false});
   const nlohmann::json& t = meta.tokenizer;
   for (const char* key : {"tokenizer", "vocab_file", "merges_file", "tokenizer_file"}) {

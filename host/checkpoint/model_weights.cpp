@@ -37,7 +37,11 @@ ModelShape checkpoint_model(const ModelDims& d, const std::string& arch) {
     m.moe_ffn = d.moe_ffn;
     m.router_norm_topk = d.spec.router_norm_topk;
     m.router_aux_loss_coef = shortest_double(d.spec.router_aux_loss_coef);
+    m.shared_experts = d.spec.shared_experts;
+    m.shared_ffn = d.spec.shared_experts > 0 ? d.shared_ffn : 0;
+    m.shared_expert_gate = d.spec.shared_expert_gate;
   }
+  m.qkv_bias = d.spec.qkv_bias && !d.spec.bias;
   return m;
 }
 

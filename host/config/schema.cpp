@@ -29,11 +29,16 @@ const MH_OptionSpec kModel[] = {
     opt_int("kv_heads", "0", 0, 100000, "key/value heads (grouped-query attention); 0 means heads"),
     opt_bool("tie_embeddings", "true", "the output layer shares the token embedding"),
     opt_bool("bias", "true", "biases on the linear layers"),
+    opt_bool("qkv_bias", "false", "biases on the QKV projection alone (Qwen2) when bias = false"),
     opt_int("experts", "0", 0, 100000, "mixture of experts: routed SwiGLU experts per layer; 0 is a dense MLP"),
     opt_int("router_topk", "2", 1, 100000, "experts each token is routed to (at most experts)"),
     opt_int("moe_ffn_hidden", "0", 0, 1e7, "an expert's inner size; 0 means ffn_hidden"),
     opt_bool("router_norm_topk", "true", "renormalise the k chosen probabilities to sum to 1 (Mixtral); false keeps the softmax over all experts (Qwen2-MoE's norm_topk_prob = false)"),
     opt_double("router_aux_loss_coef", "0", 0, 1e6, "weight of the load-balancing loss (Switch/Mixtral), reported as moe_aux_loss"),
+    opt_int("shared_experts", "0", 0, 100000, "SwiGLU experts every token passes through beside its routed ones (Qwen2-MoE, DeepSeek)"),
+    opt_int("shared_expert_ffn_hidden", "0", 0, 1e7, "a shared expert's inner size; 0 means moe_ffn_hidden"),
+    opt_bool("shared_expert_gate", "false", "scale the shared experts' output by sigmoid(x g), g [1, hidden] (Qwen2-MoE)"),
+    opt_double("moe_capacity_factor", "0", 0, 1e6, "each expert takes at most ceil(factor tokens k / experts) tokens, the lowest-probability overflow dropped; 0 is dropless"),
 };
 
 const MH_OptionSpec kTrain[] = {

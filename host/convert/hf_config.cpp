@@ -116,7 +116,12 @@ double rope_theta(const Fields& f) {
   return nested;
 }
 
-HfModel parse_llama(const Fields& f) {
+// The class defaults of the fields where Llama's and Qwen2's differ.
+struct LlamaDefaults {
+  int64_t ffn, positions, vocab;
+};
+
+HfModel parse_llama(const Fields& f, const LlamaDefaults& defaults = {11008, 2048, 32000}) {
   HfModel hf;
   hf.cls = HfClass::kLlama;
   ckpt::ModelShape& m = hf.shape;
@@ -128,10 +133,10 @@ HfModel parse_llama(const Fields& f) {
   m.hidden = f.count("hidden_size", 4096);
   m.heads = f.count("num_attention_heads", 32);
   m.kv_heads = f.count("num_key_value_heads", m.heads);
-  m.ffn = f.count("intermediate_size", 11008);
-  m.seq_len = f.count("max_position_embeddings", 2048);
+  m.ffn = f.count("intermediate_size", defaults.ffn);
+  m.seq_len = f.count("max_position_embeddings", defaults.positions);
   m.max_positions = m.seq_len;
-  m.vocab_size = f.count("vocab_size", 32000);
+  m.vocab_size = f.count("vocab_size", defaults.vocab);
   m.norm_eps = f.number("rms_norm_eps", 1e-6);
   m.rope_theta = rope_theta(f);
   m.tie_embeddings = f.flag("tie_word_embeddings", false);
@@ -145,6 +150,18 @@ HfModel parse_llama(const Fields& f) {
   require_value(m.kv_heads <= m.heads && m.heads % m.kv_heads == 0, f, "num_key_value_heads",
                 "must divide num_attention_heads");
   hf.attention_dropout = f.number("attention_dropout", 0);
+  return hf;
+}
+
+// Llama with biases on q, k and v alone (none on o_proj and the MLP); the
+// class has no field for them.
+HfModel parse_qwen2(const Fields& f) {
+  HfModel hf = parse_llama(f, {22016, 32768, 151936});
+  hf.cls = HfClass::kQwen2;
+  hf.shape.bias = false;
+  hf.shape.qkv_bias = true;
+  require_value(!f.flag("use_sliding_window", false), f, "use_sliding_window",
+                "is true; Megahost's attention is full causal attention: convert a model without a window");
   return hf;
 }
 
@@ -190,6 +207,58 @@ HfModel parse_mixtral(const Fields& f) {
   return hf;
 }
 
+// Llama's attention (with biases on q, k and v under qkv_bias) and norms;
+// every layer's MLP a mixture of num_experts SwiGLU experts of
+// moe_intermediate_size, the softmax's top num_experts_per_tok (renormalised
+// under norm_topk_prob), beside one shared expert of
+// shared_expert_intermediate_size scaled by sigmoid(shared_expert_gate).
+HfModel parse_qwen2_moe(const Fields& f) {
+  HfModel hf;
+  hf.cls = HfClass::kQwen2Moe;
+  ckpt::ModelShape& m = hf.shape;
+  m.arch = "llama";
+  m.normalization = "rmsnorm";
+  m.position = "rope";
+  m.activation = "swiglu";
+  m.bias = false;
+  m.qkv_bias = f.flag("qkv_bias", true);  // transformers 4's class always has them, without the field
+  m.layers = f.count("num_hidden_layers", 24);
+  m.hidden = f.count("hidden_size", 2048);
+  m.heads = f.count("num_attention_heads", 16);
+  m.kv_heads = f.count("num_key_value_heads", m.heads);
+  m.ffn = f.count("intermediate_size", 5632);
+  m.moe_ffn = f.count("moe_intermediate_size", 1408);
+  m.experts = f.count("num_experts", 60);
+  m.router_topk = f.count("num_experts_per_tok", 4);
+  m.router_norm_topk = f.flag("norm_topk_prob", false);
+  m.router_aux_loss_coef = f.number("router_aux_loss_coef", 0.001);
+  m.shared_experts = 1;
+  m.shared_ffn = f.count("shared_expert_intermediate_size", 5632);
+  m.shared_expert_gate = true;
+  m.seq_len = f.count("max_position_embeddings", 32768);
+  m.max_positions = m.seq_len;
+  m.vocab_size = f.count("vocab_size", 151936);
+  m.norm_eps = f.number("rms_norm_eps", 1e-6);
+  m.rope_theta = rope_theta(f);
+  m.tie_embeddings = f.flag("tie_word_embeddings", false);
+  const std::string act = f.text("hidden_act", "silu");
+  require_value(act == "silu", f, "hidden_act", "is \"" + act + "\"; Megahost's swiglu gates with SiLU (\"silu\")");
+  require_value(!f.present("head_dim") || f.count("head_dim") * m.heads == m.hidden, f, "head_dim",
+                "must be hidden_size / num_attention_heads (Megahost's head size)");
+  require_value(m.kv_heads <= m.heads && m.heads % m.kv_heads == 0, f, "num_key_value_heads",
+                "must divide num_attention_heads");
+  require_value(m.router_topk <= m.experts, f, "num_experts_per_tok", "must be at most num_experts");
+  require_value(f.count("decoder_sparse_step", 1) == 1, f, "decoder_sparse_step",
+                "is not 1; Megahost's mixture of experts is in every layer (no dense layers between)");
+  const json* dense = f.find("mlp_only_layers");
+  require_value(dense == nullptr || dense->is_null() || (dense->is_array() && dense->empty()), f, "mlp_only_layers",
+                "lists layers; Megahost's mixture of experts is in every layer (no dense layers among them)");
+  require_value(!f.flag("use_sliding_window", false), f, "use_sliding_window",
+                "is true; Megahost's attention is full causal attention: convert a model without a window");
+  hf.attention_dropout = f.number("attention_dropout", 0);
+  return hf;
+}
+
 std::string model_type(const json& j, const std::string& path) {
   if (j.contains("model_type") && j["model_type"].is_string()) return j["model_type"].get<std::string>();
   if (j.contains("architectures") && j["architectures"].is_array())
@@ -197,10 +266,13 @@ std::string model_type(const json& j, const std::string& path) {
       if (a == "GPT2LMHeadModel" || a == "GPT2Model") return "gpt2";
       if (a == "LlamaForCausalLM" || a == "LlamaModel") return "llama";
       if (a == "MixtralForCausalLM" || a == "MixtralModel") return "mixtral";
+      if (a == "Qwen2ForCausalLM" || a == "Qwen2Model") return "qwen2";
+      if (a == "Qwen2MoeForCausalLM" || a == "Qwen2MoeModel") return "qwen2_moe";
     }
   throw Error(MH_INVALID_ARGUMENT, path + ": no \"model_type\" (nor a known \"architectures\"); Megahost converts "
-                                          "\"gpt2\" (GPT2LMHeadModel), \"llama\" (LlamaForCausalLM) and \"mixtral\" "
-                                          "(MixtralForCausalLM)");
+                                          "\"gpt2\" (GPT2LMHeadModel), \"llama\" (LlamaForCausalLM), \"qwen2\" "
+                                          "(Qwen2ForCausalLM), \"mixtral\" (MixtralForCausalLM) and \"qwen2_moe\" "
+                                          "(Qwen2MoeForCausalLM)");
 }
 
 // A special token id: an integer, a list of them (Llama 3's eos), or null.
@@ -248,6 +320,8 @@ const char* class_name(HfClass c) {
     case HfClass::kGpt2: return "GPT2LMHeadModel";
     case HfClass::kLlama: return "LlamaForCausalLM";
     case HfClass::kMixtral: return "MixtralForCausalLM";
+    case HfClass::kQwen2: return "Qwen2ForCausalLM";
+    case HfClass::kQwen2Moe: return "Qwen2MoeForCausalLM";
   }
   return "";
 }
@@ -257,9 +331,14 @@ HfModel parse_hf_config(std::string_view text, const std::string& path) {
   require(j.is_object(), path + ": not a JSON object; a Hugging Face config.json is one");
   const std::string type = model_type(j, path);
   const Fields f(j, path);
-  require(type == "gpt2" || type == "llama" || type == "mixtral",
-          path + ": \"model_type\" is \"" + type + "\"; Megahost converts \"gpt2\", \"llama\" and \"mixtral\" models");
-  HfModel hf = type == "gpt2" ? parse_gpt2(f) : type == "llama" ? parse_llama(f) : parse_mixtral(f);
+  require(type == "gpt2" || type == "llama" || type == "qwen2" || type == "mixtral" || type == "qwen2_moe",
+          path + ": \"model_type\" is \"" + type +
+              "\"; Megahost converts \"gpt2\", \"llama\", \"qwen2\", \"mixtral\" and \"qwen2_moe\" models");
+  HfModel hf = type == "gpt2"      ? parse_gpt2(f)
+               : type == "llama"   ? parse_llama(f)
+               : type == "qwen2"   ? parse_qwen2(f)
+               : type == "mixtral" ? parse_mixtral(f)
+                                   : parse_qwen2_moe(f);
   hf.bos_token_id = special_id(j, "bos_token_id", path);
   hf.eos_token_id = special_id(j, "eos_token_id", path);
   ckpt::ModelShape& m = hf.shape;
@@ -283,11 +362,23 @@ HfClass hf_class(const ckpt::ModelShape& m) {
   require(gpt2 || llama, keys + ": neither GPT2LMHeadModel (layernorm, learned, gelu) nor LlamaForCausalLM "
                                 "(rmsnorm, rope, swiglu) computes this combination");
   if (llama && m.experts > 0) {
-    require(!m.bias && m.router_norm_topk,
-            "model.experts > 0 with model.bias = true or router_norm_topk = false: MixtralForCausalLM has no biases "
-            "and renormalises the top-k gates");
-    return HfClass::kMixtral;
+    require(!m.bias, "model.experts > 0 with model.bias = true: neither MixtralForCausalLM nor Qwen2MoeForCausalLM "
+                     "has biases on its MLP or output projection");
+    if (m.shared_experts == 0) {
+      require(m.router_norm_topk && !m.qkv_bias,
+              "model.experts > 0 without shared experts is MixtralForCausalLM's layout, which renormalises the top-k "
+              "gates and has no QKV biases; set router_norm_topk = true and qkv_bias = false (or add Qwen2-MoE's "
+              "shared expert: shared_experts = 1, shared_expert_gate = true)");
+      return HfClass::kMixtral;
+    }
+    require(m.shared_experts == 1 && m.shared_expert_gate,
+            "model.shared_experts = " + std::to_string(m.shared_experts) + ", shared_expert_gate = " +
+                (m.shared_expert_gate ? "true" : "false") +
+                ": Qwen2MoeForCausalLM has one shared expert behind a sigmoid gate; set shared_experts = 1 and "
+                "shared_expert_gate = true");
+    return HfClass::kQwen2Moe;
   }
+  if (llama && m.qkv_bias && !m.bias) return HfClass::kQwen2;
   if (llama) return HfClass::kLlama;
   require(m.bias, "model.bias = false: GPT2LMHeadModel has biases on every linear layer; export a model with bias = true");
   require(m.kv() == m.heads, "model.kv_heads = " + std::to_string(m.kv_heads) +
@@ -325,6 +416,42 @@ std::string hf_config_json(const ckpt::ModelShape& m, const std::string& torch_d
     j["output_router_logits"] = m.router_aux_loss_coef > 0;
     j["router_jitter_noise"] = 0.0;
     j["sliding_window"] = nullptr;
+    j["max_position_embeddings"] = m.positions();
+    j["rms_norm_eps"] = m.norm_eps;
+    j["rope_theta"] = m.rope_theta;
+    j["rope_scaling"] = nullptr;
+  } else if (cls == HfClass::kQwen2) {
+    j["model_type"] = "qwen2";
+    j["hidden_act"] = "silu";
+    j["num_hidden_layers"] = m.layers;
+    j["hidden_size"] = m.hidden;
+    j["num_attention_heads"] = m.heads;
+    j["num_key_value_heads"] = m.kv();
+    j["intermediate_size"] = m.ffn;
+    j["use_sliding_window"] = false;
+    j["max_position_embeddings"] = m.positions();
+    j["rms_norm_eps"] = m.norm_eps;
+    j["rope_theta"] = m.rope_theta;
+    j["rope_scaling"] = nullptr;
+  } else if (cls == HfClass::kQwen2Moe) {
+    j["model_type"] = "qwen2_moe";
+    j["hidden_act"] = "silu";
+    j["num_hidden_layers"] = m.layers;
+    j["hidden_size"] = m.hidden;
+    j["num_attention_heads"] = m.heads;
+    j["num_key_value_heads"] = m.kv();
+    j["intermediate_size"] = m.ffn;
+    j["moe_intermediate_size"] = m.moe_ffn;
+    j["shared_expert_intermediate_size"] = m.shared_width();
+    j["num_experts"] = m.experts;
+    j["num_experts_per_tok"] = m.router_topk;
+    j["norm_topk_prob"] = m.router_norm_topk;
+    j["decoder_sparse_step"] = 1;
+    j["mlp_only_layers"] = json::array();
+    j["qkv_bias"] = m.qkv_bias;
+    j["router_aux_loss_coef"] = m.router_aux_loss_coef;
+    j["output_router_logits"] = m.router_aux_loss_coef > 0;
+    j["use_sliding_window"] = false;
     j["max_position_embeddings"] = m.positions();
     j["rms_norm_eps"] = m.norm_eps;
     j["rope_theta"] = m.rope_theta;
@@ -401,7 +528,8 @@ std::vector<ModelKey> model_keys(const HfModel& hf) {
   by_class("activation", m.activation);
   add("tie_embeddings", m.tie_embeddings, "tie_word_embeddings");
   if (gpt2) by_class("bias", true);
-  else if (hf.cls == HfClass::kMixtral) by_class("bias", false);
+  else if (hf.cls == HfClass::kMixtral || hf.cls == HfClass::kQwen2Moe || hf.cls == HfClass::kQwen2)
+    by_class("bias", false);
   else add("bias", m.bias, "attention_bias");
   if (!gpt2) add("rope_theta", m.rope_theta, "rope_theta");
   if (hf.cls == HfClass::kMixtral) {
@@ -410,6 +538,18 @@ std::vector<ModelKey> model_keys(const HfModel& hf) {
     add("moe_ffn_hidden", m.moe_ffn, "intermediate_size", ModelKey::kEqual, m.moe_ffn == m.ffn);
     by_class("router_norm_topk", true);
     add("router_aux_loss_coef", m.router_aux_loss_coef, "router_aux_loss_coef", ModelKey::kDefault);
+  }
+  if (hf.cls == HfClass::kQwen2) by_class("qkv_bias", true);
+  if (hf.cls == HfClass::kQwen2Moe) {
+    add("qkv_bias", m.qkv_bias, "qkv_bias");
+    add("experts", m.experts, "num_experts");
+    add("router_topk", m.router_topk, "num_experts_per_tok");
+    add("moe_ffn_hidden", m.moe_ffn, "moe_intermediate_size");
+    add("router_norm_topk", m.router_norm_topk, "norm_topk_prob");
+    add("router_aux_loss_coef", m.router_aux_loss_coef, "router_aux_loss_coef", ModelKey::kDefault);
+    by_class("shared_experts", 1);
+    add("shared_expert_ffn_hidden", m.shared_ffn, "shared_expert_intermediate_size");
+    by_class("shared_expert_gate", true);
   }
   add("dropout", hf.dropout, pick("resid_pdrop", "model_type"), ModelKey::kDefault);
   add("attention_dropout", hf.attention_dropout, pick("attn_pdrop", "attention_dropout"), ModelKey::kDefault);

@@ -1,4 +1,5 @@
-// A Hugging Face config.json (GPT2Config, LlamaConfig, MixtralConfig) and the model it
+// A Hugging Face config.json (GPT2Config, LlamaConfig, Qwen2Config,
+// MixtralConfig, Qwen2MoeConfig) and the model it
 // describes, as Megahost's [model] keys: reading one to import a model or
 // to fill [model] for a run that loads it, writing one on export.
 #pragma once
@@ -15,8 +16,9 @@
 namespace mh::convert {
 
 // The transformers classes Megahost's models map to.
-enum class HfClass { kGpt2, kLlama, kMixtral };
-const char* class_name(HfClass c);  // "GPT2LMHeadModel", "LlamaForCausalLM", "MixtralForCausalLM"
+enum class HfClass { kGpt2, kLlama, kQwen2, kMixtral, kQwen2Moe };
+// "GPT2LMHeadModel", "LlamaForCausalLM", "Qwen2ForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM"
+const char* class_name(HfClass c);
 
 struct HfModel {
   HfClass cls = HfClass::kGpt2;

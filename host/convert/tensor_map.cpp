@@ -93,7 +93,9 @@ std::vector<Link> model_links(const ckpt::ModelShape& m) {
   switch (hf_class(m)) {
     case HfClass::kGpt2: return gpt2_links(m);
     case HfClass::kLlama:
-    case HfClass::kMixtral: return llama_links(m);
+    case HfClass::kQwen2:
+    case HfClass::kMixtral:
+    case HfClass::kQwen2Moe: return llama_links(m);
   }
   return {};
 }
@@ -105,6 +107,9 @@ std::array<int64_t, 2> megahost_shape(const std::string& name, const ckpt::Model
   if (name == "wpe") return {m.seq_len, h};
   if (l == "qkv_w") return {qkv, h};
   if (l == "qkv_b") return {1, qkv};
+  if (l == "shared_gate_w" || l == "shared_fc1_w") return {m.shared_width(), h};
+  if (l == "shared_fc2_w") return {h, m.shared_width()};
+  if (l == "shared_expert_gate_w") return {1, h};
   if (l == "proj_w") return {h, m.heads * m.head_dim()};
   if (m.experts > 0 && (l == "fc1_w" || l == "gate_w")) return {m.experts * m.moe_ffn, h};
   if (m.experts > 0 && l == "fc2_w") return {m.experts * h, m.moe_ffn};

@@ -23,8 +23,9 @@ struct MoeRouting {
   std::vector<float> probs;     // [rows, E]: softmax of the router logits
   std::vector<int32_t> expert;  // [rows, k]: the chosen experts
   std::vector<float> gate;      // [rows, k]: their combine weights
-  std::vector<int32_t> slot;    // [rows, k]: the slot of each choice
-  std::vector<int64_t> offset;  // [E + 1]: each expert's slots
+  std::vector<int32_t> slot;    // [rows, k]: the slot of each choice; -1 where a capacity dropped it
+  std::vector<int64_t> offset;  // [E + 1]: each expert's slots; offset[E] the slots in use
+  std::vector<int64_t> load;    // [E]: the choices of each expert, before a capacity drops any
   Buffer tokens;                // I32 [rows k]: the row each slot holds
   Buffer gates;                 // [rows k], compute dtype: each slot's weight
   double aux = 0;               // the load-balancing loss, coefficient included
@@ -37,6 +38,12 @@ struct MoeRouting {
   std::vector<int64_t> local_offset;          // [E / ep + 1]: each local expert's rows
   int64_t received = 0;                       // rows of the local experts
   Buffer expert_order, arrival_order;         // I32 [received]: row gathers from one order to the other
+  // The shared experts' gate sigmoid(x g) per row (parts/shared_expert.hpp),
+  // in the compute dtype and on the host; empty without the gate.
+  Buffer shared_gate;
+  std::vector<float> shared_gate_host;
+
+  int64_t kept() const { return offset.back(); }
 };
 
 struct LayerActivations {

@@ -22,6 +22,7 @@ struct ModelSpec {
   MlpActivation activation = MlpActivation::kGelu;
   bool tie_embeddings = true;  // the output layer reads the token embedding
   bool bias = true;            // biases on the linear layers
+  bool qkv_bias = false;       // biases on QKV alone (Qwen2) where `bias` is false
   float rope_theta = 10000;
   // Mixture of experts (docs/models.md): with experts > 0 the MLP is
   // `experts` SwiGLU experts of width moe_ffn, each token routed to
@@ -31,6 +32,16 @@ struct ModelSpec {
   int64_t experts = 0, router_topk = 2;
   bool router_norm_topk = true;
   float router_aux_loss_coef = 0;
+  // Shared experts (Qwen2-MoE, DeepSeek-MoE): SwiGLU experts every token
+  // passes through beside its routed ones, their output added to the
+  // routed experts'; with shared_expert_gate scaled by sigmoid(x g), g [1, h]
+  // (Qwen2-MoE).
+  int64_t shared_experts = 0;
+  bool shared_expert_gate = false;
+  // Token capacity (Megatron's --moe-expert-capacity-factor): each expert
+  // takes at most ceil(factor rows k / E) of the micro-batch's slots; 0 is
+  // dropless.
+  float capacity_factor = 0;
 };
 
 // LoRA adapters on a layer's linear layers (docs/finetune.md): each
@@ -50,6 +61,7 @@ struct LoraSpec {
 struct ModelDims {
   int64_t layers, hidden, heads, ffn, seq, vocab, micro_batch;
   int64_t moe_ffn = 0;       // an expert's inner size (spec.experts > 0)
+  int64_t shared_ffn = 0;    // a shared expert's inner size (spec.shared_experts > 0)
   int64_t kv_heads = 0;      // 0 means heads (full multi-head attention)
   int64_t vocab_size = 0;    // the tokenizer's; vocab is it padded, 0 means vocab
   int64_t max_positions = 0;  // the positions the model is made for; 0 means seq
@@ -76,11 +88,16 @@ struct ModelDims {
   int64_t vocab_start() const { return tp_rank * local_vocab(); }
   int64_t real_vocab() const { return vocab_size > 0 ? vocab_size : vocab; }
   bool moe() const { return spec.experts > 0; }
-  // The MLP width one token's FLOPs go through: its k experts' under a
-  // mixture of experts (the model FLOPs and the tuner's cost model price
-  // these; the router's h E is left out), else ffn.
-  int64_t active_ffn() const { return moe() ? spec.router_topk * moe_ffn : ffn; }
-  // Expert slots of a micro-batch: every row to its k experts (dropless).
+  // The MLP width one token's FLOPs go through: its k experts' and the
+  // shared experts' under a mixture of experts (the model FLOPs and the
+  // tuner's cost model price these; the router's h E and the shared gate's
+  // h are left out), else ffn.
+  int64_t active_ffn() const { return moe() ? spec.router_topk * moe_ffn + shared_width() : ffn; }
+  // The shared experts' width: n shared experts of width F are one SwiGLU
+  // MLP of width n F (their outputs add up).
+  int64_t shared_width() const { return spec.shared_experts * shared_ffn; }
+  // Expert slots of a micro-batch: every row to its k experts (dropless; a
+  // capacity keeps at most these).
   int64_t routed_rows() const { return rows() * spec.router_topk; }
   int64_t local_experts() const { return spec.experts / ep; }
   int64_t first_expert() const { return ep_rank * local_experts(); }

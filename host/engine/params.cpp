@@ -78,7 +78,7 @@ void ParamSet::add_layer(int64_t l, const MH_TensorPlan& plan) {
   auto linear = [&](const char* name, int64_t out, int64_t in, MH_Weight weight, float init, int& w, int& b) {
     const int32_t shard = plan.shard[weight];
     w = add(p + name + "_w", out, in, shard, ParamGroup::kShardedDecay, init, 0);
-    if (!d.spec.bias) return;
+    if (!d.spec.bias && !(weight == MH_W_QKV && d.spec.qkv_bias)) return;
     const bool column = shard == MH_SHARD_ROWS;
     b = add(p + name + "_b", 1, out, column ? MH_SHARD_COLS : MH_SHARD_NONE,
             column ? ParamGroup::kShardedNoDecay : ParamGroup::kReplicatedNoDecay, 0, 0);
@@ -95,6 +95,14 @@ void ParamSet::add_layer(int64_t l, const MH_TensorPlan& plan) {
     ids.gate_w = add_experts(p + "gate_w", fe, h, std);
     ids.fc1_w = add_experts(p + "fc1_w", fe, h, std);
     ids.fc2_w = add_experts(p + "fc2_w", h, fe, out_std);
+    if (const int64_t fs = d.shared_width(); fs > 0) {
+      ids.shared_gate_w = add(p + "shared_gate_w", fs, h, MH_SHARD_NONE, ParamGroup::kReplicatedDecay, std, 0);
+      ids.shared_fc1_w = add(p + "shared_fc1_w", fs, h, MH_SHARD_NONE, ParamGroup::kReplicatedDecay, std, 0);
+      ids.shared_fc2_w = add(p + "shared_fc2_w", h, fs, MH_SHARD_NONE, ParamGroup::kReplicatedDecay, out_std, 0);
+      if (d.spec.shared_expert_gate)
+        ids.shared_expert_gate_w =
+            add(p + "shared_expert_gate_w", 1, h, MH_SHARD_NONE, ParamGroup::kReplicatedDecay, std, 0);
+    }
   } else {
     if (d.spec.activation == MlpActivation::kSwiglu) linear("gate", f, h, MH_W_FC1, std, ids.gate_w, ids.gate_b);
     linear("fc1", f, h, MH_W_FC1, std, ids.fc1_w, ids.fc1_b);
@@ -129,8 +137,8 @@ LoraIds ParamSet::add_lora(const std::string& name, int64_t out, int64_t in, int
 
 std::vector<int> LayerParamIds::ids() const {
   std::vector<int> out;
-  for (int id : {fc2_lora.b, fc2_lora.a, fc2_w, fc2_b, fc1_lora.b, fc1_lora.a, fc1_w, fc1_b, gate_lora.b, gate_lora.a,
-                 gate_w, gate_b, router_w, ln2_w, ln2_b, proj_lora.b, proj_lora.a, proj_w, proj_b, qkv_lora.b, qkv_lora.a,
+  for (int id : {shared_fc2_w, shared_expert_gate_w, shared_fc1_w, shared_gate_w, fc2_lora.b, fc2_lora.a, fc2_w, fc2_b,
+                 fc1_lora.b, fc1_lora.a, fc1_w, fc1_b, gate_lora.b, gate_lora.a, gate_w, gate_b, router_w, ln2_w, ln2_b, proj_lora.b, proj_lora.a, proj_w, proj_b, qkv_lora.b, qkv_lora.a,
                  qkv_w, qkv_b, ln1_w, ln1_b})
     if (id >= 0) out.push_back(id);
   return out;

@@ -69,6 +69,9 @@ struct LayerParamIds {
   // A mixture of experts' router; its experts' gate, FC1 and FC2 stack
   // the experts' matrices in gate_w, fc1_w [E moe_ffn, h] and fc2_w [E h, moe_ffn].
   int router_w = -1;
+  // Its shared experts (one SwiGLU MLP of their summed width) and their
+  // sigmoid gate [1, h].
+  int shared_gate_w = -1, shared_fc1_w = -1, shared_fc2_w = -1, shared_expert_gate_w = -1;
   // Those present, last used first (the order backward reaches them).
   std::vector<int> ids() const;
 };

@@ -94,11 +94,15 @@ ModelSpec model_spec(const Options& m) {
   spec.activation = m.get_string("activation") == "swiglu" ? MlpActivation::kSwiglu : MlpActivation::kGelu;
   spec.tie_embeddings = m.get_bool("tie_embeddings");
   spec.bias = m.get_bool("bias");
+  spec.qkv_bias = m.get_bool("qkv_bias");
   spec.rope_theta = float(m.get_double("rope_theta"));
   spec.experts = m.get_int("experts");
   spec.router_topk = m.get_int("router_topk");
   spec.router_norm_topk = m.get_bool("router_norm_topk");
   spec.router_aux_loss_coef = float(m.get_double("router_aux_loss_coef"));
+  spec.shared_experts = m.get_int("shared_experts");
+  spec.shared_expert_gate = m.get_bool("shared_expert_gate");
+  spec.capacity_factor = float(m.get_double("moe_capacity_factor"));
   return spec;
 }
 
@@ -171,6 +175,7 @@ ModelDims model_dims(const Assembly& a, const Config& config) {
   d.kv_heads = m.get_int("kv_heads") > 0 ? m.get_int("kv_heads") : d.heads;
   d.ffn = m.get_int("ffn_hidden") > 0 ? m.get_int("ffn_hidden") : default_ffn(d);
   d.moe_ffn = m.get_int("moe_ffn_hidden") > 0 ? m.get_int("moe_ffn_hidden") : d.ffn;
+  d.shared_ffn = m.get_int("shared_expert_ffn_hidden") > 0 ? m.get_int("shared_expert_ffn_hidden") : d.moe_ffn;
   d.seq = m.get_int("seq_len");
   d.max_positions = m.get_int("max_positions");
   d.vocab_size = model_vocab(a, config).size;

@@ -68,6 +68,61 @@ TEST(HfConfig, RopeParametersOfTransformers5GiveTheBase) {
               HasSubstr("\"rope_theta\" = 0.0 is outside what model.rope_theta takes"));
 }
 
+TEST(HfConfig, Qwen2HasBiasesOnQkvAlone) {
+  const HfModel hf = parse_hf_config(R"({"model_type": "qwen2", "hidden_size": 64, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "intermediate_size": 172, "num_hidden_layers": 2, "vocab_size": 300})", "c");
+  EXPECT_EQ(hf.cls, HfClass::kQwen2);
+  EXPECT_FALSE(hf.shape.bias);
+  EXPECT_TRUE(hf.shape.qkv_bias);
+  EXPECT_EQ(hf_class(hf.shape), HfClass::kQwen2);
+  EXPECT_THAT(refusal(R"({"model_type": "qwen2", "use_sliding_window": true})"), HasSubstr("\"use_sliding_window\""));
+}
+
+TEST(HfConfig, Qwen2MoeFieldsAndWhatItRefuses) {
+  const std::string base = R"({"model_type": "qwen2_moe", "hidden_size": 64, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "intermediate_size": 56, "moe_intermediate_size": 48,
+      "shared_expert_intermediate_size": 40, "num_hidden_layers": 2, "vocab_size": 300, "num_experts": 4,
+      "num_experts_per_tok": 2)";
+  const HfModel hf = parse_hf_config(base + "}", "c");
+  EXPECT_EQ(hf.cls, HfClass::kQwen2Moe);
+  const ckpt::ModelShape& m = hf.shape;
+  EXPECT_EQ(m.experts, 4);
+  EXPECT_EQ(m.router_topk, 2);
+  EXPECT_EQ(m.moe_ffn, 48);
+  EXPECT_FALSE(m.router_norm_topk);  // norm_topk_prob's class default
+  EXPECT_EQ(m.shared_experts, 1);
+  EXPECT_EQ(m.shared_width(), 40);
+  EXPECT_TRUE(m.shared_expert_gate);
+  EXPECT_TRUE(m.qkv_bias);  // absent in transformers 4's configs: the class always had them
+  EXPECT_FALSE(m.bias);
+  EXPECT_EQ(hf_class(m), HfClass::kQwen2Moe);
+  const ckpt::ModelShape back = parse_hf_config(hf_config_json(m, "float32"), "c").shape;
+  EXPECT_EQ(back.shared_width(), 40);
+  EXPECT_EQ(back.moe_ffn, 48);
+  EXPECT_EQ(back.router_norm_topk, false);
+  EXPECT_EQ(back.qkv_bias, true);
+  EXPECT_THAT(refusal(base + R"(, "decoder_sparse_step": 2})"), HasSubstr("\"decoder_sparse_step\""));
+  EXPECT_THAT(refusal(base + R"(, "mlp_only_layers": [1]})"), HasSubstr("\"mlp_only_layers\""));
+  EXPECT_THAT(refusal(base + R"(, "num_experts_per_tok": 5})"), HasSubstr("\"num_experts_per_tok\""));
+}
+
+// Shared experts other than Qwen2-MoE's one gated expert have no class.
+TEST(HfConfig, SharedExpertsQwen2MoeCannotHoldAreRefusedNamingTheKeys) {
+  ckpt::ModelShape m = testing::tiny_llama();
+  m.experts = 4;
+  m.moe_ffn = 16;
+  m.shared_experts = 2;
+  try {
+    hf_class(m);
+    FAIL() << "two ungated shared experts were accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("model.shared_experts = 2, shared_expert_gate = false"));
+  }
+  m.shared_experts = 0;
+  m.qkv_bias = true;
+  EXPECT_THROW(hf_class(m), Error);  // Mixtral has no QKV biases
+}
+
 TEST(HfConfig, WhatMegahostCannotComputeIsRefusedNamingTheField) {
   EXPECT_THAT(refusal(R"({"model_type": "gpt2", "activation_function": "gelu"})"),
               HasSubstr("\"activation_function\""));

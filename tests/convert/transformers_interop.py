@@ -50,11 +50,26 @@ def llama(dtype, tied=False):
     return transformers.LlamaForCausalLM(config).to(dtype)
 
 
+def qwen2(dtype):
+    """Llama with biases on q, k and v alone (model.qkv_bias)."""
+    config = transformers.Qwen2Config(hidden_size=64, intermediate_size=172, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=VOCAB,
+                                      max_position_embeddings=SEQ, tie_word_embeddings=False,
+                                      rope_theta=1000000.0, use_sliding_window=False)
+    model = transformers.Qwen2ForCausalLM(config)
+    with torch.no_grad():  # transformers starts biases at zero: give them values to check
+        for name, p in model.named_parameters():
+            if name.endswith(".bias"):
+                p.normal_(0.0, 0.1)
+    return model.to(dtype)
+
+
 # name, model maker, whether Megahost's engine computes it (the parity half).
 MODELS = [
     ("gpt2", gpt2, True),
     ("llama", llama, True),
     ("llama_tied", lambda dtype: llama(dtype, tied=True), True),
+    ("qwen2", qwen2, True),
 ]
 
 

@@ -1,7 +1,9 @@
 """Megahost's mixture of experts against transformers' MixtralForCausalLM
-(docs/models.md, docs/convert.md).
+or, with --family qwen2_moe, Qwen2MoeForCausalLM (docs/models.md,
+docs/convert.md).
 
-A random tiny Mixtral (4 experts, top 2, grouped-query attention) made by
+A random tiny model (4 experts, top 2, grouped-query attention; Qwen2-MoE's
+with QKV biases, unnormalised top-k gates and a gated shared expert) made by
 transformers (config + seeded init, no download):
 
 - round trip: saved with save_pretrained, converted to a Megahost checkpoint
@@ -50,6 +52,20 @@ def mixtral(dtype, vocab=VOCAB):
     return transformers.MixtralForCausalLM(config).to(dtype)
 
 
+def qwen2_moe(dtype, vocab=VOCAB):
+    config = transformers.Qwen2MoeConfig(hidden_size=64, intermediate_size=56, moe_intermediate_size=48,
+                                         shared_expert_intermediate_size=40, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2, vocab_size=vocab,
+                                         max_position_embeddings=SEQ, num_experts=EXPERTS,
+                                         num_experts_per_tok=TOPK, norm_topk_prob=False, qkv_bias=True,
+                                         router_aux_loss_coef=COEF, output_router_logits=True,
+                                         rope_theta=10000.0, use_sliding_window=False)
+    return transformers.Qwen2MoeForCausalLM(config).to(dtype)
+
+
+FAMILIES = {"mixtral": mixtral, "qwen2_moe": qwen2_moe}
+
+
 def aux_per_layer(router_logits, tokens):
     """coef E sum_e f_e P_e per layer, f_e the tokens routed to e over the tokens (summing to k)."""
     total = 0.0
@@ -73,9 +89,10 @@ def metrics_record(path, step):
     sys.exit(f"{path}: no record for step {step}")
 
 
-def parity(tools, tmp, data, tokens):
-    model = make(mixtral, torch.float32)
-    hf = os.path.join(tmp, "mixtral_parity_hf")
+def parity(tools, tmp, data, tokens, family):
+    maker = FAMILIES[family]
+    model = make(maker, torch.float32)
+    hf = os.path.join(tmp, f"{family}_parity_hf")
     model.save_pretrained(hf, safe_serialization=True)
 
     out = model(tokens[:, :SEQ], output_router_logits=True)
@@ -86,14 +103,14 @@ def parity(tools, tmp, data, tokens):
     with torch.no_grad():
         for k, p in model.named_parameters():
             p.copy_(grads[k])
-    grads_hf, grads_ckpt = os.path.join(tmp, "mixtral_grads_hf"), os.path.join(tmp, "mixtral_grads_ckpt")
+    grads_hf, grads_ckpt = os.path.join(tmp, f"{family}_grads_hf"), os.path.join(tmp, f"{family}_grads_ckpt")
     model.save_pretrained(grads_hf, safe_serialization=True)
     run(tools.convert, "--input", grads_hf, "--output", grads_ckpt)
     want = read_checkpoint(grads_ckpt)
 
     # global_batch = micro_batch: the step's one micro-batch carries the whole load-balancing loss.
-    config = write_config(tmp, "mixtral_grads", data, hf, steps=1)
-    metrics, dump = os.path.join(tmp, "mixtral_grads.jsonl"), os.path.join(tmp, "mixtral.grads")
+    config = write_config(tmp, f"{family}_grads", data, hf, steps=1)
+    metrics, dump = os.path.join(tmp, f"{family}_grads.jsonl"), os.path.join(tmp, f"{family}.grads")
     run(tools.megahost, "--config", config, "--metrics_out", metrics, "--grads_out", dump)
     record = metrics_record(metrics, 1)
     got = read_grads(dump)
@@ -101,59 +118,60 @@ def parity(tools, tmp, data, tokens):
     worst = max((relative(got[k], want[k].reshape(-1)), k) for k in got)
     lm_error = abs(record["loss"] - lm.item()) / lm.item()
     aux_error = abs(record["moe_aux_loss"] - aux.item()) / aux.item()
-    print(f"mixtral: LM loss {lm.item():.6f}, relative error {lm_error:.1e}; load-balancing loss {aux.item():.6f}, "
+    print(f"{family}: LM loss {lm.item():.6f}, relative error {lm_error:.1e}; load-balancing loss {aux.item():.6f}, "
           f"relative error {aux_error:.1e}; {len(got)} gradients, worst relative error {worst[0]:.1e} ({worst[1]})")
     assert lm_error <= LOSS_TOLERANCE and aux_error <= LOSS_TOLERANCE and worst[0] <= TOLERANCE, \
         (lm_error, aux_error, worst)
-    interop.check_evaluate(tools, tmp, "mixtral", data, hf, lm.item())
+    interop.check_evaluate(tools, tmp, family, data, hf, lm.item())
 
     # Three steps on two pipeline stages, exported; transformers' LM loss on
     # the export against Megahost's at those weights (step 4's, on one rank).
-    trained = os.path.join(tmp, "mixtral_trained")
-    config = write_config(tmp, "mixtral_train", data, hf, steps=3, extra=f'dir = "{trained}"')
+    trained = os.path.join(tmp, f"{family}_trained")
+    config = write_config(tmp, f"{family}_train", data, hf, steps=3, extra=f'dir = "{trained}"')
     run(tools.megahost, "--config", config, "comm.world_size=2", "parallel.pipeline.size=2",
-        "--metrics_out", os.path.join(tmp, "mixtral_train.jsonl"))
+        "--metrics_out", os.path.join(tmp, f"{family}_train.jsonl"))
     step3 = os.path.join(trained, "step_000000003")
-    config = write_config(tmp, "mixtral_step4", data, step3, steps=4)
-    metrics = os.path.join(tmp, "mixtral_step4.jsonl")
+    config = write_config(tmp, f"{family}_step4", data, step3, steps=4)
+    metrics = os.path.join(tmp, f"{family}_step4.jsonl")
     run(tools.megahost, "--config", config, "model.dropout=0", "model.attention_dropout=0", "--metrics_out", metrics)
-    exported = os.path.join(tmp, "mixtral_exported")
+    exported = os.path.join(tmp, f"{family}_exported")
     run(tools.convert, "--input", step3, "--output", exported)
     with torch.no_grad():
-        theirs = interop.loss_of(transformers.MixtralForCausalLM.from_pretrained(exported).eval(), tokens).item()
+        theirs = interop.loss_of(type(model).from_pretrained(exported).eval(), tokens).item()
     ours = metrics_record(metrics, 4)["loss"]
     error = abs(theirs - ours) / ours
-    print(f"mixtral: after 3 steps on 2 stages, Megahost's loss {ours:.6f}, transformers' on the export "
+    print(f"{family}: after 3 steps on 2 stages, Megahost's loss {ours:.6f}, transformers' on the export "
           f"{theirs:.6f} (relative error {error:.1e})")
     assert error <= LOSS_TOLERANCE and abs(theirs - lm.item()) > 1e-3, (ours, theirs)
 
 
-def generation(tools, tmp):
+def generation(tools, tmp, family):
     import transformers_generate as gen
-    model = make(lambda dtype: mixtral(dtype, vocab=gen.BYTE_IDS), torch.float32)
+    model = make(lambda dtype: FAMILIES[family](dtype, vocab=gen.BYTE_IDS), torch.float32)
     model.generation_config.eos_token_id = None
-    hf = os.path.join(tmp, "mixtral_generate_hf")
+    hf = os.path.join(tmp, f"{family}_generate_hf")
     model.save_pretrained(hf, safe_serialization=True)
     want = [gen.transformers_ids(model, p) for p in gen.PROMPTS]
-    got = gen.megahost_ids(tools, gen.write_config(tmp, "mixtral", hf), [], os.path.join(tmp, "mixtral_gen.jsonl"))
+    got = gen.megahost_ids(tools, gen.write_config(tmp, family, hf), [], os.path.join(tmp, f"{family}_gen.jsonl"))
     assert got == want, f"megahost {got}\ntransformers {want}"
-    print(f"mixtral: {len(want)} prompts x {gen.NEW} greedy tokens, the same ids as transformers")
+    print(f"{family}: {len(want)} prompts x {gen.NEW} greedy tokens, the same ids as transformers")
 
 
 def main():
     ap = argparse.ArgumentParser()
     for tool in ("convert", "megahost", "prepare", "ckpt"):
         ap.add_argument(f"--{tool}", required=True)
+    ap.add_argument("--family", choices=sorted(FAMILIES), default="mixtral")
     tools = ap.parse_args()
     torch.set_num_threads(1)
     transformers.utils.logging.disable_progress_bar()
     print(f"torch {torch.__version__}, transformers {transformers.__version__}")
     with tempfile.TemporaryDirectory() as tmp:
         for dtype in (torch.float32, torch.bfloat16):
-            interop.round_trip(tools, tmp, "mixtral", mixtral, dtype)
+            interop.round_trip(tools, tmp, tools.family, FAMILIES[tools.family], dtype)
         data, tokens = interop.prepare_dataset(tools, tmp)
-        parity(tools, tmp, data, tokens)
-        generation(tools, tmp)
+        parity(tools, tmp, data, tokens, tools.family)
+        generation(tools, tmp, tools.family)
 
 
 if __name__ == "__main__":

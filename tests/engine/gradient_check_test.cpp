@@ -2,7 +2,7 @@
 // differences of its forward, for a sample of every parameter tensor, for
 // each part a specification can choose (norm, position encoding, attention
 // heads, MLP activation, biases, tied output, mixture of experts with its
-// load-balancing loss).
+// load-balancing loss, shared experts and token capacity).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,6 +24,7 @@ ModelDims tiny_dims(const ModelSpec& spec, int64_t kv_heads) {
   d.heads = 4;
   d.ffn = 64;
   d.moe_ffn = 24;
+  d.shared_ffn = 20;
   d.seq = 8;
   d.vocab = 32;
   d.vocab_size = 30;  // two padded ids, which the loss must ignore
@@ -94,6 +95,30 @@ ModelSpec moe(bool norm_topk) {
   return s;
 }
 
+// Qwen2-MoE's layer: QKV biases alone, softmax gates, one shared expert
+// behind a sigmoid gate.
+ModelSpec qwen2_moe() {
+  ModelSpec s = moe(false);
+  s.qkv_bias = true;
+  s.shared_experts = 1;
+  s.shared_expert_gate = true;
+  return s;
+}
+
+ModelSpec moe_shared_ungated() {
+  ModelSpec s = moe(true);
+  s.shared_experts = 2;
+  return s;
+}
+
+// Capacity ceil(0.5 * 16 rows * 2 / 4) = 4 slots of the 8 an even share
+// would take: most experts drop choices.
+ModelSpec moe_capacity() {
+  ModelSpec s = moe(true);
+  s.capacity_factor = 0.5f;
+  return s;
+}
+
 const Variant kVariants[] = {
     {"gpt2", spec(Norm::kLayerNorm, Position::kLearned, MlpActivation::kGelu, true, true), 4},
     {"llama_gqa", spec(Norm::kRmsNorm, Position::kRope, MlpActivation::kSwiglu, false, false), 2},
@@ -102,6 +127,9 @@ const Variant kVariants[] = {
     {"rmsnorm_rope_gelu_bias", spec(Norm::kRmsNorm, Position::kRope, MlpActivation::kGelu, true, true), 4},
     {"moe_topk_renormalised", moe(true), 2},
     {"moe_topk_softmax", moe(false), 2},
+    {"moe_qwen2_shared_gated_qkv_bias", qwen2_moe(), 2},
+    {"moe_shared_ungated", moe_shared_ungated(), 2},
+    {"moe_capacity", moe_capacity(), 2},
 };
 
 class GradientCheck : public ::testing::TestWithParam<Variant> {};
@@ -144,6 +172,26 @@ TEST_P(GradientCheck, WholeModelBackwardMatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, GradientCheck, ::testing::ValuesIn(kVariants),
                          [](const auto& info) { return std::string(info.param.name); });
+
+double moe_loss(float capacity_factor) {
+  test::EngineEnv env("[model]\nlayers = 2\n");
+  ModelSpec s = moe(true);
+  s.capacity_factor = capacity_factor;
+  const ModelDims d = tiny_dims(s, 2);
+  Model m(env, d);
+  MicroBatch mb = batch(m.dev, d);
+  ForwardState st;
+  return m.model.forward(st, mb, Buffer(), false);
+}
+
+// A capacity of every choice an expert could get (factor E / k: rows slots)
+// drops nothing, so the layer is the dropless one; a small one drops
+// choices, which changes the loss.
+TEST(MoeCapacity, DropsOnlyPastTheCapacity) {
+  const double dropless = moe_loss(0);
+  EXPECT_EQ(moe_loss(2), dropless);  // E / k = 4 / 2
+  EXPECT_GT(std::fabs(moe_loss(0.5f) - dropless), 1e-6 * std::fabs(dropless));
+}
 
 // LoRA's adapters on every linear layer of a Llama layer (the base frozen,
 // so only they have gradients), with B moved off its zero init so that

@@ -59,6 +59,10 @@ const Shape kShapes[] = {
     // Expert parallelism: the dry run spreads the slots evenly, so each rank's experts receive s b k rows.
     {"moe_ep2_bf16", "comm.world_size=2 parallel.expert.size=2 kernels.dtype=bf16 model.arch=llama model.experts=8 "
                      "model.router_topk=2 model.moe_ffn_hidden=128"},
+    // Shared experts add rows of their width; a capacity keeps the s b k bound.
+    {"moe_shared_capacity_t1_bf16", "comm.world_size=1 kernels.dtype=bf16 model.arch=llama model.experts=8 "
+                                    "model.router_topk=2 model.moe_ffn_hidden=128 model.shared_experts=2 "
+                                    "model.shared_expert_ffn_hidden=64 model.moe_capacity_factor=1"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ActivationMemory, ::testing::ValuesIn(kShapes),

@@ -29,6 +29,12 @@ const Variant kLlamaMqa{"llama_mqa", "model.arch=llama model.kv_heads=1"};
 const Variant kSwigluBias{"swiglu_bias", "model.activation=swiglu model.kv_heads=2 model.tie_embeddings=false"};
 const Variant kMoe{"moe", "model.arch=llama model.experts=4 model.router_topk=2 model.moe_ffn_hidden=48 "
                          "model.router_aux_loss_coef=0.01"};
+// Qwen2-MoE's layer (QKV biases alone, softmax gates, a gated shared expert)
+// with a token capacity that drops choices.
+const Variant kQwen2Moe{"qwen2_moe", "model.arch=llama model.qkv_bias=true model.experts=4 model.router_topk=2 "
+                                     "model.moe_ffn_hidden=48 model.router_norm_topk=false model.shared_experts=1 "
+                                     "model.shared_expert_ffn_hidden=40 model.shared_expert_gate=true "
+                                     "model.moe_capacity_factor=0.75 model.router_aux_loss_coef=0.01"};
 const Variant kRmsRopeGelu{"rmsnorm_rope_gelu_nobias", "model.normalization=rmsnorm model.position=rope model.bias=false"};
 
 struct Case {
@@ -88,6 +94,10 @@ const Case kCases[] = {
     {"moe_ep2_dp4_distributed_optimizer", kMoe,
      "comm.world_size=4 parallel.expert.size=2 parallel.data.distributed_optimizer=true", false, 0, false},
     {"moe_mpi2_ep2", kMoe, "comm.plugin=mpi parallel.expert.size=2", true, 2},
+    {"qwen2_moe_pp2", kQwen2Moe, "comm.world_size=2 parallel.pipeline.size=2"},
+    {"qwen2_moe_dp2", kQwen2Moe, "comm.world_size=2"},
+    // Shared experts and a capacity beside expert parallelism: drops are decided before the exchange.
+    {"qwen2_moe_ep2", kQwen2Moe, "comm.world_size=2 parallel.expert.size=2"},
     {"rmsnorm_rope_gelu_nobias_tp4_sp", kRmsRopeGelu,
      "comm.world_size=4 parallel.tensor.size=4 parallel.tensor.sequence_parallel=true"},
 };
@@ -116,6 +126,23 @@ const char* const kPolicies[] = {"recompute.plugin=selective",
 INSTANTIATE_TEST_SUITE_P(Policies, VariantRecompute, ::testing::ValuesIn(kPolicies), [](const auto& info) {
   return std::string(info.index == 0 ? "selective" : info.index == 1 ? "full_uniform_2" : "full_block_1");
 });
+
+// The shared expert's FC1 and activation sit in the mixture's buffers: full
+// recomputation rebuilds them, with the routing (capacity drops included)
+// the forward kept.
+TEST(ModelVariants, MixtureWithSharedExpertRecomputesBitIdentically) {
+  const std::string layout = std::string("comm.world_size=1 ") + kQwen2Moe.model + kDropout + " ";
+  const LayoutResult keep_all = run_layout(layout + "recompute.plugin=none");
+  ASSERT_EQ(keep_all.exit_code, 0) << keep_all.log;
+  const LayoutResult r = run_layout(layout + "recompute.plugin=full recompute.method=uniform recompute.num_layers=2");
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_EQ(r.losses, keep_all.losses);
+  ASSERT_EQ(r.grads.size(), keep_all.grads.size());
+  for (const auto& [name, g] : keep_all.grads) EXPECT_EQ(r.grads.at(name), g) << name;
+  EXPECT_EQ(r.grads.count("layers.0.qkv_b"), 1u);
+  EXPECT_EQ(r.grads.count("layers.0.proj_b"), 0u);
+  EXPECT_EQ(r.grads.at("layers.0.shared_expert_gate_w").size(), r.grads.at("layers.0.ln1_w").size());
+}
 
 TEST(ModelVariants, TensorParallelSizeMustDivideKeyValueHeads) {
   LayoutResult r = run_layout("comm.world_size=2 parallel.tensor.size=2 model.arch=llama model.kv_heads=1");

@@ -1,5 +1,9 @@
 #include "engine/parts/layer_parts.hpp"
 
+#include <megahost/error.hpp>
+
+#include <string>
+
 #include "engine/parts/moe_mlp.hpp"
 
 namespace mh {
@@ -21,8 +25,19 @@ std::unique_ptr<PositionPart> position(const PartContext& c) {
   return nullptr;
 }
 
+std::unique_ptr<SharedExpertPart> shared_expert(const PartContext& c) {
+  require(c.d.spec.shared_experts > 0 || !c.d.spec.shared_expert_gate,
+          "model.shared_expert_gate = true gates shared experts; set model.shared_experts > 0 or the gate false");
+  if (c.d.spec.shared_experts == 0) return nullptr;
+  return std::make_unique<SharedExpertPart>(c);
+}
+
 std::unique_ptr<MlpPart> mlp(const PartContext& c) {
-  if (c.d.moe()) return std::make_unique<MoeMlpPart>(c);
+  const ModelSpec& s = c.d.spec;
+  require(c.d.moe() || (s.shared_experts == 0 && s.capacity_factor == 0),
+          "model.shared_experts and model.moe_capacity_factor belong to a mixture of experts; set model.experts > 0 "
+          "or leave them 0");
+  if (c.d.moe()) return std::make_unique<MoeMlpPart>(c, shared_expert(c));
   switch (c.d.spec.activation) {
     case MlpActivation::kGelu: return std::make_unique<GeluMlpPart>(c);
     case MlpActivation::kSwiglu: return std::make_unique<SwigluMlpPart>(c);

@@ -11,10 +11,11 @@ constexpr auto kWork = MemCategory::kWorkspace;
 
 }  // namespace
 
-// Under a mixture of experts each row reaches k experts of width moe_ffn:
-// the expert activations are those of a SwiGLU MLP of width k moe_ffn.
+// Under a mixture of experts each row reaches k experts of width moe_ffn
+// and the shared experts: the activations are those of a SwiGLU MLP of width
+// k moe_ffn + Fs (a capacity drops slots, not their buffers).
 double MlpPart::activation_bytes(const ModelDims& d, double e, MH_Activation a) {
-  const double width = d.moe() ? double(d.spec.router_topk * d.moe_ffn) : double(d.ffn) / double(d.tp);
+  const double width = d.moe() ? double(d.active_ffn()) : double(d.ffn) / double(d.tp);
   const double sbf_t = double(d.seq) * double(d.micro_batch) * width;
   const double fc1_width = d.spec.activation == MlpActivation::kSwiglu ? 2 : 1;
   switch (a) {

@@ -28,7 +28,8 @@ MH_Tensor rows_of(TypedPtr p, int64_t first, int64_t count, int64_t cols, int64_
 
 }  // namespace
 
-MoeMlpPart::MoeMlpPart(const PartContext& c) : MlpPart(c) {
+MoeMlpPart::MoeMlpPart(const PartContext& c, std::unique_ptr<SharedExpertPart> shared)
+    : MlpPart(c), shared_(std::move(shared)) {
   const ModelDims& d = c.d;
   require(d.tp == 1, "model.experts = " + std::to_string(d.spec.experts) +
                          " runs without tensor parallelism for now; set parallel.tensor.size = 1");
@@ -79,15 +80,20 @@ void MoeMlpPart::route(LayerActivations& A, const LayerParamIds& w, TypedPtr in,
       }
     }
   }
-  // Slots sorted by expert, and by row within an expert.
+  r->load.assign(size_t(e_count), 0);
+  for (int32_t e : r->expert) ++r->load[size_t(e)];
+  r->slot.assign(size_t(N * K), 0);
+  if (c_.d.spec.capacity_factor > 0) drop_overflow(*r);
+  // The slots in use sorted by expert, and by row within an expert.
   r->offset.assign(size_t(e_count + 1), 0);
-  for (int32_t e : r->expert) ++r->offset[size_t(e + 1)];
+  for (int64_t i = 0; i < N * K; ++i)
+    if (r->slot[size_t(i)] >= 0) ++r->offset[size_t(r->expert[size_t(i)] + 1)];
   for (int64_t e = 0; e < e_count; ++e) r->offset[size_t(e + 1)] += r->offset[size_t(e)];
   std::vector<int64_t> fill(r->offset.begin(), r->offset.end() - 1);
   std::vector<int32_t> tokens(size_t(N * K));
   std::vector<float> gates(size_t(N * K));
-  r->slot.resize(size_t(N * K));
   for (int64_t i = 0; i < N * K; ++i) {
+    if (r->slot[size_t(i)] < 0) continue;
     const int64_t s = fill[size_t(r->expert[size_t(i)])]++;
     r->slot[size_t(i)] = int32_t(s);
     tokens[size_t(s)] = int32_t(i / K);
@@ -100,7 +106,7 @@ void MoeMlpPart::route(LayerActivations& A, const LayerParamIds& w, TypedPtr in,
     for (int64_t e = 0; e < e_count; ++e) {
       double mean_p = 0;
       for (int64_t n = 0; n < N; ++n) mean_p += r->probs[size_t(n * e_count + e)];
-      sum += double(r->offset[size_t(e + 1)] - r->offset[size_t(e)]) / double(N) * mean_p / double(N);
+      sum += double(r->load[size_t(e)]) / double(N) * mean_p / double(N);
     }
     r->aux = coef * double(e_count) * sum;
   }
@@ -115,12 +121,27 @@ void MoeMlpPart::route(LayerActivations& A, const LayerParamIds& w, TypedPtr in,
   A.routing = std::move(r);
 }
 
+// Megatron's drop_policy "probs": the choices with the larger gates stay.
+void MoeMlpPart::drop_overflow(MoeRouting& r) const {
+  const int64_t N = c_.d.rows(), K = k(), e_count = E();
+  const auto capacity =
+      size_t(std::ceil(double(c_.d.spec.capacity_factor) * double(N * K) / double(e_count)));
+  std::vector<std::vector<int32_t>> choices(static_cast<size_t>(e_count));
+  for (int64_t i = 0; i < N * K; ++i) choices[size_t(r.expert[size_t(i)])].push_back(int32_t(i));
+  for (std::vector<int32_t>& c : choices) {
+    if (c.size() <= capacity) continue;
+    // The larger gate first, the earlier row on a tie (a stable sort of rows in order).
+    std::stable_sort(c.begin(), c.end(), [&](int32_t a, int32_t b) { return r.gate[size_t(a)] > r.gate[size_t(b)]; });
+    for (size_t j = capacity; j < c.size(); ++j) r.slot[size_t(c[j])] = -1;
+  }
+}
+
 // The slots are sorted by expert, so rank j's are one block: those of its
 // experts [j n, (j + 1) n). What arrives from rank q is q's block for this
 // rank, itself sorted by local expert; the counts per expert come first.
 void MoeMlpPart::plan_exchange(MoeRouting& r, bool inference) const {
   const int64_t ep = c_.d.ep, n = local_experts();
-  if (ep == 1) {
+  if (ep == 1) {  // the slots themselves: the first kept() of rows k in use
     r.received = c_.d.routed_rows();
     r.local_offset = r.offset;
     return;
@@ -193,22 +214,25 @@ TypedPtr MoeMlpPart::from_experts(const MoeRouting& r, TypedPtr rows, Buffer& he
 Buffer MoeMlpPart::dispatch(const MoeRouting& r, TypedPtr in) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, S = c_.d.routed_rows();
   Buffer out = c_.activation(kWork, S * h);
-  ops::embedding(c_.dev, in, N, static_cast<const int32_t*>(r.tokens.data()), out.ptr(), S, h, 0, false);
+  ops::embedding(c_.dev, in, N, static_cast<const int32_t*>(r.tokens.data()), out.ptr(), r.kept(), h, 0, false);
   return out;
 }
 
 void MoeMlpPart::forward(LayerActivations& A, const LayerParamIds& w, const LayerPass& pass,
                          const LoraDropout&) const {
-  const int64_t h = c_.d.hidden, f = F();
+  const int64_t N = c_.d.rows(), h = c_.d.hidden, f = F();
   Buffer gathered;
   TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN2].ptr(), gathered);
-  if (!A.routing) route(A, w, in, pass);
+  if (!A.routing) {
+    route(A, w, in, pass);
+    if (shared_) shared_->gate(in, w, pass, *A.routing);
+  }
   const MoeRouting& r = *A.routing;
   const int64_t R = r.received;
   if (!A.has(MH_ACT_FC1)) {
     Buffer slots = dispatch(r, in), held;
     const TypedPtr x = to_experts(r, slots.ptr(), held);
-    A[MH_ACT_FC1] = c_.activation(kAct, R * 2 * f);
+    A[MH_ACT_FC1] = c_.activation(kAct, R * 2 * f + N * 2 * Fs());
     const TypedPtr fc1 = A[MH_ACT_FC1].ptr();
     for (int64_t e = 0; e < local_experts(); ++e) {
       const int64_t first = r.local_offset[size_t(e)], count = r.local_offset[size_t(e + 1)] - first;
@@ -218,10 +242,12 @@ void MoeMlpPart::forward(LayerActivations& A, const LayerParamIds& w, const Laye
       ops::gemm(c_.dev, xe, rows_of(c_.P(w.fc1_w), e * f, f, h, h), rows_of(fc1 + f, first, count, f, 2 * f), false,
                 true, 0);
     }
+    if (shared_) shared_->fc1(in, fc1 + R * 2 * f, w);
   }
   if (A.has(MH_ACT_GELU)) return;
-  A[MH_ACT_GELU] = c_.activation(kAct, R * f);
-  ops::swiglu(c_.dev, A[MH_ACT_FC1].ptr(), A[MH_ACT_GELU].ptr(), R, f);
+  A[MH_ACT_GELU] = c_.activation(kAct, R * f + N * Fs());
+  ops::swiglu(c_.dev, A[MH_ACT_FC1].ptr(), A[MH_ACT_GELU].ptr(), r.local_offset.back(), f);
+  if (shared_) ops::swiglu(c_.dev, A[MH_ACT_FC1].ptr() + R * 2 * f, A[MH_ACT_GELU].ptr() + R * f, N, Fs());
 }
 
 Buffer MoeMlpPart::expert_output(const MoeRouting& r, TypedPtr act, const LayerParamIds& w) const {
@@ -238,8 +264,8 @@ Buffer MoeMlpPart::expert_output(const MoeRouting& r, TypedPtr act, const LayerP
 
 // A batch of rows k products [1, 1] x [1, h]: one GEMM scales every row.
 Buffer MoeMlpPart::gated(const MoeRouting& r, TypedPtr x) const {
-  const int64_t h = c_.d.hidden, S = c_.d.routed_rows();
-  Buffer out = c_.activation(kWork, S * h);
+  const int64_t h = c_.d.hidden, S = r.kept();
+  Buffer out = c_.activation(kWork, c_.d.routed_rows() * h);
   ops::gemm(c_.dev, view(r.gates.data(), r.gates.dtype(), {S, 1, 1}, {1, 1, 1}),
             view(x.data, x.dtype, {S, 1, h}, {h, h, 1}), view(out.data(), out.dtype(), {S, 1, h}, {h, h, 1}), false,
             false, 0);
@@ -247,37 +273,41 @@ Buffer MoeMlpPart::gated(const MoeRouting& r, TypedPtr x) const {
 }
 
 void MoeMlpPart::output(LayerActivations& A, const LayerParamIds& w, const LoraDropout&, float* partial) const {
-  const int64_t N = c_.d.rows(), h = c_.d.hidden, S = c_.d.routed_rows();
+  const int64_t N = c_.d.rows(), h = c_.d.hidden, f = F();
   const MoeRouting& r = *A.routing;
   Buffer y = expert_output(r, A[MH_ACT_GELU].ptr(), w), held;
   Buffer weighted = gated(r, from_experts(r, y.ptr(), held));
   y.release();
   held.release();
   ops::fill(c_.dev, TypedPtr(partial), N * h, 0);
-  ops::embedding_bwd(c_.dev, TypedPtr(partial), N, static_cast<const int32_t*>(r.tokens.data()), weighted.ptr(), S, h,
-                     0);
+  ops::embedding_bwd(c_.dev, TypedPtr(partial), N, static_cast<const int32_t*>(r.tokens.data()), weighted.ptr(),
+                     r.kept(), h, 0);
+  if (shared_) shared_->output(r, A[MH_ACT_GELU].ptr() + r.received * f, w, partial);
 }
 
+// The activations' gradient [rows k, moe_ffn] then the shared experts'
+// [rows, Fs] and their gate logits' [rows] (SharedExpertPart::output_bwd).
 Buffer MoeMlpPart::output_bwd(LayerActivations& A, const LayerParamIds& w, const LoraDropout&, TypedPtr dy) const {
-  const int64_t h = c_.d.hidden, f = F(), S = c_.d.routed_rows();
+  const int64_t N = c_.d.rows(), h = c_.d.hidden, f = F(), S = c_.d.routed_rows();
   MoeRouting& r = *A.routing;
+  const int64_t kept = r.kept(), R = r.received;
   Buffer dslots = dispatch(r, dy);
   // The gates' gradient: each slot's output gradient dotted with its
   // expert's (ungated) output, recomputed rather than kept.
   Buffer y = expert_output(r, A[MH_ACT_GELU].ptr(), w), returned;
   const TypedPtr ys = from_experts(r, y.ptr(), returned);
   Buffer dgate(c_.dev, kWork, S);
-  ops::gemm(c_.dev, view(dslots.data(), dslots.dtype(), {S, 1, h}, {h, h, 1}),
-            view(ys.data, ys.dtype, {S, 1, h}, {h, h, 1}), view(dgate.data(), MH_F32, {S, 1, 1}, {1, 1, 1}), false,
-            true, 0);
+  ops::gemm(c_.dev, view(dslots.data(), dslots.dtype(), {kept, 1, h}, {h, h, 1}),
+            view(ys.data, ys.dtype, {kept, 1, h}, {h, h, 1}), view(dgate.data(), MH_F32, {kept, 1, 1}, {1, 1, 1}),
+            false, true, 0);
   y.release();
   returned.release();
   r.dgate.assign(size_t(S), 0);
-  if (!c_.dev.info().dry) c_.dev.to_host(r.dgate.data(), dgate.data(), size_t(S) * sizeof(float));
+  if (!c_.dev.info().dry) c_.dev.to_host(r.dgate.data(), dgate.data(), size_t(kept) * sizeof(float));
   Buffer dgated = gated(r, dslots.ptr()), held;
   dslots.release();
   const TypedPtr dout = to_experts(r, dgated.ptr(), held);
-  Buffer dact = c_.activation(kWork, r.received * f);
+  Buffer dact = c_.activation(kWork, R * f + N * Fs() + (shared_ ? shared_->gate_grad_elements() : 0));
   const TypedPtr act = A[MH_ACT_GELU].ptr();
   for (int64_t e = 0; e < local_experts(); ++e) {
     const int64_t first = r.local_offset[size_t(e)], count = r.local_offset[size_t(e + 1)] - first;
@@ -288,18 +318,28 @@ Buffer MoeMlpPart::output_bwd(LayerActivations& A, const LayerParamIds& w, const
     ops::gemm(c_.dev, de, rows_of(act, first, count, f, f), rows_of(TypedPtr(c_.G(w.fc2_w)), e * h, h, f, f), true,
               false, 1);
   }
+  if (shared_) {
+    const TypedPtr ds = dact.ptr() + R * f;
+    shared_->output_bwd(r, act + R * f, w, dy, ds, ds + N * Fs());
+  }
   return dact;
 }
 
 void MoeMlpPart::backward(LayerActivations& A, const LayerParamIds& w, const LoraDropout&, Buffer& dact,
                           Buffer& dx) const {
-  const int64_t N = c_.d.rows(), h = c_.d.hidden, f = F(), S = c_.d.routed_rows();
+  const int64_t N = c_.d.rows(), h = c_.d.hidden, f = F();
   const MoeRouting& r = *A.routing;
   const int64_t R = r.received;
   Buffer gathered;
   TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN2].ptr(), gathered);
-  Buffer dfc1 = c_.activation(kWork, R * 2 * f);
-  ops::swiglu_bwd(c_.dev, A[MH_ACT_FC1].ptr(), dact.ptr(), dfc1.ptr(), R, f);
+  Buffer dfc1 = c_.activation(kWork, R * 2 * f + N * 2 * Fs());
+  ops::swiglu_bwd(c_.dev, A[MH_ACT_FC1].ptr(), dact.ptr(), dfc1.ptr(), r.local_offset.back(), f);
+  ops::fill(c_.dev, dx.ptr(), N * h, 0);
+  if (shared_) {
+    const TypedPtr ds = dact.ptr() + R * f;
+    ops::swiglu_bwd(c_.dev, A[MH_ACT_FC1].ptr() + R * 2 * f, ds, dfc1.ptr() + R * 2 * f, N, Fs());
+    shared_->backward(in, dfc1.ptr() + R * 2 * f, ds + N * Fs(), w, dx.f32());
+  }
   dact.release();
   Buffer slots = dispatch(r, in), held;
   const TypedPtr x = to_experts(r, slots.ptr(), held);
@@ -320,8 +360,7 @@ void MoeMlpPart::backward(LayerActivations& A, const LayerParamIds& w, const Lor
   held.release();
   Buffer returned;
   const TypedPtr dslots = from_experts(r, dx_rows.ptr(), returned);
-  ops::fill(c_.dev, dx.ptr(), N * h, 0);
-  ops::embedding_bwd(c_.dev, dx.ptr(), N, static_cast<const int32_t*>(r.tokens.data()), dslots, S, h, 0);
+  ops::embedding_bwd(c_.dev, dx.ptr(), N, static_cast<const int32_t*>(r.tokens.data()), dslots, r.kept(), h, 0);
   // The router: its logits' gradient, through the gates and the
   // load-balancing loss.
   const std::vector<float> dlogits = router_grad(r);
@@ -344,25 +383,26 @@ std::vector<float> MoeMlpPart::router_grad(const MoeRouting& r) const {
   std::vector<double> a(size_t(e_count), 0);
   const double coef = double(c_.d.spec.router_aux_loss_coef) * double(r.aux_weight);
   for (int64_t e = 0; e < e_count; ++e)
-    a[size_t(e)] = coef * double(e_count) * double(r.offset[size_t(e + 1)] - r.offset[size_t(e)]) / double(N) /
-                   double(N);
+    a[size_t(e)] = coef * double(e_count) * double(r.load[size_t(e)]) / double(N) / double(N);
+  // A choice a capacity dropped contributes nothing: its gate's gradient is 0.
+  auto dg = [&](int64_t i) { return r.slot[size_t(i)] < 0 ? 0.0 : double(r.dgate[size_t(r.slot[size_t(i)])]); };
   for (int64_t n = 0; n < N; ++n) {
     const float* p = r.probs.data() + n * e_count;
     float* d = dz.data() + n * e_count;
     double dot = 0;  // sum over the chosen of gate * its gradient
     for (int64_t j = 0; j < K; ++j)
-      dot += double(r.gate[size_t(n * K + j)]) * double(r.dgate[size_t(r.slot[size_t(n * K + j)])]);
+      dot += double(r.gate[size_t(n * K + j)]) * dg(n * K + j);
     if (c_.d.spec.router_norm_topk) {
       for (int64_t j = 0; j < K; ++j) {
         const int64_t e = r.expert[size_t(n * K + j)];
-        const double g = r.gate[size_t(n * K + j)], dg = r.dgate[size_t(r.slot[size_t(n * K + j)])];
-        d[e] += float(g * (dg - dot));
+        const double g = r.gate[size_t(n * K + j)];
+        d[e] += float(g * (dg(n * K + j) - dot));
       }
     } else {
       for (int64_t e = 0; e < e_count; ++e) d[e] -= float(double(p[e]) * dot);
       for (int64_t j = 0; j < K; ++j) {
         const int64_t e = r.expert[size_t(n * K + j)];
-        d[e] += float(double(p[e]) * double(r.dgate[size_t(r.slot[size_t(n * K + j)])]));
+        d[e] += float(double(p[e]) * dg(n * K + j));
       }
     }
     if (coef == 0) continue;

@@ -3,7 +3,12 @@
 // gives each row a softmax over the experts; the row goes to its top k,
 // weighted by their probabilities (renormalised over the k under
 // router_norm_topk, as Mixtral), every row to all of its k experts
-// (dropless). Each expert is a SwiGLU MLP of width moe_ffn.
+// (dropless), or under moe_capacity_factor each expert to at most
+// ceil(factor rows k / E) of them: an expert's choices beyond that are
+// dropped, the lowest gate first (the later row on a tie), and contribute
+// nothing. Each expert is a SwiGLU MLP of width moe_ffn. The shared experts,
+// where the specification has them, are a part of their own
+// (shared_expert.hpp) whose output joins the routed experts'.
 //
 // The routed copies of the rows are sorted by expert into rows*k slots, so
 // each expert's rows are one contiguous block and the expert GEMMs are one
@@ -12,7 +17,8 @@
 // backward) of the weighted expert outputs; the routing itself (softmax,
 // top-k, the slots) runs on the host from the router's logits. FC1 and the
 // activation output hold the slots' rows: [rows k, 2 moe_ffn] and
-// [rows k, moe_ffn].
+// [rows k, moe_ffn] (under a capacity the first offset[E] of them are in
+// use), then the shared experts' [rows, 2 Fs] and [rows, Fs].
 //
 // With expert parallelism (parallel.expert.size = ep) the rank holds
 // experts E / ep of them: after routing, each rank's slots go by all-to-all
@@ -23,17 +29,22 @@
 //
 // The load-balancing loss of Switch and Mixtral, coef E sum_e f_e P_e with
 // f_e the rows routed to expert e over the rows (summing to k) and P_e the
-// mean router probability of e, is added to the objective with the pass's
+// mean router probability of e (f counts the router's choices, those a
+// capacity drops included), is added to the objective with the pass's
 // aux_weight and reported on its own (moe_aux_loss).
 #pragma once
 
+#include <memory>
+
 #include "engine/parts/mlp.hpp"
+#include "engine/parts/shared_expert.hpp"
 
 namespace mh {
 
 class MoeMlpPart final : public MlpPart {
  public:
-  explicit MoeMlpPart(const PartContext& c);
+  // `shared`: the shared experts, null without them.
+  MoeMlpPart(const PartContext& c, std::unique_ptr<SharedExpertPart> shared);
 
   // The experts carry no adapters: `drop` is not read.
   void forward(LayerActivations& A, const LayerParamIds& w, const LayerPass& pass,
@@ -49,7 +60,10 @@ class MoeMlpPart final : public MlpPart {
   // r's exchange over the expert group: rows to and from each rank, and
   // the received rows' order by local expert.
   void plan_exchange(MoeRouting& r, bool inference) const;
-  // Slots [rows k, h]: the row of each slot, gathered from `in`.
+  // Each expert's choices past its capacity, the lowest gate first: their
+  // slot becomes -1.
+  void drop_overflow(MoeRouting& r) const;
+  // Slots [rows k, h]: the row of each slot in use, gathered from `in`.
   Buffer dispatch(const MoeRouting& r, TypedPtr in) const;
   // The local experts' rows [received, h] of slots [rows k, h], in `held`
   // unless there is one rank (then the slots themselves).
@@ -67,6 +81,9 @@ class MoeMlpPart final : public MlpPart {
   int64_t k() const { return c_.d.spec.router_topk; }
   int64_t F() const { return c_.d.moe_ffn; }
   int64_t local_experts() const { return c_.d.local_experts(); }
+  int64_t Fs() const { return shared_ ? shared_->width() : 0; }
+
+  std::unique_ptr<SharedExpertPart> shared_;
 };
 
 }  // namespace mh
