@@ -530,7 +530,15 @@ SplitLoss RankTrainer::evaluate_whole(const data::Samples& samples, bool stoppab
   const int64_t rounds = ((samples.size() + s_.micro_batch - 1) / s_.micro_batch + s_.dp - 1) / s_.dp;
   for (int64_t k = 0; k < rounds; ++k) {
     if (stoppable && (s_.abandoned_by = agreed_stop_signal()) != 0) return {};
-    if (k >= int64_t(batches.size())) continue;
+    if (k >= int64_t(batches.size())) {
+      // The expert group exchanges tokens in every forward, so a replica
+      // out of batches runs one that counts nothing beside its peers.
+      if (s_.ep == 1) continue;
+      MicroBatch idle = load(samples, 0, 0);
+      idle.counted = 0;
+      stage.evaluate(idle);
+      continue;
+    }
     const SplitBatch& sb = batches[size_t(k)];
     MicroBatch mb = load(samples, sb.first_sample, 0);  // evaluation has no dropout to key
     mb.counted = sb.counted;
