@@ -62,6 +62,8 @@ class TimedKernels {
   TIMED(swiglu, MH_SwigluArgs)
   TIMED(swiglu_bwd, MH_SwigluArgs)
   TIMED(strided_copy, MH_StridedCopyArgs)
+  TIMED(attention, MH_AttentionArgs)
+  TIMED(attention_bwd, MH_AttentionArgs)
 #undef TIMED
 
  private:

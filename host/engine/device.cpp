@@ -43,6 +43,7 @@ namespace {
 // The minor that added the table member ending at byte `end`: every member
 // before rmsnorm was in 1.0 (the constructor requires them).
 const char* minor_adding(size_t end) {
+  if (end > MH_STRUCT_SIZE(MH_KernelsApi, capabilities)) return "1.7";
   if (end > MH_STRUCT_SIZE(MH_KernelsApi, swiglu_bwd)) return "1.4";
   return end > MH_STRUCT_SIZE(MH_KernelsApi, sum_squares) ? "1.3" : "1.0";
 }
@@ -63,6 +64,14 @@ const char* kernels_entry_name(size_t end) {
   };
   static_assert(sizeof(names) / sizeof(names[0]) ==
                 (offsetof(MH_KernelsApi, capabilities) - sizeof(size_t)) / sizeof(void*));
+  // The ops after capabilities (1.7 on), in table order.
+  static const char* const later[] = {"attention", "attention_bwd"};
+  static_assert(sizeof(later) / sizeof(later[0]) ==
+                (sizeof(MH_KernelsApi) - MH_STRUCT_SIZE(MH_KernelsApi, capabilities)) / sizeof(void*));
+  if (end > MH_STRUCT_SIZE(MH_KernelsApi, capabilities)) {
+    const size_t index = (end - MH_STRUCT_SIZE(MH_KernelsApi, capabilities)) / sizeof(void*) - 1;
+    return index < sizeof(later) / sizeof(later[0]) ? later[index] : "?";
+  }
   const size_t index = (end - sizeof(size_t)) / sizeof(void*) - 1;
   return index < sizeof(names) / sizeof(names[0]) ? names[index] : "?";
 }

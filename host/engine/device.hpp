@@ -179,6 +179,8 @@ uint64_t op_bytes(const Args& a) {
     return tensors_bytes(a.dout, a.x, a.weight, a.rstd, a.dx, a.dweight);
   else if constexpr (std::is_same_v<Args, MH_RopeArgs> || std::is_same_v<Args, MH_StridedCopyArgs>)
     return tensors_bytes(a.x, a.out);
+  else if constexpr (std::is_same_v<Args, MH_AttentionArgs>)
+    return tensors_bytes(a.q, a.k, a.v, a.out, a.lse, a.dout, a.dq, a.dk, a.dv, a.starts);
   else static_assert(sizeof(Args) == 0, "op_bytes: an op's arguments not listed here");
 }
 

@@ -18,9 +18,15 @@ void done_with(LayerActivations& A, const LayerPass& pass, std::initializer_list
 
 }  // namespace
 
+// The rank's rows are one block of global rows, or with balanced context
+// parallelism and no sequence shard its two chunks, a row each of the span
+// (the setup keeps a sequence shard inside one chunk).
 MH_RngSpan hidden_dropout_span(const ModelDims& d, uint64_t key, int64_t layer, DropoutSite site) {
-  const uint64_t n = uint64_t(d.local_rows() * d.hidden);
-  return MH_RngSpan{dropout_stream(key, layer, site), uint64_t(d.first_local_row() * d.hidden), n, n};
+  const uint64_t n = uint64_t(d.local_rows() * d.hidden), stream = dropout_stream(key, layer, site);
+  const int64_t chunk_rows = d.chunk_len() * d.micro_batch, row = d.micro_batch * d.hidden;
+  if (d.local_rows() <= chunk_rows) return MH_RngSpan{stream, uint64_t(d.global_row(d.first_local_row()) * d.hidden), n, n};
+  return MH_RngSpan{stream, uint64_t(d.chunk_start(0) * row), uint64_t(chunk_rows * d.hidden),
+                    uint64_t((d.chunk_start(1) - d.chunk_start(0)) * row)};
 }
 
 MH_RngSpan DecoderLayer::hidden_span(const LayerPass& pass, int64_t layer, DropoutSite site) const {

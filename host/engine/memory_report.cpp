@@ -11,7 +11,7 @@ namespace mh {
 // after attention and the branches' dropout masks) and those of its parts.
 double activation_bytes(const ModelDims& d, double e, MH_Activation a) {
   const double t_sp = d.sp ? double(d.tp) : 1.0;
-  const double sbh = double(d.seq) * double(d.micro_batch) * double(d.hidden);
+  const double sbh = double(d.rows()) * double(d.hidden);
   switch (a) {
     case MH_ACT_LAYER_INPUT:
     case MH_ACT_LN1:
@@ -25,21 +25,21 @@ double activation_bytes(const ModelDims& d, double e, MH_Activation a) {
 
 ActivationFormula activation_formula(const ModelDims& d, double e, const KeepTable& keep) {
   const double t = double(d.tp), t_sp = d.sp ? t : 1.0;
-  const double sbh = double(d.seq) * double(d.micro_batch) * double(d.hidden);
+  const double sbh = double(d.rows()) * double(d.hidden);
   ActivationFormula out{};
   for (const auto& layer : keep)
     for (int a = 0; a < MH_ACT_COUNT; ++a)
       if (layer[size_t(a)]) out.per_layer += activation_bytes(d, e, static_cast<MH_Activation>(a));
   out.per_layer /= double(std::max<size_t>(1, keep.size()));
   // Embedding dropout mask, final layernorm input and output, fp32 logits.
-  out.extra = sbh * (1 + 2 * e) / t_sp + double(d.seq) * double(d.micro_batch) * double(d.vocab) * 4 / t;
+  out.extra = sbh * (1 + 2 * e) / t_sp + double(d.rows()) * double(d.vocab) * 4 / t;
   return out;
 }
 
 double scheduled_activation_bytes(const ModelDims& d, double e, const std::vector<ChunkSpec>& chunks,
                                   const KeepTable& keep, std::span<const MH_PipeAction> schedule) {
   const double t = double(d.tp), t_sp = d.sp ? t : 1.0;
-  const double sbh = double(d.seq) * double(d.micro_batch) * double(d.hidden);
+  const double sbh = double(d.rows()) * double(d.hidden);
   std::vector<double> chunk_bytes;
   size_t layer = 0;
   for (const ChunkSpec& c : chunks) {
@@ -48,7 +48,7 @@ double scheduled_activation_bytes(const ModelDims& d, double e, const std::vecto
       for (int a = 0; a < MH_ACT_COUNT; ++a)
         if (keep[layer][size_t(a)]) bytes += activation_bytes(d, e, static_cast<MH_Activation>(a));
     if (c.first) bytes += sbh / t_sp;
-    if (c.last) bytes += 2 * e * sbh / t_sp + double(d.seq) * double(d.micro_batch) * double(d.vocab) * 4 / t;
+    if (c.last) bytes += 2 * e * sbh / t_sp + double(d.rows()) * double(d.vocab) * 4 / t;
     chunk_bytes.push_back(bytes);
   }
   double now = 0, peak = 0;

@@ -1,9 +1,9 @@
 // Dimensions of the model as one rank sees them, and the specification of
 // its parts. One-letter names follow the paper: s sequence, b micro-batch,
 // h hidden, a heads, k key/value heads, f MLP inner size, V vocabulary, t
-// tensor-parallel size. The residual stream is laid out [s, b, h] (sequence
-// first), so a sequence shard is a contiguous block of rows; "rows" below
-// means s*b.
+// tensor-parallel size, cp context-parallel size. The residual stream is laid
+// out [s, b, h] (sequence first), so a sequence shard is a contiguous block of
+// rows; "rows" below means s*b of the rank's s/cp positions.
 #pragma once
 
 #include <cstdint>
@@ -15,11 +15,16 @@ namespace mh {
 enum class Norm { kLayerNorm, kRmsNorm };
 enum class Position { kLearned, kRope };
 enum class MlpActivation { kGelu, kSwiglu };
+// How the full-sequence attention core computes (docs/models.md): unfused
+// (GEMMs, softmax and dropout over stored [s, s] scores) or flash (the
+// kernels' attention op, which stores a log-sum-exp per row instead).
+enum class AttentionBackend { kUnfused, kFlash };
 
 struct ModelSpec {
   Norm norm = Norm::kLayerNorm;
   Position position = Position::kLearned;
   MlpActivation activation = MlpActivation::kGelu;
+  AttentionBackend attention_backend = AttentionBackend::kUnfused;
   bool tie_embeddings = true;  // the output layer reads the token embedding
   bool bias = true;            // biases on the linear layers
   bool qkv_bias = false;       // biases on QKV alone (Qwen2) where `bias` is false
@@ -70,6 +75,11 @@ struct ModelDims {
   // experts / ep consecutive experts (docs/parallelism.md).
   int32_t ep = 1, ep_rank = 0;
   bool sp = false;
+  // Context parallelism (docs/parallelism.md): the rank holds s/cp of every
+  // sequence's positions, as one chunk of cp, or with cp_balanced the chunks
+  // cp_rank and 2 cp - 1 - cp_rank of 2 cp (Megatron's causal load balancing).
+  int32_t cp = 1, cp_rank = 0;
+  bool cp_balanced = false;
   float dropout = 0, attention_dropout = 0, init_std = 0.02f, layernorm_eps = 1e-5f;
   ModelSpec spec;
   LoraSpec lora;
@@ -99,9 +109,21 @@ struct ModelDims {
   // Expert slots of a micro-batch: every row to its k experts (dropless; a
   // capacity keeps at most these).
   int64_t routed_rows() const { return rows() * spec.router_topk; }
+  int64_t local_seq() const { return seq / cp; }
+  // The rank's chunks of the sequence: chunks() of chunk_len() positions each.
+  int64_t chunks() const { return cp_balanced ? 2 : 1; }
+  int64_t chunk_len() const { return local_seq() / chunks(); }
+  // Which of the sequence's chunks context rank r holds as its chunk k.
+  int64_t chunk_index(int32_t r, int64_t k) const { return k == 0 ? r : 2 * cp - 1 - r; }
+  // The global position of local chunk k's first token.
+  int64_t chunk_start(int64_t k) const { return chunk_index(cp_rank, k) * chunk_len(); }
+  // The global position of the rank's local position t.
+  int64_t global_position(int64_t t) const { return chunk_start(t / chunk_len()) + t % chunk_len(); }
+  // The global [s, b] row of the rank's local row r.
+  int64_t global_row(int64_t r) const { return global_position(r / micro_batch) * micro_batch + r % micro_batch; }
   int64_t local_experts() const { return spec.experts / ep; }
   int64_t first_expert() const { return ep_rank * local_experts(); }
-  int64_t rows() const { return seq * micro_batch; }
+  int64_t rows() const { return local_seq() * micro_batch; }
   // Rows of the norm and dropout regions: a sequence shard with SP.
   int64_t local_rows() const { return sp ? rows() / tp : rows(); }
   int64_t first_local_row() const { return sp ? tp_rank * local_rows() : 0; }

@@ -6,13 +6,16 @@ namespace mh {
 namespace {
 
 RankGroups make_groups(const RunSetup& s, int32_t local, int32_t rank, const RankCoordinates& c, const Device& dev) {
-  RankGroups g{world_group(s.comm_api, s.comm, local, s.dry_run, dev), {}, {}, {}, {}, {}, {}};
-  g.tensor = g.world.split(c.pp * s.dp + c.dp, c.tp, "tensor");
-  g.data = g.world.split(c.pp * s.tp + c.tp, c.dp, "data");
-  g.pipeline = g.world.split(c.dp * s.tp + c.tp, c.pp, "pipeline");
+  RankGroups g{world_group(s.comm_api, s.comm, local, s.dry_run, dev), {}, {}, {}, {}, {}, {}, {}};
+  const int32_t replica = c.replica(s.cp);
+  g.tensor = g.world.split(c.pp * s.dp * s.cp + replica, c.tp, "tensor");
+  g.context = g.world.split((c.pp * s.dp + c.dp) * s.tp + c.tp, c.cp, "context");
+  g.data = g.world.split(c.pp * s.tp + c.tp, replica, "data");
+  g.pipeline = g.world.split(replica * s.tp + c.tp, c.pp, "pipeline");
   const bool end = c.pp == 0 || c.pp == s.pp - 1;
-  g.embedding = g.world.split(end ? c.dp * s.tp + c.tp : s.comm_info.world_size + rank, c.pp, "embedding");
-  const int32_t replicas = (c.pp * s.tp + c.tp) * s.dp;  // one data group's colors start here
+  g.embedding = g.world.split(end ? replica * s.tp + c.tp : s.comm_info.world_size + rank, c.pp, "embedding");
+  // Within one data group (same stage, tensor and context rank) as Megatron forms them.
+  const int32_t replicas = ((c.pp * s.tp + c.tp) * s.cp + c.cp) * s.dp;
   g.expert = g.world.split(replicas + c.dp / s.ep, c.dp % s.ep, "expert");
   g.expert_data = g.world.split(replicas + c.dp % s.ep, c.dp / s.ep, "expert-data");
   return g;
@@ -21,6 +24,7 @@ RankGroups make_groups(const RunSetup& s, int32_t local, int32_t rank, const Ran
 ModelDims rank_dims(const RunSetup& s, const RankCoordinates& c) {
   ModelDims d = s.dims;
   d.tp_rank = c.tp;
+  d.cp_rank = c.cp;
   d.ep_rank = c.dp % s.ep;
   return d;
 }
@@ -28,7 +32,7 @@ ModelDims rank_dims(const RunSetup& s, const RankCoordinates& c) {
 }  // namespace
 
 RankCoordinates rank_coordinates(const RunSetup& s, int32_t rank) {
-  return {rank % s.tp, (rank / s.tp) % s.dp, rank / (s.tp * s.dp)};
+  return {rank % s.tp, (rank / s.tp) % s.cp, (rank / (s.tp * s.cp)) % s.dp, rank / (s.tp * s.cp * s.dp)};
 }
 
 Collectives world_group(const MH_CommApi* api, MH_Instance* comm, int32_t local, bool dry, const Device& device) {

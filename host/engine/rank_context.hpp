@@ -24,14 +24,20 @@ struct RankDevice {
   Device dev;
 };
 
-// Megatron's rank order: tensor fastest, then data, then pipeline.
+// Megatron's rank order: tensor fastest, then context, then data, then
+// pipeline.
 struct RankCoordinates {
-  int32_t tp = 0, dp = 0, pp = 0;
+  int32_t tp = 0, cp = 0, dp = 0, pp = 0;
+  // The rank in the data group, which holds the context ranks too.
+  int32_t replica(int32_t cp_size) const { return dp * cp_size + cp; }
 };
 RankCoordinates rank_coordinates(const RunSetup& setup, int32_t rank);
 
 struct RankGroups {
-  Collectives world, tensor, data, pipeline;
+  // data: every rank of the stage holding the same weights, which reduce
+  // their gradients together: the data-parallel replicas and, with context
+  // parallelism, their context ranks (Megatron's data group with context).
+  Collectives world, tensor, context, data, pipeline;
   // The first and last stage's: both hold the tied embedding. Every other
   // rank is alone in its own.
   Collectives embedding;

@@ -34,7 +34,8 @@ struct RunSetup {
   int32_t virtual_stages = 1;
   std::vector<MH_StageLayers> stage_layers;            // p * v model chunks, in model order
   std::vector<std::vector<MH_PipeAction>> schedules;   // per stage
-  int32_t tp = 1, pp = 1, dp = 1;
+  MH_ContextPlan context_plan{};
+  int32_t tp = 1, pp = 1, dp = 1, cp = 1;
   int32_t ep = 1;  // expert-parallel ranks, drawn from the dp ones
   ModelDims dims{};  // global dims; each rank sets tp_rank
   int64_t steps = 0, global_batch = 0, micro_batch = 0, microbatches = 0;

@@ -88,16 +88,17 @@ class RankTrainer {
         rc_(s, local),
         chunk_specs_(stage_chunks(s, rc_.coords.pp)),
         params_(rc_.dev, rc_.dims, s.tensor_plan, seed(), owned_parts(chunk_specs_),
-                ParamStorage{s.dp, !shards_optimizer_state(*s.assembly, s.dp), true}),
+                ParamStorage{s.dp * s.cp, !shards_optimizer_state(*s.assembly, s.dp * s.cp), true}),
         tp_(rc_.dev, rc_.groups.tensor, s.tensor_plan, rc_.dims),
         data_sync_(plan_data_sync()),
         optimizer_(rc_.dev, params_, adamw_config(), data_sync_.distributed ? &rc_.groups.data : nullptr,
-                   reduction_ranges(data_sync_.buckets), &rc_.groups.expert_data),
+                   reduction_ranges(data_sync_.buckets), s.ep > 1 ? &rc_.groups.expert_data : &rc_.groups.data),
         grad_sync_(params_, optimizer_, data_sync_.buckets, grad_sync_groups()),
         param_gather_(optimizer_, data_sync_.buckets, params_.infos().size(), data_sync_.overlap_param_gather),
         checkpointer_(rc_.dev, rc_.groups.world, rc_.rank,
                       ckpt::rank_state(params_, optimizer_,
-                                       {rc_.coords.tp, rc_.coords.dp, data_sync_.distributed, rc_.coords.dp / s.ep},
+                                       {rc_.coords.tp, rc_.coords.replica(s.cp), data_sync_.distributed,
+                                        s.ep > 1 ? rc_.coords.dp / s.ep : rc_.coords.replica(s.cp)},
                                        s.checkpoint.save_optimizer),
                       s.checkpoint) {
     Instance policy(*s.assembly->slot(MH_KIND_RECOMPUTE), s.comm_info.ranks_in_process, rc_.rank);
@@ -106,11 +107,18 @@ class RankTrainer {
       keep_.insert(keep_.end(), keep.begin(), keep.end());
       ParamsNeeded needed;
       if (param_gather_.overlapped()) needed = [this](std::span<const int> ids) { param_gather_.needed(ids); };
-      chunks_.push_back(std::make_unique<Transformer>(rc_.dev, params_, tp_, rc_.dims, c, std::move(keep),
-                                                      std::move(needed), &rc_.groups.expert));
+      chunks_.push_back(std::make_unique<Transformer>(rc_.dev, params_, tp_, s.cp > 1 ? &rc_.groups.context : nullptr,
+                                                      rc_.dims, c, std::move(keep), std::move(needed),
+                                                      &rc_.groups.expert));
       chunks_.back()->set_moe_aux_weight(float(double(s.micro_batch) / double(s.global_batch)));
     }
     check_keep_tables_agree(rc_.groups.tensor, keep_, policy.label());
+    if (s.cp > 1) {
+      rc_.dev.require_op(&MH_KernelsApi::strided_copy, "strided_copy", "parallel.context.size > 1");
+      require((kernels_capabilities(rc_.dev.api()) & MH_KERNELS_CAP_PARTIAL_SOFTMAX) != 0,
+              "parallel.context.size > 1 gives softmax the last c of T positions (MH_KERNELS_CAP_PARTIAL_SOFTMAX), "
+              "which the kernels lack; use kernels \"cpu\" or \"cuda\", or parallel.context.size = 1");
+    }
   }
 
   void train();
@@ -143,6 +151,11 @@ class RankTrainer {
   std::vector<GroupRange> norm_ranges() const;
   void finish();
   bool leader() const { return rc_.rank == 0; }
+  // The ranks of the data group: the replicas and their context ranks.
+  int32_t replicas() const { return s_.dp * s_.cp; }
+  // What this rank adds to the count of a batch's targets: context ranks
+  // hold parts of the same samples, whose targets the first one counts.
+  int64_t counted_by_rank(int64_t targets) const { return rc_.coords.cp == 0 ? targets : 0; }
 
   const RunSetup& s_;
   RankContext rc_;
@@ -180,14 +193,14 @@ DataSync RankTrainer::plan_data_sync() const {
   for (int id : order) bytes.push_back(uint64_t(params_.info(id).numel()) * 4);
   MH_DataPlan plan{};
   plan.struct_size = sizeof(plan);
-  check(data.api<MH_DataParallelApi>()->plan(data.get(), s_.dp, bytes.data(), bytes.size(), &plan), data.label());
-  plan.overlap = plan.overlap != 0 && s_.dp > 1;
+  check(data.api<MH_DataParallelApi>()->plan(data.get(), replicas(), bytes.data(), bytes.size(), &plan), data.label());
+  plan.overlap = plan.overlap != 0 && replicas() > 1;
   const Slot& comm = *s_.assembly->slot(MH_KIND_COMM);
-  require(plan.distributed_optimizer == 0 || s_.dp == 1 || comm.component->plugin->desc->abi_minor >= 3,
+  require(plan.distributed_optimizer == 0 || replicas() == 1 || comm.component->plugin->desc->abi_minor >= 3,
           "parallel.data.distributed_optimizer reduce-scatters in place, which communicators support since ABI 1.3; "
           "comm '" + std::string(comm.component->desc->name) + "' was built against ABI 1." +
               std::to_string(comm.component->plugin->desc->abi_minor) + ": rebuild it, or turn the option off");
-  const bool distributed = plan.distributed_optimizer != 0 && s_.dp > 1;
+  const bool distributed = plan.distributed_optimizer != 0 && replicas() > 1;
   const bool gather_overlap =
       reaches(plan, &MH_DataPlan::overlap_param_gather) && plan.overlap_param_gather != 0;
   return DataSync{distributed, plan.overlap != 0, distributed && plan.overlap != 0 && gather_overlap,
@@ -196,8 +209,9 @@ DataSync RankTrainer::plan_data_sync() const {
 
 GradSyncGroups RankTrainer::grad_sync_groups() {
   GradSyncGroups g;
-  if (s_.dp > 1) g.data = &rc_.groups.data;
-  if (s_.dp / s_.ep > 1) g.expert_data = &rc_.groups.expert_data;
+  if (replicas() > 1) g.data = &rc_.groups.data;
+  // Expert weights reduce with the rest unless expert parallelism splits them.
+  g.expert_data = s_.ep == 1 ? g.data : s_.dp / s_.ep > 1 ? &rc_.groups.expert_data : nullptr;
   // LoRA's replicated adapters always hold partial sums (docs/finetune.md).
   if ((s_.tensor_plan.reduce_norm_grads || s_.dims.lora.on()) && s_.tp > 1) g.tensor = &rc_.groups.tensor;
   if (s_.pp > 1 && s_.dims.spec.tie_embeddings && params_.wte() >= 0 && params_.trainable(params_.wte()))
@@ -222,25 +236,27 @@ void RankTrainer::cut_documents(std::span<const int32_t> window, int64_t b, std:
 }
 
 MicroBatch RankTrainer::load(const data::Samples& samples, int64_t first_sample, uint64_t key) {
-  const int64_t S = rc_.dims.seq, B = rc_.dims.micro_batch, N = rc_.dims.rows(), n = rc_.dims.local_rows();
+  const ModelDims& d = rc_.dims;
+  const int64_t S = d.seq, B = d.micro_batch, N = d.rows(), n = d.local_rows();
   std::vector<int32_t> window(static_cast<size_t>(S + 1)), ids(static_cast<size_t>(N)),
       targets(static_cast<size_t>(N)), positions(static_cast<size_t>(n)), document_positions(size_t(B * S)),
       document_starts(size_t(B * S));
   std::vector<uint8_t> mask(static_cast<size_t>(S + 1)), loss_mask(samples.masks_loss() ? size_t(N) : 0);
   for (int64_t b = 0; b < B; ++b) {
     samples.get(first_sample + b, window.data());
-    for (int64_t t = 0; t < S; ++t) {
-      ids[size_t(t * B + b)] = window[size_t(t)];
-      targets[size_t(t * B + b)] = window[size_t(t + 1)];
+    // Every context rank reads the whole sample and takes its positions.
+    for (int64_t t = 0; t < d.local_seq(); ++t) {
+      ids[size_t(t * B + b)] = window[size_t(d.global_position(t))];
+      targets[size_t(t * B + b)] = window[size_t(d.global_position(t) + 1)];
     }
     cut_documents(window, b, document_positions, document_starts);
     if (loss_mask.empty()) continue;
     samples.get_loss_mask(first_sample + b, window.data(), mask.data());
-    for (int64_t t = 0; t < S; ++t) loss_mask[size_t(t * B + b)] = mask[size_t(t + 1)];
+    for (int64_t t = 0; t < d.local_seq(); ++t) loss_mask[size_t(t * B + b)] = mask[size_t(d.global_position(t) + 1)];
   }
-  // Local row r is global row R = first_local_row + r of the [s, b] rows.
+  // Local row r is global row R of the [s, b] rows.
   for (int64_t r = 0; r < n; ++r) {
-    const int64_t R = rc_.dims.first_local_row() + r;
+    const int64_t R = d.global_row(d.first_local_row() + r);
     positions[size_t(r)] = document_positions[size_t((R % B) * S + R / B)];
   }
   MicroBatch mb;
@@ -277,14 +293,15 @@ int64_t RankTrainer::loss_targets(const data::Samples& samples, int64_t first_sa
   return targets;
 }
 
-// A scalar summed over the data-parallel replicas, and with `stages` over
-// the pipeline stages too; in f32, as the collectives carry it.
+// A scalar summed over the data group (the replicas and their context
+// ranks), and with `stages` over the pipeline stages too; in f32, as the
+// collectives carry it.
 double RankTrainer::sum_scalar(double local, bool stages) {
   Buffer total(rc_.dev, MemCategory::kWorkspace, 1);
   float value = float(local);
   rc_.dev.to_device(total.data(), &value, sizeof(float));
   if (stages && s_.pp > 1) rc_.groups.pipeline.all_reduce(total.f32(), 1);
-  if (s_.dp > 1) rc_.groups.data.all_reduce(total.f32(), 1);
+  if (replicas() > 1) rc_.groups.data.all_reduce(total.f32(), 1);
   rc_.dev.to_host(&value, total.data(), sizeof(float));
   return double(value);
 }
@@ -298,7 +315,8 @@ double RankTrainer::step(int64_t step) {
   // gradient. A step whose targets are all masked out changes nothing.
   double targets = double(s_.global_batch * rc_.dims.seq);
   if (s_.train->masks_loss())
-    targets = std::max(1.0, sum_scalar(double(loss_targets(*s_.train, consumed_ + dp_rank * m * b, m * b)), false));
+    targets = std::max(
+        1.0, sum_scalar(double(counted_by_rank(loss_targets(*s_.train, consumed_ + dp_rank * m * b, m * b))), false));
   const float scale = float(1.0 / targets);
   // Global micro-batch index: the same samples and dropout stream on every layout.
   GradsFinalised finalised;
@@ -505,7 +523,8 @@ double RankTrainer::evaluate(int64_t step) {
   double targets = double(batches * s_.dp * b * rc_.dims.seq);
   if (s_.valid->masks_loss())
     targets = std::max(
-        1.0, sum_scalar(double(loss_targets(*s_.valid, rc_.coords.dp * batches * b, batches * b)), false));
+        1.0, sum_scalar(double(counted_by_rank(loss_targets(*s_.valid, rc_.coords.dp * batches * b, batches * b))),
+                        false));
   return sum_scalar(loss, true) / targets;
 }
 
@@ -543,7 +562,8 @@ SplitLoss RankTrainer::evaluate_whole(const data::Samples& samples, bool stoppab
     MicroBatch mb = load(samples, sb.first_sample, 0);  // evaluation has no dropout to key
     mb.counted = sb.counted;
     loss += stage.evaluate(mb);
-    if (samples.masks_loss()) targets += loss_targets(samples, sb.first_sample, std::min(sb.counted, s_.micro_batch));
+    if (samples.masks_loss())
+      targets += counted_by_rank(loss_targets(samples, sb.first_sample, std::min(sb.counted, s_.micro_batch)));
   }
   const int64_t tokens = samples.size() * rc_.dims.seq;
   const double counted = samples.masks_loss() ? std::max(1.0, sum_scalar(double(targets), false)) : double(tokens);
@@ -598,7 +618,7 @@ void RankTrainer::train() {
     const double hw_flops = ex.hw_flops;
     if (st == s_.steps && !s_.grads_out.empty())
       dump_gradients(rc_.dev, params_, rc_.groups.tensor, rc_.groups.expert, s_.grads_out + (s_.pp > 1 ? ".stage" + std::to_string(rc_.coords.pp) : ""),
-                     rc_.coords.tp == 0 && rc_.coords.dp == 0);
+                     rc_.coords.tp == 0 && rc_.coords.replica(s_.cp) == 0);
     // The distributed optimizer's pieces count each expert weight once over the data group already.
     Collectives* experts = data_sync_.distributed ? nullptr : &rc_.groups.expert;
     double norm = optimizer_.grad_norm(norm_ranges(), {&rc_.groups.tensor, &rc_.groups.pipeline, experts});

@@ -12,8 +12,9 @@ constexpr auto kWork = MemCategory::kWorkspace;
 
 }  // namespace
 
-Transformer::Transformer(Device& device, ParamSet& params, TensorParallel& tp, const ModelDims& dims, ChunkSpec chunk,
-                         KeepTable keep, ParamsNeeded needed, Collectives* experts)
+Transformer::Transformer(Device& device, ParamSet& params, TensorParallel& tp, Collectives* context,
+                         const ModelDims& dims, ChunkSpec chunk, KeepTable keep, ParamsNeeded needed,
+                         Collectives* experts)
     : dev_(device),
       params_(params),
       tp_(tp),
@@ -21,10 +22,10 @@ Transformer::Transformer(Device& device, ParamSet& params, TensorParallel& tp, c
       chunk_(chunk),
       keep_(std::move(keep)),
       needed_(std::move(needed)),
-      ctx_{device, params, tp, d_, experts},
+      ctx_{device, params, tp, d_, context, experts},
       parts_(build_layer_parts(ctx_)),
-      attention_(ctx_, *parts_.position),
-      layer_(ctx_, parts_, attention_),
+      attention_(full_attention(ctx_, *parts_.position)),
+      layer_(ctx_, parts_, *attention_),
       embedding_(ctx_),
       head_(ctx_, *parts_.norm) {}
 

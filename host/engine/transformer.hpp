@@ -70,10 +70,11 @@ using ParamsNeeded = std::function<void(std::span<const int> param_ids)>;
 
 class Transformer {
  public:
-  // keep: the recompute policy's decisions for the chunk's layers, in order;
-  // experts: the expert group (PartContext::experts).
-  Transformer(Device& device, ParamSet& params, TensorParallel& tp, const ModelDims& dims, ChunkSpec chunk,
-              KeepTable keep, ParamsNeeded needed = {}, Collectives* experts = nullptr);
+  // keep: the recompute policy's decisions for the chunk's layers, in order.
+  // context: the context-parallel group (NULL with cp = 1); experts: the
+  // expert group (PartContext::experts).
+  Transformer(Device& device, ParamSet& params, TensorParallel& tp, Collectives* context, const ModelDims& dims,
+              ChunkSpec chunk, KeepTable keep, ParamsNeeded needed = {}, Collectives* experts = nullptr);
 
   const ChunkSpec& chunk() const { return chunk_; }
   // Forward of one micro-batch through the chunk. `input` is the received
@@ -127,7 +128,7 @@ class Transformer {
   double moe_aux_ = 0;
   PartContext ctx_;
   LayerParts parts_;
-  AttentionPart attention_;
+  std::unique_ptr<AttentionPart> attention_;
   DecoderLayer layer_;
   Embedding embedding_;
   OutputHead head_;

@@ -156,6 +156,11 @@ void check(const Config& config, const Assembly& a, Diagnostics& diag) {
 }
 
 int serve(RunSetup& s, const Config& config, const RankRunner& run_ranks) {
+  // As in Megatron, decoding does not split the sequence: a KV cache grows
+  // one position at a time on every rank.
+  require(s.cp == 1, "generation decodes one position at a time, which parallel.context.size = " + std::to_string(s.cp) +
+                         " cannot split; set parallel.context.size = 1 (context parallelism is for training and "
+                         "--evaluate)");
   require(s.dp == 1, "generation runs on parallel.tensor.size x parallel.pipeline.size = " +
                          std::to_string(s.tp * s.pp) + " ranks, but the world has " +
                          std::to_string(s.comm_info.world_size) + "; launch " + std::to_string(s.tp * s.pp) +

@@ -66,9 +66,9 @@ size_t table_size_needed(int32_t kind) {
     case MH_KIND_DATA_PARALLEL: return MH_STRUCT_SIZE(MH_DataParallelApi, plan);
     case MH_KIND_RECOMPUTE: return MH_STRUCT_SIZE(MH_RecomputeApi, decide);
     case MH_KIND_OBSERVER: return MH_STRUCT_SIZE(MH_ObserverApi, on_event);
+    case MH_KIND_CONTEXT_PARALLEL: return MH_STRUCT_SIZE(MH_ContextParallelApi, plan);
     case MH_KIND_EXPERT_PARALLEL: return MH_STRUCT_SIZE(MH_ExpertParallelApi, plan);
-    case MH_KIND_TUNER: return MH_STRUCT_SIZE(MH_TunerApi, report);
-    default: return 0;  // a number inside MH_KIND_COUNT this host has no kind for
+    default: return MH_STRUCT_SIZE(MH_TunerApi, report);
   }
 }
 
@@ -130,7 +130,7 @@ std::string options_problem(const MH_PluginDesc& d, const MH_ComponentDesc& c) {
 // What is wrong with one component, as the rest of "component #i ...".
 std::string component_problem(const MH_PluginDesc& d, const MH_ComponentDesc& c) {
   if (c.struct_size < MH_STRUCT_SIZE(MH_ComponentDesc, api)) return " has a descriptor that is too small";
-  if (c.kind < 0 || c.kind >= MH_KIND_COUNT || table_size_needed(c.kind) == 0) return " has unknown kind " + std::to_string(c.kind);
+  if (c.kind < 0 || c.kind >= MH_KIND_COUNT) return " has unknown kind " + std::to_string(c.kind);
   if (c.name == nullptr || c.name[0] == '\0') return " has no name";
   std::string which = " ('" + std::string(c.name) + "')";
   if (c.create == nullptr || c.destroy == nullptr || c.api == nullptr)

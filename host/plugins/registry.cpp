@@ -37,6 +37,7 @@ size_t table_size(int32_t kind) {
     case MH_KIND_DATA_PARALLEL: return sizeof(MH_DataParallelApi);
     case MH_KIND_RECOMPUTE: return sizeof(MH_RecomputeApi);
     case MH_KIND_OBSERVER: return sizeof(MH_ObserverApi);
+    case MH_KIND_CONTEXT_PARALLEL: return sizeof(MH_ContextParallelApi);
     case MH_KIND_EXPERT_PARALLEL: return sizeof(MH_ExpertParallelApi);
     default: return sizeof(MH_TunerApi);
   }
@@ -54,6 +55,7 @@ const char* kind_name(int32_t kind) {
     case MH_KIND_RECOMPUTE: return "recompute";
     case MH_KIND_TUNER: return "tuner";
     case MH_KIND_OBSERVER: return "observer";
+    case MH_KIND_CONTEXT_PARALLEL: return "parallel.context";
     case MH_KIND_EXPERT_PARALLEL: return "parallel.expert";
     default: return "unknown";
   }

@@ -35,6 +35,10 @@ std::vector<NeededOp> needed_ops(const MH_KernelsApi& t, const ModelSpec& spec, 
     out.push_back(needed(t, &MH_KernelsApi::swiglu, "swiglu", "model.activation = \"swiglu\""));
     out.push_back(needed(t, &MH_KernelsApi::swiglu_bwd, "swiglu_bwd", "model.activation = \"swiglu\""));
   }
+  if (spec.attention_backend == AttentionBackend::kFlash) {
+    out.push_back(needed(t, &MH_KernelsApi::attention, "attention", "model.attention_backend = \"flash\""));
+    out.push_back(needed(t, &MH_KernelsApi::attention_bwd, "attention_bwd", "model.attention_backend = \"flash\""));
+  }
   return out;
 }
 

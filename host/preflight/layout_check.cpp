@@ -50,9 +50,22 @@ int32_t plan_tensor(const Config& config, const Assembly& a, const MH_ModelShape
   return error == nullptr ? plan.size : 0;
 }
 
-// With `tp` 0 (unknown), only what needs no data-parallel size is planned.
-// The data-parallel size, or 0 when it is unknown (a problem reported).
-int32_t plan_pipeline(const Config& config, const Assembly& a, const MH_ModelShape& s, int32_t tp, Diagnostics& diag) {
+// The context size, or 0 when the plan failed (reported).
+int32_t plan_context(const Config& config, const Assembly& a, const MH_ModelShape& s, Diagnostics& diag) {
+  const Slot& slot = *a.slot(MH_KIND_CONTEXT_PARALLEL);
+  Instance context(slot, 1, -1);
+  MH_ContextPlan plan{};
+  plan.struct_size = sizeof plan;
+  MH_Error* error = context.api<MH_ContextParallelApi>()->plan(context.get(), &s, &plan);
+  report(error, config, slot, diag);
+  return error == nullptr ? plan.size : 0;
+}
+
+// With `tp` or `cp` 0 (unknown: its plan failed), only what needs no
+// data-parallel size is planned. The data-parallel size, or 0 when it is
+// unknown (a problem reported).
+int32_t plan_pipeline(const Config& config, const Assembly& a, const MH_ModelShape& s, int32_t tp, int32_t cp,
+                   Diagnostics& diag) {
   const Slot& slot = *a.slot(MH_KIND_PIPELINE_PARALLEL);
   Instance pipeline(slot, 1, -1);
   const auto* api = pipeline.api<MH_PipelineParallelApi>();
@@ -60,16 +73,17 @@ int32_t plan_pipeline(const Config& config, const Assembly& a, const MH_ModelSha
   plan.struct_size = sizeof plan;
   MH_Error* error = api->plan(pipeline.get(), &s, 1, &plan);
   report(error, config, slot, diag);
-  if (tp == 0) return 0;  // the tensor plan failed: the data-parallel size is unknown
-  if (error != nullptr || s.world_size % (tp * plan.size) != 0) {
+  if (tp == 0 || cp == 0) return 0;  // a plan failed: the data-parallel size is unknown
+  if (error != nullptr || s.world_size % (tp * cp * plan.size) != 0) {
     if (error == nullptr)
       diag.error(config.where(find_table(config.root(), "comm")),
                  "the world size " + std::to_string(s.world_size) + " is not a multiple of parallel.tensor.size (" +
-                     std::to_string(tp) + ") x parallel.pipeline.size (" + std::to_string(plan.size) +
-                     "); the data-parallel size is world / (tensor x pipeline)");
+                     std::to_string(tp) + ") x parallel.context.size (" + std::to_string(cp) +
+                     ") x parallel.pipeline.size (" + std::to_string(plan.size) +
+                     "); the data-parallel size is world / (tensor x context x pipeline)");
     return 0;
   }
-  const int32_t dp = s.world_size / (tp * plan.size);
+  const int32_t dp = s.world_size / (tp * cp * plan.size);
   report(api->plan(pipeline.get(), &s, dp, &plan), config, slot, diag);
   return dp;
 }
@@ -115,7 +129,8 @@ void check_layout(const Config& config, const Assembly& a, Diagnostics& diag) {
   if (world <= 0) return;
   try {
     const MH_ModelShape s = shape(dims, a, world);
-    plan_expert(config, a, dims.spec.experts, plan_pipeline(config, a, s, plan_tensor(config, a, s, diag), diag), diag);
+    const int32_t tp = plan_tensor(config, a, s, diag), cp = plan_context(config, a, s, diag);
+    plan_expert(config, a, dims.spec.experts, plan_pipeline(config, a, s, tp, cp, diag), diag);
   } catch (const Error& e) {
     diag.error(config.file(), e.what());  // a planner that failed to start
   }

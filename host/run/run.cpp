@@ -92,6 +92,8 @@ ModelSpec model_spec(const Options& m) {
   spec.norm = m.get_string("normalization") == "rmsnorm" ? Norm::kRmsNorm : Norm::kLayerNorm;
   spec.position = m.get_string("position") == "rope" ? Position::kRope : Position::kLearned;
   spec.activation = m.get_string("activation") == "swiglu" ? MlpActivation::kSwiglu : MlpActivation::kGelu;
+  spec.attention_backend =
+      m.get_string("attention_backend") == "flash" ? AttentionBackend::kFlash : AttentionBackend::kUnfused;
   spec.tie_embeddings = m.get_bool("tie_embeddings");
   spec.bias = m.get_bool("bias");
   spec.qkv_bias = m.get_bool("qkv_bias");
@@ -159,6 +161,11 @@ std::vector<std::string> shape_problems(const ModelDims& d) {
   check(!d.moe() || (d.spec.activation == MlpActivation::kSwiglu && !d.spec.bias),
         "model.experts > 0 makes SwiGLU experts without biases; set model.activation = \"swiglu\" and model.bias = "
         "false (model.arch = \"llama\" does both)");
+  check(d.moe() || (d.spec.shared_experts == 0 && d.spec.capacity_factor == 0),
+        "model.shared_experts and model.moe_capacity_factor belong to a mixture of experts; set model.experts > 0 "
+        "or leave them 0");
+  check(d.spec.shared_experts > 0 || !d.spec.shared_expert_gate,
+        "model.shared_expert_gate = true gates shared experts; set model.shared_experts > 0 or the gate false");
   check(!d.moe() || !d.lora.targets_any(kLoraGate | kLoraFc1 | kLoraFc2),
         "peft.targets names gate, fc1 or fc2, but model.experts > 0: the experts take no adapters yet; set "
         "peft.targets = \"qkv,proj\"");
@@ -209,8 +216,45 @@ void plan_tensor(RunSetup& s, const Instance& tensor) {
   s.dims.sp = s.tensor_plan.sequence_parallel != 0;
 }
 
+// The context plan: the split of every sequence over cp ranks, which the
+// engine executes with all-gathered keys and values (docs/parallelism.md).
+void plan_context(RunSetup& s, const Instance& context) {
+  MH_ModelShape shape = model_shape(s, s.comm_info.world_size);
+  s.context_plan.struct_size = sizeof(MH_ContextPlan);
+  check(context.api<MH_ContextParallelApi>()->plan(context.get(), &shape, &s.context_plan), context.label());
+  s.cp = s.context_plan.size;
+  const int64_t chunks = s.context_plan.load_balance ? 2 * int64_t(s.cp) : s.cp;
+  require(s.cp >= 1 && s.dims.seq % chunks == 0,
+          context.label() + " planned parallel.context.size = " + std::to_string(s.cp) + " in " +
+              std::to_string(chunks) + " chunks, which do not divide model.seq_len = " + std::to_string(s.dims.seq));
+  require(s.cp == 1 || s.context_plan.comm == MH_CP_ALL_GATHER,
+          context.label() + " planned a comm_type the engine does not execute; set parallel.context.comm_type = "
+                            "\"all_gather\"");
+  s.dims.cp = s.cp;
+  s.dims.cp_balanced = s.context_plan.load_balance != 0;
+  // A sequence-parallel shard of the rank's rows lies inside one of its
+  // chunks, so its rows are one block of global rows (dropout's counters).
+  require(!s.dims.sp || s.cp == 1 || (s.dims.local_seq() % s.tp == 0 && (s.tp % s.dims.chunks() == 0 || s.tp == 1)),
+          "parallel.tensor.sequence_parallel with parallel.context.size = " + std::to_string(s.cp) +
+              " shards each rank's " + std::to_string(s.dims.local_seq()) + " positions (" +
+              std::to_string(s.dims.chunks()) + " chunk(s)) over parallel.tensor.size = " + std::to_string(s.tp) +
+              ": use a tensor size that divides them and is a multiple of the chunks, or turn sequence_parallel off");
+  require(s.cp == 1 || !s.dims.moe(),
+          "model.experts = " + std::to_string(s.dims.spec.experts) + " with parallel.context.size = " +
+              std::to_string(s.cp) + ": the router's load-balancing loss is not summed over the context group yet; "
+              "set parallel.context.size = 1");
+  require(s.cp == 1 || s.dims.spec.attention_backend != AttentionBackend::kFlash,
+          "model.attention_backend = \"flash\" with parallel.context.size = " + std::to_string(s.cp) +
+              ": the flash core does not attend across the context group yet; set model.attention_backend = "
+              "\"unfused\" or parallel.context.size = 1");
+  require(s.cp == 1 || s.dims.lora.dropout == 0,
+          "peft.dropout = " + std::to_string(s.dims.lora.dropout) + " with parallel.context.size = " +
+              std::to_string(s.cp) + ": the adapters' dropout is not split by context yet; set peft.dropout = 0 "
+              "or parallel.context.size = 1");
+}
+
 // The pipeline plan depends on the data-parallel size, which depends on the
-// pipeline size: plan once for p, then again with d = world / (t p).
+// pipeline size: plan once for p, then again with d = world / (t cp p).
 void plan_pipeline(RunSetup& s, const Instance& pipeline) {
   const auto* api = pipeline.api<MH_PipelineParallelApi>();
   const int32_t world = s.comm_info.world_size;
@@ -219,10 +263,11 @@ void plan_pipeline(RunSetup& s, const Instance& pipeline) {
   plan.struct_size = sizeof(plan);
   check(api->plan(pipeline.get(), &shape, 1, &plan), pipeline.label());
   s.pp = plan.size;
-  require(world % (s.tp * s.pp) == 0, "comm world size " + std::to_string(world) +
-                                          " is not a multiple of parallel.tensor.size (" + std::to_string(s.tp) +
-                                          ") x parallel.pipeline.size (" + std::to_string(s.pp) + ")");
-  s.dp = world / (s.tp * s.pp);
+  require(world % (s.tp * s.cp * s.pp) == 0,
+          "comm world size " + std::to_string(world) + " is not a multiple of parallel.tensor.size (" +
+              std::to_string(s.tp) + ") x parallel.context.size (" + std::to_string(s.cp) +
+              ") x parallel.pipeline.size (" + std::to_string(s.pp) + ")");
+  s.dp = world / (s.tp * s.cp * s.pp);
   check(api->plan(pipeline.get(), &shape, s.dp, &plan), pipeline.label());
   s.microbatches = plan.microbatches;
   s.virtual_stages = plan.virtual_stages;
@@ -280,6 +325,10 @@ void open_data(RunSetup& s, const Assembly& a, const Config& config) {
   s.reset_position_ids = data.get_bool("reset_position_ids");
   s.reset_attention_mask = data.get_bool("reset_attention_mask");
   if (s.reset_position_ids || s.reset_attention_mask) s.eod = run_tokenizer(a, config)->eod_id();
+  require(s.cp == 1 || !(s.reset_position_ids || s.reset_attention_mask),
+          "data.reset_position_ids / data.reset_attention_mask (packed documents) with parallel.context.size = " +
+              std::to_string(s.cp) + ": the documents' masks and positions are not split by context yet; turn "
+              "them off or set parallel.context.size = 1");
 }
 
 // An imported model carries this run's own settings, so that loading it
@@ -515,6 +564,8 @@ int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
   agree_on_run(s.comm_api, s.comm, s.comm_info, assembly);
   Instance tensor(*assembly.slot(MH_KIND_TENSOR_PARALLEL), s.comm_info.ranks_in_process, -1);
   plan_tensor(s, tensor);
+  Instance context(*assembly.slot(MH_KIND_CONTEXT_PARALLEL), s.comm_info.ranks_in_process, -1);
+  plan_context(s, context);
   Instance pipeline(*assembly.slot(MH_KIND_PIPELINE_PARALLEL), s.comm_info.ranks_in_process, -1);
   plan_pipeline(s, pipeline);
   Instance expert(*assembly.slot(MH_KIND_EXPERT_PARALLEL), s.comm_info.ranks_in_process, -1);
@@ -534,7 +585,7 @@ int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
   if (s.comm_info.first_rank == 0) s.log = training_log(s, assembly, config);
   LOG_IF(INFO, s.comm_info.first_rank == 0)
       << (s.evaluate_only ? "evaluating " : "training ") << s.dims.layers << " layers, hidden " << s.dims.hidden
-      << ", vocab " << s.dims.vocab << " on " << s.comm_info.world_size << " rank(s): TP " << s.tp << (s.dims.sp ? " with SP" : "") << ", PP " << s.pp
+      << ", vocab " << s.dims.vocab << " on " << s.comm_info.world_size << " rank(s): TP " << s.tp << (s.dims.sp ? " with SP" : "") << (s.cp > 1 ? ", CP " + std::to_string(s.cp) : "") << ", PP " << s.pp
       << (s.virtual_stages > 1 ? " x " + std::to_string(s.virtual_stages) + " chunks" : "") << ", DP " << s.dp << (s.ep > 1 ? " (EP " + std::to_string(s.ep) + ")" : "") << ", "
       << (s.evaluate_only ? "" : std::to_string(s.microbatches) + " ") << "micro-batch(es) of " << s.micro_batch
       << (s.evaluate_only ? "" : " per step");

@@ -38,7 +38,7 @@ ModelDims tiny_dims(const ModelSpec& spec, int64_t kv_heads) {
 struct Model {
   Model(const test::EngineEnv& env, const ModelDims& d)
       : rank(env, d), dev(rank.dev), params(rank.params),
-        model(dev, params, rank.tp, d, ChunkSpec{0, d.layers, true, true}, KeepTable(size_t(d.layers), keep_all())) {}
+        model(dev, params, rank.tp, nullptr, d, ChunkSpec{0, d.layers, true, true}, KeepTable(size_t(d.layers), keep_all())) {}
 
   static std::array<bool, MH_ACT_COUNT> keep_all() {
     std::array<bool, MH_ACT_COUNT> k{};

@@ -379,8 +379,8 @@ INSTANTIATE_TEST_SUITE_P(Heads, AttentionParts, ::testing::ValuesIn(kAttentionCa
 
 // Inference runs the same layer as evaluation, keeping nothing for a
 // backward: the same output, and every activation released.
-TEST(DecoderLayerSkeleton, AnInferencePassComputesTheEvaluationPassesOutputAndKeepsNothing) {
-  Bench t(tiny(spec(Norm::kRmsNorm, Position::kRope, MlpActivation::kSwiglu, true), 2));
+void check_inference_pass(const ModelDims& d) {
+  Bench t(d);
   const int64_t n = t.d.rows(), h = t.d.hidden;
   const Vec x = random(size_t(n * h), 1);
   const AttentionPart attention(t.ctx, *t.parts.position);
@@ -396,6 +396,25 @@ TEST(DecoderLayerSkeleton, AnInferencePassComputesTheEvaluationPassesOutputAndKe
       EXPECT_EQ(A.has(MH_Activation(a)), !inference) << "activation " << a << (inference ? " kept" : " missing");
   }
   EXPECT_EQ(outputs[0], outputs[1]);
+}
+
+TEST(DecoderLayerSkeleton, AnInferencePassComputesTheEvaluationPassesOutputAndKeepsNothing) {
+  check_inference_pass(tiny(spec(Norm::kRmsNorm, Position::kRope, MlpActivation::kSwiglu, true), 2));
+}
+
+// Qwen2-MoE's layer: the shared expert's gate, read at the output
+// projection, outlives the norm output inference releases before it.
+TEST(DecoderLayerSkeleton, AnInferencePassOfAMixtureWithAGatedSharedExpertIsTheEvaluationPass) {
+  ModelDims d = tiny(spec(Norm::kRmsNorm, Position::kRope, MlpActivation::kSwiglu, false), 2);
+  d.spec.qkv_bias = true;
+  d.spec.experts = 4;
+  d.spec.router_topk = 2;
+  d.spec.shared_experts = 1;
+  d.spec.shared_expert_gate = true;
+  d.spec.capacity_factor = 1;
+  d.moe_ffn = 12;
+  d.shared_ffn = 20;
+  check_inference_pass(d);
 }
 
 }  // namespace

@@ -275,6 +275,14 @@ TEST_F(Generate, BadRequestsAreRefusedBeforeAnythingRuns) {
   EXPECT_THAT(o.log, testing::HasSubstr("launch 1 ranks"));
 }
 
+// As in Megatron, decoding does not split the sequence over a context group.
+TEST_F(Generate, AContextParallelLayoutIsRefusedNamingTheKeyAndTheFix) {
+  const Outcome o = generate({"generate.prompt=hi", "comm.world_size=2", "parallel.context.size=2"});
+  EXPECT_EQ(o.status, 1) << o.log;
+  EXPECT_THAT(o.log, testing::HasSubstr("generation decodes one position at a time, which parallel.context.size = 2 "
+                                        "cannot split; set parallel.context.size = 1"));
+}
+
 // Llama's parts: RMSNorm, RoPE at each sequence's own positions, SwiGLU and
 // grouped-query attention (2 query heads per cached key/value head).
 class GenerateLlama : public Generate {

@@ -63,7 +63,7 @@ TEST(CudaKernelsModule, DescribesTheCudaKernelsComponent) {
   EXPECT_STREQ(c.options[1].choices, "bf16|fp32");
   expect_option(c, 2, "peak_tflops", MH_VALUE_DOUBLE, "0");
   const auto& api = *static_cast<const MH_KernelsApi*>(c.api);
-  EXPECT_EQ(api.struct_size, MH_STRUCT_SIZE(MH_KernelsApi, capabilities));
+  EXPECT_EQ(api.struct_size, MH_STRUCT_SIZE(MH_KernelsApi, attention_bwd));
   expect_every_entry_set(api);
 }
 

@@ -328,6 +328,50 @@ TEST_P(Parity, StridedCopyAppendsHeadsToACacheBitForBit) {
 }
 
 // The masks come from the same counter-based draws: equal bit for bit.
+// Memory-efficient attention (ABI 1.7) on the engine's QKV rows: 2 samples of
+// 2 key/value groups of 3 query heads (GQA), a block of query rows 10 .. 36
+// against keys 0 .. 36 (q_offset 10), packed documents and dropout. The
+// backward accumulates into gradients that start non-zero.
+TEST_P(Parity, AttentionForwardAndBackwardOnGroupedQueryBlocks) {
+  const int64_t S = 37, first = 10, rows = S - first, G = 4, M = 3, D = 24, B = 2;
+  Pair qkv = random({S, G, M + 2, D}, act(), -2.0f, 2.0f), dqkv = random({S, G, M + 2, D}, act());
+  Pair ctx = filled({rows, G, M, D}, act(), kNaN), dctx = random({rows, G, M, D}, act());
+  Pair lse = filled({G, M, rows}, MH_F32, kNaN);
+  std::vector<float> first_column(static_cast<size_t>(B * rows));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < rows; ++i) first_column[size_t(b * rows + i)] = float((first + i) / (9 + 5 * b) * (9 + 5 * b));
+  Pair starts = values({B, rows}, MH_I32, first_column);
+  const int64_t row = G * (M + 2) * D;
+  auto queries = [&](Pair& p, Side s) { return p.strided(s, {G, M, rows, D}, {(M + 2) * D, D, row, 1}, first * row); };
+  auto keys = [&](Pair& p, Side s, int64_t slot) { return p.strided(s, {G, S, D}, {(M + 2) * D, row, 1}, slot * D); };
+  auto contexts = [&](Pair& p, Side s) { return p.strided(s, {G, M, rows, D}, {M * D, D, G * M * D, 1}); };
+  auto fill = [&](MH_AttentionArgs& a, Side s) {
+    a.q = queries(qkv, s);
+    a.k = keys(qkv, s, M);
+    a.v = keys(qkv, s, M + 1);
+    a.out = contexts(ctx, s);
+    a.lse = lse.on(s);
+    a.starts = starts.on(s);
+    a.q_offset = first;
+    a.scale = 0.2f;
+    a.dropout_p = 0.1f;
+    a.rng = MH_RngSpan{5, 7, uint64_t(G * M * S * S), uint64_t(G * M * S * S)};
+    a.dropout_rows = a.dropout_cols = S;
+    a.dropout_row0 = first;
+  };
+  run(&MH_KernelsApi::attention, fill);
+  expect_close(ctx, "context");
+  expect_close(lse, "lse");
+  run(&MH_KernelsApi::attention_bwd, [&](MH_AttentionArgs& a, Side s) {
+    fill(a, s);
+    a.dout = contexts(dctx, s);
+    a.dq = queries(dqkv, s);
+    a.dk = keys(dqkv, s, M);
+    a.dv = keys(dqkv, s, M + 1);
+  });
+  expect_close(dqkv, "dqkv");
+}
+
 TEST_P(Parity, DropoutMasksEqualTheCpusBitForBit) {
   const int64_t rows = 5, len = 301, n = rows * len;
   const MH_RngSpan rng{seed(), 12345, uint64_t(len), 1000};

@@ -86,6 +86,15 @@ TEST_F(BadInput, AdaptersOnExpertsAreRefusedNotSkipped) {
   EXPECT_THAT(o.err, HasSubstr("the experts take no adapters yet; set peft.targets = \"qkv,proj\""));
 }
 
+TEST_F(BadInput, SharedExpertsOrACapacityWithoutRoutedExpertsAreRefused) {
+  Outcome o = run("[model]\narch = \"llama\"\nshared_experts = 1\n");
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr("model.shared_experts and model.moe_capacity_factor belong to a mixture of experts"));
+  o = run("[model]\narch = \"llama\"\nexperts = 4\nshared_expert_gate = true\n");
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr("set model.shared_experts > 0 or the gate false"));
+}
+
 TEST_F(BadInput, ValueOutsideTheChoicesListsThemAndSuggestsOne) {
   Outcome o = run("[data]\ntokenizer = \"bytes\"\n");
   expect_refused(o, 1);

@@ -131,7 +131,15 @@ TEST_F(HostileInput, WorldThatIsNotTensorTimesPipelineTimesDataIsBadInputAtTheCo
   Outcome o = run("[comm]\nworld_size = 6\n[parallel.tensor]\nsize = 2\n[parallel.pipeline]\nsize = 2\n");
   expect_refused(o, 1);
   EXPECT_THAT(o.err, HasSubstr(config_ + ":1:1: the world size 6 is not a multiple of parallel.tensor.size (2) x "
-                                         "parallel.pipeline.size (2)"));
+                                         "parallel.context.size (1) x parallel.pipeline.size (2)"));
+}
+
+TEST_F(HostileInput, ContextChunksThatDoNotDivideTheSequenceAreBadInputNamingTheKey) {
+  Outcome o = run("[model]\nseq_len = 36\n[comm]\nworld_size = 4\n[parallel.context]\nsize = 4\n");
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr(config_ + ":5:1: parallel.context.size = 4 cuts model.seq_len = 36 into 8 chunks (2 per "
+                                         "rank, load-balanced), which does not divide it; use a seq_len that is a "
+                                         "multiple of 8, or a size whose 2 x size divides 36"));
 }
 
 // 10^12 sequences of 100 tokens: no machine holds the batch's tokens.

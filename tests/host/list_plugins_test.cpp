@@ -14,7 +14,7 @@ TEST(ListPlugins, ListsAComponentOfEveryKindBuiltWithVersionAbiAndFile) {
   ASSERT_EQ(o.status, 0) << o.err;
   const std::pair<const char*, const char*> built[] = {
       {"kernels", "cpu"},       {"comm", "threads"}, {"parallel.tensor", "megatron"}, {"parallel.pipeline", "megatron"},
-      {"parallel.data", "megatron"}, {"recompute", "selective"},
+      {"parallel.data", "megatron"}, {"parallel.context", "megatron"}, {"recompute", "selective"},
   };
   for (const auto& [kind, name] : built) {
     std::vector<std::string> row = listed(o.out, kind, name);

@@ -34,7 +34,7 @@ void expect_kernels_plugin(const MH_PluginDesc& desc, const char* plugin, const 
   for (size_t i = 0; i < c.num_options; ++i) names.emplace_back(c.options[i].name);
   EXPECT_EQ(names, options);
   ASSERT_NE(c.api, nullptr);
-  EXPECT_EQ(static_cast<const MH_KernelsApi*>(c.api)->struct_size, MH_STRUCT_SIZE(MH_KernelsApi, capabilities));
+  EXPECT_EQ(static_cast<const MH_KernelsApi*>(c.api)->struct_size, MH_STRUCT_SIZE(MH_KernelsApi, attention_bwd));
 }
 
 TEST(PluginEntry, CpuModuleListsTheCpuKernels) {

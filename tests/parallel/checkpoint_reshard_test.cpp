@@ -84,6 +84,8 @@ const char* const kAll8 =
     "comm.world_size=8 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true parallel.pipeline.size=2 "
     "parallel.data.distributed_optimizer=true";
 const char* const kOne = "comm.world_size=1";
+// The distributed optimizer shards over the data group with its context ranks.
+const char* const kCp2Dp2Dist = "comm.world_size=4 parallel.context.size=2 parallel.data.distributed_optimizer=true";
 // Under mpiexec the world is the process count.
 const char* const kMpiTp2 = "parallel.tensor.size=2 parallel.tensor.sequence_parallel=true";
 const char* const kMpiPp2 = "parallel.pipeline.size=2";
@@ -99,6 +101,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Pair{"pp2_to_pp2_interleaved", {kPp2}, {kPp2Interleaved}},
                       Pair{"pp2_interleaved_dp2_distributed_to_tp2_pp2", {kPp2Dp2Dist}, {kTp2Pp2}},
                       Pair{"tp2_pp2_dp2_distributed_to_one", {kAll8}, {kOne}},
+                      Pair{"cp2_dp2_distributed_to_tp2_sp", {kCp2Dp2Dist}, {kTp2}},
                       Pair{"mpi_tp2_to_threads_pp2_dp2_distributed", {kMpiTp2, true, 2}, {kPp2Dp2Dist}, false},
                       Pair{"threads_tp2_dp2_distributed_to_mpi_pp2", {kTp2Dp2Dist}, {kMpiPp2, true, 2}}),
     [](const ::testing::TestParamInfo<Pair>& info) { return std::string(info.param.name); });

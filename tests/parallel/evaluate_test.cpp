@@ -145,7 +145,9 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"pp2_interleaved_dp2",
                "comm.world_size=4 parallel.pipeline.size=2 parallel.pipeline.schedule=interleaved "
                "parallel.pipeline.virtual_stages=2"},
-        Layout{"dp2_mpi", "", true, 2}),
+        Layout{"dp2_mpi", "", true, 2},
+        Layout{"cp2", "comm.world_size=2 parallel.context.size=2"},
+        Layout{"cp2_pp2_dp2", "comm.world_size=8 parallel.context.size=2 parallel.pipeline.size=2"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // An expert group exchanges tokens in every forward: micro-batches of 11 leave

@@ -49,7 +49,8 @@ TEST(MaskedLoss, EveryLayoutComputesOneRanksMaskedLossAndGradients) {
   ASSERT_FALSE(one.grads.empty()) << one.log;
   for (const char* layout :
        {"comm.world_size=2", "comm.world_size=4 parallel.tensor.size=2 parallel.pipeline.size=2",
-        "comm.world_size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true"}) {
+        "comm.world_size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true",
+        "comm.world_size=4 parallel.context.size=2"}) {
     SCOPED_TRACE(layout);
     expect_same_function(one, run_layout(path + layout), true);
   }

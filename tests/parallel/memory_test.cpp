@@ -53,6 +53,11 @@ const Shape kShapes[] = {
                         "model.arch=llama model.kv_heads=2"},
     {"llama_mqa_t1_bf16", "comm.world_size=1 kernels.dtype=bf16 model.arch=llama model.kv_heads=1"},
     {"swiglu_t2", "comm.world_size=2 parallel.tensor.size=2 model.activation=swiglu"},
+    // Context parallelism: s/cp rows, and each chunk's c queries score T_k keys.
+    {"cp2", "comm.world_size=2 parallel.context.size=2 model.seq_len=128"},
+    {"cp4_bf16", "comm.world_size=4 parallel.context.size=4 model.seq_len=128 kernels.dtype=bf16"},
+    {"cp2_t2_sp", "comm.world_size=4 parallel.context.size=2 parallel.tensor.size=2 "
+                  "parallel.tensor.sequence_parallel=true model.seq_len=128"},
     // Dropless routing: the experts' rows are s b k whatever the routing.
     {"moe_t1_bf16", "comm.world_size=1 kernels.dtype=bf16 model.arch=llama model.experts=8 model.router_topk=2 "
                     "model.moe_ffn_hidden=128"},

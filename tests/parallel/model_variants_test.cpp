@@ -87,6 +87,11 @@ const Case kCases[] = {
     {"moe_pp2_dp2", kMoe, "comm.world_size=4 parallel.pipeline.size=2"},
     {"moe_dp2_distributed_optimizer", kMoe, "comm.world_size=2 parallel.data.distributed_optimizer=true", false, 0,
      false},
+    // RoPE from each chunk's global positions, grouped keys gathered.
+    {"llama_gqa_cp2", kLlamaGqa, "comm.world_size=2 parallel.context.size=2"},
+    {"llama_mqa_cp4", kLlamaMqa, "comm.world_size=4 parallel.context.size=4"},
+    {"llama_gqa_cp2_tp2_sp", kLlamaGqa,
+     "comm.world_size=4 parallel.context.size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true"},
     {"moe_ep2", kMoe, "comm.world_size=2 parallel.expert.size=2"},
     {"moe_ep4", kMoe, "comm.world_size=4 parallel.expert.size=4"},
     {"moe_ep2_pp2", kMoe, "comm.world_size=4 parallel.pipeline.size=2 parallel.expert.size=2"},

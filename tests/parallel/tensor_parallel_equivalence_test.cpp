@@ -1,4 +1,4 @@
-// Every tensor/sequence/data-parallel layout computes the same function as
+// Every tensor/sequence/context/data/pipeline-parallel layout computes the same function as
 // one rank: 5 steps of losses within 1e-5 relative and every gathered
 // gradient of the last step within 1e-4, with dropout on.
 #include <gtest/gtest.h>
@@ -90,6 +90,18 @@ const Layout kLayouts[] = {
     {"mpi4_tp2_dp2_overlap_param_gather",
      "comm.plugin=mpi parallel.tensor.size=2 parallel.data.bucket_mb=0.05 parallel.data.distributed_optimizer=true "
      "parallel.data.overlap_param_gather=true", true, 4, false},
+    // Context parallelism: each rank holds 2 of 2 cp chunks of every
+    // sequence (load-balanced) and attends to all-gathered keys and values.
+    {"cp2", "comm.world_size=2 parallel.context.size=2", false, 0},
+    {"cp4", "comm.world_size=4 parallel.context.size=4", false, 0},
+    {"cp2_unbalanced", "comm.world_size=2 parallel.context.size=2 parallel.context.load_balance=false", false, 0},
+    {"cp2_tp2_sp", "comm.world_size=4 parallel.context.size=2 parallel.tensor.size=2 "
+                   "parallel.tensor.sequence_parallel=true", false, 0},
+    {"cp2_pp2", "comm.world_size=4 parallel.context.size=2 parallel.pipeline.size=2", false, 0},
+    {"cp2_dp2", "comm.world_size=4 parallel.context.size=2", false, 0},
+    {"cp2_dp2_distributed_optimizer",
+     "comm.world_size=4 parallel.context.size=2 parallel.data.distributed_optimizer=true", false, 0, false},
+    {"mpi2_cp2", "comm.plugin=mpi parallel.context.size=2", true, 2},
 };
 
 INSTANTIATE_TEST_SUITE_P(Layouts, SameFunctionAsOneRank, ::testing::ValuesIn(kLayouts),

@@ -13,27 +13,76 @@ constexpr auto kWork = MemCategory::kWorkspace;
 
 // Per-group strides of the QKV, scores and context buffers. The batched
 // GEMMs run once per query head i of a group, each over all (sample,
-// group) pairs: batch index b * groups + g.
+// group) pairs: batch index b * groups + g. S is the rank's positions (s/cp).
 struct Heads {
   int64_t groups, m, S, D, batch;
 
   explicit Heads(const ModelDims& d)
-      : groups(d.local_kv_heads()), m(d.heads / d.kv()), S(d.seq), D(d.head_dim()),
+      : groups(d.local_kv_heads()), m(d.heads / d.kv()), S(d.local_seq()), D(d.head_dim()),
         batch(d.micro_batch * d.local_kv_heads()) {}
 
-  // Slot j of each group in QKV: query head j < m, then K (m), then V (m + 1).
-  MH_Tensor qkv(TypedPtr p, int64_t j) const {
-    return view((p + j * D).data, p.dtype, {batch, S, D}, {(m + 2) * D, batch * (m + 2) * D, 1});
+  // Slot j of each group in QKV: query head j < m, then K (m), then V (m +
+  // 1); `rows` positions from local position `first`.
+  MH_Tensor qkv(TypedPtr p, int64_t j, int64_t first, int64_t rows) const {
+    return view((p + first * batch * (m + 2) * D + j * D).data, p.dtype, {batch, rows, D},
+                {(m + 2) * D, batch * (m + 2) * D, 1});
+  }
+  MH_Tensor qkv(TypedPtr p, int64_t j) const { return qkv(p, j, 0, S); }
+  // K and V side by side, [batch, S, 2D]: what context parallelism exchanges.
+  MH_Tensor kv(TypedPtr p) const {
+    return view((p + m * D).data, p.dtype, {batch, S, 2 * D}, {(m + 2) * D, batch * (m + 2) * D, 1});
   }
   // Query head i's [S, S] scores of every (sample, group): [b, a/t, s, s].
   MH_Tensor scores(TypedPtr p, int64_t i) const {
     return view((p + i * S * S).data, p.dtype, {batch, S, S}, {m * S * S, S, 1});
   }
   // Query head i's context, in the [s, b, a/t * D] rows of the projection's input.
-  MH_Tensor context(TypedPtr p, int64_t i) const {
-    return view((p + i * D).data, p.dtype, {batch, S, D}, {m * D, batch * m * D, 1});
+  MH_Tensor context(TypedPtr p, int64_t i, int64_t first, int64_t rows) const {
+    return view((p + first * batch * m * D + i * D).data, p.dtype, {batch, rows, D}, {m * D, batch * m * D, 1});
   }
+  MH_Tensor context(TypedPtr p, int64_t i) const { return context(p, i, 0, S); }
   int64_t score_elements() const { return batch * m * S * S; }
+  // The attention op's 4-D views of the same buffers: q-like [batch, m, S,
+  // D] (query heads, the context and their gradients) and k-like [batch,
+  // S, D] (slot j = m: K, m + 1: V).
+  MH_Tensor queries(TypedPtr qkv) const {
+    return view(qkv.data, qkv.dtype, {batch, m, S, D}, {(m + 2) * D, D, batch * (m + 2) * D, 1});
+  }
+  MH_Tensor contexts(TypedPtr ctx) const { return view(ctx.data, ctx.dtype, {batch, m, S, D}, {m * D, D, batch * m * D, 1}); }
+};
+
+// Context parallelism's view of attention: the rank's chunk k of c queries,
+// at global positions [p_k, p_k + c), attends to the T_k = p_k + c keys
+// before it: the last c rows of causal [T_k, T_k] scores, which softmax
+// takes as partial scores [G, c, T_k] (abi.h, MH_SoftmaxArgs). Keys and
+// values are the whole sequence's, gathered [s, b * groups, 2D].
+struct Chunks {
+  const ModelDims& d;
+  Heads H;
+
+  explicit Chunks(const ModelDims& dims) : d(dims), H(dims) {}
+
+  int64_t c() const { return d.chunk_len(); }
+  int64_t T(int64_t k) const { return d.chunk_start(k) + c(); }
+  // Chunk k's scores [b * groups, m, c, T_k] start after the earlier chunks'.
+  int64_t offset(int64_t k) const {
+    int64_t before = 0;
+    for (int64_t j = 0; j < k; ++j) before += T(j);
+    return H.batch * H.m * c() * before;
+  }
+  MH_Tensor scores(TypedPtr p, int64_t k, int64_t i) const {
+    return view((p + offset(k) + i * c() * T(k)).data, p.dtype, {H.batch, c(), T(k)}, {H.m * c() * T(k), T(k), 1});
+  }
+  MH_Tensor all_scores(TypedPtr p, int64_t k) const { return (p + offset(k)).t({H.batch * H.m, c(), T(k)}); }
+  // The first T_k gathered keys (j = 0) or values (j = 1).
+  MH_Tensor gathered(TypedPtr kv, int64_t j, int64_t k) const {
+    return view((kv + j * H.D).data, kv.dtype, {H.batch, T(k), H.D}, {2 * H.D, H.batch * 2 * H.D, 1});
+  }
+  MH_Tensor queries(TypedPtr qkv, int64_t i, int64_t k) const { return H.qkv(qkv, i, k * c(), c()); }
+  MH_Tensor context(TypedPtr ctx, int64_t i, int64_t k) const { return H.context(ctx, i, k * c(), c()); }
+  int64_t score_elements() const { return offset(d.chunks()); }
+  // Elements of one chunk's keys and values, [c, b * groups, 2D].
+  int64_t kv_chunk() const { return c() * H.batch * 2 * H.D; }
 };
 
 }  // namespace
@@ -64,12 +113,17 @@ void AttentionPart::project(const PartContext& c, LayerActivations& A, const Lay
   lora_forward(c, w.qkv_lora, drop, kLoraQkv, in, A[MH_ACT_QKV].t({1, N, q}), h, q);
 }
 
+// Each chunk of the rank's positions from its global position.
 void AttentionPart::encode(TypedPtr qkv, const LayerPass& pass, bool inverse) const {
   const Heads H(c_.d);
-  for (int64_t j = 0; j <= H.m; ++j) position_.encode(H.qkv(qkv, j), 0, pass.document_positions, inverse);
+  const int64_t c = c_.d.chunk_len();
+  for (int64_t k = 0; k < c_.d.chunks(); ++k)
+    for (int64_t j = 0; j <= H.m; ++j)
+      position_.encode(H.qkv(qkv, j, k * c, c), c_.d.chunk_start(k), pass.document_positions, inverse);
 }
 
 void AttentionPart::core(LayerActivations& A, const LayerPass& pass, int64_t layer) const {
+  if (c_.d.cp > 1) return context_core(A, pass, layer);
   const Heads H(c_.d);
   const int64_t n = H.score_elements();
   const TypedPtr qkv = A[MH_ACT_QKV].ptr();
@@ -99,11 +153,122 @@ void AttentionPart::core(LayerActivations& A, const LayerPass& pass, int64_t lay
   }
 }
 
+Buffer AttentionPart::gather_kv(TypedPtr qkv) const {
+  const Chunks C(c_.d);
+  const Heads& H = C.H;
+  const int64_t chunk = C.kv_chunk(), local = chunk * c_.d.chunks();
+  Buffer kv = c_.activation(kWork, c_.d.cp * local);
+  {
+    Buffer mine = c_.activation(kWork, local), all = c_.activation(kWork, c_.d.cp * local);
+    ops::strided_copy(c_.dev, H.kv(qkv), view(mine.data(), mine.ptr().dtype, {H.batch, H.S, 2 * H.D},
+                                              {2 * H.D, H.batch * 2 * H.D, 1}));
+    c_.context->all_gather(mine.ptr(), all.ptr(), local);
+    for (int32_t r = 0; r < c_.d.cp; ++r)
+      for (int64_t k = 0; k < c_.d.chunks(); ++k)
+        ops::copy(c_.dev, all.ptr() + r * local + k * chunk, kv.ptr() + c_.d.chunk_index(r, k) * chunk, chunk);
+  }
+  return kv;
+}
+
+void AttentionPart::scatter_dkv(TypedPtr dkv, TypedPtr dqkv) const {
+  const Chunks C(c_.d);
+  const Heads& H = C.H;
+  const int64_t chunk = C.kv_chunk(), local = chunk * c_.d.chunks();
+  Buffer ordered(c_.dev, kWork, c_.d.cp * local, MH_F32), mine(c_.dev, kWork, local, MH_F32);
+  for (int32_t r = 0; r < c_.d.cp; ++r)
+    for (int64_t k = 0; k < c_.d.chunks(); ++k)
+      ops::copy(c_.dev, dkv + c_.d.chunk_index(r, k) * chunk, ordered.ptr() + r * local + k * chunk, chunk);
+  c_.context->reduce_scatter(ordered.ptr(), mine.ptr(), local);
+  Buffer back = c_.activation(kWork, local);
+  ops::copy(c_.dev, mine.ptr(), back.ptr(), local);
+  ops::strided_copy(c_.dev, view(back.data(), back.ptr().dtype, {H.batch, H.S, 2 * H.D}, {2 * H.D, H.batch * 2 * H.D, 1}),
+                    H.kv(dqkv));
+}
+
+// One rank's rows of attention with dropout: its chunks' scores against
+// the gathered keys, the dropout stream at each probability's global
+// [b, head, row, col] counter, as one rank draws it.
+void AttentionPart::context_core(LayerActivations& A, const LayerPass& pass, int64_t layer) const {
+  const Chunks C(c_.d);
+  const Heads& H = C.H;
+  const int64_t n = C.score_elements(), S = c_.d.seq, lh = c_.d.local_heads();
+  const TypedPtr qkv = A[MH_ACT_QKV].ptr();
+  Buffer kv;
+  if (!A.has(MH_ACT_ATTN_SCORES) || !A.has(MH_ACT_CONTEXT)) kv = gather_kv(qkv);
+  if (!A.has(MH_ACT_ATTN_SCORES)) {
+    A[MH_ACT_ATTN_SCORES] = c_.activation(kAct, n);
+    const TypedPtr scores = A[MH_ACT_ATTN_SCORES].ptr();
+    for (int64_t k = 0; k < c_.d.chunks(); ++k) {
+      for (int64_t i = 0; i < H.m; ++i)
+        ops::gemm(c_.dev, C.queries(qkv, i, k), C.gathered(kv.ptr(), 0, k), C.scores(scores, k, i), false, true, 0);
+      MH_SoftmaxArgs s{};
+      s.x = s.out = C.all_scores(scores, k);
+      s.scale = 1.0f / std::sqrt(float(H.D));
+      c_.dev.run(&MH_KernelsApi::softmax, s, "softmax");
+    }
+  }
+  if (!A.has(MH_ACT_ATTN_PROBS) || !A.has(MH_ACT_ATTN_MASK)) {
+    A[MH_ACT_ATTN_PROBS] = c_.activation(kAct, n);
+    A[MH_ACT_ATTN_MASK] = Buffer(c_.dev, kAct, n, MH_U8);
+    const uint64_t stream = dropout_stream(pass.key, layer, kDropoutSiteProbs);
+    for (int64_t k = 0; k < c_.d.chunks(); ++k)
+      for (int64_t b = 0; b < c_.d.micro_batch; ++b)
+        for (int64_t j = 0; j < lh; ++j) {
+          const int64_t at = C.offset(k) + (b * lh + j) * C.c() * C.T(k), head = c_.d.tp_rank * lh + j;
+          const MH_RngSpan span{stream, uint64_t(((b * c_.d.heads + head) * S + c_.d.chunk_start(k)) * S),
+                                uint64_t(C.T(k)), uint64_t(S)};
+          ops::dropout(c_.dev, A[MH_ACT_ATTN_SCORES].ptr() + at, {}, A[MH_ACT_ATTN_PROBS].ptr() + at,
+                       static_cast<uint8_t*>(A[MH_ACT_ATTN_MASK].data()) + at, C.c() * C.T(k), pass.attention_dropout,
+                       span);
+        }
+  }
+  if (!A.has(MH_ACT_CONTEXT)) {
+    A[MH_ACT_CONTEXT] = c_.activation(kAct, c_.d.rows() * c_.d.local_hidden());
+    for (int64_t k = 0; k < c_.d.chunks(); ++k)
+      for (int64_t i = 0; i < H.m; ++i)
+        ops::gemm(c_.dev, C.scores(A[MH_ACT_ATTN_PROBS].ptr(), k, i), C.gathered(kv.ptr(), 1, k),
+                  C.context(A[MH_ACT_CONTEXT].ptr(), i, k), false, false, 0);
+  }
+}
+
+// Keys and values serve every later query of every rank: their gradients
+// sum over the rank's chunks and heads into the gathered layout, then over
+// the ranks as each reduce-scatters them back to their owners.
+void AttentionPart::context_core_bwd(LayerActivations& A, TypedPtr dctx, TypedPtr dqkv) const {
+  const Chunks C(c_.d);
+  const Heads& H = C.H;
+  const int64_t n = C.score_elements();
+  const TypedPtr qkv = A[MH_ACT_QKV].ptr(), probs = A[MH_ACT_ATTN_PROBS].ptr(), scores = A[MH_ACT_ATTN_SCORES].ptr();
+  Buffer kv = gather_kv(qkv), dkv = c_.activation(kWork, c_.d.cp * C.kv_chunk() * c_.d.chunks());
+  ops::fill(c_.dev, dkv.ptr(), c_.d.cp * C.kv_chunk() * c_.d.chunks(), 0);
+  Buffer dprobs = c_.activation(kWork, n);
+  const TypedPtr dp = dprobs.ptr();
+  for (int64_t k = 0; k < c_.d.chunks(); ++k)
+    for (int64_t i = 0; i < H.m; ++i) {
+      const MH_Tensor dc = C.context(dctx, i, k);
+      ops::gemm(c_.dev, dc, C.gathered(kv.ptr(), 1, k), C.scores(dp, k, i), false, true, 0);        // dP = dC V^T
+      ops::gemm(c_.dev, C.scores(probs, k, i), dc, C.gathered(dkv.ptr(), 1, k), true, false, 1.f);  // dV += P^T dC
+    }
+  ops::dropout_bwd(c_.dev, dp, static_cast<uint8_t*>(A[MH_ACT_ATTN_MASK].data()), dp, n, c_.d.attention_dropout);
+  for (int64_t k = 0; k < c_.d.chunks(); ++k) {
+    MH_SoftmaxArgs s{};
+    s.out = C.all_scores(scores, k);
+    s.dout = s.dx = C.all_scores(dp, k);
+    s.scale = 1.0f / std::sqrt(float(H.D));
+    c_.dev.run(&MH_KernelsApi::softmax_bwd, s, "softmax_bwd");
+    for (int64_t i = 0; i < H.m; ++i) {
+      ops::gemm(c_.dev, C.scores(dp, k, i), C.gathered(kv.ptr(), 0, k), C.queries(dqkv, i, k), false, false, 0);  // dQ = dS K
+      ops::gemm(c_.dev, C.scores(dp, k, i), C.queries(qkv, i, k), C.gathered(dkv.ptr(), 0, k), true, false, 1.f);  // dK += dS^T Q
+    }
+  }
+  scatter_dkv(dkv.ptr(), dqkv);
+}
+
 void AttentionPart::backward(LayerActivations& A, const LayerParamIds& w, int64_t layer, const LayerPass& pass,
                              TypedPtr dctx, Buffer& dx) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, q = c_.d.local_qkv();
   Buffer dqkv = c_.activation(kWork, N * q), gathered;
-  core_bwd(A, pass, dctx, dqkv.ptr());
+  core_bwd(A, pass, layer, dctx, dqkv.ptr());
   encode(dqkv.ptr(), pass, true);
   if (w.qkv_b >= 0) ops::bias_bwd(c_.dev, dqkv.ptr(), c_.G(w.qkv_b), N, q);
   TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN1].ptr(), gathered);
@@ -114,7 +279,8 @@ void AttentionPart::backward(LayerActivations& A, const LayerParamIds& w, int64_
 
 // A group's K and V serve its m query heads, so their gradients sum over
 // the heads: the first head's GEMM writes, the others accumulate.
-void AttentionPart::core_bwd(LayerActivations& A, const LayerPass& pass, TypedPtr dctx, TypedPtr dqkv) const {
+void AttentionPart::core_bwd(LayerActivations& A, const LayerPass& pass, int64_t, TypedPtr dctx, TypedPtr dqkv) const {
+  if (c_.d.cp > 1) return context_core_bwd(A, dctx, dqkv);
   const Heads H(c_.d);
   const int64_t n = H.score_elements();
   const TypedPtr qkv = A[MH_ACT_QKV].ptr(), probs = A[MH_ACT_ATTN_PROBS].ptr();
@@ -139,18 +305,70 @@ void AttentionPart::core_bwd(LayerActivations& A, const LayerPass& pass, TypedPt
   }
 }
 
+// The flash core keeps, beside QKV and the context, 4 bytes of log-sum-exp
+// per query row and head (4asb/t) where the unfused one keeps the scores,
+// probabilities and mask ((2e + 1) as^2b/t): linear in s instead of
+// quadratic.
 double AttentionPart::activation_bytes(const ModelDims& d, double e, MH_Activation a) {
-  const double s = double(d.seq), b = double(d.micro_batch), t = double(d.tp);
-  const double sbh = s * b * double(d.hidden), as2b = double(d.heads) * s * s * b;
+  const double b = double(d.micro_batch), t = double(d.tp);
+  // Each chunk's c queries score against the T_k keys before them: s^2 on
+  // one rank, about s^2 / cp with balanced context parallelism.
+  double score_columns = 0;
+  for (int64_t k = 0; k < d.chunks(); ++k) score_columns += double(d.chunk_start(k) + d.chunk_len());
+  const double sbh = double(d.rows()) * double(d.hidden), as2b = double(d.heads) * double(d.chunk_len()) * score_columns * b;
   const double kv_share = double(d.kv()) / double(d.heads);
+  const bool flash = d.spec.attention_backend == AttentionBackend::kFlash;
   switch (a) {
     case MH_ACT_QKV: return (1 + 2 * kv_share) * e * sbh / t;
-    case MH_ACT_CONTEXT: return e * sbh / t;
+    case MH_ACT_CONTEXT: return e * sbh / t + (flash ? 4 * double(d.heads) * double(d.rows()) / t : 0);
     case MH_ACT_ATTN_SCORES:
-    case MH_ACT_ATTN_PROBS: return e * as2b / t;
-    case MH_ACT_ATTN_MASK: return as2b / t;
+    case MH_ACT_ATTN_PROBS: return flash ? 0 : e * as2b / t;
+    case MH_ACT_ATTN_MASK: return flash ? 0 : as2b / t;
     default: return 0;
   }
+}
+
+int64_t FlashAttentionPart::lse_offset(const ModelDims& d, int32_t dtype) {
+  const int64_t e = int64_t(dtype_size(dtype));
+  return (d.rows() * d.local_hidden() * e + 3) / 4 * 4 / e;
+}
+
+MH_AttentionArgs FlashAttentionPart::args(LayerActivations& A, const LayerPass& pass, int64_t layer) const {
+  const Heads H(c_.d);
+  const TypedPtr qkv = A[MH_ACT_QKV].ptr(), ctx = A[MH_ACT_CONTEXT].ptr();
+  MH_AttentionArgs a{};
+  a.q = H.queries(qkv);
+  a.k = H.qkv(qkv, H.m);
+  a.v = H.qkv(qkv, H.m + 1);
+  a.out = H.contexts(ctx);
+  a.lse = view((ctx + lse_offset(c_.d, ctx.dtype)).data, MH_F32, {H.batch, H.m, H.S});
+  a.starts = pass.document_starts;
+  a.scale = 1.0f / std::sqrt(float(H.D));
+  a.dropout_p = pass.attention_dropout;
+  a.rng = probs_span(pass.key, layer);
+  return a;
+}
+
+void FlashAttentionPart::core(LayerActivations& A, const LayerPass& pass, int64_t layer) const {
+  if (A.has(MH_ACT_CONTEXT)) return;
+  const int32_t dtype = c_.dev.info().compute_dtype;
+  const int64_t lse_bytes = Heads(c_.d).batch * Heads(c_.d).m * c_.d.seq * 4, e = int64_t(dtype_size(dtype));
+  A[MH_ACT_CONTEXT] = Buffer(c_.dev, kAct, lse_offset(c_.d, dtype) + lse_bytes / e, dtype);
+  c_.dev.run(&MH_KernelsApi::attention, args(A, pass, layer), "attention");
+}
+
+// The op accumulates into dq, dk and dv (a ring adds key blocks), so dqkv
+// starts at zero.
+void FlashAttentionPart::core_bwd(LayerActivations& A, const LayerPass& pass, int64_t layer, TypedPtr dctx,
+                                  TypedPtr dqkv) const {
+  const Heads H(c_.d);
+  ops::fill(c_.dev, dqkv, c_.d.rows() * c_.d.local_qkv(), 0.0f);
+  MH_AttentionArgs a = args(A, pass, layer);
+  a.dout = H.contexts(dctx);
+  a.dq = H.queries(dqkv);
+  a.dk = H.qkv(dqkv, H.m);
+  a.dv = H.qkv(dqkv, H.m + 1);
+  c_.dev.run(&MH_KernelsApi::attention_bwd, a, "attention_bwd");
 }
 
 }  // namespace mh

@@ -35,9 +35,10 @@ class AttentionCore {
 };
 
 // Causal attention over the whole sequence, with dropout on the
-// probabilities; its activations are QKV, the scores, the dropout mask and
-// probabilities, and the context.
-class AttentionPart final : public AttentionCore {
+// probabilities, unfused: its activations are QKV, the scores, the dropout
+// mask and probabilities, and the context. The flash core below shares its
+// projection and position encoding and replaces the core.
+class AttentionPart : public AttentionCore {
  public:
   AttentionPart(const PartContext& c, const PositionPart& position) : c_(c), position_(position) {}
 
@@ -51,21 +52,60 @@ class AttentionPart final : public AttentionCore {
   static void project(const PartContext& c, LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop);
 
   // Bytes activation `a` takes per micro-batch on one rank, for the parts'
-  // activations (0 for others), with e-byte activations and 1-byte masks.
+  // activations (0 for others), with e-byte activations and 1-byte masks,
+  // for the core d.spec.attention_backend names.
   static double activation_bytes(const ModelDims& d, double e, MH_Activation a);
 
- private:
-  void core(LayerActivations& A, const LayerPass& pass, int64_t layer) const;
-  void core_bwd(LayerActivations& A, const LayerPass& pass, TypedPtr dctx, TypedPtr dqkv) const;
-  // Encodes each query head and the key of every group by their positions;
-  // `inverse` undoes it (the backward).
-  void encode(TypedPtr qkv, const LayerPass& pass, bool inverse) const;
+ protected:
+  // Fills the core's activations and the context from QKV.
+  virtual void core(LayerActivations& A, const LayerPass& pass, int64_t layer) const;
+  // dqkv (written) from the context's gradient dctx.
+  virtual void core_bwd(LayerActivations& A, const LayerPass& pass, int64_t layer, TypedPtr dctx,
+                        TypedPtr dqkv) const;
   // The probabilities' dropout stream in layer `layer`: local probabilities
-  // are [b, a/t, s, s] of the global [b, a, s, s].
+  // are [b, a/t, s, s] of the global [b, a, s, s] (without context
+  // parallelism).
   MH_RngSpan probs_span(uint64_t key, int64_t layer) const;
 
   PartContext c_;
+
+ private:
+  // The core over a context-parallel group (cp > 1) with all-gathered keys
+  // and values; backward reduce-scatters their gradients to their owners.
+  void context_core(LayerActivations& A, const LayerPass& pass, int64_t layer) const;
+  void context_core_bwd(LayerActivations& A, TypedPtr dctx, TypedPtr dqkv) const;
+  // Every rank's K and V, [s, b * groups, 2D] in global position order.
+  Buffer gather_kv(TypedPtr qkv) const;
+  // dkv [s, b * groups, 2D], this rank's contribution to every position's:
+  // summed over the group, the rank's own positions into dqkv's K and V.
+  void scatter_dkv(TypedPtr dkv, TypedPtr dqkv) const;
+  // Encodes each query head and the key of every group by their positions;
+  // `inverse` undoes it (the backward).
+  void encode(TypedPtr qkv, const LayerPass& pass, bool inverse) const;
+
   const PositionPart& position_;
+};
+
+// The same attention with the kernels' memory-efficient op (abi.h
+// MH_AttentionArgs, FlashAttention): Q, K and V read in place from QKV, no
+// [s, s] buffer. Its activations are QKV and the context, the context's
+// buffer followed by the f32 log-sum-exp of every query row, [b, a/t, s],
+// which the backward reads to recompute the probabilities: keeping,
+// dropping or recomputing the context does the same to it. The dropout
+// draws the unfused core's mask, so both compute the same function.
+class FlashAttentionPart final : public AttentionPart {
+ public:
+  using AttentionPart::AttentionPart;
+
+  // The context's elements before its log-sum-exp (padded to 4 bytes).
+  static int64_t lse_offset(const ModelDims& d, int32_t dtype);
+
+ private:
+  void core(LayerActivations& A, const LayerPass& pass, int64_t layer) const override;
+  void core_bwd(LayerActivations& A, const LayerPass& pass, int64_t layer, TypedPtr dctx,
+                TypedPtr dqkv) const override;
+  // The op's arguments over A's QKV and context.
+  MH_AttentionArgs args(LayerActivations& A, const LayerPass& pass, int64_t layer) const;
 };
 
 }  // namespace mh

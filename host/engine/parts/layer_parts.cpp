@@ -49,4 +49,12 @@ std::unique_ptr<MlpPart> mlp(const PartContext& c) {
 
 LayerParts build_layer_parts(const PartContext& c) { return {norm(c), position(c), mlp(c)}; }
 
+std::unique_ptr<AttentionPart> full_attention(const PartContext& c, const PositionPart& position) {
+  switch (c.d.spec.attention_backend) {
+    case AttentionBackend::kUnfused: return std::make_unique<AttentionPart>(c, position);
+    case AttentionBackend::kFlash: return std::make_unique<FlashAttentionPart>(c, position);
+  }
+  return nullptr;
+}
+
 }  // namespace mh

@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "engine/parts/attention.hpp"
 #include "engine/parts/mlp.hpp"
 #include "engine/parts/norm.hpp"
 #include "engine/parts/part_context.hpp"
@@ -21,5 +22,9 @@ struct LayerParts {
 };
 
 LayerParts build_layer_parts(const PartContext& c);
+
+// The full-sequence attention core of training and evaluation
+// (model.attention_backend), encoding positions with `position`.
+std::unique_ptr<AttentionPart> full_attention(const PartContext& c, const PositionPart& position);
 
 }  // namespace mh

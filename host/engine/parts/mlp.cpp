@@ -16,7 +16,7 @@ constexpr auto kWork = MemCategory::kWorkspace;
 // k moe_ffn + Fs (a capacity drops slots, not their buffers).
 double MlpPart::activation_bytes(const ModelDims& d, double e, MH_Activation a) {
   const double width = d.moe() ? double(d.active_ffn()) : double(d.ffn) / double(d.tp);
-  const double sbf_t = double(d.seq) * double(d.micro_batch) * width;
+  const double sbf_t = double(d.rows()) * width;
   const double fc1_width = d.spec.activation == MlpActivation::kSwiglu ? 2 : 1;
   switch (a) {
     case MH_ACT_FC1: return fc1_width * e * sbf_t;

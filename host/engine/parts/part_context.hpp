@@ -20,6 +20,9 @@ struct PartContext {
   ParamSet& params;
   TensorParallel& tp;
   const ModelDims& d;
+  // The context-parallel group attention exchanges keys and values over;
+  // NULL with cp = 1.
+  Collectives* context = nullptr;
   // The expert group (d.ep ranks) a mixture of experts exchanges its
   // tokens over; null for a single rank.
   Collectives* experts = nullptr;

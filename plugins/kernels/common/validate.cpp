@@ -555,6 +555,95 @@ StridedCopyDims check_strided_copy(const MH_StridedCopyArgs& args) {
   return {x.groups, x.seq, x.dim, element_bytes(args.x.dtype)};
 }
 
+namespace {
+
+// A q-like view [G, M, S, D]: innermost contiguous, the other strides
+// non-negative (heads and rows may interleave, as in the engine's QKV rows).
+void heads_view(const char* op, const std::string& name, const MH_Tensor& t, MH_DType compute) {
+  check_view(op, name, t);
+  check_dtype(op, name, t, compute, compute);
+  if (t.ndim != 4) fail(op, name + " must be a 4-D view [G, M, S, D], got " + shape_of(t));
+  if (numel(t) == 0) return;
+  if (t.strides[3] != 1) fail(op, name + " must have unit innermost stride, got strides " + list(t.strides, 4));
+  if (t.strides[0] < 0 || t.strides[1] < 0 || t.strides[2] < 0)
+    fail(op, name + " " + shape_of(t) + " has a negative stride in " + list(t.strides, 4));
+}
+
+void same_shape(const char* op, const std::string& name, const MH_Tensor& t, const std::string& like,
+                const MH_Tensor& want) {
+  for (int32_t i = 0; i < want.ndim; ++i)
+    if (t.ndim != want.ndim || t.shape[i] != want.shape[i])
+      fail(op, name + " " + shape_of(t) + " differs from " + like + " " + shape_of(want) + " in shape");
+}
+
+AttentionDims attention_inputs(const char* op, const MH_AttentionArgs& args, MH_DType compute) {
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_AttentionArgs, dropout_col0), "1.7");
+  heads_view(op, "q", args.q, compute);
+  const RopeDims k = rope_view(op, "k", args.k, compute);
+  const RopeDims v = rope_view(op, "v", args.v, compute);
+  AttentionDims d{args.q.shape[0], args.q.shape[1], args.q.shape[2], k.seq, args.q.shape[3], 0, 0, 0, 0};
+  if (k.groups != d.groups || k.dim != d.dim)
+    fail(op, "k " + shape_of(args.k) + " must be [G, Sk, D] with q's G = " + to_string(d.groups) +
+                 " and D = " + to_string(d.dim) + " (q is " + shape_of(args.q) + ")");
+  if (v.groups != k.groups || v.seq != k.seq || v.dim != k.dim)
+    fail(op, "v " + shape_of(args.v) + " differs from k " + shape_of(args.k) + " in shape");
+  heads_view(op, "out", args.out, compute);
+  same_shape(op, "out", args.out, "q", args.q);
+  vector(op, "lse", args.lse, d.groups * d.heads * d.sq, MH_F32, compute);
+  per_sample(op, "starts", args.starts, d.groups, d.sq);
+  check_p(op, args.dropout_p);
+  d.rows = args.dropout_rows == 0 ? d.sq : args.dropout_rows;
+  d.cols = args.dropout_cols == 0 ? d.sk : args.dropout_cols;
+  d.row0 = args.dropout_row0;
+  d.col0 = args.dropout_col0;
+  if (d.row0 < 0 || d.col0 < 0 || d.row0 + d.sq > d.rows || d.col0 + d.sk > d.cols)
+    fail(op, "the block at dropout_row0 " + to_string(d.row0) + ", dropout_col0 " + to_string(d.col0) + " of " +
+                 to_string(d.sq) + " x " + to_string(d.sk) + " leaves the dropout probabilities " +
+                 to_string(d.rows) + " x " + to_string(d.cols));
+  if (args.dropout_p > 0.0f) {
+    const MH_RngSpan& rng = args.rng;
+    const auto n = static_cast<uint64_t>(d.groups * d.heads * d.rows * d.cols);
+    if (rng.row_len == 0) fail(op, "rng.row_len must be > 0");
+    if (n % rng.row_len != 0)
+      fail(op, "the probabilities have " + to_string(n) + " elements, not a whole number of rng rows of " +
+                   to_string(rng.row_len));
+    if (n > rng.row_len && rng.row_stride < rng.row_len)
+      fail(op, "rng.row_stride " + to_string(rng.row_stride) + " is smaller than rng.row_len " +
+                   to_string(rng.row_len) + ": rows would share draws");
+  }
+  return d;
+}
+
+}  // namespace
+
+AttentionDims check_attention(const MH_AttentionArgs& args, MH_DType compute) {
+  const char* op = "attention";
+  const AttentionDims d = attention_inputs(op, args, compute);
+  for (const auto& [name, t] : {std::pair{"q", args.q}, {"k", args.k}, {"v", args.v}}) {
+    disjoint_from(op, "out", args.out, name, t);
+    disjoint_from(op, "lse", args.lse, name, t);
+  }
+  return d;
+}
+
+AttentionDims check_attention_bwd(const MH_AttentionArgs& args, MH_DType compute) {
+  const char* op = "attention_bwd";
+  const AttentionDims d = attention_inputs(op, args, compute);
+  heads_view(op, "dout", args.dout, compute);
+  same_shape(op, "dout", args.dout, "q", args.q);
+  heads_view(op, "dq", args.dq, compute);
+  same_shape(op, "dq", args.dq, "q", args.q);
+  same_shape(op, "dk", args.dk, "k", args.k);
+  same_shape(op, "dv", args.dv, "v", args.v);
+  rope_view(op, "dk", args.dk, compute);
+  rope_view(op, "dv", args.dv, compute);
+  for (const auto& [grad, g] : {std::pair{"dq", args.dq}, {"dk", args.dk}, {"dv", args.dv}})
+    for (const auto& [name, t] : {std::pair{"q", args.q}, {"k", args.k}, {"v", args.v}, {"out", args.out},
+                                  {"dout", args.dout}, {"lse", args.lse}})
+      disjoint_from(op, grad, g, name, t);
+  return d;
+}
+
 void check_copy(const void* dst, const void* src, uint64_t bytes, int32_t kind) {
   const char* op = "copy";
   if (kind < MH_HOST_TO_DEVICE || kind > MH_DEVICE_TO_DEVICE)

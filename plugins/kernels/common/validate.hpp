@@ -62,6 +62,14 @@ struct SwigluDims {
   int64_t rows, ffn;
 };
 
+// q, out [groups, heads, sq, dim] against k, v [groups, sk, dim]; the
+// dropout draws index probabilities [groups, heads, rows, cols] at (row0 +
+// i, col0 + j) (rows, cols: the call's sq, sk when the args leave them 0)
+struct AttentionDims {
+  int64_t groups, heads, sq, sk, dim;
+  int64_t rows, cols, row0, col0;
+};
+
 GemmDims check_gemm(const MH_GemmArgs& args, MH_DType compute);
 Matrix check_layernorm(const MH_LayerNormArgs& args, MH_DType compute);
 Matrix check_layernorm_bwd(const MH_LayerNormBwdArgs& args, MH_DType compute);
@@ -87,6 +95,10 @@ RopeDims check_rope(const MH_RopeArgs& args, MH_DType compute);
 SwigluDims check_swiglu(const MH_SwigluArgs& args, MH_DType compute);
 SwigluDims check_swiglu_bwd(const MH_SwigluArgs& args, MH_DType compute);
 StridedCopyDims check_strided_copy(const MH_StridedCopyArgs& args);
+// Forward reads q, k, v (starts) and writes out, lse; backward also reads
+// out, dout, lse and accumulates into dq, dk, dv.
+AttentionDims check_attention(const MH_AttentionArgs& args, MH_DType compute);
+AttentionDims check_attention_bwd(const MH_AttentionArgs& args, MH_DType compute);
 void check_copy(const void* dst, const void* src, uint64_t bytes, int32_t kind);
 
 }  // namespace mh::kernels

@@ -391,4 +391,45 @@ void CpuKernels::strided_copy(const MH_StridedCopyArgs& args) {
                     d.element_bytes, threads_);
 }
 
+namespace {
+
+cpu::AttentionProblem attention_problem(const MH_AttentionArgs& args, const AttentionDims& d) {
+  return {args.q,
+          args.k,
+          args.v,
+          args.out,
+          args.dout,
+          args.dq,
+          args.dk,
+          args.dv,
+          f32(args.lse),
+          i32(args.starts),
+          args.starts.data != nullptr ? args.starts.shape[0] : 0,
+          d.groups,
+          d.heads,
+          d.sq,
+          d.sk,
+          d.dim,
+          args.q_offset,
+          args.scale,
+          args.dropout_p,
+          args.rng,
+          d.rows,
+          d.cols,
+          d.row0,
+          d.col0};
+}
+
+}  // namespace
+
+// Tiles are widened from bf16 as they are loaded (ops/attention.cpp), so
+// both dtypes take the same f32 loop.
+void CpuKernels::attention(const MH_AttentionArgs& args) {
+  cpu::attention_forward(attention_problem(args, check_attention(args, compute_)), threads_);
+}
+
+void CpuKernels::attention_bwd(const MH_AttentionArgs& args) {
+  cpu::attention_backward(attention_problem(args, check_attention_bwd(args, compute_)), threads_);
+}
+
 }  // namespace mh::kernels

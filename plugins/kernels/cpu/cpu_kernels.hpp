@@ -69,6 +69,8 @@ class CpuKernels {
   void swiglu(const MH_SwigluArgs& args);
   void swiglu_bwd(const MH_SwigluArgs& args);
   void strided_copy(const MH_StridedCopyArgs& args);
+  void attention(const MH_AttentionArgs& args);
+  void attention_bwd(const MH_AttentionArgs& args);
 
  private:
   MH_DType compute_;

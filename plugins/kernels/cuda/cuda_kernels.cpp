@@ -283,4 +283,39 @@ void CudaKernels::strided_copy(const MH_StridedCopyArgs& a) {
                     {a.x.strides[0], a.x.strides[1]}, d.groups, d.rows, d.cols, d.element_bytes);
 }
 
+namespace {
+
+gpu::AttentionView attention_view(const MH_Tensor& t) {
+  if (t.ndim == 4) return {t.data, t.dtype == MH_BF16, t.strides[0], t.strides[1], t.strides[2]};
+  return {t.data, t.dtype == MH_BF16, t.strides[0], 0, t.strides[1]};
+}
+
+gpu::AttentionShape attention_shape(const MH_AttentionArgs& a, const AttentionDims& d) {
+  require(d.dim <= 32 * gpu::kLaneElements,
+          "attention: head size " + std::to_string(d.dim) + " exceeds the " + std::to_string(32 * gpu::kLaneElements) +
+              " the cuda kernel holds per warp",
+          MH_UNIMPLEMENTED);
+  const bool documents = a.starts.data != nullptr;
+  return {d.groups, d.heads, d.sq, d.sk, d.dim, a.q_offset, documents ? i32(a.starts) : nullptr,
+          documents ? d.groups / a.starts.shape[0] : 1, a.scale, a.dropout_p, a.rng, d.rows, d.cols, d.row0, d.col0};
+}
+
+}  // namespace
+
+void CudaKernels::attention(const MH_AttentionArgs& a) {
+  const AttentionDims d = check_attention(a, compute_);
+  gpu::attention_forward(on_device(), attention_shape(a, d), attention_view(a.q), attention_view(a.k),
+                         attention_view(a.v), attention_view(a.out), f32(a.lse));
+}
+
+void CudaKernels::attention_bwd(const MH_AttentionArgs& a) {
+  const AttentionDims d = check_attention_bwd(a, compute_);
+  const gpu::AttentionShape shape = attention_shape(a, d);
+  cudaStream_t stream = on_device();
+  gpu::attention_backward(stream, shape, attention_view(a.q), attention_view(a.k), attention_view(a.v),
+                          attention_view(a.out), attention_view(a.dout), f32(a.lse), attention_view(a.dq),
+                          attention_view(a.dk), attention_view(a.dv),
+                          static_cast<float*>(scratch(uint64_t(d.groups * d.heads * d.sq) * sizeof(float))));
+}
+
 }  // namespace mh::kernels

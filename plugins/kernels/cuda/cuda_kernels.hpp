@@ -62,6 +62,8 @@ class CudaKernels {
   void swiglu(const MH_SwigluArgs& args);
   void swiglu_bwd(const MH_SwigluArgs& args);
   void strided_copy(const MH_StridedCopyArgs& args);
+  void attention(const MH_AttentionArgs& args);
+  void attention_bwd(const MH_AttentionArgs& args);
 
  private:
   struct StreamDeleter {

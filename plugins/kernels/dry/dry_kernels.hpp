@@ -50,6 +50,8 @@ class DryKernels {
   void swiglu(const MH_SwigluArgs& args) { check_swiglu(args, compute_); }
   void swiglu_bwd(const MH_SwigluArgs& args) { check_swiglu_bwd(args, compute_); }
   void strided_copy(const MH_StridedCopyArgs& args) { check_strided_copy(args); }
+  void attention(const MH_AttentionArgs& args) { check_attention(args, compute_); }
+  void attention_bwd(const MH_AttentionArgs& args) { check_attention_bwd(args, compute_); }
 
  private:
   MH_DType compute_;

@@ -95,6 +95,8 @@ class TracedKernels {
   TRACED_OP(swiglu, MH_SwigluArgs)
   TRACED_OP(swiglu_bwd, MH_SwigluArgs)
   TRACED_OP(strided_copy, MH_StridedCopyArgs)
+  TRACED_OP(attention, MH_AttentionArgs)
+  TRACED_OP(attention_bwd, MH_AttentionArgs)
 #undef TRACED_OP
 
  private:

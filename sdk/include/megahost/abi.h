@@ -113,7 +113,23 @@
  *        a capability MH_KERNELS_CAP_DOCUMENTS says a component reads them.
  *        The host asks for it only when [data] packs documents; a 1.5 plugin
  *        loads and runs everything else unchanged.
- *   1.7  Expert parallelism (mixture-of-experts layers whose experts are
+ *   1.7  kernels: MH_KernelsApi gains attention and attention_bwd
+ *        (MH_AttentionArgs), memory-efficient attention: the FlashAttention
+ *        algorithm, tiled over keys with an online softmax, keeping a
+ *        per-row log-sum-exp instead of the [S, S] probabilities, which the
+ *        backward recomputes block by block. Grouped query heads, causal
+ *        with a query offset (a block of a longer sequence: context
+ *        parallelism, decode), packed documents and dropout that draws the
+ *        mask the dropout op draws. A table that has the entries takes every
+ *        feature of the struct; no capability bit. A 1.6 plugin loads and
+ *        runs [model] attention_backend = "unfused"; "flash" names the op it
+ *        lacks.
+ *        Context parallelism: a kind MH_KIND_CONTEXT_PARALLEL
+ *        (MH_ContextParallelApi) plans how the sequence is split over the
+ *        context group (MH_ContextPlan: its size, how attention exchanges
+ *        keys and values, and the causal load balancing). A host older than
+ *        1.7 does not know the kind and refuses such a plugin by its kind.
+ *        Expert parallelism (mixture-of-experts layers whose experts are
  *        spread over ranks). comm: MH_CommApi gains all_to_all
  *        (MH_AllToAllArgs, per-peer counts like MPI_Alltoallv: the tokens
  *        routed to each expert vary), with the timeout and abort rules of
@@ -310,6 +326,7 @@ typedef enum MH_Kind {
   MH_KIND_RECOMPUTE = 5,
   MH_KIND_TUNER = 6,
   MH_KIND_OBSERVER = 7,     /* 1.5: MH_ObserverApi */
+  MH_KIND_CONTEXT_PARALLEL = 8, /* 1.7: MH_ContextParallelApi */
   MH_KIND_EXPERT_PARALLEL = 9  /* 1.7: MH_ExpertParallelApi */
 } MH_Kind;
 #define MH_KIND_COUNT 10
@@ -602,6 +619,55 @@ typedef struct MH_StridedCopyArgs {
   MH_Tensor x, out;
 } MH_StridedCopyArgs;
 
+/* Since 1.7. Memory-efficient causal attention (FlashAttention): for every
+ * group g < G (a sample's key/value head) and each of its M query heads h,
+ *   P[g, h] = softmax(scale * q[g, h] k[g]^T, masked),  out[g, h] = drop(P) v[g],
+ * without storing P: keys are visited in tiles with an online softmax, and
+ * lse[g, h, i] = log sum_j exp(scale * q_i . k_j) over row i's visible
+ * columns is written for the backward, which recomputes P tile by tile from
+ * q, k, v and lse (FlashAttention-2's algorithm). Shapes, D the head size:
+ *   q, out, dout, dq: [G, M, Sq, D]  (M query heads share each k/v group: GQA)
+ *   k, v, dk, dv:     [G, Sk, D]     (3-D, strided like gemm's views)
+ *   lse:              f32 [G, M, Sq], contiguous
+ * Views are strided (strides[0] between groups, strides[1] between heads of
+ * q-like tensors or rows of k-like ones, strides[2] between rows of q-like
+ * ones), innermost contiguous: the engine's QKV rows (per group, its M query
+ * heads, then K, then V) are read in place, with no transpose. q, k, v, out,
+ * dout in the compute dtype; dq, dk, dv in it or f32.
+ * Masking: query row i is at position q_offset + i against keys at 0 .. Sk - 1
+ * and sees columns max(0, starts[b, i]) .. min(Sk - 1, q_offset + i), where
+ * starts (I32 [B, Sq], B dividing G, group g of sample b = g / (G / B)) is
+ * optional (data NULL: from column 0; packed documents, as
+ * MH_SoftmaxArgs.starts with its positions made relative to the keys). A
+ * block of a longer causal sequence is one call (q_offset = the block's
+ * first query position minus its first key position; a negative offset or
+ * a start past the offset leaves a row seeing nothing: its out is 0 and its
+ * lse -inf); q_offset >= Sk - 1 sees every key (a past block in ring
+ * attention). Training is Sq = Sk, q_offset = 0; decode Sq = 1, q_offset = Sk - 1.
+ * Dropout (p > 0) multiplies P by mask / (1 - p), the mask drawn exactly as
+ * MH_DropoutArgs draws it for the [G, M, Sq, Sk] probabilities laid out
+ * contiguously, with `rng` the span the dropout op would take for them, so
+ * the unfused path (gemm, softmax, dropout) and this op compute the same
+ * function. A call that is a block of larger probabilities [G, M, rows,
+ * cols] draws at (row0 + i, col0 + j) of those; rows = cols = 0 means this
+ * call's Sq and Sk (row0 = col0 = 0).
+ * Forward reads q, k, v and writes out and lse. Backward reads q, k, v, out,
+ * dout and lse (as the forward wrote them, same p, rng and masking) and
+ * ACCUMULATES dq += ..., dk += ..., dv += ... (a caller zeroes them first;
+ * ring attention adds each key block's share); a query row that sees
+ * nothing adds nothing. dq, dk, dv alias none of the inputs. */
+typedef struct MH_AttentionArgs {
+  size_t struct_size;
+  MH_Tensor q, k, v, out, lse;   /* forward: out, lse written */
+  MH_Tensor dout, dq, dk, dv;    /* backward only */
+  MH_Tensor starts;              /* optional I32 [B, Sq] */
+  int64_t q_offset;
+  float scale;                   /* 1 / sqrt(D) for GPT attention */
+  float dropout_p;               /* 0 <= p < 1 */
+  MH_RngSpan rng;
+  int64_t dropout_rows, dropout_cols, dropout_row0, dropout_col0;
+} MH_AttentionArgs;
+
 /* What a kernels component accepts beyond each op's 1.0 contract (1.5). */
 typedef enum MH_KernelsCapability {
   /* softmax and softmax_bwd take [G, Q, T] scores with Q < T (decode). */
@@ -654,6 +720,9 @@ typedef struct MH_KernelsApi {
    * older table: a 1.4 table that has strided_copy takes non-square
    * softmax scores. */
   uint64_t capabilities;
+  /* Since 1.7; absent from a 1.6 table, checked like the 1.3 ops. */
+  MH_Error* (*attention)(MH_Instance* self, const MH_AttentionArgs* args);
+  MH_Error* (*attention_bwd)(MH_Instance* self, const MH_AttentionArgs* args);
 } MH_KernelsApi;
 
 /* ------------------------------------------------------------------------
@@ -909,6 +978,42 @@ typedef struct MH_DataParallelApi {
   MH_Error* (*plan)(MH_Instance* self, int32_t data_parallel, const uint64_t* param_bytes,
                     size_t num_params, MH_DataPlan* out);
 } MH_DataParallelApi;
+
+/* ------------------------------------------------------------------------
+ * Context parallelism (MH_KIND_CONTEXT_PARALLEL, since 1.7): the sequence of
+ * every sample is split over the cp ranks of a context group, each holding
+ * s/cp of its rows through every token-wise part; attention exchanges keys
+ * and values over the group. Weights are replicated over it, so gradients
+ * are reduced over the data and context groups together.
+ * --------------------------------------------------------------------- */
+
+typedef enum MH_ContextComm {
+  /* All-gather K and V over the group; each local query chunk attends to
+   * the keys before it; backward reduce-scatters their gradients. */
+  MH_CP_ALL_GATHER = 0,
+  /* Ring: K and V blocks passed around the group with send/recv, partial
+   * results merged by their log-sum-exp (Megatron's default, p2p). */
+  MH_CP_P2P = 1,
+  /* Ulysses: all-to-all from sequence shards to head shards and back. */
+  MH_CP_A2A = 2
+} MH_ContextComm;
+
+typedef struct MH_ContextPlan {
+  size_t struct_size;
+  int32_t size;                  /* cp */
+  int32_t comm;                  /* MH_ContextComm */
+  /* 1: the sequence is cut into 2 cp chunks and cp rank r holds chunks r
+   * and 2 cp - 1 - r, so that every rank has the same causal work
+   * (Megatron's load balancing); 0: rank r holds the r-th of cp chunks. */
+  int32_t load_balance;
+} MH_ContextPlan;
+
+typedef struct MH_ContextParallelApi {
+  size_t struct_size;
+  /* Fills the plan for `shape`, or MH_INVALID_ARGUMENT naming the dimension
+   * the split does not divide. */
+  MH_Error* (*plan)(MH_Instance* self, const MH_ModelShape* shape, MH_ContextPlan* out);
+} MH_ContextParallelApi;
 
 /* ------------------------------------------------------------------------
  * Expert parallelism (MH_KIND_EXPERT_PARALLEL, since 1.7): how the experts

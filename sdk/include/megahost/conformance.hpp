@@ -226,6 +226,32 @@ inline void check_gemm(const MH_KernelsApi& k, MH_Instance* self) {
   expect_equal(c.read(), {6, 12, 15, 24}, "gemm C = A B + C");
 }
 
+// attention (1.7) in f32 compute over one key, where every result is exact:
+// the only probability is 1, so out = v, lse = scale q.k, the backward adds
+// dout to dv and nothing to dq and dk (dS = P (dout.v - dout.out) = 0).
+inline void check_attention(const MH_KernelsApi& k, MH_Instance* self) {
+  DeviceFloats q(k, self, {1, 2}), key(k, self, {2, 0.5f}), v(k, self, {3, -1}), out(k, self, {9, 9}),
+      lse(k, self, {9}), dout(k, self, {1, 4}), dq(k, self, {1, 1}), dk(k, self, {2, 2}), dv(k, self, {3, 3});
+  const auto rows = [](const DeviceFloats& d, int32_t ndim) {
+    MH_Tensor t = d.t();
+    t.ndim = ndim;
+    for (int32_t i = 0; i < ndim; ++i) t.shape[i] = i + 1 == ndim ? 2 : 1, t.strides[i] = i + 1 == ndim ? 1 : 2;
+    return t;
+  };
+  MH_AttentionArgs a{};
+  a.struct_size = sizeof(a);
+  a.q = rows(q, 4), a.k = rows(key, 3), a.v = rows(v, 3), a.out = rows(out, 4), a.lse = lse.t();
+  a.dout = rows(dout, 4), a.dq = rows(dq, 4), a.dk = rows(dk, 3), a.dv = rows(dv, 3);
+  a.scale = 0.5f;
+  check(k.attention(self, &a), "attention");
+  expect_equal(out.read(), {3, -1}, "attention over one key gives its value");
+  expect_equal(lse.read(), {1.5f}, "attention's lse over one key is scale q.k");
+  check(k.attention_bwd(self, &a), "attention_bwd");
+  expect_equal(dv.read(), {4, 7}, "attention_bwd accumulates dout into dv");
+  expect_equal(dq.read(), {1, 1}, "attention_bwd over one key adds nothing to dq");
+  expect_equal(dk.read(), {2, 2}, "attention_bwd over one key adds nothing to dk");
+}
+
 // The kernels component `c`: its table's required entries, its device, and
 // ops whose results are exact.
 inline std::vector<std::string> check_kernels(const MH_ComponentDesc& c, const MH_Options* options) {
@@ -250,6 +276,9 @@ inline std::vector<std::string> check_kernels(const MH_ComponentDesc& c, const M
   checks.run("sum_squares", [&] { check_sum_squares(k, instance.get()); });
   checks.run("adamw", [&] { check_adamw(k, instance.get()); });
   if (info.compute_dtype == MH_F32) checks.run("gemm", [&] { check_gemm(k, instance.get()); });
+  if (info.compute_dtype == MH_F32 && reaches(k, &MH_KernelsApi::attention_bwd) && k.attention != nullptr &&
+      k.attention_bwd != nullptr)
+    checks.run("attention", [&] { check_attention(k, instance.get()); });
   return checks.failures();
 }
 

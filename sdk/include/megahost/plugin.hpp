@@ -132,10 +132,10 @@ class InnerComponent {
 // noexcept, copy(dst, src, bytes, MH_CopyKind), synchronize(), void* stream(),
 // and one method per op taking its args struct by const reference. A class
 // targeting ABI 1.3 or later has the ops of 1.3 (rmsnorm, rmsnorm_bwd, rope,
-// swiglu, swiglu_bwd), 1.4 or later also strided_copy, and 1.5 or later
+// swiglu, swiglu_bwd), 1.4 or later also strided_copy, 1.5 or later
 // declares `static constexpr uint64_t capabilities` (MH_KernelsCapability
-// bits, 0 for none): each is a static_assert, so a misspelt op is an error,
-// not an older table.
+// bits, 0 for none), and 1.7 or later has attention and attention_bwd: each
+// is a static_assert, so a misspelt op is an error, not an older table.
 template <class T>
 const MH_KernelsApi* kernels_api() {
   static constexpr bool has_1_3 = requires(T& t, const MH_RmsNormArgs& n, const MH_RmsNormBwdArgs& nb,
@@ -148,6 +148,10 @@ const MH_KernelsApi* kernels_api() {
   };
   static constexpr bool has_1_4 = requires(T& t, const MH_StridedCopyArgs& c) { t.strided_copy(c); };
   static constexpr bool has_caps = requires { uint64_t{T::capabilities}; };
+  static constexpr bool has_1_7 = requires(T& t, const MH_AttentionArgs& a) {
+    t.attention(a);
+    t.attention_bwd(a);
+  };
   static_assert(kPluginMinor < 3 || has_1_3,
                 "a kernels class targeting ABI 1.3 or later needs rmsnorm, rmsnorm_bwd, rope, swiglu and swiglu_bwd "
                 "(or #define MH_PLUGIN_MINOR 2 before including megahost/plugin.hpp)");
@@ -155,9 +159,11 @@ const MH_KernelsApi* kernels_api() {
   static_assert(kPluginMinor < 5 || has_caps,
                 "a kernels class targeting ABI 1.5 or later declares static constexpr uint64_t capabilities "
                 "(MH_KernelsCapability bits, 0 for none)");
+  static_assert(kPluginMinor < 7 || has_1_7, "a kernels class targeting ABI 1.7 or later needs attention and attention_bwd");
   static const MH_KernelsApi api = [] {
     MH_KernelsApi a{
-      kPluginMinor >= 5   ? sizeof(MH_KernelsApi)
+      kPluginMinor >= 7   ? sizeof(MH_KernelsApi)
+      : kPluginMinor >= 5 ? MH_STRUCT_SIZE(MH_KernelsApi, capabilities)
       : kPluginMinor == 4 ? MH_STRUCT_SIZE(MH_KernelsApi, strided_copy)
       : kPluginMinor == 3 ? MH_STRUCT_SIZE(MH_KernelsApi, swiglu_bwd)
                           : MH_STRUCT_SIZE(MH_KernelsApi, sum_squares),
@@ -191,6 +197,7 @@ const MH_KernelsApi* kernels_api() {
       nullptr, nullptr, nullptr, nullptr, nullptr,  // the 1.3 ops, filled below when the target has them
       nullptr,                                      // the 1.4 op, likewise
       0,                                            // the 1.5 capabilities, likewise
+      nullptr, nullptr,                             // the 1.7 ops, likewise
     };
     if constexpr (kPluginMinor >= 3) {
       a.rmsnorm = MH_TRAMPOLINE(T, rmsnorm, MH_RmsNormArgs);
@@ -201,6 +208,10 @@ const MH_KernelsApi* kernels_api() {
     }
     if constexpr (kPluginMinor >= 4) a.strided_copy = MH_TRAMPOLINE(T, strided_copy, MH_StridedCopyArgs);
     if constexpr (kPluginMinor >= 5) a.capabilities = T::capabilities;
+    if constexpr (kPluginMinor >= 7) {
+      a.attention = MH_TRAMPOLINE(T, attention, MH_AttentionArgs);
+      a.attention_bwd = MH_TRAMPOLINE(T, attention_bwd, MH_AttentionArgs);
+    }
     return a;
   }();
   return &api;
@@ -343,6 +354,18 @@ const MH_DataParallelApi* data_parallel_api() {
   return &api;
 }
 
+// Context parallelism: plan(const MH_ModelShape&, MH_ContextPlan&).
+template <class T>
+const MH_ContextParallelApi* context_parallel_api() {
+  static const MH_ContextParallelApi api{
+      MH_STRUCT_SIZE(MH_ContextParallelApi, plan),
+      [](MH_Instance* self, const MH_ModelShape* shape, MH_ContextPlan* out) -> MH_Error* {
+        return guard([&] { detail::fill_out(out, [&](MH_ContextPlan& p) { detail::as<T>(self)->plan(*shape, p); }); });
+      },
+  };
+  return &api;
+}
+
 // Recompute: MH_Decision decide(const MH_RecomputeQuery&).
 template <class T>
 const MH_RecomputeApi* recompute_api() {
@@ -433,6 +456,7 @@ const void* api_for() {
   else if constexpr (T::kind == MH_KIND_DATA_PARALLEL) return data_parallel_api<T>();
   else if constexpr (T::kind == MH_KIND_RECOMPUTE) return recompute_api<T>();
   else if constexpr (T::kind == MH_KIND_OBSERVER) return observer_api<T>();
+  else if constexpr (T::kind == MH_KIND_CONTEXT_PARALLEL) return context_parallel_api<T>();
   else if constexpr (T::kind == MH_KIND_EXPERT_PARALLEL) return expert_parallel_api<T>();
   else return tuner_api<T>();
 }

@@ -147,4 +147,45 @@ void swiglu_forward(float* out, const float* x, int64_t ldx, int64_t N, int64_t 
 void swiglu_backward(float* dx, int64_t lddx, const float* x, int64_t ldx, const float* dout, int64_t N, int64_t F,
                      int threads);
 
+// One head's [S, D] rows in f32 or bf16 (dtype): row r starts at data + r * ld.
+struct AttentionOperand {
+  void* data;
+  int32_t dtype;
+  int64_t ld;
+};
+
+// Memory-efficient attention (abi.h MH_AttentionArgs) over G groups of M
+// heads: q, out, dout, dq of head (g, h) and k, v, dk, dv of group g as
+// operands of their strided views; lse, starts as abi.h lays them out.
+struct AttentionProblem {
+  MH_Tensor q_, k_, v_, out_, dout_, dq_, dk_, dv_;
+  float* lse;                // [G, M, Sq]
+  const int32_t* starts;     // [starts_rows, Sq] or NULL
+  int64_t starts_rows;
+  int64_t groups, heads, sq, sk, dim, q_offset;
+  float scale, dropout;
+  MH_RngSpan rng;
+  int64_t rows, cols, row0, col0;  // the dropout draws' probabilities and this call's block
+
+  static AttentionOperand head(const MH_Tensor& t, int64_t g, int64_t h) {
+    const int64_t at = g * t.strides[0] + h * t.strides[1];
+    return {static_cast<char*>(t.data) + at * (t.dtype == MH_F32 ? 4 : 2), t.dtype, t.strides[2]};
+  }
+  static AttentionOperand group(const MH_Tensor& t, int64_t g) {
+    return {static_cast<char*>(t.data) + g * t.strides[0] * (t.dtype == MH_F32 ? 4 : 2), t.dtype, t.strides[1]};
+  }
+  AttentionOperand q(int64_t g, int64_t h) const { return head(q_, g, h); }
+  AttentionOperand out(int64_t g, int64_t h) const { return head(out_, g, h); }
+  AttentionOperand dout(int64_t g, int64_t h) const { return head(dout_, g, h); }
+  AttentionOperand dq(int64_t g, int64_t h) const { return head(dq_, g, h); }
+  AttentionOperand k(int64_t g) const { return group(k_, g); }
+  AttentionOperand v(int64_t g) const { return group(v_, g); }
+  AttentionOperand dk(int64_t g) const { return group(dk_, g); }
+  AttentionOperand dv(int64_t g) const { return group(dv_, g); }
+};
+// Writes out and lse.
+void attention_forward(const AttentionProblem& p, int threads);
+// dq, dk, dv += the gradients, from q, k, v, out, dout and lse.
+void attention_backward(const AttentionProblem& p, int threads);
+
 }  // namespace mh::kernels::cpu

@@ -141,4 +141,39 @@ void swiglu_forward(cudaStream_t stream, Floats out, Floats x, int64_t ldx, int6
 void swiglu_backward(cudaStream_t stream, Floats dx, int64_t lddx, Floats x, int64_t ldx, Floats dout, int64_t N,
                      int64_t F);
 
+// Memory-efficient attention (abi.h MH_AttentionArgs). A view of q-like
+// tensors [G, M, S, D] (k-like [G, S, D] with head = 0): element (g, h, r, c)
+// at g * group + h * head + r * row + c.
+struct AttentionView {
+  void* data;
+  bool bf16;
+  int64_t group, head, row;
+};
+// One head's rows, as the kernels read them.
+struct AttentionOperand {
+  void* data;
+  bool bf16;
+  int64_t ld;
+};
+// The sizes, masking and dropout of one call (validated): starts I32
+// [G / per_sample, sq] or NULL; dropout draws index probabilities [G, M,
+// rows, cols] at (row0 + i, col0 + j).
+struct AttentionShape {
+  int64_t groups, heads, sq, sk, dim, q_offset;
+  const int32_t* starts;
+  int64_t per_sample;
+  float scale, dropout;
+  MH_RngSpan rng;
+  int64_t rows, cols, row0, col0;
+};
+// Elements of a row each lane holds: D <= 32 * kLaneElements.
+inline constexpr int kLaneElements = 8;
+// out (written), lse f32 [G, M, Sq] (written).
+void attention_forward(cudaStream_t stream, const AttentionShape& s, AttentionView q, AttentionView k, AttentionView v,
+                       AttentionView out, float* lse);
+// dq, dk, dv +=; delta: device scratch of G * M * Sq floats.
+void attention_backward(cudaStream_t stream, const AttentionShape& s, AttentionView q, AttentionView k,
+                        AttentionView v, AttentionView out, AttentionView dout, const float* lse, AttentionView dq,
+                        AttentionView dk, AttentionView dv, float* delta);
+
 }  // namespace mh::kernels::gpu

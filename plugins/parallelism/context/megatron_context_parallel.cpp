@@ -1,0 +1,41 @@
+#include "megatron_context_parallel.hpp"
+
+#include "plan_checks.hpp"
+
+#include <string>
+
+namespace mh::context {
+
+MegatronContextParallel::MegatronContextParallel(const CreateContext& ctx)
+    : size_key_(ctx.options.key("size")),
+      size_(static_cast<int32_t>(ctx.options.get_int("size"))),
+      comm_(MH_CP_ALL_GATHER),
+      // One rank holds the whole sequence: there is nothing to balance.
+      load_balance_(size_ > 1 && ctx.options.get_bool("load_balance")) {}
+
+void MegatronContextParallel::plan(const MH_ModelShape& shape, MH_ContextPlan& out) const {
+  plan::Problems problems;
+  const int64_t chunks = load_balance_ ? 2 * int64_t(size_) : int64_t(size_);
+  if (shape.seq_len % chunks != 0)
+    problems.add(size_key_ + " = " + std::to_string(size_) + " cuts model.seq_len = " + std::to_string(shape.seq_len) +
+                 " into " + std::to_string(chunks) + " chunks" + (load_balance_ ? " (2 per rank, load-balanced)" : "") +
+                 ", which does not divide it; use a seq_len that is a multiple of " + std::to_string(chunks) +
+                 ", or a size whose " + (load_balance_ ? "2 x size" : "size") + " divides " +
+                 std::to_string(shape.seq_len));
+  if (shape.world_size % size_ != 0)
+    problems.add(plan::does_not_divide(size_key_, size_, "the world size", shape.world_size, kMaxSize));
+  problems.raise();
+  out.size = size_;
+  out.comm = comm_;
+  out.load_balance = load_balance_ ? 1 : 0;
+}
+
+MH_ComponentDesc megatron_component() {
+  return component<MegatronContextParallel>(
+      "megatron", "1.0.0",
+      "Megatron context parallelism: the sequence split over the context group with causal load balancing, "
+      "keys and values exchanged by attention",
+      kOptions);
+}
+
+}  // namespace mh::context

@@ -1,0 +1,81 @@
+// Specification of the "megatron" context-parallel plan, exercised through
+// the component descriptor and MH_ContextParallelApi.
+#include "component_harness.hpp"
+#include "plugin_module.hpp"
+#include "megatron_context_parallel.hpp"
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using mh::testing::describe;
+using mh::testing::Instance;
+using mh::testing::Overrides;
+
+MH_ModelShape long_context(int64_t seq_len = 8192, int32_t world = 8) {
+  MH_ModelShape s{};
+  s.struct_size = sizeof(MH_ModelShape);
+  s.layers = 32;
+  s.hidden = 4096;
+  s.heads = 32;
+  s.ffn_hidden = 11008;
+  s.seq_len = seq_len;
+  s.vocab = 32000;
+  s.micro_batch = 1;
+  s.global_batch = 16;
+  s.world_size = world;
+  return s;
+}
+
+struct Planned {
+  std::string status;
+  MH_ContextPlan plan;
+};
+
+Planned plan_with(const Overrides& options, const MH_ModelShape& shape = long_context()) {
+  Instance<MH_ContextParallelApi> cp(mh::context::megatron_component(), "parallel.context", options);
+  Planned out{};
+  out.plan.struct_size = sizeof(MH_ContextPlan);
+  out.status = describe(cp.api().plan(cp.self(), &shape, &out.plan));
+  return out;
+}
+
+TEST(ContextParallelPlan, DefaultIsOneRankWithNothingToBalance) {
+  Planned p = plan_with({});
+  ASSERT_EQ(p.status, "OK");
+  EXPECT_EQ(p.plan.size, 1);
+  EXPECT_EQ(p.plan.load_balance, 0);
+}
+
+TEST(ContextParallelPlan, SplitsIntoLoadBalancedChunksExchangedByAllGather) {
+  Planned p = plan_with({{"size", int64_t{4}}});
+  ASSERT_EQ(p.status, "OK");
+  EXPECT_EQ(p.plan.size, 4);
+  EXPECT_EQ(p.plan.comm, MH_CP_ALL_GATHER);
+  EXPECT_EQ(p.plan.load_balance, 1);
+}
+
+TEST(ContextParallelPlan, RefusesASequenceThatTwiceTheSizeDoesNotDivide) {
+  EXPECT_EQ(plan_with({{"size", int64_t{4}}}, long_context(8196)).status,
+            "INVALID_ARGUMENT: parallel.context.size = 4 cuts model.seq_len = 8196 into 8 chunks (2 per rank, "
+            "load-balanced), which does not divide it; use a seq_len that is a multiple of 8, or a size whose "
+            "2 x size divides 8196");
+}
+
+TEST(ContextParallelPlan, WithoutBalancingTheSizeAloneMustDivideTheSequence) {
+  EXPECT_EQ(plan_with({{"size", int64_t{4}}, {"load_balance", false}}, long_context(8196)).status, "OK");
+}
+
+TEST(ContextParallelPlan, RefusesASizeThatDoesNotDivideTheWorld) {
+  EXPECT_EQ(plan_with({{"size", int64_t{3}}}, long_context(8196, 8)).status,
+            "INVALID_ARGUMENT: parallel.context.size = 3 does not divide the world size = 8; use a size that "
+            "divides 8 (1, 2, 4, 8)");
+}
+
+TEST(ContextParallelPlan, ModuleExportsTheComponentWithItsOptions) {
+  EXPECT_EQ(mh::testing::describe_module(MH_TEST_PLUGIN),
+            "parallel_context 1.0.0 " + mh::testing::kBuiltAbi +
+                ": context_parallel megatron [size, comm_type, load_balance]");
+}
+
+}  // namespace
