@@ -67,7 +67,7 @@ void load_weights(const std::string& path, const Metadata& saved, ParamSet& para
     require(it->second.shape == shape, path + ": tensor '" + p.name + "' is [" + std::to_string(it->second.shape[0]) +
                                            ", " + std::to_string(it->second.shape[1]) + "], this model's is [" +
                                            std::to_string(shape[0]) + ", " + std::to_string(shape[1]) + "]");
-    const Rect rect = shard_rect(p, tp_rank);
+    const Rect rect = shard_rect(p);
     host.assign(size_t(rect.numel()), 0.f);
     require(reader.read(p.name, it->second, rect, host.data()) == rect.numel(),
             path + ": tensor '" + p.name + "' does not cover the part tensor rank " + std::to_string(tp_rank) +

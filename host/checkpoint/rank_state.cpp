@@ -8,7 +8,8 @@ namespace {
 // Whether this rank is the one writer of parameter `p`'s values among the
 // ranks that hold the same elements.
 bool writes(const ParamSet& params, const ParamInfo& p, int id, const RankRole& role, bool replicated_over_data) {
-  if (replicated_over_data && role.dp_rank != 0) return false;
+  const int32_t replica = p.group == ParamGroup::kExpertDecay ? role.expert_data_rank : role.dp_rank;
+  if (replicated_over_data && replica != 0) return false;
   if (p.shard == MH_SHARD_NONE && role.tp_rank != 0) return false;
   // The first stage writes the tied embedding, not the last stage's copy.
   return id != params.wte() || !params.embedding_copy();
@@ -34,10 +35,7 @@ std::vector<Region> owned_regions(const Optimizer& optimizer, const std::string&
 
 }  // namespace
 
-Rect shard_rect(const ParamInfo& p, int32_t tp_rank) {
-  return Rect{p.shard == MH_SHARD_ROWS ? tp_rank * p.rows : 0, p.shard == MH_SHARD_COLS ? tp_rank * p.cols : 0,
-              p.rows, p.cols};
-}
+Rect shard_rect(const ParamInfo& p) { return Rect{p.row0, p.col0, p.rows, p.cols}; }
 
 std::vector<std::pair<Rect, int64_t>> rects_of_range(const Rect& shard, int64_t begin, int64_t end) {
   std::vector<std::pair<Rect, int64_t>> out;
@@ -67,7 +65,7 @@ RankState rank_state(const ParamSet& params, const Optimizer& optimizer, const R
   for (size_t id = 0; id < infos.size(); ++id) {
     const ParamInfo& p = infos[id];
     if (!params.trainable(int(id))) continue;
-    const Rect shard = shard_rect(p, role.tp_rank);
+    const Rect shard = shard_rect(p);
     if (params.holds_master())
       add({Region{p.name, {p.global_rows, p.global_cols}, shard, params.value(int(id))}},
           writes(params, p, int(id), role, true));
@@ -79,7 +77,7 @@ RankState rank_state(const ParamSet& params, const Optimizer& optimizer, const R
     const std::string prefix = std::string("optimizer.") + moment + ".";
     for (size_t id = 0; id < infos.size(); ++id) {
       const ParamInfo& p = infos[id];
-      add(owned_regions(optimizer, prefix, p, shard_rect(p, role.tp_rank), base),
+      add(owned_regions(optimizer, prefix, p, shard_rect(p), base),
           save_moments && writes(params, p, int(id), role, !role.distributed_optimizer));
     }
   }

@@ -32,6 +32,8 @@ struct Region {
 struct RankRole {
   int32_t tp_rank = 0, dp_rank = 0;
   bool distributed_optimizer = false;
+  // Among the ranks holding the same experts (parallel.expert): dp_rank / ep.
+  int32_t expert_data_rank = 0;
 };
 
 struct RankState {
@@ -39,8 +41,8 @@ struct RankState {
   std::vector<Region> written;  // the part of it this rank saves
 };
 
-// The rectangle of the global tensor that tensor rank `tp_rank` holds of `p`.
-Rect shard_rect(const ParamInfo& p, int32_t tp_rank);
+// The rectangle of the global tensor that the rank holds of `p`.
+Rect shard_rect(const ParamInfo& p);
 
 // `save_moments` false leaves AdamW's moments out of what the rank writes
 // (checkpoint.save_optimizer = false); it still holds and loads them.

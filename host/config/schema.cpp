@@ -161,6 +161,7 @@ const SlotSpec kSlots[] = {
     {"parallel.pipeline", MH_KIND_PIPELINE_PARALLEL, "megatron"},
     {"parallel.data", MH_KIND_DATA_PARALLEL, "megatron"},
     {"parallel.context", MH_KIND_CONTEXT_PARALLEL, "megatron"},
+    {"parallel.expert", MH_KIND_EXPERT_PARALLEL, "megatron"},
     {"recompute", MH_KIND_RECOMPUTE, "none"},
     {"tuner", MH_KIND_TUNER, nullptr},
     {"observer", MH_KIND_OBSERVER, nullptr},

@@ -31,6 +31,13 @@ struct MoeRouting {
   double aux = 0;               // the load-balancing loss, coefficient included
   float aux_weight = 0;         // its weight in the objective (LayerPass)
   std::vector<float> dgate;     // [rows k] by slot: the loss's gradient of each weight
+  // Expert parallelism (parallel.expert): the rows of this rank's experts,
+  // received from every rank of the expert group (source-major as they
+  // arrive, expert-major for the GEMMs). Without it they are the slots.
+  std::vector<int64_t> send_rows, recv_rows;  // [ep]: slots to and from each rank of the group
+  std::vector<int64_t> local_offset;          // [E / ep + 1]: each local expert's rows
+  int64_t received = 0;                       // rows of the local experts
+  Buffer expert_order, arrival_order;         // I32 [received]: row gathers from one order to the other
   // The shared experts' gate sigmoid(x g) per row (parts/shared_expert.hpp),
   // in the compute dtype and on the host; empty without the gate.
   Buffer shared_gate;

@@ -3,6 +3,7 @@
 #include <megahost/error.hpp>
 #include <megahost/struct_size.hpp>
 
+#include <numeric>
 #include <utility>
 
 #include "plugins/observer.hpp"
@@ -133,6 +134,24 @@ void Collectives::send(TypedPtr data, int64_t n, int32_t peer) {
 
 void Collectives::recv(TypedPtr data, int64_t n, int32_t peer) {
   call(&MH_CommApi::recv, {}, 0, data, n, MH_REDUCE_SUM, peer, "recv");
+}
+
+void Collectives::all_to_all(TypedPtr send, const std::vector<int64_t>& send_counts, TypedPtr recv,
+                             const std::vector<int64_t>& recv_counts) {
+  require(has_entry(*api_, &MH_CommApi::all_to_all),
+          context("all-to-all") + ": the communicator's table has no all_to_all (ABI 1.7); expert parallelism "
+                                  "(parallel.expert.size > 1) needs a 1.7 communicator");
+  if (dry_) return;
+  const auto sum = [](const std::vector<int64_t>& counts) { return std::accumulate(counts.begin(), counts.end(), int64_t{0}); };
+  MH_AllToAllArgs a{};
+  a.struct_size = sizeof(a);
+  a.send = send.t({sum(send_counts)});
+  a.recv = recv.t({sum(recv_counts)});
+  a.send_counts = send_counts.data();
+  a.recv_counts = recv_counts.data();
+  a.stream = stream_;
+  ObservedCall observed(MH_EVENT_COLLECTIVE, "all-to-all", name_.c_str(), tensor_bytes(a.send));
+  check(api_->all_to_all(group_, &a), context("all-to-all"));
 }
 
 // Without the stream: host buffers are not the device's work, and the

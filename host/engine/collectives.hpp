@@ -57,6 +57,11 @@ class Collectives {
   void send(TypedPtr data, int64_t n, int32_t peer);
   void recv(TypedPtr data, int64_t n, int32_t peer);
   void barrier();
+  // All-to-all with per-peer counts (ABI 1.7; abi.h, MH_AllToAllArgs): the
+  // counts have one entry per group rank and must match the peers'
+  // pairwise. Throws naming the call for an older communicator.
+  void all_to_all(TypedPtr send, const std::vector<int64_t>& send_counts, TypedPtr recv,
+                  const std::vector<int64_t>& recv_counts);
   // Non-blocking all_reduce and reduce_scatter (ABI 1.1). A 1.0
   // communicator runs them at once, blocking, and returns them complete.
   PendingCollective all_reduce_start(float* data, int64_t n);

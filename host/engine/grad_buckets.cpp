@@ -11,21 +11,30 @@ bool replicated(const ParamInfo& p) {
          p.group == ParamGroup::kAdapterReplicated;
 }
 
-// The slots of `ids`, adjacent ones merged, in buffer order.
+// The slots of `ids`, adjacent ones merged unless one holds expert weights
+// and the other not (they go to different groups), in buffer order.
 std::vector<GroupRange> slot_ranges(const ParamSet& params, std::vector<int> ids) {
   std::sort(ids.begin(), ids.end(), [&](int a, int b) { return params.info(a).offset < params.info(b).offset; });
   std::vector<GroupRange> ranges;
   for (int id : ids) {
-    const int64_t offset = params.info(id).offset;
-    if (!ranges.empty() && ranges.back().offset + ranges.back().count == offset)
-      ranges.back().count += params.slot(id);
+    const GroupRange slot{params.info(id).offset, params.slot(id)};
+    if (!ranges.empty() && ranges.back().offset + ranges.back().count == slot.offset &&
+        params.experts(ranges.back()) == params.experts(slot))
+      ranges.back().count += slot.count;
     else
-      ranges.push_back(GroupRange{offset, params.slot(id)});
+      ranges.push_back(slot);
   }
   return ranges;
 }
 
-GradBucket bucket_of(const ParamSet& params, std::vector<int> ids, bool whole_buffer) {
+// The trainable buffer as one range, or two when expert weights end it.
+std::vector<GroupRange> whole_buffer(const ParamSet& params) {
+  const int64_t end = params.trainable_numel(), experts = params.group(ParamGroup::kExpertDecay).offset;
+  if (experts <= 0 || experts >= end) return {{0, end}};
+  return {{0, experts}, {experts, end - experts}};
+}
+
+GradBucket bucket_of(const ParamSet& params, std::vector<int> ids, bool whole) {
   GradBucket b;
   std::vector<int> shared;
   for (int id : ids) {
@@ -33,7 +42,7 @@ GradBucket bucket_of(const ParamSet& params, std::vector<int> ids, bool whole_bu
     b.tied_embedding |= id == params.wte();
   }
   b.replicated = slot_ranges(params, shared);
-  b.ranges = whole_buffer ? std::vector<GroupRange>{{0, params.trainable_numel()}} : slot_ranges(params, ids);
+  b.ranges = whole ? whole_buffer(params) : slot_ranges(params, ids);
   b.params = std::move(ids);
   return b;
 }

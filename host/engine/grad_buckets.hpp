@@ -15,7 +15,9 @@ namespace mh {
 
 struct GradBucket {
   std::vector<int> params;              // parameter ids
-  std::vector<GroupRange> ranges;       // reduced over the data group; each a multiple of d elements
+  // Reduced over the data group, each a multiple of d elements; those of
+  // expert weights (ParamSet::experts) over the expert-data group.
+  std::vector<GroupRange> ranges;
   std::vector<GroupRange> replicated;   // slots of replicated parameters (tensor all-reduce with SP or LoRA)
   bool tied_embedding = false;          // holds wte
 };

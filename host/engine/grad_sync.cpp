@@ -56,11 +56,13 @@ void GradSync::start(size_t bucket) {
     for (const GroupRange& r : b.replicated) groups_.tensor->all_reduce(grads + r.offset, r.count);
   if (b.tied_embedding && groups_.embedding != nullptr)  // its two uses, on the first and last stage
     groups_.embedding->all_reduce(params_.grad(params_.wte()), params_.info(params_.wte()).numel());
-  if (groups_.data == nullptr) return;
-  for (size_t i = 0; i < b.ranges.size(); ++i)
+  for (size_t i = 0; i < b.ranges.size(); ++i) {
+    Collectives* group = params_.experts(b.ranges[i]) ? groups_.expert_data : groups_.data;
+    if (group == nullptr) continue;
     pending_.push_back(optimizer_.distributed()
                            ? optimizer_.reduce_scatter_start(first_range_[bucket] + i)
-                           : groups_.data->all_reduce_start(grads + b.ranges[i].offset, b.ranges[i].count));
+                           : group->all_reduce_start(grads + b.ranges[i].offset, b.ranges[i].count));
+  }
 }
 
 void GradSync::finish() {

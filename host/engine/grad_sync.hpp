@@ -25,6 +25,7 @@ namespace mh {
 
 struct GradSyncGroups {
   Collectives* data = nullptr;       // null: nothing to reduce over data-parallel replicas
+  Collectives* expert_data = nullptr;  // the expert weights' replicas; null: nothing to reduce
   Collectives* tensor = nullptr;     // null: replicated gradients are complete
   Collectives* embedding = nullptr;  // null: the tied embedding lives on one stage
 };

@@ -13,17 +13,20 @@ namespace {
 // The full [global_rows, global_cols] gradient of one parameter on the
 // tensor group's rank 0. An all-gather concatenates shards: for a row
 // shard that is the full matrix; a column shard comes out [t, rows, cols/t].
-std::vector<float> gather(Device& device, const ParamSet& params, int id, Collectives& group) {
+// Expert weights are row blocks of the expert group's ranks, in rank order.
+std::vector<float> gather(Device& device, const ParamSet& params, int id, Collectives& tensor, Collectives& experts) {
   const ParamInfo& p = params.info(id);
   std::vector<float> local(size_t(p.numel()));
   device.to_host(local.data(), params.grad(id), local.size() * sizeof(float));
-  if (p.shard == MH_SHARD_NONE || group.size() == 1) return local;
+  const bool expert = p.group == ParamGroup::kExpertDecay;
+  Collectives& group = expert ? experts : tensor;
+  if ((p.shard == MH_SHARD_NONE && !expert) || group.size() == 1) return local;
   const int64_t t = group.size();
   Buffer all(device, MemCategory::kComm, p.numel() * t);
   group.all_gather(params.grad(id), all.f32(), p.numel());
   std::vector<float> parts(size_t(p.numel() * t));
   device.to_host(parts.data(), all.data(), parts.size() * sizeof(float));
-  if (p.shard == MH_SHARD_ROWS) return parts;
+  if (p.shard == MH_SHARD_ROWS || expert) return parts;
   std::vector<float> full(parts.size());
   for (int64_t k = 0; k < t; ++k)
     for (int64_t r = 0; r < p.rows; ++r)
@@ -34,13 +37,13 @@ std::vector<float> gather(Device& device, const ParamSet& params, int id, Collec
 
 }  // namespace
 
-void dump_gradients(Device& device, const ParamSet& params, Collectives& tensor_group, const std::string& path,
-                    bool write) {
+void dump_gradients(Device& device, const ParamSet& params, Collectives& tensor_group, Collectives& expert_group,
+                    const std::string& path, bool write) {
   std::optional<ReplacedFile> file;
   if (write) file.emplace(path);
   for (size_t id = 0; id < params.infos().size(); ++id) {
     if (!params.trainable(int(id))) continue;  // a frozen base has no gradient
-    std::vector<float> full = gather(device, params, int(id), tensor_group);
+    std::vector<float> full = gather(device, params, int(id), tensor_group, expert_group);
     if (!write) continue;
     const std::string& name = params.info(int(id)).name;
     const uint32_t len = uint32_t(name.size());

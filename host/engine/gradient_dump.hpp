@@ -1,5 +1,5 @@
 // Writes the full (unsharded) gradient of every parameter, gathered over
-// the tensor group, so tests can compare layouts element by element.
+// the tensor group (expert weights over the expert group), so tests can compare layouts element by element.
 // Format: per parameter, u32 name length, the name, u64 count, count f32.
 #pragma once
 
@@ -11,8 +11,8 @@
 
 namespace mh {
 
-// Collective over the tensor group; rank 0 of it writes `path` when `write`.
-void dump_gradients(Device& device, const ParamSet& params, Collectives& tensor_group, const std::string& path,
-                    bool write);
+// Collective over the tensor and expert groups; their rank 0 writes `path` when `write`.
+void dump_gradients(Device& device, const ParamSet& params, Collectives& tensor_group, Collectives& expert_group,
+                    const std::string& path, bool write);
 
 }  // namespace mh

@@ -74,6 +74,9 @@ struct ModelDims {
   int64_t vocab_size = 0;    // the tokenizer's; vocab is it padded, 0 means vocab
   int64_t max_positions = 0;  // the positions the model is made for; 0 means seq
   int32_t tp = 1, tp_rank = 0;
+  // Expert parallelism: the ranks of the expert group, each holding
+  // experts / ep consecutive experts (docs/parallelism.md).
+  int32_t ep = 1, ep_rank = 0;
   bool sp = false;
   // Context parallelism (docs/parallelism.md): the rank holds s/cp of every
   // sequence's positions, as one chunk of cp, or with cp_balanced the chunks
@@ -121,6 +124,8 @@ struct ModelDims {
   int64_t global_position(int64_t t) const { return chunk_start(t / chunk_len()) + t % chunk_len(); }
   // The global [s, b] row of the rank's local row r.
   int64_t global_row(int64_t r) const { return global_position(r / micro_batch) * micro_batch + r % micro_batch; }
+  int64_t local_experts() const { return spec.experts / ep; }
+  int64_t first_expert() const { return ep_rank * local_experts(); }
   int64_t rows() const { return local_seq() * micro_batch; }
   // Rows of the norm and dropout regions: a sequence shard with SP.
   int64_t local_rows() const { return sp ? rows() / tp : rows(); }

@@ -18,8 +18,9 @@ double learning_rate(const AdamWConfig& c, int64_t step) {
 }
 
 Optimizer::Optimizer(Device& device, ParamSet& params, const AdamWConfig& config, Collectives* data_group,
-                     const std::vector<GroupRange>& ranges)
-    : device_(device), params_(params), config_(config), data_(data_group), ranges_(ranges) {
+                     const std::vector<GroupRange>& ranges, Collectives* expert_data_group)
+    : device_(device), params_(params), config_(config), data_(data_group), expert_data_(expert_data_group),
+      ranges_(ranges) {
   require(distributed() || params_.holds_master(),
           "the parameters hold no master weights and no data group shards them");
   if (!distributed()) {
@@ -27,8 +28,9 @@ Optimizer::Optimizer(Device& device, ParamSet& params, const AdamWConfig& config
     owned_count_ = params_.trainable_numel();
   }
   for (size_t i = 0; distributed() && i < ranges_.size(); ++i) {
-    const int64_t per_rank = ranges_[i].count / data_->size();
-    owned_.push_back(Piece{ranges_[i].offset + data_->rank() * per_rank, owned_count_, per_rank});
+    Collectives& group = group_of(i);
+    const int64_t per_rank = ranges_[i].count / group.size();
+    owned_.push_back(Piece{ranges_[i].offset + group.rank() * per_rank, owned_count_, per_rank});
     owned_count_ += per_rank;
   }
   m_ = Buffer(device, MemCategory::kOptimizer, owned_count_);
@@ -57,9 +59,15 @@ std::vector<Optimizer::Piece> Optimizer::owned_within(GroupRange r) const {
   return parts;
 }
 
+Collectives& Optimizer::group_of(size_t range) const {
+  if (!params_.experts(ranges_.at(range))) return *data_;
+  require(expert_data_ != nullptr, "expert weights to shard, but no expert-data group");
+  return *expert_data_;
+}
+
 PendingCollective Optimizer::reduce_scatter_start(size_t range) {
   float* grads = params_.grads().f32();
-  return data_->reduce_scatter_start(grads + ranges_[range].offset, grads + owned_.at(range).flat, owned_[range].count);
+  return group_of(range).reduce_scatter_start(grads + ranges_[range].offset, grads + owned_.at(range).flat, owned_[range].count);
 }
 
 double Optimizer::grad_norm(const std::vector<GroupRange>& ranges, std::initializer_list<Collectives*> groups) {
@@ -74,7 +82,7 @@ double Optimizer::grad_norm(const std::vector<GroupRange>& ranges, std::initiali
     }
   }
   for (Collectives* g : groups)
-    if (g->size() > 1) g->all_reduce(sum.f32(), 1);
+    if (g != nullptr && g->size() > 1) g->all_reduce(sum.f32(), 1);
   if (distributed() && data_->size() > 1) data_->all_reduce(sum.f32(), 1);
   float host = 0;
   device_.to_host(&host, sum.data(), sizeof(float));
@@ -110,7 +118,7 @@ void Optimizer::publish() {
   round_master();
   const TypedPtr all = gathered();
   for (size_t r = 0; distributed() && r < ranges_.size(); ++r)
-    data_->all_gather(all + owned_[r].flat, all + ranges_[r].offset, owned_[r].count);
+    group_of(r).all_gather(all + owned_[r].flat, all + ranges_[r].offset, owned_[r].count);
   params_.refresh_compute_copy();
 }
 
@@ -123,7 +131,8 @@ void Optimizer::round_master() {
 // only the copy, so refresh_compute_copy has nothing to do after a gather.
 PendingCollective Optimizer::all_gather_start(size_t range) {
   const TypedPtr all = gathered();
-  return data_->all_gather_start(all + owned_.at(range).flat, all + ranges_[range].offset, owned_[range].count);
+  return group_of(range).all_gather_start(all + owned_.at(range).flat, all + ranges_[range].offset,
+                                          owned_[range].count);
 }
 
 // Each rank's piece sits where the all-gather would put it, so the gather

@@ -28,13 +28,15 @@ double learning_rate(const AdamWConfig& c, int64_t step);
 // bucket. Gradients are reduce-scattered in place, so each rank's piece of
 // the buffer holds the sum; AdamW's state, and under mixed precision the
 // f32 master weights, exist only for the owned pieces; the updated pieces
-// are all-gathered in place, in the compute dtype.
+// are all-gathered in place, in the compute dtype. Ranges of expert weights
+// (ParamSet::experts) are split over the expert-data group instead: the d / ep
+// ranks that hold the same experts.
 class Optimizer {
  public:
   // `params` without master weights (ParamSet::holds_master) needs a data
   // group: the optimizer then keeps them, starting from the parameters.
   Optimizer(Device& device, ParamSet& params, const AdamWConfig& config, Collectives* data_group = nullptr,
-            const std::vector<GroupRange>& ranges = {});
+            const std::vector<GroupRange>& ranges = {}, Collectives* expert_data_group = nullptr);
   bool distributed() const { return data_ != nullptr; }
   // Whether parameter `id` is one the optimizer updates (not frozen).
   bool trains(int id) const { return params_.trainable(id); }
@@ -43,7 +45,8 @@ class Optimizer {
   PendingCollective reduce_scatter_start(size_t range);
 
   // Global gradient L2 norm: the squares of `ranges` of this rank's
-  // gradients, summed over `groups` (each rank counts what it alone holds).
+  // gradients, summed over `groups` (each rank counts what it alone holds;
+  // a null group is skipped).
   double grad_norm(const std::vector<GroupRange>& ranges, std::initializer_list<Collectives*> groups);
   // Clips to clip_grad given the norm, then applies AdamW for `step` to the
   // f32 master weights; publish them next (ParamGather).
@@ -73,6 +76,8 @@ class Optimizer {
  private:
   // The owned parts of `r` (flat coordinates).
   std::vector<Piece> owned_within(GroupRange r) const;
+  // The group range `range` is split over.
+  Collectives& group_of(size_t range) const;
   // Where AdamW updates piece `p`'s master weights.
   float* master_of(const Piece& p) const;
   // The buffer the gathers fill.
@@ -83,6 +88,7 @@ class Optimizer {
   ParamSet& params_;
   AdamWConfig config_;
   Collectives* data_;
+  Collectives* expert_data_;
   std::vector<GroupRange> ranges_;
   std::vector<Piece> owned_;  // one per range, or the whole buffer when not distributed
   int64_t owned_count_ = 0;

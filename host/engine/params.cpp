@@ -92,12 +92,13 @@ void ParamSet::add_layer(int64_t l, const MH_TensorPlan& plan) {
   linear("proj", h, d.heads * d.head_dim(), MH_W_PROJ, out_std, ids.proj_w, ids.proj_b);
   add_norm(p + "ln2", ids.ln2_w, ids.ln2_b);
   if (d.moe()) {
-    // Experts are whole on every rank (no tensor parallelism inside them yet).
+    // Experts are whole on every tensor rank (no tensor parallelism inside
+    // them yet); the expert group splits them.
     const int64_t E = d.spec.experts, fe = d.moe_ffn;
     ids.router_w = add(p + "router_w", E, h, MH_SHARD_NONE, ParamGroup::kReplicatedDecay, std, 0);
-    ids.gate_w = add(p + "gate_w", E * fe, h, MH_SHARD_NONE, ParamGroup::kReplicatedDecay, std, 0);
-    ids.fc1_w = add(p + "fc1_w", E * fe, h, MH_SHARD_NONE, ParamGroup::kReplicatedDecay, std, 0);
-    ids.fc2_w = add(p + "fc2_w", E * h, fe, MH_SHARD_NONE, ParamGroup::kReplicatedDecay, out_std, 0);
+    ids.gate_w = add_experts(p + "gate_w", fe, h, std);
+    ids.fc1_w = add_experts(p + "fc1_w", fe, h, std);
+    ids.fc2_w = add_experts(p + "fc2_w", h, fe, out_std);
     if (const int64_t fs = d.shared_width(); fs > 0) {
       ids.shared_gate_w = add(p + "shared_gate_w", fs, h, MH_SHARD_NONE, ParamGroup::kReplicatedDecay, std, 0);
       ids.shared_fc1_w = add(p + "shared_fc1_w", fs, h, MH_SHARD_NONE, ParamGroup::kReplicatedDecay, std, 0);
@@ -199,11 +200,23 @@ void ParamSet::refresh_compute_copy() {
 
 int ParamSet::add(std::string name, int64_t global_rows, int64_t global_cols, int32_t shard, ParamGroup group,
                   float init_std, float init_value) {
-  ParamInfo p{std::move(name), global_rows, global_cols, global_rows, global_cols, shard, group, init_std, init_value};
+  ParamInfo p{std::move(name), global_rows, global_cols, global_rows, global_cols, 0, 0, shard, group, init_std,
+              init_value};
   if (shard == MH_SHARD_ROWS) p.rows /= dims_.tp;
   if (shard == MH_SHARD_COLS) p.cols /= dims_.tp;
+  if (shard == MH_SHARD_ROWS) p.row0 = dims_.tp_rank * p.rows;
+  if (shard == MH_SHARD_COLS) p.col0 = dims_.tp_rank * p.cols;
   infos_.push_back(std::move(p));
   return int(infos_.size()) - 1;
+}
+
+int ParamSet::add_experts(std::string name, int64_t rows_per_expert, int64_t cols, float init_std) {
+  const int id = add(std::move(name), dims_.spec.experts * rows_per_expert, cols, MH_SHARD_NONE,
+                     ParamGroup::kExpertDecay, init_std, 0);
+  ParamInfo& p = infos_[size_t(id)];
+  p.rows = dims_.local_experts() * rows_per_expert;
+  p.row0 = dims_.first_expert() * rows_per_expert;
+  return id;
 }
 
 void ParamSet::layout() {
@@ -224,12 +237,10 @@ void ParamSet::initial_values(int id, uint64_t seed, std::vector<float>& out) co
   out.assign(size_t(p.numel()), p.init_value);
   if (p.init_std == 0) return;
   const uint64_t key = seed * 0x9E3779B97F4A7C15ull ^ fnv1a(p.name);
-  const int64_t row0 = p.shard == MH_SHARD_ROWS ? dims_.tp_rank * p.rows : 0;
-  const int64_t col0 = p.shard == MH_SHARD_COLS ? dims_.tp_rank * p.cols : 0;
   for (int64_t r = 0; r < p.rows; ++r)
     for (int64_t c = 0; c < p.cols; ++c)
       out[size_t(r * p.cols + c)] =
-          p.init_std * rng::normal(key, uint64_t((row0 + r) * p.global_cols + col0 + c));
+          p.init_std * rng::normal(key, uint64_t((p.row0 + r) * p.global_cols + p.col0 + c));
 }
 
 }  // namespace mh

@@ -35,6 +35,7 @@ enum class ParamGroup {
   kShardedNoDecay,     // column-parallel biases
   kReplicatedDecay,    // the position table
   kReplicatedNoDecay,  // layernorms and row-parallel biases
+  kExpertDecay,        // a mixture of experts' expert weights: this rank's experts (parallel.expert)
   kCount
 };
 constexpr size_t kParamGroups = static_cast<size_t>(ParamGroup::kCount);
@@ -43,6 +44,7 @@ struct ParamInfo {
   std::string name;                  // "layers.3.qkv_w"
   int64_t rows, cols;                // local shape
   int64_t global_rows, global_cols;  // shape on one rank
+  int64_t row0 = 0, col0 = 0;        // where the local block sits in the global tensor
   int32_t shard;                     // MH_ShardDim
   ParamGroup group;
   float init_std;                    // normal init; 0 means constant init_value
@@ -147,6 +149,9 @@ class ParamSet {
   // stage holding both ends of a tied model, else 1.
   int wte_uses() const;
   GroupRange group(ParamGroup g) const { return groups_[static_cast<size_t>(g)]; }
+  // Whether a run of the buffer (never one straddling the boundary) holds
+  // expert weights, reduced over the expert-data group instead of the data group.
+  bool experts(const GroupRange& r) const { return r.offset >= group(ParamGroup::kExpertDecay).offset; }
   Buffer& values() { return values_; }
   Buffer& grads() { return grads_; }
   int64_t numel() const { return numel_; }  // including padding
@@ -162,6 +167,9 @@ class ParamSet {
  private:
   int add(std::string name, int64_t global_rows, int64_t global_cols, int32_t shard, ParamGroup group,
           float init_std, float init_value);
+  // The experts' stacked matrices [E rows_per_expert, cols]: this rank's
+  // experts' rows (parallel.expert), whole on every tensor rank.
+  int add_experts(std::string name, int64_t rows_per_expert, int64_t cols, float init_std);
   // A norm's scale (and shift under layernorm) of width h.
   void add_norm(const std::string& name, int& w, int& b);
   void add_layer(int64_t l, const MH_TensorPlan& plan);

@@ -6,7 +6,7 @@ namespace mh {
 namespace {
 
 RankGroups make_groups(const RunSetup& s, int32_t local, int32_t rank, const RankCoordinates& c, const Device& dev) {
-  RankGroups g{world_group(s.comm_api, s.comm, local, s.dry_run, dev), {}, {}, {}, {}, {}};
+  RankGroups g{world_group(s.comm_api, s.comm, local, s.dry_run, dev), {}, {}, {}, {}, {}, {}, {}};
   const int32_t replica = c.replica(s.cp);
   g.tensor = g.world.split(c.pp * s.dp * s.cp + replica, c.tp, "tensor");
   g.context = g.world.split((c.pp * s.dp + c.dp) * s.tp + c.tp, c.cp, "context");
@@ -14,6 +14,10 @@ RankGroups make_groups(const RunSetup& s, int32_t local, int32_t rank, const Ran
   g.pipeline = g.world.split(replica * s.tp + c.tp, c.pp, "pipeline");
   const bool end = c.pp == 0 || c.pp == s.pp - 1;
   g.embedding = g.world.split(end ? replica * s.tp + c.tp : s.comm_info.world_size + rank, c.pp, "embedding");
+  // Within one data group (same stage, tensor and context rank) as Megatron forms them.
+  const int32_t replicas = ((c.pp * s.tp + c.tp) * s.cp + c.cp) * s.dp;
+  g.expert = g.world.split(replicas + c.dp / s.ep, c.dp % s.ep, "expert");
+  g.expert_data = g.world.split(replicas + c.dp % s.ep, c.dp / s.ep, "expert-data");
   return g;
 }
 
@@ -21,6 +25,7 @@ ModelDims rank_dims(const RunSetup& s, const RankCoordinates& c) {
   ModelDims d = s.dims;
   d.tp_rank = c.tp;
   d.cp_rank = c.cp;
+  d.ep_rank = c.dp % s.ep;
   return d;
 }
 

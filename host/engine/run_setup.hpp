@@ -36,6 +36,7 @@ struct RunSetup {
   std::vector<std::vector<MH_PipeAction>> schedules;   // per stage
   MH_ContextPlan context_plan{};
   int32_t tp = 1, pp = 1, dp = 1, cp = 1;
+  int32_t ep = 1;  // expert-parallel ranks, drawn from the dp ones
   ModelDims dims{};  // global dims; each rank sets tp_rank
   int64_t steps = 0, global_batch = 0, micro_batch = 0, microbatches = 0;
   std::vector<std::unique_ptr<data::IndexedDataset>> datasets;

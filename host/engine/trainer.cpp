@@ -92,11 +92,13 @@ class RankTrainer {
         tp_(rc_.dev, rc_.groups.tensor, s.tensor_plan, rc_.dims),
         data_sync_(plan_data_sync()),
         optimizer_(rc_.dev, params_, adamw_config(), data_sync_.distributed ? &rc_.groups.data : nullptr,
-                   reduction_ranges(data_sync_.buckets)),
+                   reduction_ranges(data_sync_.buckets), s.ep > 1 ? &rc_.groups.expert_data : &rc_.groups.data),
         grad_sync_(params_, optimizer_, data_sync_.buckets, grad_sync_groups()),
         param_gather_(optimizer_, data_sync_.buckets, params_.infos().size(), data_sync_.overlap_param_gather),
         checkpointer_(rc_.dev, rc_.groups.world, rc_.rank,
-                      ckpt::rank_state(params_, optimizer_, {rc_.coords.tp, rc_.coords.replica(s.cp), data_sync_.distributed},
+                      ckpt::rank_state(params_, optimizer_,
+                                       {rc_.coords.tp, rc_.coords.replica(s.cp), data_sync_.distributed,
+                                        s.ep > 1 ? rc_.coords.dp / s.ep : rc_.coords.replica(s.cp)},
                                        s.checkpoint.save_optimizer),
                       s.checkpoint) {
     Instance policy(*s.assembly->slot(MH_KIND_RECOMPUTE), s.comm_info.ranks_in_process, rc_.rank);
@@ -105,8 +107,9 @@ class RankTrainer {
       keep_.insert(keep_.end(), keep.begin(), keep.end());
       ParamsNeeded needed;
       if (param_gather_.overlapped()) needed = [this](std::span<const int> ids) { param_gather_.needed(ids); };
-      chunks_.push_back(std::make_unique<Transformer>(rc_.dev, params_, tp_,
-                                                      s.cp > 1 ? &rc_.groups.context : nullptr, rc_.dims, c, std::move(keep), std::move(needed)));
+      chunks_.push_back(std::make_unique<Transformer>(rc_.dev, params_, tp_, s.cp > 1 ? &rc_.groups.context : nullptr,
+                                                      rc_.dims, c, std::move(keep), std::move(needed),
+                                                      &rc_.groups.expert));
       chunks_.back()->set_moe_aux_weight(float(double(s.micro_batch) / double(s.global_batch)));
     }
     check_keep_tables_agree(rc_.groups.tensor, keep_, policy.label());
@@ -207,6 +210,8 @@ DataSync RankTrainer::plan_data_sync() const {
 GradSyncGroups RankTrainer::grad_sync_groups() {
   GradSyncGroups g;
   if (replicas() > 1) g.data = &rc_.groups.data;
+  // Expert weights reduce with the rest unless expert parallelism splits them.
+  g.expert_data = s_.ep == 1 ? g.data : s_.dp / s_.ep > 1 ? &rc_.groups.expert_data : nullptr;
   // LoRA's replicated adapters always hold partial sums (docs/finetune.md).
   if ((s_.tensor_plan.reduce_norm_grads || s_.dims.lora.on()) && s_.tp > 1) g.tensor = &rc_.groups.tensor;
   if (s_.pp > 1 && s_.dims.spec.tie_embeddings && params_.wte() >= 0 && params_.trainable(params_.wte()))
@@ -482,15 +487,19 @@ void RankTrainer::record_stage_time(double busy, double idle) {
 
 // What this rank adds to the global gradient norm: tensor shards always,
 // replicated parameters on the tensor group's first rank, the tied
-// embedding on the first stage only.
+// embedding on the first stage only; every rank of the expert group its own
+// experts, and what they share only on the group's first rank (unless the
+// distributed optimizer's pieces already count each element once).
 std::vector<GroupRange> RankTrainer::norm_ranges() const {
   std::vector<GroupRange> ranges;
   for (size_t g = 0; g < kParamGroups; ++g) {
     auto group = static_cast<ParamGroup>(g);
     bool replicated = group == ParamGroup::kReplicatedDecay || group == ParamGroup::kReplicatedNoDecay ||
-                      group == ParamGroup::kAdapterReplicated;
+                      group == ParamGroup::kAdapterReplicated || group == ParamGroup::kExpertDecay;
+    const bool shared_by_experts = group != ParamGroup::kExpertDecay && !data_sync_.distributed;
     GroupRange r = params_.group(group);
     if ((replicated && rc_.coords.tp != 0) || r.offset >= params_.trainable_numel()) continue;
+    if (shared_by_experts && rc_.dims.ep_rank != 0) continue;
     if (group == ParamGroup::kShardedDecay && params_.embedding_copy()) {
       const int64_t skip = params_.info(params_.wte()).numel();  // wte comes first in its group
       r = GroupRange{r.offset + skip, r.count - skip};
@@ -540,7 +549,15 @@ SplitLoss RankTrainer::evaluate_whole(const data::Samples& samples, bool stoppab
   const int64_t rounds = ((samples.size() + s_.micro_batch - 1) / s_.micro_batch + s_.dp - 1) / s_.dp;
   for (int64_t k = 0; k < rounds; ++k) {
     if (stoppable && (s_.abandoned_by = agreed_stop_signal()) != 0) return {};
-    if (k >= int64_t(batches.size())) continue;
+    if (k >= int64_t(batches.size())) {
+      // The expert group exchanges tokens in every forward, so a replica
+      // out of batches runs one that counts nothing beside its peers.
+      if (s_.ep == 1) continue;
+      MicroBatch idle = load(samples, 0, 0);
+      idle.counted = 0;
+      stage.evaluate(idle);
+      continue;
+    }
     const SplitBatch& sb = batches[size_t(k)];
     MicroBatch mb = load(samples, sb.first_sample, 0);  // evaluation has no dropout to key
     mb.counted = sb.counted;
@@ -600,9 +617,11 @@ void RankTrainer::train() {
     const StepExchange ex = exchange(rc_.dev.gemm_flops() - flops_before);
     const double hw_flops = ex.hw_flops;
     if (st == s_.steps && !s_.grads_out.empty())
-      dump_gradients(rc_.dev, params_, rc_.groups.tensor, s_.grads_out + (s_.pp > 1 ? ".stage" + std::to_string(rc_.coords.pp) : ""),
+      dump_gradients(rc_.dev, params_, rc_.groups.tensor, rc_.groups.expert, s_.grads_out + (s_.pp > 1 ? ".stage" + std::to_string(rc_.coords.pp) : ""),
                      rc_.coords.tp == 0 && rc_.coords.replica(s_.cp) == 0);
-    double norm = optimizer_.grad_norm(norm_ranges(), {&rc_.groups.tensor, &rc_.groups.pipeline});
+    // The distributed optimizer's pieces count each expert weight once over the data group already.
+    Collectives* experts = data_sync_.distributed ? nullptr : &rc_.groups.expert;
+    double norm = optimizer_.grad_norm(norm_ranges(), {&rc_.groups.tensor, &rc_.groups.pipeline, experts});
     const bool finite =
         s_.dry_run || finite_step(st, loss, norm, {t.get_bool("skip_nonfinite"), leader()}, params_, rc_.dev);
     if (finite) {

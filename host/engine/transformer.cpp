@@ -13,7 +13,8 @@ constexpr auto kWork = MemCategory::kWorkspace;
 }  // namespace
 
 Transformer::Transformer(Device& device, ParamSet& params, TensorParallel& tp, Collectives* context,
-                         const ModelDims& dims, ChunkSpec chunk, KeepTable keep, ParamsNeeded needed)
+                         const ModelDims& dims, ChunkSpec chunk, KeepTable keep, ParamsNeeded needed,
+                         Collectives* experts)
     : dev_(device),
       params_(params),
       tp_(tp),
@@ -21,7 +22,7 @@ Transformer::Transformer(Device& device, ParamSet& params, TensorParallel& tp, C
       chunk_(chunk),
       keep_(std::move(keep)),
       needed_(std::move(needed)),
-      ctx_{device, params, tp, d_, context},
+      ctx_{device, params, tp, d_, context, experts},
       parts_(build_layer_parts(ctx_)),
       attention_(full_attention(ctx_, *parts_.position)),
       layer_(ctx_, parts_, *attention_),

@@ -71,9 +71,10 @@ using ParamsNeeded = std::function<void(std::span<const int> param_ids)>;
 class Transformer {
  public:
   // keep: the recompute policy's decisions for the chunk's layers, in order.
-  // context: the context-parallel group (NULL with cp = 1).
+  // context: the context-parallel group (NULL with cp = 1); experts: the
+  // expert group (PartContext::experts).
   Transformer(Device& device, ParamSet& params, TensorParallel& tp, Collectives* context, const ModelDims& dims,
-              ChunkSpec chunk, KeepTable keep, ParamsNeeded needed = {});
+              ChunkSpec chunk, KeepTable keep, ParamsNeeded needed = {}, Collectives* experts = nullptr);
 
   const ChunkSpec& chunk() const { return chunk_; }
   // Forward of one micro-batch through the chunk. `input` is the received

@@ -67,6 +67,7 @@ size_t table_size_needed(int32_t kind) {
     case MH_KIND_RECOMPUTE: return MH_STRUCT_SIZE(MH_RecomputeApi, decide);
     case MH_KIND_OBSERVER: return MH_STRUCT_SIZE(MH_ObserverApi, on_event);
     case MH_KIND_CONTEXT_PARALLEL: return MH_STRUCT_SIZE(MH_ContextParallelApi, plan);
+    case MH_KIND_EXPERT_PARALLEL: return MH_STRUCT_SIZE(MH_ExpertParallelApi, plan);
     default: return MH_STRUCT_SIZE(MH_TunerApi, report);
   }
 }

@@ -38,6 +38,7 @@ size_t table_size(int32_t kind) {
     case MH_KIND_RECOMPUTE: return sizeof(MH_RecomputeApi);
     case MH_KIND_OBSERVER: return sizeof(MH_ObserverApi);
     case MH_KIND_CONTEXT_PARALLEL: return sizeof(MH_ContextParallelApi);
+    case MH_KIND_EXPERT_PARALLEL: return sizeof(MH_ExpertParallelApi);
     default: return sizeof(MH_TunerApi);
   }
 }
@@ -55,6 +56,7 @@ const char* kind_name(int32_t kind) {
     case MH_KIND_TUNER: return "tuner";
     case MH_KIND_OBSERVER: return "observer";
     case MH_KIND_CONTEXT_PARALLEL: return "parallel.context";
+    case MH_KIND_EXPERT_PARALLEL: return "parallel.expert";
     default: return "unknown";
   }
 }

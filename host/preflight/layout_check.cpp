@@ -62,8 +62,9 @@ int32_t plan_context(const Config& config, const Assembly& a, const MH_ModelShap
 }
 
 // With `tp` or `cp` 0 (unknown: its plan failed), only what needs no
-// data-parallel size is planned.
-void plan_pipeline(const Config& config, const Assembly& a, const MH_ModelShape& s, int32_t tp, int32_t cp,
+// data-parallel size is planned. The data-parallel size, or 0 when it is
+// unknown (a problem reported).
+int32_t plan_pipeline(const Config& config, const Assembly& a, const MH_ModelShape& s, int32_t tp, int32_t cp,
                    Diagnostics& diag) {
   const Slot& slot = *a.slot(MH_KIND_PIPELINE_PARALLEL);
   Instance pipeline(slot, 1, -1);
@@ -72,7 +73,7 @@ void plan_pipeline(const Config& config, const Assembly& a, const MH_ModelShape&
   plan.struct_size = sizeof plan;
   MH_Error* error = api->plan(pipeline.get(), &s, 1, &plan);
   report(error, config, slot, diag);
-  if (tp == 0 || cp == 0) return;  // a plan failed: the data-parallel size is unknown
+  if (tp == 0 || cp == 0) return 0;  // a plan failed: the data-parallel size is unknown
   if (error != nullptr || s.world_size % (tp * cp * plan.size) != 0) {
     if (error == nullptr)
       diag.error(config.where(find_table(config.root(), "comm")),
@@ -80,9 +81,21 @@ void plan_pipeline(const Config& config, const Assembly& a, const MH_ModelShape&
                      std::to_string(tp) + ") x parallel.context.size (" + std::to_string(cp) +
                      ") x parallel.pipeline.size (" + std::to_string(plan.size) +
                      "); the data-parallel size is world / (tensor x context x pipeline)");
-    return;
+    return 0;
   }
-  report(api->plan(pipeline.get(), &s, s.world_size / (tp * cp * plan.size), &plan), config, slot, diag);
+  const int32_t dp = s.world_size / (tp * cp * plan.size);
+  report(api->plan(pipeline.get(), &s, dp, &plan), config, slot, diag);
+  return dp;
+}
+
+// The expert-parallel size must divide the experts and the data-parallel size.
+void plan_expert(const Config& config, const Assembly& a, int64_t experts, int32_t dp, Diagnostics& diag) {
+  if (dp == 0) return;
+  const Slot& slot = *a.slot(MH_KIND_EXPERT_PARALLEL);
+  Instance expert(slot, 1, -1);
+  MH_ExpertPlan plan{};
+  plan.struct_size = sizeof plan;
+  report(expert.api<MH_ExpertParallelApi>()->plan(expert.get(), experts, dp, &plan), config, slot, diag);
 }
 
 // The data-parallel component checks how its options combine when it
@@ -117,7 +130,7 @@ void check_layout(const Config& config, const Assembly& a, Diagnostics& diag) {
   try {
     const MH_ModelShape s = shape(dims, a, world);
     const int32_t tp = plan_tensor(config, a, s, diag), cp = plan_context(config, a, s, diag);
-    plan_pipeline(config, a, s, tp, cp, diag);
+    plan_expert(config, a, dims.spec.experts, plan_pipeline(config, a, s, tp, cp, diag), diag);
   } catch (const Error& e) {
     diag.error(config.file(), e.what());  // a planner that failed to start
   }

@@ -279,6 +279,20 @@ void plan_pipeline(RunSetup& s, const Instance& pipeline) {
   }
 }
 
+// Expert parallelism draws its ranks from the data-parallel ones, so it is
+// planned once d is known.
+void plan_expert(RunSetup& s, const Instance& expert) {
+  MH_ExpertPlan plan{};
+  plan.struct_size = sizeof(plan);
+  check(expert.api<MH_ExpertParallelApi>()->plan(expert.get(), s.dims.spec.experts, s.dp, &plan), expert.label());
+  require(plan.size >= 1 && s.dp % plan.size == 0 && (s.dims.spec.experts % plan.size == 0),
+          expert.label() + " planned parallel.expert.size = " + std::to_string(plan.size) +
+              ", which does not divide the data-parallel size " + std::to_string(s.dp) + " and model.experts = " +
+              std::to_string(s.dims.spec.experts));
+  s.ep = plan.size;
+  s.dims.ep = s.ep;
+}
+
 // Training opens the train split, the valid split when it validates, and
 // the test split when there is one; evaluation the valid and test splits
 // that there are, whole.
@@ -553,6 +567,11 @@ int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
   plan_context(s, context);
   Instance pipeline(*assembly.slot(MH_KIND_PIPELINE_PARALLEL), s.comm_info.ranks_in_process, -1);
   plan_pipeline(s, pipeline);
+  Instance expert(*assembly.slot(MH_KIND_EXPERT_PARALLEL), s.comm_info.ranks_in_process, -1);
+  plan_expert(s, expert);
+  require(s.ep == 1 || !(assembly.generates || assembly.serves),
+          "parallel.expert.size = " + std::to_string(s.ep) +
+              ": generation and serving hold every expert on each rank; set parallel.expert.size = 1 for them");
   if (!assembly.generates) open_data(s, assembly, config);
   s.tokenizer = tokenizer_identity(assembly, config);
   const std::unique_ptr<convert::TemporaryImport> imported = plan_checkpoints(s, assembly, config);
@@ -566,7 +585,7 @@ int run(const Assembly& assembly, const Config& config, const RunFlags& flags) {
   LOG_IF(INFO, s.comm_info.first_rank == 0)
       << (s.evaluate_only ? "evaluating " : "training ") << s.dims.layers << " layers, hidden " << s.dims.hidden
       << ", vocab " << s.dims.vocab << " on " << s.comm_info.world_size << " rank(s): TP " << s.tp << (s.dims.sp ? " with SP" : "") << (s.cp > 1 ? ", CP " + std::to_string(s.cp) : "") << ", PP " << s.pp
-      << (s.virtual_stages > 1 ? " x " + std::to_string(s.virtual_stages) + " chunks" : "") << ", DP " << s.dp << ", "
+      << (s.virtual_stages > 1 ? " x " + std::to_string(s.virtual_stages) + " chunks" : "") << ", DP " << s.dp << (s.ep > 1 ? " (EP " + std::to_string(s.ep) + ")" : "") << ", "
       << (s.evaluate_only ? "" : std::to_string(s.microbatches) + " ") << "micro-batch(es) of " << s.micro_batch
       << (s.evaluate_only ? "" : " per step");
   if (s.evaluate_only) {

@@ -297,7 +297,7 @@ TEST_F(Mpi, StartedCollectivesInFlightTogetherGetTheirSums) {
 // ABI 1.4: the distributed optimizer's overlapped parameter gather, in
 // place and in flight beside an all-reduce.
 TEST_F(Mpi, AllGatherStartInPlaceFillsEveryBlockWhileAnotherCollectiveRuns) {
-  ASSERT_EQ(api().struct_size, MH_STRUCT_SIZE(MH_CommApi, all_gather_start));
+  ASSERT_GE(api().struct_size, MH_STRUCT_SIZE(MH_CommApi, all_gather_start));
   std::vector<float> buffer(kCount * size(), -1.0f), a = values_of(rank(), kCount), a_sum(kCount);
   for (int64_t i = 0; i < kCount; ++i) buffer[rank() * kCount + i] = value(rank(), i);
   auto g = args<float>(std::span<const float>(buffer).subspan(rank() * kCount, kCount), std::span<float>(buffer));
@@ -315,6 +315,48 @@ TEST_F(Mpi, AllGatherStartInPlaceFillsEveryBlockWhileAnotherCollectiveRuns) {
     for (int32_t r = 0; r < size(); ++r) sum += value(r, i);
     ASSERT_EQ(a_sum[i], sum);
   }
+}
+
+// ABI 1.7: rank r sends (r + p) % 3 elements to rank p (some blocks empty).
+TEST_F(Mpi, AllToAllDeliversBlocksOfPerPeerCountsInRankOrder) {
+  ASSERT_EQ(api().struct_size, MH_STRUCT_SIZE(MH_CommApi, all_to_all));
+  const auto count = [](int32_t from, int32_t to) { return int64_t((from + 2 * to) % 3); };
+  const auto element = [](int32_t from, int32_t to, int64_t i) { return float(10000 * from + 100 * to + i); };
+  std::vector<int64_t> send_counts, recv_counts;
+  std::vector<float> send, want;
+  for (int32_t p = 0; p < size(); ++p) {
+    send_counts.push_back(count(rank(), p));
+    recv_counts.push_back(count(p, rank()));
+    for (int64_t i = 0; i < count(rank(), p); ++i) send.push_back(element(rank(), p, i));
+    for (int64_t i = 0; i < count(p, rank()); ++i) want.push_back(element(p, rank(), i));
+  }
+  std::vector<float> recv(want.size(), -1.0f);
+  auto a = all_to_all_args<float>(send, send_counts, recv, recv_counts);
+  Status s(api().all_to_all(world(), &a));
+  ASSERT_TRUE(s.ok()) << s.message;
+  EXPECT_EQ(recv, want);
+}
+
+TEST_F(Mpi, AllToAllTimesOutWhenAPeerIsLate) {
+  MH_Group* group = nullptr;
+  ASSERT_TRUE(Status(api().split(world(), 0, rank(), &group)).ok());
+  const int32_t late = size() - 1;
+  // Static: MPI cannot cancel the timed-out collective and may write it later.
+  static std::vector<int64_t> counts(size(), 1);
+  static std::vector<float> send(size(), 1.0f), recv(size());
+  auto a = all_to_all_args<float>(send, counts, recv, counts);
+  if (rank() == late) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(kTimeout * 1.5));
+    EXPECT_TRUE(Status(api().all_to_all(group, &a)).ok());
+  } else {
+    const auto begun = std::chrono::steady_clock::now();
+    Status s(api().all_to_all(group, &a));
+    EXPECT_EQ(s.code, MH_DEADLINE_EXCEEDED);
+    EXPECT_LT(seconds_since(begun), kTimeout + 1.0);
+    EXPECT_TRUE(contains(s.message, "all_to_all on group world/color=0")) << s.message;
+  }
+  EXPECT_TRUE(Status(api().barrier(world())).ok());
+  api().group_destroy(group);
 }
 
 TEST_F(Mpi, StartedCollectiveTimesOutAtItsWait) {

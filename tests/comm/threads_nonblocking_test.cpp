@@ -33,7 +33,7 @@ Status finish(const Comm& comm, MH_Request* request) {
 
 TEST_P(ThreadsNonBlocking, TableIsVersion1_4) {
   Comm comm = make();
-  EXPECT_EQ(comm.api().struct_size, MH_STRUCT_SIZE(MH_CommApi, all_gather_start));
+  EXPECT_GE(comm.api().struct_size, MH_STRUCT_SIZE(MH_CommApi, all_gather_start));
   EXPECT_NE(comm.api().all_gather_start, nullptr);
 }
 

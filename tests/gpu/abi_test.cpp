@@ -84,7 +84,7 @@ TEST(NcclCommModule, DescribesTheNcclComponent) {
   expect_option(c, 0, "world_size", MH_VALUE_INT, "1");
   expect_option(c, 1, "timeout_s", MH_VALUE_DOUBLE, "30");
   const auto& api = *static_cast<const MH_CommApi*>(c.api);
-  EXPECT_EQ(api.struct_size, MH_STRUCT_SIZE(MH_CommApi, all_gather_start));  // the 1.4 table
+  EXPECT_EQ(api.struct_size, MH_STRUCT_SIZE(MH_CommApi, all_to_all));  // the 1.7 table
   expect_every_entry_set(api);
 }
 

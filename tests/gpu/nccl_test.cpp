@@ -125,6 +125,36 @@ TEST_F(NcclWorld, GathersScattersAndBroadcasts) {
   });
 }
 
+// Rank r sends (r + 2p) % 3 elements to rank p: per-peer counts, some empty
+// (one rank on a one-device machine sends itself its own block).
+TEST_F(NcclWorld, AllToAllDeliversBlocksOfPerPeerCountsInRankOrder) {
+  start();
+  const auto count = [](int32_t from, int32_t to) { return int64_t((from + 2 * to) % 3 + (from == to)); };
+  const auto element = [](int32_t from, int32_t to, int64_t i) { return float(10000 * from + 100 * to + i); };
+  comm::testing::run_ranks(*comm_, [&](int32_t rank, MH_Group* group) {
+    std::vector<int64_t> send_counts, recv_counts;
+    std::vector<float> sent, want;
+    for (int32_t p = 0; p < world_; ++p) {
+      send_counts.push_back(count(rank, p));
+      recv_counts.push_back(count(p, rank));
+      for (int64_t i = 0; i < count(rank, p); ++i) sent.push_back(element(rank, p, i));
+      for (int64_t i = 0; i < count(p, rank); ++i) want.push_back(element(p, rank, i));
+    }
+    auto send = floats(rank, sent);
+    auto recv = floats(rank, std::vector<float>(want.size(), -1.0f));
+    MH_AllToAllArgs a{};
+    a.struct_size = sizeof(a);
+    a.send = view(send->data(), MH_F32, {int64_t(sent.size())});
+    a.recv = view(recv->data(), MH_F32, {int64_t(want.size())});
+    a.send_counts = send_counts.data();
+    a.recv_counts = recv_counts.data();
+    a.stream = kernels(rank).api().stream(kernels(rank).self());
+    Status s(comm_->api().all_to_all(group, &a));
+    ASSERT_TRUE(s.ok()) << s.message;
+    EXPECT_EQ(read(*recv), want);
+  });
+}
+
 TEST_F(NcclWorld, SplitsByColorOrderedByKey) {
   start();
   comm::testing::run_ranks(*comm_, [&](int32_t rank, MH_Group* world) {

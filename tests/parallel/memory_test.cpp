@@ -61,6 +61,9 @@ const Shape kShapes[] = {
     // Dropless routing: the experts' rows are s b k whatever the routing.
     {"moe_t1_bf16", "comm.world_size=1 kernels.dtype=bf16 model.arch=llama model.experts=8 model.router_topk=2 "
                     "model.moe_ffn_hidden=128"},
+    // Expert parallelism: the dry run spreads the slots evenly, so each rank's experts receive s b k rows.
+    {"moe_ep2_bf16", "comm.world_size=2 parallel.expert.size=2 kernels.dtype=bf16 model.arch=llama model.experts=8 "
+                     "model.router_topk=2 model.moe_ffn_hidden=128"},
     // Shared experts add rows of their width; a capacity keeps the s b k bound.
     {"moe_shared_capacity_t1_bf16", "comm.world_size=1 kernels.dtype=bf16 model.arch=llama model.experts=8 "
                                     "model.router_topk=2 model.moe_ffn_hidden=128 model.shared_experts=2 "
@@ -69,6 +72,19 @@ const Shape kShapes[] = {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ActivationMemory, ::testing::ValuesIn(kShapes),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// Each rank of an expert group holds E/ep experts: on ep 2 a rank's weights
+// are its data-parallel twin's less half the experts, 3 (E/2) h f_e per layer
+// (f32 values, 4 bytes each).
+TEST(ActivationMemory, ExpertParallelRanksHoldTheirShareOfTheExperts) {
+  const std::string moe = " model.arch=llama model.experts=8 model.router_topk=2 model.moe_ffn_hidden=128";
+  const MemoryRecord dp = dry("comm.world_size=2" + moe, 2), ep = dry("comm.world_size=2 parallel.expert.size=2" + moe, 2);
+  ASSERT_EQ(dp.params.size(), 2u);
+  ASSERT_EQ(ep.params.size(), 2u);
+  const double h = 64, layers = 2, half_the_experts = 3 * 4 * h * 128 * layers * 4;  // bytes
+  for (size_t rank = 0; rank < 2; ++rank)
+    EXPECT_NEAR(dp.params[rank] - ep.params[rank], half_the_experts, 0.01 * half_the_experts) << "rank " << rank;
+}
 
 TEST(ActivationMemory, SequenceParallelDividesTheReplicatedPartByT) {
   const std::string model = " model.seq_len=128 model.hidden=128 model.heads=8";

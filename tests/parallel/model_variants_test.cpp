@@ -1,6 +1,8 @@
 // Every model variant computes the same function on every layout as on one
 // rank (losses within 1e-5 relative over 5 steps, gathered gradients within
 // 1e-4), with dropout on; and recomputation changes nothing, bit for bit.
+// The mixture of experts' layouts include expert parallelism (a dropless
+// router, so every layout routes every token as one rank does).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -93,9 +95,18 @@ const Case kCases[] = {
     {"llama_mqa_cp4", kLlamaMqa, "comm.world_size=4 parallel.context.size=4"},
     {"llama_gqa_cp2_tp2_sp", kLlamaGqa,
      "comm.world_size=4 parallel.context.size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true"},
+    {"moe_ep2", kMoe, "comm.world_size=2 parallel.expert.size=2"},
+    {"moe_ep4", kMoe, "comm.world_size=4 parallel.expert.size=4"},
+    {"moe_ep2_pp2", kMoe, "comm.world_size=4 parallel.pipeline.size=2 parallel.expert.size=2"},
+    {"moe_ep2_dp4", kMoe, "comm.world_size=4 parallel.expert.size=2"},
+    {"moe_ep2_dp4_distributed_optimizer", kMoe,
+     "comm.world_size=4 parallel.expert.size=2 parallel.data.distributed_optimizer=true", false, 0, false},
+    {"moe_mpi2_ep2", kMoe, "comm.plugin=mpi parallel.expert.size=2", true, 2},
     {"qwen2_moe_pp2", kQwen2Moe, "comm.world_size=2 parallel.pipeline.size=2"},
     {"qwen2_moe_dp2", kQwen2Moe, "comm.world_size=2"},
     {"qwen3_moe_pp2_dp2", kQwen3Moe, "comm.world_size=4 parallel.pipeline.size=2"},
+    // Shared experts and a capacity beside expert parallelism: drops are decided before the exchange.
+    {"qwen2_moe_ep2", kQwen2Moe, "comm.world_size=2 parallel.expert.size=2"},
     {"rmsnorm_rope_gelu_nobias_tp4_sp", kRmsRopeGelu,
      "comm.world_size=4 parallel.tensor.size=4 parallel.tensor.sequence_parallel=true"},
 };
@@ -146,6 +157,27 @@ TEST(ModelVariants, TensorParallelSizeMustDivideKeyValueHeads) {
   LayoutResult r = run_layout("comm.world_size=2 parallel.tensor.size=2 model.arch=llama model.kv_heads=1");
   EXPECT_EQ(r.exit_code, 2) << r.log;
   EXPECT_NE(r.log.find("model.kv_heads"), std::string::npos) << r.log;
+}
+
+TEST(ModelVariants, ExpertParallelSizeMustDivideTheExperts) {
+  LayoutResult r = run_layout(std::string("comm.world_size=3 parallel.expert.size=3 ") + kMoe.model);
+  EXPECT_EQ(r.exit_code, 2) << r.log;
+  EXPECT_NE(r.log.find("parallel.expert.size = 3 does not divide model.experts = 4"), std::string::npos) << r.log;
+}
+
+TEST(ModelVariants, ExpertParallelSizeMustDivideTheDataParallelSize) {
+  LayoutResult r =
+      run_layout(std::string("comm.world_size=2 parallel.pipeline.size=2 parallel.expert.size=2 ") + kMoe.model);
+  EXPECT_EQ(r.exit_code, 2) << r.log;
+  EXPECT_NE(r.log.find("parallel.expert.size = 2 does not divide the data-parallel size = 1"), std::string::npos)
+      << r.log;
+}
+
+TEST(ModelVariants, ExpertParallelismWithTensorParallelismIsRefusedNamingTheKey) {
+  LayoutResult r = run_layout(std::string("comm.world_size=4 parallel.tensor.size=2 parallel.expert.size=2 ") +
+                              kMoe.model);
+  EXPECT_NE(r.exit_code, 0) << r.log;
+  EXPECT_NE(r.log.find("set parallel.tensor.size = 1"), std::string::npos) << r.log;
 }
 
 TEST(ModelVariants, LlamaPresetHasNoPositionTableBiasesOrTiedOutput) {

@@ -15,6 +15,12 @@ namespace {
 constexpr auto kAct = MemCategory::kActivations;
 constexpr auto kWork = MemCategory::kWorkspace;
 
+// Per-rank row counts as element counts of rows of `h`.
+std::vector<int64_t> scaled(std::vector<int64_t> rows, int64_t h) {
+  for (int64_t& n : rows) n *= h;
+  return rows;
+}
+
 // Rows [first, first + count) of a row-major matrix of `cols` columns.
 MH_Tensor rows_of(TypedPtr p, int64_t first, int64_t count, int64_t cols, int64_t row_stride) {
   return view((p + first * row_stride).data, p.dtype, {1, count, cols}, {0, row_stride, 1});
@@ -30,6 +36,8 @@ MoeMlpPart::MoeMlpPart(const PartContext& c, std::unique_ptr<SharedExpertPart> s
   require(d.spec.activation == MlpActivation::kSwiglu && !d.spec.bias,
           "model.experts > 0 makes SwiGLU experts without biases; set model.activation = \"swiglu\" and "
           "model.bias = false (model.arch = \"llama\" does both)");
+  require(d.ep == 1 || c.experts != nullptr, "parallel.expert.size = " + std::to_string(d.ep) +
+                                                 " needs the expert group, which this engine was not given");
   require(d.spec.router_topk >= 1 && d.spec.router_topk <= d.spec.experts,
           "model.router_topk = " + std::to_string(d.spec.router_topk) + " must be between 1 and model.experts = " +
               std::to_string(d.spec.experts));
@@ -109,6 +117,7 @@ void MoeMlpPart::route(LayerActivations& A, const LayerParamIds& w, TypedPtr in,
   c_.dev.to_device(staged.data(), gates.data(), gates.size() * sizeof(float));
   r->gates = c_.activation(pass.inference ? kWork : kAct, N * K);
   ops::copy(c_.dev, staged.ptr(), r->gates.ptr(), N * K);
+  plan_exchange(*r, pass.inference);
   A.routing = std::move(r);
 }
 
@@ -127,6 +136,81 @@ void MoeMlpPart::drop_overflow(MoeRouting& r) const {
   }
 }
 
+// The slots are sorted by expert, so rank j's are one block: those of its
+// experts [j n, (j + 1) n). What arrives from rank q is q's block for this
+// rank, itself sorted by local expert; the counts per expert come first.
+void MoeMlpPart::plan_exchange(MoeRouting& r, bool inference) const {
+  const int64_t ep = c_.d.ep, n = local_experts();
+  if (ep == 1) {  // the slots themselves: the first kept() of rows k in use
+    r.received = c_.d.routed_rows();
+    r.local_offset = r.offset;
+    return;
+  }
+  std::vector<int32_t> sent(static_cast<size_t>(E())), got(static_cast<size_t>(E()));  // got[q n + e]: rows of local expert e from q
+  for (int64_t e = 0; e < E(); ++e) sent[size_t(e)] = int32_t(r.offset[size_t(e + 1)] - r.offset[size_t(e)]);
+  if (c_.dev.info().dry) {
+    // Nothing moves: every rank is taken to send what this one does.
+    for (int64_t q = 0; q < ep; ++q)
+      for (int64_t e = 0; e < n; ++e) got[size_t(q * n + e)] = sent[size_t(c_.d.first_expert() + e)];
+  } else {
+    Buffer out(c_.dev, kWork, E(), MH_I32), in(c_.dev, kWork, E(), MH_I32);
+    c_.dev.to_device(out.data(), sent.data(), sent.size() * sizeof(int32_t));
+    const std::vector<int64_t> per_rank(size_t(ep), n);
+    c_.experts->all_to_all(out.ptr(), per_rank, in.ptr(), per_rank);
+    c_.dev.to_host(got.data(), in.data(), got.size() * sizeof(int32_t));
+  }
+  r.send_rows.assign(size_t(ep), 0);
+  r.recv_rows.assign(size_t(ep), 0);
+  for (int64_t q = 0; q < ep; ++q) {
+    r.send_rows[size_t(q)] = r.offset[size_t((q + 1) * n)] - r.offset[size_t(q * n)];
+    for (int64_t e = 0; e < n; ++e) r.recv_rows[size_t(q)] += got[size_t(q * n + e)];
+  }
+  r.received = std::accumulate(r.recv_rows.begin(), r.recv_rows.end(), int64_t{0});
+  std::vector<int64_t> next(size_t(ep), 0);  // per source: its next arrived row
+  for (int64_t q = 1; q < ep; ++q) next[size_t(q)] = next[size_t(q - 1)] + r.recv_rows[size_t(q - 1)];
+  std::vector<int32_t> expert_order(size_t(r.received)), arrival_order(size_t(r.received));
+  r.local_offset.assign(size_t(n + 1), 0);
+  int64_t row = 0;
+  for (int64_t e = 0; e < n; ++e) {
+    for (int64_t q = 0; q < ep; ++q)
+      for (int32_t i = 0; i < got[size_t(q * n + e)]; ++i, ++row) {
+        const int64_t arrived = next[size_t(q)]++;
+        expert_order[size_t(row)] = int32_t(arrived);
+        arrival_order[size_t(arrived)] = int32_t(row);
+      }
+    r.local_offset[size_t(e + 1)] = row;
+  }
+  auto upload = [&](const std::vector<int32_t>& host) {
+    Buffer b(c_.dev, inference ? kWork : kAct, int64_t(host.size()), MH_I32);
+    c_.dev.to_device(b.data(), host.data(), host.size() * sizeof(int32_t));
+    return b;
+  };
+  r.expert_order = upload(expert_order);
+  r.arrival_order = upload(arrival_order);
+}
+
+TypedPtr MoeMlpPart::to_experts(const MoeRouting& r, TypedPtr slots, Buffer& held) const {
+  if (c_.d.ep == 1) return slots;
+  const int64_t h = c_.d.hidden;
+  Buffer arrived(c_.dev, kWork, r.received * h, slots.dtype);
+  c_.experts->all_to_all(slots, scaled(r.send_rows, h), arrived.ptr(), scaled(r.recv_rows, h));
+  held = Buffer(c_.dev, kWork, r.received * h, slots.dtype);
+  ops::embedding(c_.dev, arrived.ptr(), r.received, static_cast<const int32_t*>(r.expert_order.data()), held.ptr(),
+                 r.received, h, 0, false);
+  return held.ptr();
+}
+
+TypedPtr MoeMlpPart::from_experts(const MoeRouting& r, TypedPtr rows, Buffer& held) const {
+  if (c_.d.ep == 1) return rows;
+  const int64_t h = c_.d.hidden;
+  Buffer leaving(c_.dev, kWork, r.received * h, rows.dtype);
+  ops::embedding(c_.dev, rows, r.received, static_cast<const int32_t*>(r.arrival_order.data()), leaving.ptr(),
+                 r.received, h, 0, false);
+  held = Buffer(c_.dev, kWork, c_.d.routed_rows() * h, rows.dtype);
+  c_.experts->all_to_all(leaving.ptr(), scaled(r.recv_rows, h), held.ptr(), scaled(r.send_rows, h));
+  return held.ptr();
+}
+
 Buffer MoeMlpPart::dispatch(const MoeRouting& r, TypedPtr in) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, S = c_.d.routed_rows();
   Buffer out = c_.activation(kWork, S * h);
@@ -136,7 +220,7 @@ Buffer MoeMlpPart::dispatch(const MoeRouting& r, TypedPtr in) const {
 
 void MoeMlpPart::forward(LayerActivations& A, const LayerParamIds& w, const LayerPass& pass,
                          const LoraDropout&) const {
-  const int64_t N = c_.d.rows(), h = c_.d.hidden, f = F(), S = c_.d.routed_rows();
+  const int64_t N = c_.d.rows(), h = c_.d.hidden, f = F();
   Buffer gathered;
   TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN2].ptr(), gathered);
   if (!A.routing) {
@@ -144,31 +228,33 @@ void MoeMlpPart::forward(LayerActivations& A, const LayerParamIds& w, const Laye
     if (shared_) shared_->gate(in, w, pass, *A.routing);
   }
   const MoeRouting& r = *A.routing;
+  const int64_t R = r.received;
   if (!A.has(MH_ACT_FC1)) {
-    Buffer x = dispatch(r, in);
-    A[MH_ACT_FC1] = c_.activation(kAct, S * 2 * f + N * 2 * Fs());
+    Buffer slots = dispatch(r, in), held;
+    const TypedPtr x = to_experts(r, slots.ptr(), held);
+    A[MH_ACT_FC1] = c_.activation(kAct, R * 2 * f + N * 2 * Fs());
     const TypedPtr fc1 = A[MH_ACT_FC1].ptr();
-    for (int64_t e = 0; e < E(); ++e) {
-      const int64_t first = r.offset[size_t(e)], count = r.offset[size_t(e + 1)] - first;
+    for (int64_t e = 0; e < local_experts(); ++e) {
+      const int64_t first = r.local_offset[size_t(e)], count = r.local_offset[size_t(e + 1)] - first;
       if (count == 0) continue;
-      const MH_Tensor xe = rows_of(x.ptr(), first, count, h, h);
+      const MH_Tensor xe = rows_of(x, first, count, h, h);
       ops::gemm(c_.dev, xe, rows_of(c_.P(w.gate_w), e * f, f, h, h), rows_of(fc1, first, count, f, 2 * f), false, true, 0);
       ops::gemm(c_.dev, xe, rows_of(c_.P(w.fc1_w), e * f, f, h, h), rows_of(fc1 + f, first, count, f, 2 * f), false,
                 true, 0);
     }
-    if (shared_) shared_->fc1(in, fc1 + S * 2 * f, w);
+    if (shared_) shared_->fc1(in, fc1 + R * 2 * f, w);
   }
   if (A.has(MH_ACT_GELU)) return;
-  A[MH_ACT_GELU] = c_.activation(kAct, S * f + N * Fs());
-  ops::swiglu(c_.dev, A[MH_ACT_FC1].ptr(), A[MH_ACT_GELU].ptr(), r.kept(), f);
-  if (shared_) ops::swiglu(c_.dev, A[MH_ACT_FC1].ptr() + S * 2 * f, A[MH_ACT_GELU].ptr() + S * f, N, Fs());
+  A[MH_ACT_GELU] = c_.activation(kAct, R * f + N * Fs());
+  ops::swiglu(c_.dev, A[MH_ACT_FC1].ptr(), A[MH_ACT_GELU].ptr(), r.local_offset.back(), f);
+  if (shared_) ops::swiglu(c_.dev, A[MH_ACT_FC1].ptr() + R * 2 * f, A[MH_ACT_GELU].ptr() + R * f, N, Fs());
 }
 
 Buffer MoeMlpPart::expert_output(const MoeRouting& r, TypedPtr act, const LayerParamIds& w) const {
-  const int64_t h = c_.d.hidden, f = F(), S = c_.d.routed_rows();
-  Buffer y = c_.activation(kWork, S * h);
-  for (int64_t e = 0; e < E(); ++e) {
-    const int64_t first = r.offset[size_t(e)], count = r.offset[size_t(e + 1)] - first;
+  const int64_t h = c_.d.hidden, f = F();
+  Buffer y = c_.activation(kWork, r.received * h);
+  for (int64_t e = 0; e < local_experts(); ++e) {
+    const int64_t first = r.local_offset[size_t(e)], count = r.local_offset[size_t(e + 1)] - first;
     if (count == 0) continue;
     ops::gemm(c_.dev, rows_of(act, first, count, f, f), rows_of(c_.P(w.fc2_w), e * h, h, f, f),
               rows_of(y.ptr(), first, count, h, h), false, true, 0);
@@ -187,15 +273,16 @@ Buffer MoeMlpPart::gated(const MoeRouting& r, TypedPtr x) const {
 }
 
 void MoeMlpPart::output(LayerActivations& A, const LayerParamIds& w, const LoraDropout&, float* partial) const {
-  const int64_t N = c_.d.rows(), h = c_.d.hidden, f = F(), S = c_.d.routed_rows();
+  const int64_t N = c_.d.rows(), h = c_.d.hidden, f = F();
   const MoeRouting& r = *A.routing;
-  Buffer y = expert_output(r, A[MH_ACT_GELU].ptr(), w);
-  Buffer weighted = gated(r, y.ptr());
+  Buffer y = expert_output(r, A[MH_ACT_GELU].ptr(), w), held;
+  Buffer weighted = gated(r, from_experts(r, y.ptr(), held));
   y.release();
+  held.release();
   ops::fill(c_.dev, TypedPtr(partial), N * h, 0);
   ops::embedding_bwd(c_.dev, TypedPtr(partial), N, static_cast<const int32_t*>(r.tokens.data()), weighted.ptr(),
                      r.kept(), h, 0);
-  if (shared_) shared_->output(r, A[MH_ACT_GELU].ptr() + S * f, w, partial);
+  if (shared_) shared_->output(r, A[MH_ACT_GELU].ptr() + r.received * f, w, partial);
 }
 
 // The activations' gradient [rows k, moe_ffn] then the shared experts'
@@ -203,59 +290,64 @@ void MoeMlpPart::output(LayerActivations& A, const LayerParamIds& w, const LoraD
 Buffer MoeMlpPart::output_bwd(LayerActivations& A, const LayerParamIds& w, const LoraDropout&, TypedPtr dy) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, f = F(), S = c_.d.routed_rows();
   MoeRouting& r = *A.routing;
-  const int64_t kept = r.kept();
+  const int64_t kept = r.kept(), R = r.received;
   Buffer dslots = dispatch(r, dy);
   // The gates' gradient: each slot's output gradient dotted with its
   // expert's (ungated) output, recomputed rather than kept.
-  Buffer y = expert_output(r, A[MH_ACT_GELU].ptr(), w);
+  Buffer y = expert_output(r, A[MH_ACT_GELU].ptr(), w), returned;
+  const TypedPtr ys = from_experts(r, y.ptr(), returned);
   Buffer dgate(c_.dev, kWork, S);
   ops::gemm(c_.dev, view(dslots.data(), dslots.dtype(), {kept, 1, h}, {h, h, 1}),
-            view(y.data(), y.dtype(), {kept, 1, h}, {h, h, 1}), view(dgate.data(), MH_F32, {kept, 1, 1}, {1, 1, 1}),
+            view(ys.data, ys.dtype, {kept, 1, h}, {h, h, 1}), view(dgate.data(), MH_F32, {kept, 1, 1}, {1, 1, 1}),
             false, true, 0);
   y.release();
+  returned.release();
   r.dgate.assign(size_t(S), 0);
   if (!c_.dev.info().dry) c_.dev.to_host(r.dgate.data(), dgate.data(), size_t(kept) * sizeof(float));
-  Buffer dout = gated(r, dslots.ptr());
+  Buffer dgated = gated(r, dslots.ptr()), held;
   dslots.release();
-  Buffer dact = c_.activation(kWork, S * f + N * Fs() + (shared_ ? shared_->gate_grad_elements() : 0));
+  const TypedPtr dout = to_experts(r, dgated.ptr(), held);
+  Buffer dact = c_.activation(kWork, R * f + N * Fs() + (shared_ ? shared_->gate_grad_elements() : 0));
   const TypedPtr act = A[MH_ACT_GELU].ptr();
-  for (int64_t e = 0; e < E(); ++e) {
-    const int64_t first = r.offset[size_t(e)], count = r.offset[size_t(e + 1)] - first;
+  for (int64_t e = 0; e < local_experts(); ++e) {
+    const int64_t first = r.local_offset[size_t(e)], count = r.local_offset[size_t(e + 1)] - first;
     if (count == 0) continue;
-    const MH_Tensor de = rows_of(dout.ptr(), first, count, h, h);
+    const MH_Tensor de = rows_of(dout, first, count, h, h);
     ops::gemm(c_.dev, de, rows_of(c_.P(w.fc2_w), e * h, h, f, f), rows_of(dact.ptr(), first, count, f, f), false, false,
               0);
     ops::gemm(c_.dev, de, rows_of(act, first, count, f, f), rows_of(TypedPtr(c_.G(w.fc2_w)), e * h, h, f, f), true,
               false, 1);
   }
   if (shared_) {
-    const TypedPtr ds = dact.ptr() + S * f;
-    shared_->output_bwd(r, act + S * f, w, dy, ds, ds + N * Fs());
+    const TypedPtr ds = dact.ptr() + R * f;
+    shared_->output_bwd(r, act + R * f, w, dy, ds, ds + N * Fs());
   }
   return dact;
 }
 
 void MoeMlpPart::backward(LayerActivations& A, const LayerParamIds& w, const LoraDropout&, Buffer& dact,
                           Buffer& dx) const {
-  const int64_t N = c_.d.rows(), h = c_.d.hidden, f = F(), S = c_.d.routed_rows();
+  const int64_t N = c_.d.rows(), h = c_.d.hidden, f = F();
   const MoeRouting& r = *A.routing;
+  const int64_t R = r.received;
   Buffer gathered;
   TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN2].ptr(), gathered);
-  Buffer dfc1 = c_.activation(kWork, S * 2 * f + N * 2 * Fs());
-  ops::swiglu_bwd(c_.dev, A[MH_ACT_FC1].ptr(), dact.ptr(), dfc1.ptr(), r.kept(), f);
+  Buffer dfc1 = c_.activation(kWork, R * 2 * f + N * 2 * Fs());
+  ops::swiglu_bwd(c_.dev, A[MH_ACT_FC1].ptr(), dact.ptr(), dfc1.ptr(), r.local_offset.back(), f);
   ops::fill(c_.dev, dx.ptr(), N * h, 0);
   if (shared_) {
-    const TypedPtr ds = dact.ptr() + S * f;
-    ops::swiglu_bwd(c_.dev, A[MH_ACT_FC1].ptr() + S * 2 * f, ds, dfc1.ptr() + S * 2 * f, N, Fs());
-    shared_->backward(in, dfc1.ptr() + S * 2 * f, ds + N * Fs(), w, dx.f32());
+    const TypedPtr ds = dact.ptr() + R * f;
+    ops::swiglu_bwd(c_.dev, A[MH_ACT_FC1].ptr() + R * 2 * f, ds, dfc1.ptr() + R * 2 * f, N, Fs());
+    shared_->backward(in, dfc1.ptr() + R * 2 * f, ds + N * Fs(), w, dx.f32());
   }
   dact.release();
-  Buffer x = dispatch(r, in);
-  Buffer dslots(c_.dev, kWork, S * h);
-  for (int64_t e = 0; e < E(); ++e) {
-    const int64_t first = r.offset[size_t(e)], count = r.offset[size_t(e + 1)] - first;
+  Buffer slots = dispatch(r, in), held;
+  const TypedPtr x = to_experts(r, slots.ptr(), held);
+  Buffer dx_rows(c_.dev, kWork, R * h);
+  for (int64_t e = 0; e < local_experts(); ++e) {
+    const int64_t first = r.local_offset[size_t(e)], count = r.local_offset[size_t(e + 1)] - first;
     if (count == 0) continue;
-    const MH_Tensor xe = rows_of(x.ptr(), first, count, h, h), dxe = rows_of(dslots.ptr(), first, count, h, h);
+    const MH_Tensor xe = rows_of(x, first, count, h, h), dxe = rows_of(dx_rows.ptr(), first, count, h, h);
     float beta = 0;
     for (const auto& [weight, column] : {std::pair{w.gate_w, int64_t(0)}, std::pair{w.fc1_w, f}}) {
       const MH_Tensor dye = rows_of(dfc1.ptr() + column, first, count, f, 2 * f);
@@ -264,7 +356,11 @@ void MoeMlpPart::backward(LayerActivations& A, const LayerParamIds& w, const Lor
       beta = 1;
     }
   }
-  ops::embedding_bwd(c_.dev, dx.ptr(), N, static_cast<const int32_t*>(r.tokens.data()), dslots.ptr(), r.kept(), h, 0);
+  slots.release();
+  held.release();
+  Buffer returned;
+  const TypedPtr dslots = from_experts(r, dx_rows.ptr(), returned);
+  ops::embedding_bwd(c_.dev, dx.ptr(), N, static_cast<const int32_t*>(r.tokens.data()), dslots, r.kept(), h, 0);
   // The router: its logits' gradient, through the gates and the
   // load-balancing loss.
   const std::vector<float> dlogits = router_grad(r);

@@ -20,6 +20,13 @@
 // [rows k, moe_ffn] (under a capacity the first offset[E] of them are in
 // use), then the shared experts' [rows, 2 Fs] and [rows, Fs].
 //
+// With expert parallelism (parallel.expert.size = ep) the rank holds
+// experts E / ep of them: after routing, each rank's slots go by all-to-all
+// to the rank of their expert (the counts per expert first), the rank runs
+// its experts' GEMMs over what it received, and the outputs return the same
+// way before the combine; backward mirrors it. Routing and the
+// load-balancing loss stay the rank's own micro-batch's, as on one rank.
+//
 // The load-balancing loss of Switch and Mixtral, coef E sum_e f_e P_e with
 // f_e the rows routed to expert e over the rows (summing to k) and P_e the
 // mean router probability of e (f counts the router's choices, those a
@@ -50,12 +57,20 @@ class MoeMlpPart final : public MlpPart {
  private:
   // A.routing from the router's logits of the norm output `in`.
   void route(LayerActivations& A, const LayerParamIds& w, TypedPtr in, const LayerPass& pass) const;
+  // r's exchange over the expert group: rows to and from each rank, and
+  // the received rows' order by local expert.
+  void plan_exchange(MoeRouting& r, bool inference) const;
   // Each expert's choices past its capacity, the lowest gate first: their
   // slot becomes -1.
   void drop_overflow(MoeRouting& r) const;
   // Slots [rows k, h]: the row of each slot in use, gathered from `in`.
   Buffer dispatch(const MoeRouting& r, TypedPtr in) const;
-  // y [rows k, h] = each expert's FC2 of its slots' activation output.
+  // The local experts' rows [received, h] of slots [rows k, h], in `held`
+  // unless there is one rank (then the slots themselves).
+  TypedPtr to_experts(const MoeRouting& r, TypedPtr slots, Buffer& held) const;
+  // Slots [rows k, h] of the local experts' rows [received, h], likewise.
+  TypedPtr from_experts(const MoeRouting& r, TypedPtr rows, Buffer& held) const;
+  // y [received, h] = each local expert's FC2 of its rows' activation output.
   Buffer expert_output(const MoeRouting& r, TypedPtr act, const LayerParamIds& w) const;
   // out [rows k, h] = x scaled row by row by the slots' gates.
   Buffer gated(const MoeRouting& r, TypedPtr x) const;
@@ -65,6 +80,7 @@ class MoeMlpPart final : public MlpPart {
   int64_t E() const { return c_.d.spec.experts; }
   int64_t k() const { return c_.d.spec.router_topk; }
   int64_t F() const { return c_.d.moe_ffn; }
+  int64_t local_experts() const { return c_.d.local_experts(); }
   int64_t Fs() const { return shared_ ? shared_->width() : 0; }
 
   std::unique_ptr<SharedExpertPart> shared_;

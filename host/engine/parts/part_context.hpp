@@ -23,6 +23,9 @@ struct PartContext {
   // The context-parallel group attention exchanges keys and values over;
   // NULL with cp = 1.
   Collectives* context = nullptr;
+  // The expert group (d.ep ranks) a mixture of experts exchanges its
+  // tokens over; null for a single rank.
+  Collectives* experts = nullptr;
 
   // The weight every op reads (ParamSet::weight).
   TypedPtr P(int id) const { return params.weight(id); }

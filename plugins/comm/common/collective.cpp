@@ -3,6 +3,7 @@
 #include <megahost/error.hpp>
 #include <megahost/struct_size.hpp>
 
+#include <numeric>
 #include <string>
 
 namespace mh::comm {
@@ -93,7 +94,55 @@ int64_t per_rank_count(int64_t send_n, int64_t recv_n, Shape shape, int32_t size
   return send_n;
 }
 
+// group size counts from `counts`, each non-negative; their sum must fit `n`.
+std::vector<int64_t> block_counts(const int64_t* counts, int32_t size, int64_t n, const char* which,
+                                  const char* buffer) {
+  require(size == 0 || counts != nullptr, std::string(which) + " is NULL; it needs one count per group rank");
+  std::vector<int64_t> out(counts, counts + size);
+  int64_t sum = 0;
+  for (int32_t p = 0; p < size; ++p) {
+    require(out[p] >= 0, std::string(which) + "[" + std::to_string(p) + "] is " + std::to_string(out[p]) +
+                             "; counts must be >= 0");
+    sum += out[p];
+  }
+  require(sum <= n, std::string(which) + " sum to " + std::to_string(sum) + " elements but " + buffer + " has " +
+                        std::to_string(n));
+  return out;
+}
+
 }  // namespace
+
+int64_t offset_of(const std::vector<int64_t>& counts, int32_t peer) {
+  return std::accumulate(counts.begin(), counts.begin() + peer, int64_t{0});
+}
+
+Call validate(const MH_AllToAllArgs& args, int32_t size) {
+  require(args.struct_size >= MH_STRUCT_SIZE(MH_AllToAllArgs, recv_counts),
+          "MH_AllToAllArgs.struct_size is " + std::to_string(args.struct_size) + ", too small for ABI " +
+              std::to_string(MH_ABI_MAJOR) + "." + std::to_string(MH_ABI_MINOR));
+  require(!reaches(args, &MH_AllToAllArgs::stream) || args.stream == nullptr,
+          "stream is set, but this communicator moves host memory only; device buffers need the "
+          "nccl communicator",
+          MH_UNIMPLEMENTED);
+  const int64_t send_n = numel(args.send, "send"), recv_n = numel(args.recv, "recv");
+  require(args.send.dtype == args.recv.dtype, std::string("send is ") + dtype_name(args.send.dtype) +
+                                                  " but recv is " + dtype_name(args.recv.dtype));
+  Call call;
+  call.kind = Collective::kAllToAll;
+  call.send = args.send.data;
+  call.recv = args.recv.data;
+  call.dtype = args.send.dtype;
+  call.element_size = element_size(call.dtype);
+  call.send_counts = block_counts(args.send_counts, size, send_n, "send_counts", "send");
+  call.recv_counts = block_counts(args.recv_counts, size, recv_n, "recv_counts", "recv");
+  call.count = offset_of(call.recv_counts, size);
+  const auto* send = static_cast<const std::byte*>(call.send);
+  const auto* recv = static_cast<const std::byte*>(call.recv);
+  const size_t send_bytes = size_t(offset_of(call.send_counts, size)) * call.element_size;
+  require(send_bytes == 0 || call.bytes() == 0 || send + send_bytes <= recv || recv + call.bytes() <= send,
+          "send and recv overlap; all_to_all does not run in place");
+  return call;
+}
 
 const char* name(Collective c) {
   switch (c) {
@@ -105,6 +154,7 @@ const char* name(Collective c) {
     case Collective::kRecv: return "recv";
     case Collective::kBarrier: return "barrier";
     case Collective::kSplit: return "split";
+    case Collective::kAllToAll: return "all_to_all";
   }
   return "?";
 }

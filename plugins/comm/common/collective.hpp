@@ -8,10 +8,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace mh::comm {
 
-enum class Collective { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kSend, kRecv, kBarrier, kSplit };
+enum class Collective { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kSend, kRecv, kBarrier, kSplit, kAllToAll };
 
 // The call's name in MH_CommApi: "all_reduce", "send", ...
 const char* name(Collective c);
@@ -34,6 +35,8 @@ struct Call {
   size_t element_size = 4;
   int32_t op = MH_REDUCE_SUM;
   int32_t peer = 0;  // the root of a broadcast, the peer of send and recv
+  // all_to_all: elements to and from each group rank; count is their recv sum.
+  std::vector<int64_t> send_counts, recv_counts;
 
   size_t bytes() const { return static_cast<size_t>(count) * element_size; }
 };
@@ -45,5 +48,13 @@ struct Call {
 // mh::Error (INVALID_ARGUMENT, or UNIMPLEMENTED for an unsupported reduction
 // dtype) whose message names the buffer and the numbers, without context.
 Call validate(Collective kind, const MH_CollectiveArgs& args, int32_t rank, int32_t size);
+
+// The checks of validate() for all_to_all: both count arrays present with
+// non-negative entries, buffers that hold their sums, equal dtypes, host
+// memory. That the counts match pairwise only the peers can tell.
+Call validate(const MH_AllToAllArgs& args, int32_t size);
+
+// An all_to_all block's offset: the sum of counts[0, peer).
+int64_t offset_of(const std::vector<int64_t>& counts, int32_t peer);
 
 }  // namespace mh::comm

@@ -37,12 +37,28 @@ MPI_Datatype datatype(const Call& call) {
 
 MPI_Op reduce_op(const Call& call) { return call.op == MH_REDUCE_MAX ? MPI_MAX : MPI_SUM; }
 
-int count(const Call& call) {
-  require(call.count <= INT_MAX,
-          std::to_string(call.count) + " elements exceed MPI's int count " + std::to_string(INT_MAX) +
-              "; split the buffer",
+namespace {
+
+int as_int(int64_t n) {
+  require(n <= INT_MAX,
+          std::to_string(n) + " elements exceed MPI's int count " + std::to_string(INT_MAX) + "; split the buffer",
           MH_UNIMPLEMENTED);
-  return static_cast<int>(call.count);
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+int count(const Call& call) { return as_int(call.count); }
+
+Blocks blocks(const std::vector<int64_t>& counts) {
+  Blocks out;
+  int64_t offset = 0;
+  for (int64_t n : counts) {
+    out.counts.push_back(as_int(n));
+    out.displacements.push_back(as_int(offset));
+    offset += n;
+  }
+  return out;
 }
 
 bool complete_by(MPI_Request& request, Clock::time_point deadline, MPI_Status& status,

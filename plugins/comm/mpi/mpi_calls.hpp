@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <functional>
+#include <vector>
 
 namespace mh::comm::mpi {
 
@@ -23,6 +24,13 @@ MPI_Op reduce_op(const Call& call);
 
 // call.count as MPI's int; UNIMPLEMENTED when it does not fit.
 int count(const Call& call);
+
+// An all_to_all's per-peer counts and their packed displacements as MPI's
+// ints (MPI_Alltoallv), UNIMPLEMENTED when one does not fit.
+struct Blocks {
+  std::vector<int> counts, displacements;
+};
+Blocks blocks(const std::vector<int64_t>& counts);
 
 // Tests `request` until it completes (true, status filled) or `deadline`
 // passes (false, request still active). Sleeps between tests after a short

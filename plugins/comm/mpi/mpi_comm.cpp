@@ -188,6 +188,18 @@ void MpiComm::Group::broadcast(const MH_CollectiveArgs& args) {
   });
 }
 
+void MpiComm::Group::all_to_all(const MH_AllToAllArgs& args) {
+  enter(Collective::kAllToAll);
+  const Call c = with_context(id_, Collective::kAllToAll, [&] { return validate(args, size()); });
+  const Blocks out = with_context(id_, c.kind, [&] { return blocks(c.send_counts); });
+  const Blocks in = with_context(id_, c.kind, [&] { return blocks(c.recv_counts); });
+  run(c.kind, -1, [&](MPI_Request* r) {
+    check(MPI_Ialltoallv(c.send, out.counts.data(), out.displacements.data(), datatype(c), c.recv, in.counts.data(),
+                         in.displacements.data(), datatype(c), comm_, r),
+          "MPI_Ialltoallv");
+  });
+}
+
 void MpiComm::Group::send(const MH_CollectiveArgs& args) {
   const Call c = enter(Collective::kSend, args);
   with_context(id_, c.kind, [&] {

@@ -84,6 +84,7 @@ class MpiComm {
     std::unique_ptr<Request> reduce_scatter_start(const MH_CollectiveArgs& args);
     std::unique_ptr<Request> all_gather_start(const MH_CollectiveArgs& args);
     void broadcast(const MH_CollectiveArgs& args);
+    void all_to_all(const MH_AllToAllArgs& args);
     // Copies the message and returns at once, like the threads communicator,
     // so that two stages sending to each other cannot deadlock.
     void send(const MH_CollectiveArgs& args);

@@ -200,9 +200,42 @@ Call NcclComm::Group::enter(Collective what, const MH_CollectiveArgs& args) {
     std::memcpy(&checked, &args, std::min(args.struct_size, sizeof(checked)));
     checked.stream = nullptr;
     const Call call = validate(what, checked, rank_, size());
-    if (call.bytes() > 0 && call.send != nullptr) require_device_memory("send", call.send, device_);
-    if (call.bytes() > 0 && call.recv != nullptr) require_device_memory("recv", call.recv, device_);
+    require_on_device(call);
     return call;
+  });
+}
+
+void NcclComm::Group::require_on_device(const Call& call) const {
+  const bool sends = call.kind == Collective::kAllToAll ? offset_of(call.send_counts, size()) > 0 : call.bytes() > 0;
+  if (sends && call.send != nullptr) require_device_memory("send", call.send, device_);
+  if (call.bytes() > 0 && call.recv != nullptr) require_device_memory("recv", call.recv, device_);
+}
+
+void NcclComm::Group::all_to_all(const MH_AllToAllArgs& args) {
+  enter(Collective::kAllToAll);
+  const Call c = with_context(id_, Collective::kAllToAll, [&] {
+    MH_AllToAllArgs checked{};  // as in enter(): the device is checked instead of the stream
+    std::memcpy(&checked, &args, std::min(args.struct_size, sizeof(checked)));
+    checked.stream = nullptr;
+    const Call call = validate(checked, size());
+    require_on_device(call);
+    return call;
+  });
+  cudaStream_t stream = reaches(args, &MH_AllToAllArgs::stream) ? static_cast<cudaStream_t>(args.stream) : nullptr;
+  const auto* send = static_cast<const std::byte*>(c.send);
+  auto* recv = static_cast<std::byte*>(c.recv);
+  run(c.kind, stream, [&] {
+    ncclResult_t result = ncclGroupStart();
+    if (result != ncclSuccess) return result;
+    for (int32_t p = 0; p < size() && result == ncclSuccess; ++p) {
+      const size_t out = size_t(c.send_counts[p]) * c.element_size, in = size_t(c.recv_counts[p]) * c.element_size;
+      if (out > 0)
+        result = ncclSend(send + size_t(offset_of(c.send_counts, p)) * c.element_size, out, ncclUint8, p, comm_, stream);
+      if (in > 0 && result == ncclSuccess)
+        result = ncclRecv(recv + size_t(offset_of(c.recv_counts, p)) * c.element_size, in, ncclUint8, p, comm_, stream);
+    }
+    const ncclResult_t ended = ncclGroupEnd();  // always closes the group it opened
+    return result != ncclSuccess ? result : ended;
   });
 }
 

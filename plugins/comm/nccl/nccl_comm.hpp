@@ -77,6 +77,8 @@ class NcclComm {
     void send(const MH_CollectiveArgs& args);
     void recv(const MH_CollectiveArgs& args);
     void barrier();
+    // One NCCL group of a send and a recv per peer with a non-empty block.
+    void all_to_all(const MH_AllToAllArgs& args);
 
     // Starts ncclCommFinalize, which completes only once every rank of the
     // group started it; the destructor waits for it.
@@ -85,6 +87,8 @@ class NcclComm {
    private:
     void enter(Collective what);
     Call enter(Collective what, const MH_CollectiveArgs& args);
+    // The buffers of a validated call, on this group's device.
+    void require_on_device(const Call& call) const;
     // Enqueues NCCL work (enqueue() returns NCCL's result) on `stream` and
     // waits until the device has done it.
     template <class Enqueue>

@@ -25,7 +25,8 @@ struct Post {
 
 // Throws mh::Error, without the call's context, unless every post is valid
 // and all name the same call: kind, dtype and count, the op of a reduction,
-// the root of a broadcast, non-negative split colors.
+// the root of a broadcast, non-negative split colors; for all_to_all the
+// dtype and counts that match pairwise.
 void agree(std::span<const Post> posts, const GroupId& group);
 
 }  // namespace mh::comm::threads

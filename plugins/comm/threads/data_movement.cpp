@@ -134,6 +134,19 @@ void broadcast(std::span<const Post> posts, int32_t rank) {
   copy(mine.recv, posts[mine.peer].call.send, mine.bytes());
 }
 
+// Each rank pulls its block from every peer's send.
+void all_to_all(std::span<const Post> posts, int32_t rank) {
+  const Call& mine = posts[rank].call;
+  auto* out = static_cast<std::byte*>(mine.recv);
+  for (size_t q = 0; q < posts.size(); ++q) {
+    const Call& from = posts[q].call;
+    const size_t bytes = size_t(mine.recv_counts[q]) * mine.element_size;
+    if (bytes == 0) continue;
+    const auto* in = static_cast<const std::byte*>(from.send) + size_t(offset_of(from.send_counts, rank)) * from.element_size;
+    std::memcpy(out + size_t(offset_of(mine.recv_counts, int32_t(q))) * mine.element_size, in, bytes);
+  }
+}
+
 }  // namespace
 
 void move_data(std::span<const Post> posts, int32_t rank) {
@@ -143,6 +156,7 @@ void move_data(std::span<const Post> posts, int32_t rank) {
     case Collective::kReduceScatter: return reduce_any(posts, rank);
     case Collective::kAllGather: return all_gather(posts, rank);
     case Collective::kBroadcast: return broadcast(posts, rank);
+    case Collective::kAllToAll: return all_to_all(posts, rank);
     default: return;
   }
 }

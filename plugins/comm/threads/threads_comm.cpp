@@ -51,11 +51,21 @@ std::unique_ptr<ThreadsComm::Group::Request> ThreadsComm::Group::start(Collectiv
   return progress_.start([this, kind, args] { collective(kind, args); });
 }
 
+void ThreadsComm::Group::all_to_all(const MH_AllToAllArgs& args) {
+  progress_.drain();
+  rendezvous(Collective::kAllToAll, [&] { return validate(args, size()); });
+}
+
 void ThreadsComm::Group::collective(Collective kind, const MH_CollectiveArgs& args) {
+  rendezvous(kind, [&] { return validate(kind, args, rank_, size()); });
+}
+
+template <class Validate>
+void ThreadsComm::Group::rendezvous(Collective kind, Validate validated) {
   Post post;
   post.call.kind = kind;
   try {
-    post.call = validate(kind, args, rank_, size());
+    post.call = validated();
   } catch (const Error& e) {
     post.error = e.code();
     post.message = e.what();

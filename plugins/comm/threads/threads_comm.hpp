@@ -49,6 +49,7 @@ class ThreadsComm {
     std::unique_ptr<Request> all_gather_start(const MH_CollectiveArgs& args) {
       return start(Collective::kAllGather, args);
     }
+    void all_to_all(const MH_AllToAllArgs& args);
     void send(const MH_CollectiveArgs& args);
     void recv(const MH_CollectiveArgs& args);
     void barrier();
@@ -59,6 +60,8 @@ class ThreadsComm {
     // Invalid arguments still go to the rendezvous, so that every rank fails
     // the call together and the group stays in step.
     void collective(Collective kind, const MH_CollectiveArgs& args);
+    template <class Validate>
+    void rendezvous(Collective kind, Validate validated);
 
     std::shared_ptr<GroupState> state_;
     int32_t rank_;

@@ -129,6 +129,14 @@
  *        context group (MH_ContextPlan: its size, how attention exchanges
  *        keys and values, and the causal load balancing). A host older than
  *        1.7 does not know the kind and refuses such a plugin by its kind.
+ *        Expert parallelism (mixture-of-experts layers whose experts are
+ *        spread over ranks). comm: MH_CommApi gains all_to_all
+ *        (MH_AllToAllArgs, per-peer counts like MPI_Alltoallv: the tokens
+ *        routed to each expert vary), with the timeout and abort rules of
+ *        every collective. A kind MH_KIND_EXPERT_PARALLEL
+ *        (MH_ExpertParallelApi) plans the expert group (MH_ExpertPlan). A
+ *        1.6 communicator still loads and runs everything but an
+ *        expert-parallel layout, which the host refuses naming the call.
  */
 #ifndef MEGAHOST_ABI_H
 #define MEGAHOST_ABI_H
@@ -318,7 +326,8 @@ typedef enum MH_Kind {
   MH_KIND_RECOMPUTE = 5,
   MH_KIND_TUNER = 6,
   MH_KIND_OBSERVER = 7,     /* 1.5: MH_ObserverApi */
-  MH_KIND_CONTEXT_PARALLEL = 8  /* 1.7: MH_ContextParallelApi */
+  MH_KIND_CONTEXT_PARALLEL = 8, /* 1.7: MH_ContextParallelApi */
+  MH_KIND_EXPERT_PARALLEL = 9  /* 1.7: MH_ExpertParallelApi */
 } MH_Kind;
 #define MH_KIND_COUNT 10
 
@@ -760,6 +769,22 @@ typedef struct MH_CollectiveArgs {
   void* stream;             /* the kernels' stream, NULL on the CPU */
 } MH_CollectiveArgs;
 
+/* all_to_all (since 1.7): rank r sends send_counts[p] elements to group rank
+ * p, the block at offset send_counts[0] + ... + send_counts[p - 1] of send,
+ * and receives recv_counts[p] elements from rank p into recv at offset
+ * recv_counts[0] + ... + recv_counts[p - 1]: MPI_Alltoallv with packed
+ * displacements. The counts must match pairwise (send_counts[p] on rank r
+ * equals recv_counts[r] on rank p), so callers exchange them first (an
+ * all_to_all of one count per peer); send and recv hold at least their
+ * counts' sums, have one dtype and do not overlap. */
+typedef struct MH_AllToAllArgs {
+  size_t struct_size;
+  MH_Tensor send, recv;
+  const int64_t* send_counts;    /* group size entries, borrowed */
+  const int64_t* recv_counts;    /* group size entries, borrowed */
+  void* stream;                  /* the kernels' stream, NULL on the CPU */
+} MH_AllToAllArgs;
+
 typedef struct MH_CommApi {
   size_t struct_size;
   MH_Error* (*info)(MH_Instance* self, MH_CommInfo* out);
@@ -805,6 +830,10 @@ typedef struct MH_CommApi {
    * rank's block of recv), the request and ordering rules of the 1.1 calls
    * above. */
   MH_Error* (*all_gather_start)(MH_Group* group, const MH_CollectiveArgs* args, MH_Request** out);
+
+  /* Since 1.7; absent from older tables. Blocking all-to-all with per-peer
+   * counts (MH_AllToAllArgs). */
+  MH_Error* (*all_to_all)(MH_Group* group, const MH_AllToAllArgs* args);
 } MH_CommApi;
 
 /* ------------------------------------------------------------------------
@@ -985,6 +1014,31 @@ typedef struct MH_ContextParallelApi {
    * the split does not divide. */
   MH_Error* (*plan)(MH_Instance* self, const MH_ModelShape* shape, MH_ContextPlan* out);
 } MH_ContextParallelApi;
+
+/* ------------------------------------------------------------------------
+ * Expert parallelism (MH_KIND_EXPERT_PARALLEL, since 1.7): how the experts
+ * of a mixture-of-experts layer are spread over ranks. As in Megatron-Core,
+ * the expert group's ep ranks are drawn from the data-parallel dimension
+ * (ep divides d): each owns experts / ep experts, the tokens of every rank
+ * of the group reach their experts by all_to_all, expert weights are
+ * reduced over the d / ep ranks that hold the same experts (the
+ * expert-data-parallel group) and every other weight over all d.
+ * --------------------------------------------------------------------- */
+
+typedef struct MH_ExpertPlan {
+  size_t struct_size;
+  int32_t size;                  /* ep */
+  int32_t experts_per_rank;      /* experts / ep; rank e of the group owns [e * n, (e + 1) * n) */
+  int32_t expert_data_parallel;  /* d / ep */
+} MH_ExpertPlan;
+
+typedef struct MH_ExpertParallelApi {
+  size_t struct_size;
+  /* Fills the plan for a model of `experts` experts (0: dense) on
+   * `data_parallel` ranks, or MH_INVALID_ARGUMENT naming the key and the
+   * number the size does not divide. */
+  MH_Error* (*plan)(MH_Instance* self, int64_t experts, int32_t data_parallel, MH_ExpertPlan* out);
+} MH_ExpertParallelApi;
 
 /* ------------------------------------------------------------------------
  * Activation recomputation (MH_KIND_RECOMPUTE): for each activation a layer

@@ -282,6 +282,28 @@ inline std::vector<std::string> check_kernels(const MH_ComponentDesc& c, const M
   return checks.failures();
 }
 
+// all_to_all with counts that differ per peer: rank r sends p + 1 copies of
+// 100 r + p to rank p, so it receives r + 1 copies of 100 q + r from each q.
+inline void check_rank_all_to_all(const MH_CommApi& api, MH_Group* world, int32_t world_size) {
+  const int32_t rank = api.group_rank(world);
+  std::vector<int64_t> send_counts, recv_counts(static_cast<size_t>(world_size), rank + 1);
+  std::vector<float> send, want;
+  for (int32_t p = 0; p < world_size; ++p) {
+    send_counts.push_back(p + 1);
+    send.insert(send.end(), static_cast<size_t>(p + 1), float(100 * rank + p));
+    want.insert(want.end(), static_cast<size_t>(rank + 1), float(100 * p + rank));
+  }
+  std::vector<float> recv(want.size(), -1);
+  const MH_AllToAllArgs a{sizeof(MH_AllToAllArgs),
+                          f32_vector(send.data(), int64_t(send.size())),
+                          f32_vector(recv.data(), int64_t(recv.size())),
+                          send_counts.data(),
+                          recv_counts.data(),
+                          nullptr};
+  check(api.all_to_all(world, &a), "all_to_all");
+  expect_equal(recv, want, "all_to_all blocks in rank order");
+}
+
 // One local rank's collectives on its world group, each result exact.
 inline void check_rank_collectives(const MH_CommApi& api, MH_Group* world, int32_t world_size) {
   const int32_t rank = api.group_rank(world);
@@ -306,6 +328,8 @@ inline void check_rank_collectives(const MH_CommApi& api, MH_Group* world, int32
   check(api.broadcast(world, &a), "broadcast");
   expect_equal(b, {42}, "broadcast from rank 0");
   check(api.barrier(world), "barrier");
+  if (reaches(api, &MH_CommApi::all_to_all) && api.all_to_all != nullptr)
+    check_rank_all_to_all(api, world, world_size);
 }
 
 // The comm component `c` with the ranks of one process (its options say

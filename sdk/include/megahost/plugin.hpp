@@ -239,16 +239,19 @@ const MH_KernelsApi* kernels_api() {
 // with a nested class Group::Request that has wait() and whose destructor
 // waits for a request still in flight; without them those entries are NULL
 // (the host then reduces with the blocking calls). Since ABI 1.4 also
-// all_gather_start(args), returning the same Request.
+// all_gather_start(args), returning the same Request. Since ABI 1.7 also
+// all_to_all(const MH_AllToAllArgs&).
 template <class T>
 const MH_CommApi* comm_api() {
   using G = typename T::Group;
   static constexpr bool v1_1 = requires(G& g, const MH_CollectiveArgs& a) { g.all_reduce_start(a).release(); };
   static constexpr bool v1_4 = requires(G& g, const MH_CollectiveArgs& a) { g.all_gather_start(a).release(); };
+  static constexpr bool v1_7 = requires(G& g, const MH_AllToAllArgs& a) { g.all_to_all(a); };
   static_assert(v1_1 || !v1_4, "all_gather_start needs the 1.1 requests (all_reduce_start, Group::Request)");
   static const MH_CommApi api = [] {
     MH_CommApi a{
-      kPluginMinor >= 4   ? MH_STRUCT_SIZE(MH_CommApi, all_gather_start)
+      kPluginMinor >= 7   ? MH_STRUCT_SIZE(MH_CommApi, all_to_all)
+      : kPluginMinor >= 4 ? MH_STRUCT_SIZE(MH_CommApi, all_gather_start)
       : kPluginMinor >= 1 ? MH_STRUCT_SIZE(MH_CommApi, request_destroy)
                           : MH_STRUCT_SIZE(MH_CommApi, abort),
       [](MH_Instance* self, MH_CommInfo* out) -> MH_Error* {
@@ -273,6 +276,7 @@ const MH_CommApi* comm_api() {
       [](MH_Instance* self, int32_t rank, const char* reason) { detail::as<T>(self)->abort(rank, reason); },
       nullptr, nullptr, nullptr, nullptr,  // the 1.1 calls, filled below when G has them
       nullptr,                             // the 1.4 call, likewise
+      nullptr,                             // the 1.7 call, likewise
     };
     if constexpr (v1_1 && kPluginMinor >= 1) {
       using R = typename G::Request;
@@ -282,6 +286,10 @@ const MH_CommApi* comm_api() {
       a.request_destroy = [](MH_Request* r) { delete reinterpret_cast<R*>(r); };
     }
     if constexpr (v1_4 && kPluginMinor >= 4) a.all_gather_start = MH_GROUP_START_TRAMPOLINE(G, all_gather_start);
+    if constexpr (v1_7 && kPluginMinor >= 7)
+      a.all_to_all = [](MH_Group* group, const MH_AllToAllArgs* args) -> MH_Error* {
+        return guard([&] { reinterpret_cast<G*>(group)->all_to_all(*args); });
+      };
     return a;
   }();
   return &api;
@@ -294,6 +302,19 @@ const MH_TensorParallelApi* tensor_parallel_api() {
       MH_STRUCT_SIZE(MH_TensorParallelApi, plan),
       [](MH_Instance* self, const MH_ModelShape* shape, MH_TensorPlan* out) -> MH_Error* {
         return guard([&] { detail::fill_out(out, [&](MH_TensorPlan& p) { detail::as<T>(self)->plan(*shape, p); }); });
+      },
+  };
+  return &api;
+}
+
+// Expert parallelism: plan(int64_t experts, int32_t data_parallel, MH_ExpertPlan&).
+template <class T>
+const MH_ExpertParallelApi* expert_parallel_api() {
+  static const MH_ExpertParallelApi api{
+      MH_STRUCT_SIZE(MH_ExpertParallelApi, plan),
+      [](MH_Instance* self, int64_t experts, int32_t dp, MH_ExpertPlan* out) -> MH_Error* {
+        return guard(
+            [&] { detail::fill_out(out, [&](MH_ExpertPlan& p) { detail::as<T>(self)->plan(experts, dp, p); }); });
       },
   };
   return &api;
@@ -436,6 +457,7 @@ const void* api_for() {
   else if constexpr (T::kind == MH_KIND_RECOMPUTE) return recompute_api<T>();
   else if constexpr (T::kind == MH_KIND_OBSERVER) return observer_api<T>();
   else if constexpr (T::kind == MH_KIND_CONTEXT_PARALLEL) return context_parallel_api<T>();
+  else if constexpr (T::kind == MH_KIND_EXPERT_PARALLEL) return expert_parallel_api<T>();
   else return tuner_api<T>();
 }
 

@@ -145,6 +145,19 @@ MH_CollectiveArgs recv_args(std::span<T> recv, int32_t peer) {
   return args<T>({}, recv, MH_REDUCE_SUM, peer);
 }
 
+// An all_to_all of `send` into `recv`, blocks of the given per-peer counts.
+template <class T>
+MH_AllToAllArgs all_to_all_args(std::span<const T> send, const std::vector<int64_t>& send_counts, std::span<T> recv,
+                                const std::vector<int64_t>& recv_counts) {
+  MH_AllToAllArgs a{};
+  a.struct_size = MH_STRUCT_SIZE(MH_AllToAllArgs, stream);
+  a.send = tensor(send);
+  a.recv = tensor(std::span<const T>(recv));
+  a.send_counts = send_counts.data();
+  a.recv_counts = recv_counts.data();
+  return a;
+}
+
 // Runs body(rank, world group) on one thread per local rank and joins them.
 inline void run_ranks(const Comm& comm, const std::function<void(int32_t, MH_Group*)>& body) {
   const MH_CommInfo info = comm.info();

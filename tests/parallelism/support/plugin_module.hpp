@@ -30,7 +30,7 @@ inline std::string describe_module(const char* path) {
 
   static const char* const kinds[MH_KIND_COUNT] = {
       "kernels",   "comm", "tensor_parallel", "pipeline_parallel", "data_parallel",
-      "recompute", "tuner", "observer", "context_parallel"};
+      "recompute", "tuner", "observer", "context_parallel", "expert_parallel"};
   std::string out = std::string(plugin->name) + " " + plugin->version + " (ABI " +
                     std::to_string(plugin->abi_major) + "." + std::to_string(plugin->abi_minor) +
                     "):";
