@@ -97,8 +97,8 @@ HfModel parse_gpt2(const Fields& f) {
 // "rope_theta", ...}. Both are read, so a model saved by either converts with
 // its own base, never silently with the class default; only unscaled RoPE
 // ("default") is Megahost's.
-double rope_theta(const Fields& f) {
-  double theta = f.number("rope_theta", 10000);
+double rope_theta(const Fields& f, double class_default) {
+  double theta = f.number("rope_theta", class_default);
   require_value(!f.present("rope_scaling"), f, "rope_scaling",
                 "is set; Megahost's RoPE has no scaling: convert a model without it");
   const json* parameters = f.find("rope_parameters");
@@ -116,33 +116,35 @@ double rope_theta(const Fields& f) {
   return nested;
 }
 
-// The class defaults of the fields where Llama's and Qwen2's differ.
+// A Llama-family class's defaults for the fields every such class has.
 struct LlamaDefaults {
-  int64_t ffn, positions, vocab;
+  int64_t layers = 32, hidden = 4096, heads = 32, kv_heads = 0 /* 0: heads */, ffn = 11008, positions = 2048,
+          vocab = 32000;
+  double norm_eps = 1e-6, rope_theta = 10000;
 };
 
-HfModel parse_llama(const Fields& f, const LlamaDefaults& defaults = {11008, 2048, 32000}) {
+// What every Llama-family class shares: RMSNorm, RoPE and SwiGLU, their
+// sizes, and the checks that Megahost computes the model the file describes.
+HfModel parse_llama_family(const Fields& f, HfClass cls, const LlamaDefaults& d) {
   HfModel hf;
-  hf.cls = HfClass::kLlama;
+  hf.cls = cls;
   ckpt::ModelShape& m = hf.shape;
   m.arch = "llama";
   m.normalization = "rmsnorm";
   m.position = "rope";
   m.activation = "swiglu";
-  m.layers = f.count("num_hidden_layers", 32);
-  m.hidden = f.count("hidden_size", 4096);
-  m.heads = f.count("num_attention_heads", 32);
-  m.kv_heads = f.count("num_key_value_heads", m.heads);
-  m.ffn = f.count("intermediate_size", defaults.ffn);
-  m.seq_len = f.count("max_position_embeddings", defaults.positions);
+  m.bias = false;
+  m.layers = f.count("num_hidden_layers", d.layers);
+  m.hidden = f.count("hidden_size", d.hidden);
+  m.heads = f.count("num_attention_heads", d.heads);
+  m.kv_heads = f.count("num_key_value_heads", d.kv_heads > 0 ? d.kv_heads : m.heads);
+  m.ffn = f.count("intermediate_size", d.ffn);
+  m.seq_len = f.count("max_position_embeddings", d.positions);
   m.max_positions = m.seq_len;
-  m.vocab_size = f.count("vocab_size", defaults.vocab);
-  m.norm_eps = f.number("rms_norm_eps", 1e-6);
-  m.rope_theta = rope_theta(f);
+  m.vocab_size = f.count("vocab_size", d.vocab);
+  m.norm_eps = f.number("rms_norm_eps", d.norm_eps);
+  m.rope_theta = rope_theta(f, d.rope_theta);
   m.tie_embeddings = f.flag("tie_word_embeddings", false);
-  m.bias = f.flag("attention_bias", false);
-  require_value(f.flag("mlp_bias", false) == m.bias, f, "mlp_bias",
-                "differs from attention_bias; Megahost's model.bias puts biases on every linear layer or none");
   const std::string act = f.text("hidden_act", "silu");
   require_value(act == "silu", f, "hidden_act", "is \"" + act + "\"; Megahost's swiglu gates with SiLU (\"silu\")");
   require_value(!f.present("head_dim") || f.count("head_dim") * m.heads == m.hidden, f, "head_dim",
@@ -153,10 +155,18 @@ HfModel parse_llama(const Fields& f, const LlamaDefaults& defaults = {11008, 204
   return hf;
 }
 
+HfModel parse_llama(const Fields& f, const LlamaDefaults& defaults = {}) {
+  HfModel hf = parse_llama_family(f, HfClass::kLlama, defaults);
+  hf.shape.bias = f.flag("attention_bias", false);
+  require_value(f.flag("mlp_bias", false) == hf.shape.bias, f, "mlp_bias",
+                "differs from attention_bias; Megahost's model.bias puts biases on every linear layer or none");
+  return hf;
+}
+
 // Llama with biases on q, k and v alone (none on o_proj and the MLP); the
 // class has no field for them.
 HfModel parse_qwen2(const Fields& f) {
-  HfModel hf = parse_llama(f, {22016, 32768, 151936});
+  HfModel hf = parse_llama(f, {.ffn = 22016, .positions = 32768, .vocab = 151936});
   hf.cls = HfClass::kQwen2;
   hf.shape.bias = false;
   hf.shape.qkv_bias = true;
@@ -165,45 +175,41 @@ HfModel parse_qwen2(const Fields& f) {
   return hf;
 }
 
+// A mixture's router: the softmax's top num_experts_per_tok of `experts`,
+// renormalised over them when `norm_topk`.
+void parse_router(const Fields& f, ckpt::ModelShape& m, int64_t experts, int64_t topk, bool norm_topk) {
+  m.experts = experts;
+  m.router_topk = f.count("num_experts_per_tok", topk);
+  m.router_norm_topk = norm_topk;
+  m.router_aux_loss_coef = f.number("router_aux_loss_coef", 0.001);
+  require_value(m.router_topk <= m.experts, f, "num_experts_per_tok", "must be at most the number of experts");
+}
+
+// Qwen's mixtures may leave some layers dense or windowed; Megahost's have
+// experts in every layer and full causal attention.
+void require_every_layer_a_full_mixture(const Fields& f) {
+  require_value(f.count("decoder_sparse_step", 1) == 1, f, "decoder_sparse_step",
+                "is not 1; Megahost's mixture of experts is in every layer (no dense layers between)");
+  const json* dense = f.find("mlp_only_layers");
+  require_value(dense == nullptr || dense->is_null() || (dense->is_array() && dense->empty()), f, "mlp_only_layers",
+                "lists layers; Megahost's mixture of experts is in every layer (no dense layers among them)");
+  require_value(!f.flag("use_sliding_window", false), f, "use_sliding_window",
+                "is true; Megahost's attention is full causal attention: convert a model without a window");
+}
+
 // Llama's attention and norms with a mixture of SwiGLU experts: the router
 // takes the top num_experts_per_tok of the softmax, renormalised.
 HfModel parse_mixtral(const Fields& f) {
-  HfModel hf;
-  hf.cls = HfClass::kMixtral;
+  HfModel hf = parse_llama_family(f, HfClass::kMixtral,
+                                  {.kv_heads = 8, .ffn = 14336, .positions = 4096 * 32, .norm_eps = 1e-5,
+                                   .rope_theta = 1e6});
   ckpt::ModelShape& m = hf.shape;
-  m.arch = "llama";
-  m.normalization = "rmsnorm";
-  m.position = "rope";
-  m.activation = "swiglu";
-  m.bias = false;
-  m.layers = f.count("num_hidden_layers", 32);
-  m.hidden = f.count("hidden_size", 4096);
-  m.heads = f.count("num_attention_heads", 32);
-  m.kv_heads = f.count("num_key_value_heads", 8);
-  m.ffn = f.count("intermediate_size", 14336);
   m.moe_ffn = m.ffn;
-  m.experts = f.count("num_local_experts", 8);
-  m.router_topk = f.count("num_experts_per_tok", 2);
-  m.router_norm_topk = true;
-  m.router_aux_loss_coef = f.number("router_aux_loss_coef", 0.001);
-  m.seq_len = f.count("max_position_embeddings", 4096 * 32);
-  m.max_positions = m.seq_len;
-  m.vocab_size = f.count("vocab_size", 32000);
-  m.norm_eps = f.number("rms_norm_eps", 1e-5);
-  m.rope_theta = f.present("rope_theta") || f.present("rope_parameters") ? rope_theta(f) : 1e6;
-  m.tie_embeddings = f.flag("tie_word_embeddings", false);
-  const std::string act = f.text("hidden_act", "silu");
-  require_value(act == "silu", f, "hidden_act", "is \"" + act + "\"; Megahost's swiglu gates with SiLU (\"silu\")");
-  require_value(!f.present("head_dim") || f.count("head_dim") * m.heads == m.hidden, f, "head_dim",
-                "must be hidden_size / num_attention_heads (Megahost's head size)");
-  require_value(m.kv_heads <= m.heads && m.heads % m.kv_heads == 0, f, "num_key_value_heads",
-                "must divide num_attention_heads");
-  require_value(m.router_topk <= m.experts, f, "num_experts_per_tok", "must be at most num_local_experts");
+  parse_router(f, m, f.count("num_local_experts", 8), 2, true);
   require_value(!f.present("sliding_window"), f, "sliding_window",
                 "is set; Megahost's attention is full causal attention: convert a model without a window");
   require_value(f.number("router_jitter_noise", 0) == 0, f, "router_jitter_noise",
                 "is not 0; Megahost's router adds no noise");
-  hf.attention_dropout = f.number("attention_dropout", 0);
   return hf;
 }
 
@@ -213,98 +219,35 @@ HfModel parse_mixtral(const Fields& f) {
 // under norm_topk_prob), beside one shared expert of
 // shared_expert_intermediate_size scaled by sigmoid(shared_expert_gate).
 HfModel parse_qwen2_moe(const Fields& f) {
-  HfModel hf;
-  hf.cls = HfClass::kQwen2Moe;
+  HfModel hf = parse_llama_family(f, HfClass::kQwen2Moe,
+                                  {.layers = 24, .hidden = 2048, .heads = 16, .ffn = 5632, .positions = 32768,
+                                   .vocab = 151936});
   ckpt::ModelShape& m = hf.shape;
-  m.arch = "llama";
-  m.normalization = "rmsnorm";
-  m.position = "rope";
-  m.activation = "swiglu";
-  m.bias = false;
   m.qkv_bias = f.flag("qkv_bias", true);  // transformers 4's class always has them, without the field
-  m.layers = f.count("num_hidden_layers", 24);
-  m.hidden = f.count("hidden_size", 2048);
-  m.heads = f.count("num_attention_heads", 16);
-  m.kv_heads = f.count("num_key_value_heads", m.heads);
-  m.ffn = f.count("intermediate_size", 5632);
   m.moe_ffn = f.count("moe_intermediate_size", 1408);
-  m.experts = f.count("num_experts", 60);
-  m.router_topk = f.count("num_experts_per_tok", 4);
-  m.router_norm_topk = f.flag("norm_topk_prob", false);
-  m.router_aux_loss_coef = f.number("router_aux_loss_coef", 0.001);
+  parse_router(f, m, f.count("num_experts", 60), 4, f.flag("norm_topk_prob", false));
   m.shared_experts = 1;
   m.shared_ffn = f.count("shared_expert_intermediate_size", 5632);
   m.shared_expert_gate = true;
-  m.seq_len = f.count("max_position_embeddings", 32768);
-  m.max_positions = m.seq_len;
-  m.vocab_size = f.count("vocab_size", 151936);
-  m.norm_eps = f.number("rms_norm_eps", 1e-6);
-  m.rope_theta = rope_theta(f);
-  m.tie_embeddings = f.flag("tie_word_embeddings", false);
-  const std::string act = f.text("hidden_act", "silu");
-  require_value(act == "silu", f, "hidden_act", "is \"" + act + "\"; Megahost's swiglu gates with SiLU (\"silu\")");
-  require_value(!f.present("head_dim") || f.count("head_dim") * m.heads == m.hidden, f, "head_dim",
-                "must be hidden_size / num_attention_heads (Megahost's head size)");
-  require_value(m.kv_heads <= m.heads && m.heads % m.kv_heads == 0, f, "num_key_value_heads",
-                "must divide num_attention_heads");
-  require_value(m.router_topk <= m.experts, f, "num_experts_per_tok", "must be at most num_experts");
-  require_value(f.count("decoder_sparse_step", 1) == 1, f, "decoder_sparse_step",
-                "is not 1; Megahost's mixture of experts is in every layer (no dense layers between)");
-  const json* dense = f.find("mlp_only_layers");
-  require_value(dense == nullptr || dense->is_null() || (dense->is_array() && dense->empty()), f, "mlp_only_layers",
-                "lists layers; Megahost's mixture of experts is in every layer (no dense layers among them)");
-  require_value(!f.flag("use_sliding_window", false), f, "use_sliding_window",
-                "is true; Megahost's attention is full causal attention: convert a model without a window");
-  hf.attention_dropout = f.number("attention_dropout", 0);
+  require_every_layer_a_full_mixture(f);
   return hf;
 }
 
 // Qwen2-MoE's mixture without the shared expert and without biases, with
 // QK-norm: RMSNorm over each query and key head (self_attn.q_norm, k_norm).
 HfModel parse_qwen3_moe(const Fields& f) {
-  HfModel hf;
-  hf.cls = HfClass::kQwen3Moe;
+  HfModel hf = parse_llama_family(f, HfClass::kQwen3Moe,
+                                  {.layers = 24, .hidden = 2048, .heads = 32, .kv_heads = 4, .ffn = 6144,
+                                   .positions = 32768, .vocab = 151936});
   ckpt::ModelShape& m = hf.shape;
-  m.arch = "llama";
-  m.normalization = "rmsnorm";
-  m.position = "rope";
-  m.activation = "swiglu";
-  m.bias = false;
   m.qk_norm = true;
-  m.layers = f.count("num_hidden_layers", 24);
-  m.hidden = f.count("hidden_size", 2048);
-  m.heads = f.count("num_attention_heads", 32);
-  m.kv_heads = f.count("num_key_value_heads", 4);
-  m.ffn = f.count("intermediate_size", 6144);
   m.moe_ffn = f.count("moe_intermediate_size", 768);
   // transformers 5 writes num_local_experts, transformers 4 num_experts.
-  m.experts = f.present("num_local_experts") ? f.count("num_local_experts") : f.count("num_experts", 128);
-  m.router_topk = f.count("num_experts_per_tok", 8);
-  m.router_norm_topk = f.flag("norm_topk_prob", false);
-  m.router_aux_loss_coef = f.number("router_aux_loss_coef", 0.001);
-  m.seq_len = f.count("max_position_embeddings", 32768);
-  m.max_positions = m.seq_len;
-  m.vocab_size = f.count("vocab_size", 151936);
-  m.norm_eps = f.number("rms_norm_eps", 1e-6);
-  m.rope_theta = rope_theta(f);
-  m.tie_embeddings = f.flag("tie_word_embeddings", false);
-  const std::string act = f.text("hidden_act", "silu");
-  require_value(act == "silu", f, "hidden_act", "is \"" + act + "\"; Megahost's swiglu gates with SiLU (\"silu\")");
-  require_value(!f.present("head_dim") || f.count("head_dim") * m.heads == m.hidden, f, "head_dim",
-                "must be hidden_size / num_attention_heads (Megahost's head size)");
-  require_value(m.kv_heads <= m.heads && m.heads % m.kv_heads == 0, f, "num_key_value_heads",
-                "must divide num_attention_heads");
-  require_value(m.router_topk <= m.experts, f, "num_experts_per_tok", "must be at most the experts");
+  const int64_t experts = f.present("num_local_experts") ? f.count("num_local_experts") : f.count("num_experts", 128);
+  parse_router(f, m, experts, 8, f.flag("norm_topk_prob", false));
   require_value(!f.flag("attention_bias", false), f, "attention_bias",
                 "is true; Megahost has no biases on q, k, v and o without them on the MLP's experts");
-  require_value(f.count("decoder_sparse_step", 1) == 1, f, "decoder_sparse_step",
-                "is not 1; Megahost's mixture of experts is in every layer (no dense layers between)");
-  const json* dense = f.find("mlp_only_layers");
-  require_value(dense == nullptr || dense->is_null() || (dense->is_array() && dense->empty()), f, "mlp_only_layers",
-                "lists layers; Megahost's mixture of experts is in every layer (no dense layers among them)");
-  require_value(!f.flag("use_sliding_window", false), f, "use_sliding_window",
-                "is true; Megahost's attention is full causal attention: convert a model without a window");
-  hf.attention_dropout = f.number("attention_dropout", 0);
+  require_every_layer_a_full_mixture(f);
   return hf;
 }
 
