@@ -387,6 +387,43 @@ HfClass hf_class(const ckpt::ModelShape& m) {
   return HfClass::kGpt2;
 }
 
+namespace {
+
+// What every Llama-family class's config.json holds alike.
+void write_llama_family(nlohmann::ordered_json& j, const ckpt::ModelShape& m, HfClass cls) {
+  j["model_type"] = cls == HfClass::kMixtral    ? "mixtral"
+                    : cls == HfClass::kQwen2    ? "qwen2"
+                    : cls == HfClass::kQwen2Moe ? "qwen2_moe"
+                    : cls == HfClass::kQwen3Moe ? "qwen3_moe"
+                                                : "llama";
+  j["hidden_act"] = "silu";
+  j["num_hidden_layers"] = m.layers;
+  j["hidden_size"] = m.hidden;
+  j["num_attention_heads"] = m.heads;
+  j["num_key_value_heads"] = m.kv();
+  j["intermediate_size"] = m.ffn;
+  j["max_position_embeddings"] = m.positions();
+  j["rms_norm_eps"] = m.norm_eps;
+  j["rope_theta"] = m.rope_theta;
+  j["rope_scaling"] = nullptr;
+}
+
+// A mixture's router, as parse_router reads it back.
+void write_router(nlohmann::ordered_json& j, const ckpt::ModelShape& m) {
+  j["num_experts_per_tok"] = m.router_topk;
+  j["router_aux_loss_coef"] = m.router_aux_loss_coef;
+  j["output_router_logits"] = m.router_aux_loss_coef > 0;
+}
+
+// Qwen's fields saying every layer is a mixture under full attention.
+void write_every_layer_a_full_mixture(nlohmann::ordered_json& j) {
+  j["decoder_sparse_step"] = 1;
+  j["mlp_only_layers"] = json::array();
+  j["use_sliding_window"] = false;
+}
+
+}  // namespace
+
 std::string hf_config_json(const ckpt::ModelShape& m, const std::string& torch_dtype, const json& special) {
   nlohmann::ordered_json j;
   const HfClass cls = hf_class(m);
@@ -402,99 +439,43 @@ std::string hf_config_json(const ckpt::ModelShape& m, const std::string& torch_d
     j["layer_norm_epsilon"] = m.norm_eps;
     j["scale_attn_weights"] = true;
     j["scale_attn_by_inverse_layer_idx"] = false;
-  } else if (cls == HfClass::kMixtral) {
-    j["model_type"] = "mixtral";
-    j["hidden_act"] = "silu";
-    j["num_hidden_layers"] = m.layers;
-    j["hidden_size"] = m.hidden;
-    j["num_attention_heads"] = m.heads;
-    j["num_key_value_heads"] = m.kv();
-    j["head_dim"] = m.head_dim();
-    j["intermediate_size"] = m.moe_ffn;
-    j["num_local_experts"] = m.experts;
-    j["num_experts_per_tok"] = m.router_topk;
-    j["router_aux_loss_coef"] = m.router_aux_loss_coef;
-    j["output_router_logits"] = m.router_aux_loss_coef > 0;
-    j["router_jitter_noise"] = 0.0;
-    j["sliding_window"] = nullptr;
-    j["max_position_embeddings"] = m.positions();
-    j["rms_norm_eps"] = m.norm_eps;
-    j["rope_theta"] = m.rope_theta;
-    j["rope_scaling"] = nullptr;
-  } else if (cls == HfClass::kQwen2) {
-    j["model_type"] = "qwen2";
-    j["hidden_act"] = "silu";
-    j["num_hidden_layers"] = m.layers;
-    j["hidden_size"] = m.hidden;
-    j["num_attention_heads"] = m.heads;
-    j["num_key_value_heads"] = m.kv();
-    j["intermediate_size"] = m.ffn;
-    j["use_sliding_window"] = false;
-    j["max_position_embeddings"] = m.positions();
-    j["rms_norm_eps"] = m.norm_eps;
-    j["rope_theta"] = m.rope_theta;
-    j["rope_scaling"] = nullptr;
-  } else if (cls == HfClass::kQwen3Moe) {
-    j["model_type"] = "qwen3_moe";
-    j["hidden_act"] = "silu";
-    j["num_hidden_layers"] = m.layers;
-    j["hidden_size"] = m.hidden;
-    j["num_attention_heads"] = m.heads;
-    j["num_key_value_heads"] = m.kv();
-    j["head_dim"] = m.head_dim();
-    j["intermediate_size"] = m.ffn;
-    j["moe_intermediate_size"] = m.moe_ffn;
-    j["num_experts"] = m.experts;
-    j["num_experts_per_tok"] = m.router_topk;
-    j["norm_topk_prob"] = m.router_norm_topk;
-    j["decoder_sparse_step"] = 1;
-    j["mlp_only_layers"] = json::array();
-    j["attention_bias"] = false;
-    j["router_aux_loss_coef"] = m.router_aux_loss_coef;
-    j["output_router_logits"] = m.router_aux_loss_coef > 0;
-    j["use_sliding_window"] = false;
-    j["max_position_embeddings"] = m.positions();
-    j["rms_norm_eps"] = m.norm_eps;
-    j["rope_theta"] = m.rope_theta;
-    j["rope_scaling"] = nullptr;
-  } else if (cls == HfClass::kQwen2Moe) {
-    j["model_type"] = "qwen2_moe";
-    j["hidden_act"] = "silu";
-    j["num_hidden_layers"] = m.layers;
-    j["hidden_size"] = m.hidden;
-    j["num_attention_heads"] = m.heads;
-    j["num_key_value_heads"] = m.kv();
-    j["intermediate_size"] = m.ffn;
-    j["moe_intermediate_size"] = m.moe_ffn;
-    j["shared_expert_intermediate_size"] = m.shared_width();
-    j["num_experts"] = m.experts;
-    j["num_experts_per_tok"] = m.router_topk;
-    j["norm_topk_prob"] = m.router_norm_topk;
-    j["decoder_sparse_step"] = 1;
-    j["mlp_only_layers"] = json::array();
-    j["qkv_bias"] = m.qkv_bias;
-    j["router_aux_loss_coef"] = m.router_aux_loss_coef;
-    j["output_router_logits"] = m.router_aux_loss_coef > 0;
-    j["use_sliding_window"] = false;
-    j["max_position_embeddings"] = m.positions();
-    j["rms_norm_eps"] = m.norm_eps;
-    j["rope_theta"] = m.rope_theta;
-    j["rope_scaling"] = nullptr;
   } else {
-    j["model_type"] = "llama";
-    j["hidden_act"] = "silu";
-    j["num_hidden_layers"] = m.layers;
-    j["hidden_size"] = m.hidden;
-    j["num_attention_heads"] = m.heads;
-    j["num_key_value_heads"] = m.kv();
-    j["head_dim"] = m.head_dim();
-    j["intermediate_size"] = m.ffn;
-    j["max_position_embeddings"] = m.positions();
-    j["rms_norm_eps"] = m.norm_eps;
-    j["rope_theta"] = m.rope_theta;
-    j["rope_scaling"] = nullptr;
-    j["attention_bias"] = m.bias;
-    j["mlp_bias"] = m.bias;
+    write_llama_family(j, m, cls);
+    switch (cls) {
+      case HfClass::kMixtral:
+        j["head_dim"] = m.head_dim();
+        j["intermediate_size"] = m.moe_ffn;
+        j["num_local_experts"] = m.experts;
+        write_router(j, m);
+        j["router_jitter_noise"] = 0.0;
+        j["sliding_window"] = nullptr;
+        break;
+      case HfClass::kQwen2:
+        j["use_sliding_window"] = false;
+        break;
+      case HfClass::kQwen3Moe:
+        j["head_dim"] = m.head_dim();
+        j["moe_intermediate_size"] = m.moe_ffn;
+        j["num_experts"] = m.experts;
+        j["norm_topk_prob"] = m.router_norm_topk;
+        write_router(j, m);
+        write_every_layer_a_full_mixture(j);
+        j["attention_bias"] = false;
+        break;
+      case HfClass::kQwen2Moe:
+        j["moe_intermediate_size"] = m.moe_ffn;
+        j["shared_expert_intermediate_size"] = m.shared_width();
+        j["num_experts"] = m.experts;
+        j["norm_topk_prob"] = m.router_norm_topk;
+        write_router(j, m);
+        write_every_layer_a_full_mixture(j);
+        j["qkv_bias"] = m.qkv_bias;
+        break;
+      default:
+        j["head_dim"] = m.head_dim();
+        j["attention_bias"] = m.bias;
+        j["mlp_bias"] = m.bias;
+    }
   }
   j["vocab_size"] = m.vocab_size;
   j["tie_word_embeddings"] = m.tie_embeddings;
