@@ -11,7 +11,9 @@ with AdamW's moments: 1.49 GB in f32. On the same folder it measures:
                the faster of read() calls and a mapping read in whole
   save         megahost's synchronous save (one rank; two tensor-parallel
                ranks writing in parallel)
-  load         megahost resuming from it, page cache dropped likewise
+  load         megahost resuming from it, page cache dropped likewise (cold),
+               then again with the files cached (warm); with the CPU
+               seconds the process spent loading and the load average
   stall        checkpoint_stall_s of async saves vs synchronous ones
 Figures are medians over --reps; ratios are what to quote (the disk varies).
 """
@@ -92,10 +94,12 @@ def save_once(folder, layout):
     return float(m.group(1)) * (1 << 20), float(m.group(2))
 
 
-def load_once(folder):
-    dropped = drop_caches()
+def load_once(folder, cold=True):
+    """(wall seconds, CPU seconds, whether the page cache was dropped)"""
+    dropped = cold and drop_caches()
     log = megahost([*SINGLE.split(), *SMALL_ONE_SAMPLE.split(), "train.steps=2", f"checkpoint.load={folder}"])
-    return float(re.search(r"resumed from \S+ in ([\d.e+-]+) s", log).group(1)), dropped
+    m = re.search(r"resumed from \S+ in ([\d.e+-]+) s \(([\d.e+-]+) s CPU\)", log)
+    return float(m.group(1)), float(m.group(2)), dropped
 
 
 def stalls(folder, asynchronous):
@@ -118,7 +122,9 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
     ck = os.path.join(a.dir, "ck")
-    rows = {k: [] for k in ("write", "read", "save1", "save2", "load")}
+    rows = {k: [] for k in ("write", "read", "save1", "save2", "load", "warm")}
+    cpu = {"load": [], "warm": []}
+    loadavg = [os.getloadavg()[0]]
     dropped_all = True
     for _ in range(a.reps):
         nbytes, seconds = save_once(ck, ["comm.world_size=1"])
@@ -128,12 +134,17 @@ def main():
         bw, dropped = disk_read(raw)
         rows["read"].append(bw)
         os.remove(raw)
-        load_s, dropped2 = load_once(ck)
+        load_s, load_cpu, dropped2 = load_once(ck)
         rows["load"].append(nbytes / load_s)
+        cpu["load"].append(load_cpu)
+        warm_s, warm_cpu, _ = load_once(ck, cold=False)
+        rows["warm"].append(nbytes / warm_s)
+        cpu["warm"].append(warm_cpu)
         dropped_all &= dropped and dropped2
         nbytes2, seconds2 = save_once(ck + "2", ["comm.world_size=2", "parallel.tensor.size=2"])
         rows["save2"].append(nbytes2 / seconds2)
     sync_stall, async_stall = stalls(ck + "s", False), stalls(ck + "a", True)
+    loadavg.append(os.getloadavg()[0])
     med = {k: statistics.median(v) / 1e6 for k, v in rows.items()}
     print(f"checkpoint of GPT-2 small with AdamW moments: {nbytes / 1e9:.2f} GB, folder {a.dir}, "
           f"median of {a.reps}; page cache {'dropped' if dropped_all else 'NOT dropped (reads are cached)'}")
@@ -142,9 +153,13 @@ def main():
     print(f"{'disk sequential read':34}{med['read']:10.0f}")
     print(f"{'save, 1 rank':34}{med['save1']:10.0f}{med['save1'] / med['write']:10.2f}")
     print(f"{'save, 2 ranks (TP2) in parallel':34}{med['save2']:10.0f}{med['save2'] / med['write']:10.2f}")
-    print(f"{'load, 1 rank (checksums verified)':34}{med['load']:10.0f}{med['load'] / med['read']:10.2f}")
+    print(f"{'load, 1 rank (checksums verified)':34}{med['load']:10.0f}{med['load'] / med['read']:10.2f}"
+          f"   {statistics.median(cpu['load']):.2f} s CPU")
+    print(f"{'load, 1 rank, files cached':34}{med['warm']:10.0f}{'':10}"
+          f"   {statistics.median(cpu['warm']):.2f} s CPU")
     print(f"training stall per save: synchronous {sync_stall:.3f} s, asynchronous {async_stall:.3f} s "
           f"({100 * async_stall / sync_stall:.1f}% of synchronous)")
+    print(f"load average (1 min) {loadavg[0]:.2f} at the start, {loadavg[1]:.2f} at the end, on {os.cpu_count()} CPUs")
     shutil.rmtree(a.dir, ignore_errors=True)
 
 

@@ -1,15 +1,19 @@
 // Checkpoint fuzzing: metadata.json (the index a loader trusts to find every
-// tensor) and a safetensors file's header, the two things a checkpoint
-// loader reads before any tensor data.
+// tensor), a safetensors file's header, the two things a checkpoint loader
+// reads before any tensor data, and a rank file loaded in one pass.
 #include <megahost/error.hpp>
 
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 #include <vector>
 
+#include "checkpoint/load_pass.hpp"
 #include "checkpoint/metadata.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "checkpoint/slice_cover.hpp"
+#include "checkpoint/tensor_reader.hpp"
+#include "scratch.hpp"
 #include "targets.hpp"
 
 namespace mh::fuzz {
@@ -52,6 +56,37 @@ void safetensors_header(Input input) {
     for (const auto& [key, t] : h.tensors)
       if (t.end > t.begin) sink = bytes[size_t(h.data_start + t.begin)] ^ bytes[size_t(h.data_start + t.end - 1)];
   } catch (const Error&) {
+  }
+}
+
+void checkpoint_rank_file(Input input) {
+  const std::string path = scratch_file("rank_00000.safetensors", as_text(input));
+  const std::string dir = path.substr(0, path.rfind('/'));
+  // The index holds the file's true size and hash, so the load reaches the
+  // header and the copies: tensor "t" [4, 6] as two row slices.
+  ckpt::Metadata meta;
+  meta.files["rank_00000.safetensors"] = {input.size(), safetensors::hex(safetensors::checksum(std::as_bytes(input)))};
+  meta.tensors["t"] = ckpt::TensorEntry{{4, 6}, "F32", {{"rank_00000.safetensors", "t:0,0", {0, 0, 2, 6}},
+                                                        {"rank_00000.safetensors", "t:2,0", {2, 0, 2, 6}}}};
+  const ckpt::TensorEntry& t = meta.tensors.at("t");
+  const std::vector<ckpt::Rect> wants = {{0, 0, 4, 6}, {0, 3, 4, 3}, {1, 1, 2, 4}};
+  std::vector<std::vector<float>> got;
+  ckpt::LoadPass pass(dir, meta);
+  for (const ckpt::Rect& want : wants) {
+    got.emplace_back(size_t(want.numel()));
+    pass.add("t", t, want, got.back().data());
+  }
+  try {
+    pass.run();
+  } catch (const Error&) {
+    return;
+  }
+  // What it loads, the random-access reader reads too, bit for bit.
+  ckpt::TensorReader reader(dir, meta);
+  for (size_t i = 0; i < wants.size(); ++i) {
+    std::vector<float> old(got[i].size());
+    reader.read("t", t, wants[i], old.data());
+    if (std::memcmp(old.data(), got[i].data(), old.size() * sizeof(float)) != 0) std::abort();
   }
 }
 

@@ -13,6 +13,7 @@ Target find_target(std::string_view name) {
   if (name == "checkpoint_metadata") return &checkpoint_metadata;
   if (name == "slice_cover") return &slice_cover;
   if (name == "safetensors_header") return &safetensors_header;
+  if (name == "checkpoint_rank_file") return &checkpoint_rank_file;
   if (name == "hf_config") return &hf_config;
   if (name == "shard_index") return &shard_index;
   if (name == "token_range_sidecar") return &token_range_sidecar;

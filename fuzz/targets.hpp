@@ -45,6 +45,9 @@ void checkpoint_metadata(Input input);
 void slice_cover(Input input);
 // A safetensors file: its header parsed and checked against the file's size.
 void safetensors_header(Input input);
+// A checkpoint's rank file under a fixed index with its true size and hash,
+// loaded in one pass: what loads equals what the random-access reader reads.
+void checkpoint_rank_file(Input input);
 
 // A Hugging Face config.json: parsed as the model it describes, and what is
 // accepted written and read back.

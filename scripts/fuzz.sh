@@ -10,7 +10,7 @@ seconds=${1:-20}
 shift || true
 targets=("$@")
 ((${#targets[@]})) || targets=(config overrides gpt2_tokenizer tokenizer_json sentencepiece_model indexed_dataset plugin_descriptor
-  checkpoint_metadata slice_cover safetensors_header hf_config shard_index prompts_jsonl sft_jsonl chat_template openai_request
+  checkpoint_metadata slice_cover safetensors_header checkpoint_rank_file hf_config shard_index prompts_jsonl sft_jsonl chat_template openai_request
   token_range_sidecar checkpoint_owner)
 
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug \

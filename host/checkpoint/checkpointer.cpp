@@ -10,9 +10,9 @@
 
 #include "checkpoint/folder_owner.hpp"
 #include "checkpoint/failpoint.hpp"
+#include "checkpoint/load_pass.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "checkpoint/store.hpp"
-#include "checkpoint/tensor_reader.hpp"
 
 namespace mh::ckpt {
 namespace {
@@ -220,8 +220,12 @@ void Checkpointer::commit_and_report(const std::vector<int32_t>& states) {
 }
 
 void Checkpointer::load(const std::string& path, const Metadata& meta) {
-  TensorReader reader(path, meta);
-  std::vector<float> host;
+  // On the CPU the regions are host memory, filled in place; on another
+  // device they are filled in host memory and copied over once every file
+  // read matched its checksum.
+  const bool direct = device_.info().device_type == MH_DEVICE_CPU;
+  std::vector<const Region*> loaded;
+  uint64_t floats = 0;
   for (const Region& r : state_.held) {
     auto it = meta.tensors.find(r.tensor);
     const bool moment = r.tensor.rfind("optimizer.", 0) == 0;
@@ -231,15 +235,25 @@ void Checkpointer::load(const std::string& path, const Metadata& meta) {
     require(it->second.shape == r.shape, path + ": tensor '" + r.tensor + "' is [" + std::to_string(it->second.shape[0]) +
                                              ", " + std::to_string(it->second.shape[1]) + "], this model's is [" +
                                              std::to_string(r.shape[0]) + ", " + std::to_string(r.shape[1]) + "]");
-    if (const float* in_place = reader.whole(r.tensor, it->second, r.rect)) {
-      device_.to_device(r.data, in_place, region_bytes(r));
-      continue;
-    }
-    host.assign(size_t(r.rect.numel()), 0.f);
-    const int64_t covered = reader.read(r.tensor, it->second, r.rect, host.data());
-    require(covered == r.rect.numel(), path + ": tensor '" + r.tensor + "' has " + std::to_string(covered) + " of the " +
-                                           std::to_string(r.rect.numel()) + " elements this rank needs");
-    device_.to_device(r.data, host.data(), region_bytes(r));
+    loaded.push_back(&r);
+    floats += uint64_t(r.rect.numel());
+  }
+  std::vector<float> host(direct ? 0 : floats);
+  LoadPass pass(path, meta);
+  uint64_t at = 0;
+  for (const Region* r : loaded) {
+    float* out = direct ? r->data : host.data() + at;
+    const int64_t covered = pass.add(r->tensor, meta.tensors.at(r->tensor), r->rect, out);
+    require(covered == r->rect.numel(), path + ": tensor '" + r->tensor + "' has " + std::to_string(covered) +
+                                            " of the " + std::to_string(r->rect.numel()) + " elements this rank needs");
+    at += uint64_t(r->rect.numel());
+  }
+  pass.run();
+  if (direct) return;
+  at = 0;
+  for (const Region* r : loaded) {
+    device_.to_device(r->data, host.data() + at, region_bytes(*r));
+    at += uint64_t(r->rect.numel());
   }
 }
 

@@ -4,6 +4,7 @@
 // docs/checkpoint.md is the specification; this is its reader and writer.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -26,6 +27,14 @@ struct Rect {
   int64_t numel() const { return rows * cols; }
   bool operator==(const Rect&) const = default;
 };
+
+// The overlap of rectangles `a` and `b` into `out`; false when they do not overlap.
+inline bool intersect(const Rect& a, const Rect& b, Rect& out) {
+  const int64_t r0 = std::max(a.row, b.row), r1 = std::min(a.row + a.rows, b.row + b.rows);
+  const int64_t c0 = std::max(a.col, b.col), c1 = std::min(a.col + a.cols, b.col + b.cols);
+  out = Rect{r0, c0, r1 - r0, c1 - c0};
+  return r1 > r0 && c1 > c0;
+}
 
 struct SliceRef {
   std::string file, key;  // the safetensors file and its tensor key

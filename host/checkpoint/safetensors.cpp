@@ -7,8 +7,13 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 #include "checkpoint/json_limits.hpp"
 
@@ -26,6 +31,20 @@ uint64_t read_u64_le(const std::byte* p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = v << 8 | uint64_t(p[i]);
   return v;
+}
+
+// Fills `out` from offset `at` of `fd`; a file that ends first was cut
+// while it was read.
+void read_at(int fd, std::span<std::byte> out, uint64_t at, const std::string& path) {
+  while (!out.empty()) {
+    const ssize_t n = ::pread(fd, out.data(), out.size(), off_t(at));
+    if (n < 0 && errno == EINTR) continue;
+    require(n > 0, "cannot read " + path + " at byte " + std::to_string(at) + ": " +
+                       (n == 0 ? std::string("the file ends there (truncated while it was read)") : std::strerror(errno)),
+            MH_UNAVAILABLE);
+    out = out.subspan(size_t(n));
+    at += uint64_t(n);
+  }
 }
 
 TensorInfo parse_tensor(const std::string& key, const nlohmann::json& j, uint64_t data_size, const std::string& path) {
@@ -111,15 +130,20 @@ uint64_t dtype_bytes(const std::string& dtype) {
 }
 
 Header parse_header(std::span<const std::byte> file, const std::string& path) {
-  if (file.size() < 8) bad(path, "shorter than its 8-byte header length");
-  const uint64_t n = read_u64_le(file.data());
-  if (n > kMaxHeader || n > file.size() - 8) bad(path, "header length " + std::to_string(n) + " exceeds the file");
-  const std::string_view text(reinterpret_cast<const char*>(file.data() + 8), size_t(n));
+  return parse_header(file, file.size(), path);
+}
+
+Header parse_header(std::span<const std::byte> head, uint64_t file_size, const std::string& path) {
+  if (file_size < 8 || head.size() < 8) bad(path, "shorter than its 8-byte header length");
+  const uint64_t n = read_u64_le(head.data());
+  if (n > kMaxHeader || n > file_size - 8) bad(path, "header length " + std::to_string(n) + " exceeds the file");
+  if (n > head.size() - 8) bad(path, "the header ends after the bytes read of it");
+  const std::string_view text(reinterpret_cast<const char*>(head.data() + 8), size_t(n));
   const nlohmann::json j = parse_json_limited(text, path, 8);
   if (!j.is_object()) bad(path, "the header is not a JSON object");
   Header h;
   h.data_start = 8 + n;
-  const uint64_t data_size = file.size() - h.data_start;
+  const uint64_t data_size = file_size - h.data_start;
   for (const auto& [key, value] : j.items()) {
     if (key != "__metadata__") {
       h.tensors.emplace(key, parse_tensor(key, value, data_size, path));
@@ -133,6 +157,17 @@ Header parse_header(std::span<const std::byte> file, const std::string& path) {
   }
   check_tiling(h, data_size, path);
   return h;
+}
+
+Header read_header(int fd, uint64_t file_size, const std::string& path) {
+  std::vector<std::byte> head(size_t(std::min<uint64_t>(file_size, 8)));
+  read_at(fd, head, 0, path);
+  if (head.size() == 8) {
+    // At most the limit is read: a longer header is refused by its length.
+    head.resize(size_t(8 + std::min({read_u64_le(head.data()), file_size - 8, kMaxHeader})));
+    read_at(fd, std::span(head).subspan(8), 8, path);
+  }
+  return parse_header(head, file_size, path);
 }
 
 Written write_file(const std::string& path, const std::vector<Entry>& entries,
@@ -177,6 +212,108 @@ uint64_t checksum(const data::MappedFile& file) {
     file.will_need(at + 2 * kWindow, kWindow);
     const std::span<const std::byte> window = bytes.subspan(at, std::min(kWindow, bytes.size() - at));
     XXH3_64bits_update(hash.get(), window.data(), window.size());
+  }
+  return XXH3_64bits_digest(hash.get());
+}
+
+namespace {
+
+// A few MiB per window: large enough that each pread is one long request to
+// the disk, small enough that a window is still in the CPU's cache when it
+// is hashed and copied. Four in flight keep the disk busy meanwhile.
+constexpr size_t kStreamWindow = size_t(4) << 20;
+constexpr size_t kStreamSlots = 4;
+
+// The background reader of stream_file: fills slot i % kStreamSlots with
+// window i once the caller has handed window i - kStreamSlots on.
+class WindowReader {
+ public:
+  WindowReader(int fd, uint64_t bytes, const std::string& path)
+      : fd_(fd), bytes_(bytes), path_(path), windows_((bytes + kStreamWindow - 1) / kStreamWindow) {
+    for (auto& slot : slots_) slot.reset(new std::byte[kStreamWindow]);
+    ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);  // a hint: larger readahead
+    thread_ = std::thread([this] { run(); });
+  }
+  ~WindowReader() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();
+  }
+  uint64_t windows() const { return windows_; }
+  // Window i, once read; throws what the reader hit.
+  std::span<const std::byte> wait(uint64_t i) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return read_ > i || error_; });
+    if (read_ <= i) std::rethrow_exception(error_);
+    return {slots_[i % kStreamSlots].get(), size_t(std::min<uint64_t>(kStreamWindow, bytes_ - i * kStreamWindow))};
+  }
+  // The caller is done with window i: its slot may be refilled.
+  void done(uint64_t i) {
+    {
+      std::lock_guard lock(mutex_);
+      used_ = i + 1;
+    }
+    changed_.notify_all();
+  }
+
+ private:
+  void run() {
+    try {
+      for (uint64_t i = 0; i < windows_; ++i) {
+        {
+          std::unique_lock lock(mutex_);
+          changed_.wait(lock, [&] { return stop_ || i < used_ + kStreamSlots; });
+          if (stop_) return;
+        }
+        const uint64_t at = i * kStreamWindow;
+        // The next window is asked for before this one is waited on, so the
+        // disk has a request queued while this one's copy runs.
+        ::posix_fadvise(fd_, off_t(at + kStreamWindow), off_t(kStreamWindow), POSIX_FADV_WILLNEED);
+        read_at(fd_, std::span(slots_[i % kStreamSlots].get(), size_t(std::min<uint64_t>(kStreamWindow, bytes_ - at))),
+                at, path_);
+        {
+          std::lock_guard lock(mutex_);
+          read_ = i + 1;
+        }
+        changed_.notify_all();
+      }
+    } catch (...) {
+      {
+        std::lock_guard lock(mutex_);
+        error_ = std::current_exception();
+      }
+      changed_.notify_all();
+    }
+  }
+
+  const int fd_;
+  const uint64_t bytes_;
+  const std::string& path_;
+  const uint64_t windows_;
+  std::array<std::unique_ptr<std::byte[]>, kStreamSlots> slots_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  uint64_t read_ = 0, used_ = 0;  // windows read; windows the caller is done with
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+uint64_t stream_file(int fd, uint64_t bytes, const std::string& path,
+                     const std::function<void(uint64_t at, std::span<const std::byte> window)>& each) {
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash(XXH3_createState(), &XXH3_freeState);
+  XXH3_64bits_reset(hash.get());
+  WindowReader reader(fd, bytes, path);
+  for (uint64_t i = 0; i < reader.windows(); ++i) {
+    const std::span<const std::byte> window = reader.wait(i);
+    XXH3_64bits_update(hash.get(), window.data(), window.size());
+    each(i * kStreamWindow, window);
+    reader.done(i);
   }
   return XXH3_64bits_digest(hash.get());
 }

@@ -40,6 +40,11 @@ uint64_t dtype_bytes(const std::string& dtype);
 // within the file, known dtypes, byte ranges that match their shapes and
 // tile the data section without gaps or overlaps.
 Header parse_header(std::span<const std::byte> file, const std::string& path);
+// The same from the file's first bytes (`head`: its length, then at least
+// its header, or all of a shorter file) and the file's size.
+Header parse_header(std::span<const std::byte> head, uint64_t file_size, const std::string& path);
+// Reads and parses the header of the open file `fd` of `file_size` bytes.
+Header read_header(int fd, uint64_t file_size, const std::string& path);
 
 // A tensor to write: its key, dtype, shape and bytes.
 struct Entry {
@@ -66,6 +71,15 @@ uint64_t checksum(std::span<const std::byte> bytes);
 // mapped for the reads that follow.
 uint64_t checksum(const data::MappedFile& file);
 std::string hex(uint64_t value);
+
+// Reads the open file `fd` (`bytes` long, named `path` in errors) front to
+// back once, in windows read a few ahead on a background thread, and hands
+// each window with its offset to `each`, in order, on the calling thread
+// while it is in the cache; returns the XXH3-64 of the whole file. One pass
+// both checks and uses the data: cold, the disk's read is the bound, not
+// a hash pass and a copy pass one after the other.
+uint64_t stream_file(int fd, uint64_t bytes, const std::string& path,
+                     const std::function<void(uint64_t at, std::span<const std::byte> window)>& each);
 
 // A file mapped read-only with its header parsed.
 class File {

@@ -127,14 +127,20 @@ std::string rank_index(int32_t rank) {
   return name;
 }
 
-void verify_file(const data::MappedFile& file, const FileEntry& expect) {
-  const std::string& path = file.path();
-  const uint64_t bytes = file.bytes().size();
+void check_file_size(const std::string& path, uint64_t bytes, const FileEntry& expect) {
   require(bytes == expect.bytes, path + ": " + std::to_string(bytes) + " bytes, the index says " +
                                      std::to_string(expect.bytes) + " (truncated or replaced); load an earlier checkpoint");
-  const std::string sum = safetensors::hex(safetensors::checksum(file));
+}
+
+void check_file_sum(const std::string& path, uint64_t xxh3, const FileEntry& expect) {
+  const std::string sum = safetensors::hex(xxh3);
   require(sum == expect.xxh3, path + ": checksum " + sum + " does not match the index's " + expect.xxh3 +
                                   " (the file is corrupt); load an earlier checkpoint");
+}
+
+void verify_file(const data::MappedFile& file, const FileEntry& expect) {
+  check_file_size(file.path(), file.bytes().size(), expect);
+  check_file_sum(file.path(), safetensors::checksum(file), expect);
 }
 
 void sync_dir(const std::string& dir) {

@@ -57,6 +57,10 @@ std::string resolve_load(const std::string& load, const std::string& dir);
 // header is read, so a damaged file is reported as such); throws naming
 // the file.
 void verify_file(const data::MappedFile& file, const FileEntry& expect);
+// The two checks of verify_file, for a reader that hashes as it goes:
+// throw naming `path` when the size or the XXH3 differs from the index's.
+void check_file_size(const std::string& path, uint64_t bytes, const FileEntry& expect);
+void check_file_sum(const std::string& path, uint64_t xxh3, const FileEntry& expect);
 
 // fsync of a folder, so renames inside it are durable.
 void sync_dir(const std::string& dir);

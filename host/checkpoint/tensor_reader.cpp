@@ -7,17 +7,6 @@
 #include "checkpoint/store.hpp"
 
 namespace mh::ckpt {
-namespace {
-
-// The overlap of rectangles `a` and `b` into `out`; false when they do not overlap.
-bool intersect(const Rect& a, const Rect& b, Rect& out) {
-  const int64_t r0 = std::max(a.row, b.row), r1 = std::min(a.row + a.rows, b.row + b.rows);
-  const int64_t c0 = std::max(a.col, b.col), c1 = std::min(a.col + a.cols, b.col + b.cols);
-  out = Rect{r0, c0, r1 - r0, c1 - c0};
-  return r1 > r0 && c1 > c0;
-}
-
-}  // namespace
 
 const safetensors::File& TensorReader::file(const std::string& name) {
   auto it = open_.find(name);

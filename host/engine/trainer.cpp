@@ -12,6 +12,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <span>
 
@@ -436,13 +437,16 @@ void RankTrainer::check_consumed(const ckpt::Metadata& saved) const {
 int64_t RankTrainer::resume() {
   const std::string& path = s_.resume_from;
   const auto started = std::chrono::steady_clock::now();
+  const std::clock_t cpu_started = std::clock();
   const ckpt::Metadata saved = load_model();
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  // The process's CPU time beside the wall time: the machine may be shared.
+  const double load_cpu_s = double(std::clock() - cpu_started) / CLOCKS_PER_SEC;
   check_consumed(saved);
   consumed_ = saved.consumed_samples;
   if (!leader()) return saved.step;
   const ckpt::Layout& l = saved.layout;
-  LOG(INFO) << "resumed from " << path << " in " << load_s << " s: step " << saved.step << ", "
+  LOG(INFO) << "resumed from " << path << " in " << load_s << " s (" << load_cpu_s << " s CPU): step " << saved.step << ", "
             << saved.consumed_samples << " samples consumed (saved on TP " << l.tensor << ", PP " << l.pipeline << " x " << l.virtual_stages
             << ", DP " << l.data << (l.distributed_optimizer ? " with the distributed optimizer" : "") << ")";
   if (!saved.optimizer) LOG(WARNING) << "the checkpoint holds no optimizer state: AdamW's moments start from zero";
