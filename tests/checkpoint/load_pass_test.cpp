@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -95,6 +96,17 @@ class LoadPassTest : public ::testing::Test {
     f.put(char(c ^ mask));
   }
   std::string path(const std::string& file) const { return (dir_ / file).string(); }
+  // Drops the files from the page cache, so they are read from the disk
+  // (directly, where the file system allows it) rather than the cache.
+  void evict() const {
+    for (const auto& [file, keys] : by_file_) {
+      const int fd = ::open(path(file).c_str(), O_RDONLY);
+      ASSERT_GE(fd, 0);
+      ::fdatasync(fd);
+      ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+      ::close(fd);
+    }
+  }
 
   fs::path dir_;
   Metadata meta_;
@@ -124,8 +136,17 @@ TEST_F(LoadPassTest, ReadsEveryRectangleAsTheRandomAccessReaderDoes) {
   }
 }
 
+// Windows the page cache does not hold are read past it: the same values.
+TEST_F(LoadPassTest, FilesNotInThePageCacheLoadTheSame) {
+  const std::vector<std::pair<std::string, Rect>> wants = {{"w", {0, 512, 1536, 512}}, {"big", {3, 7, 2000, 300}}};
+  evict();
+  const auto got = load(wants);
+  for (size_t i = 0; i < wants.size(); ++i) EXPECT_EQ(got[i], slice_values(wants[i].first, wants[i].second));
+}
+
 TEST_F(LoadPassTest, CorruptByteInTheMiddleOfAWindowFailsTheChecksum) {
   corrupt("rank_00000.safetensors", (6 << 20) + 123);
+  evict();
   EXPECT_THAT([&] { load(everything_); }, ThrowsMessage<Error>(HasSubstr(path("rank_00000.safetensors") + ": checksum")));
 }
 
