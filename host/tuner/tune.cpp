@@ -17,6 +17,7 @@
 
 #include "engine/trainer.hpp"
 #include "run/run.hpp"
+#include "tuner/calibrate.hpp"
 #include "tuner/candidate_config.hpp"
 #include "tuner/candidate_keep.hpp"
 #include "tuner/hardware_profile.hpp"
@@ -180,19 +181,43 @@ void measure_best(TunerSession& tuner, const Search& s) {
     if (std::optional<MH_Estimate> e = measure(s, best[i], "measured" + std::to_string(i))) tuner.report(best[i], *e);
 }
 
-// A CPU profile prices this machine only if it was measured on this CPU
-// (its device names the kernels' CPU model, /proc/cpuinfo's).
-void warn_if_calibrated_elsewhere(const HardwareProfile& profile) {
-  if (!profile.shared_device) return;
+// This CPU's model as /proc/cpuinfo names it (the cpu kernels' device name
+// holds it); empty when unknown.
+std::string this_cpu() {
   std::ifstream in("/proc/cpuinfo");
-  std::string model;
-  for (std::string line; model.empty() && std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) model = line.substr(line.find(':') + 2);
-  if (model.empty() || profile.device.find(model) != std::string::npos) return;
-  LOG(WARNING) << "hardware profile '" << profile.name << "' (" << profile.file << ") was calibrated on '"
-               << profile.device << "', not this CPU ('" << model
-               << "'): its rates may not hold here; recalibrate with `megahost --calibrate` "
-                  "and tune with the profile it writes";
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) return line.substr(line.find(':') + 2);
+  return "";
+}
+
+// A CPU profile prices this machine only if it was measured on this CPU.
+// One that --calibrate measured on another CPU is replaced by a quick
+// calibration of this one (written beside the tuner's outputs, so the
+// ranking can be checked against it); one written by hand is used as
+// given, with a warning.
+HardwareProfile profile_for_this_cpu(HardwareProfile given, const Config& config, const Registry& registry,
+                                     const fs::path& out) {
+  const std::string model = this_cpu();
+  if (!given.shared_device || model.empty() || given.device.find(model) != std::string::npos) return given;
+  const std::string elsewhere = "hardware profile '" + given.name + "' (" + given.file + ") was calibrated on '" +
+                                given.device + "', not this CPU ('" + model + "')";
+  if (given.calibrated.empty()) {
+    LOG(WARNING) << elsewhere << ": its rates may not hold here; recalibrate with `megahost --calibrate` "
+                 << "and tune with the profile it writes";
+    return given;
+  }
+  const fs::path file = out / "local_cpu_quick.toml";
+  std::cout << elsewhere << ": measuring this CPU with `megahost --calibrate quick` (under a minute) into " << file.string()
+            << " and tuning with it; `megahost --calibrate` writes the full profile, found by name next time\n";
+  try {
+    HardwareProfile quick = measure_this_machine(config, registry, CalibrationMode::kQuick);
+    write_hardware_profile(quick, file, "# This machine, measured by the tuner's quick calibration (`megahost --calibrate quick`).\n\n");
+    quick.file = file.string();
+    return quick;
+  } catch (const Error& e) {
+    LOG(WARNING) << e.what() << "; tuning with '" << given.name << "' as given, whose rates may not hold here";
+    return given;
+  }
 }
 
 fs::path output_dir(const Assembly& assembly, const Config& config) {
@@ -210,15 +235,15 @@ int tune(const Assembly& assembly, const Config& config, const Registry& registr
   // A file is relative to the config, as data paths are; a name is looked up.
   const std::string cluster = fs::path(needs.hardware).extension() == ".toml" ? config.resolve(needs.hardware).string()
                                                                                  : std::string(needs.hardware);
-  std::optional<HardwareProfile> profile = load_hardware_profile(cluster, hardware_search_path(config), diag);
-  require(profile.has_value(), diag.report());
-  warn_if_calibrated_elsewhere(*profile);
+  std::optional<HardwareProfile> given = load_hardware_profile(cluster, hardware_search_path(config), diag);
+  require(given.has_value(), diag.report());
+  const fs::path out = output_dir(assembly, config);
+  fs::create_directories(out / "runs");
+  const std::optional<HardwareProfile> profile = profile_for_this_cpu(*given, config, registry, out);
   const int32_t per_node = needs.devices_per_node > 0 ? needs.devices_per_node : profile->devices_per_node;
   const MH_ModelShape shape = model_shape(assembly, config, needs.nodes * per_node);
   tuner.begin(shape, profile->view());
 
-  const fs::path out = output_dir(assembly, config);
-  fs::create_directories(out / "runs");
   const fs::path binary = fs::read_symlink("/proc/self/exe");
   Search s{assembly, config, registry, shape.layers, *profile, ProbeSettings{binary, flags.plugin_path, out / "runs"},
            profile->shared_device ? profile->memory_bytes / uint64_t(per_node) : profile->memory_bytes, needs, out};

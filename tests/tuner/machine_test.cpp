@@ -48,6 +48,31 @@ TEST(GemmRate, ShapesTooThinForTheRateAreBoundByStreamingTheOperands) {
   EXPECT_NEAR(m.gemm_seconds(1, 1, 4096, 4096, Sharing{1, 1}), 2.0 * (4096.0 + 4096.0 * 4096 + 4096) / 1e11, 1e-9);
 }
 
+// --calibrate measures the fixed cost of a kernels call (the pseudo-op
+// "call", one byte per call); a profile without it, as the published GPU
+// profiles are, prices none.
+TEST(CallOverhead, IsTheCalibratedCostOfACallAndNothingWithoutOne) {
+  TestMachine t;
+  EXPECT_EQ(Machine(t.view()).call_seconds(Sharing{1, 1}), 0.0);
+  t.measured = {{"call", 1, 0, 1, 1.0, 2e5}};  // 5 us per call
+  EXPECT_NEAR(Machine(t.view()).call_seconds(Sharing{1, 1}), 5e-6, 1e-15);
+}
+
+// Streaming rates measured at two call sizes: in cache, and twice the last
+// level cache (DRAM). A working set beyond the cache reads at DRAM's rate;
+// a small one at the fastest rate of a call at least its size.
+TEST(Bandwidth, AWorkingSetBeyondTheCacheReadsAtTheRateMeasuredBeyondIt) {
+  TestMachine t;
+  t.without = {"sum_squares", "elementwise", "bias_add"};
+  t.measured = {{"sum_squares", 1, 0, 1 << 20, 4.0, 1e11}, {"sum_squares", 1, 0, 1 << 28, 4.0, 1e10},
+                {"elementwise", 1, 0, 1 << 20, 4.0, 5e10}};
+  Machine m(t.view());
+  EXPECT_NEAR(m.bandwidth_seconds(1e6, 0, Sharing{1, 1}), 1e6 / 1e11, 1e-15);
+  EXPECT_NEAR(m.bandwidth_seconds(1e6, 5e8, Sharing{1, 1}), 1e6 / 1e10, 1e-15);
+  // Beyond every measured call: the largest one's rate.
+  EXPECT_NEAR(m.bandwidth_seconds(1e6, 1e10, Sharing{1, 1}), 1e6 / 1e10, 1e-15);
+}
+
 TEST(SharedDevice, RanksBeyondTheMostMeasuredShareItByTimeSlicing) {
   TestMachine t;
   t.shared = true;
