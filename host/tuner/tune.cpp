@@ -108,12 +108,16 @@ struct Search {
 
 // A candidate's run: a training step, or a [generate] config serving the
 // tuner's prompts with the candidate's batch.
+// A measured generate run serves 1 + kMeasuredBatches batches, one after
+// the other; a dry run one.
 toml::table run_config(const Search& s, const MH_Candidate& c, CandidateRun run) {
   if (c.workload == MH_WORKLOAD_TRAIN) return candidate_config(s.config, s.assembly, c, run, s.cluster);
   require(reaches(s.needs, &MH_TunerNeeds::output_tokens),
           "the tuner proposes inference candidates but says no prompt and output length (MH_TunerNeeds of ABI 1.4): "
           "rebuild it against this SDK");
-  const GenerateRequest request{write_prompts_file(s.out, c.micro_batch, s.needs.prompt_tokens), s.needs.output_tokens};
+  const int64_t batches = run == CandidateRun::kFull ? 1 + kMeasuredBatches : 1;
+  const GenerateRequest request{write_prompts_file(s.out, c.micro_batch, s.needs.prompt_tokens, batches),
+                                s.needs.output_tokens};
   return generate_config(s.config, s.assembly, c, s.cluster, request);
 }
 
@@ -147,38 +151,47 @@ void estimate(TunerSession& tuner, const Search& s, const MH_Candidate& c, int i
   tuner.report(c, e);
 }
 
-// A real run of the candidate: its step time, or its generation's times.
-std::optional<MH_Estimate> measure(const Search& s, const MH_Candidate& c, const std::string& name) {
+// A real run of the candidate: its step times, or its generation's times;
+// their median goes to the tuner, their spread to `spreads`.
+std::optional<MH_Estimate> measure(const Search& s, const MH_Candidate& c, const std::string& name,
+                                   MeasuredSpreads& spreads) {
   const fs::path file = s.probe.work_dir / (name + ".toml");
   write_toml(run_config(s, c, CandidateRun::kFull), file, "");
   MH_Estimate e{};
   e.struct_size = sizeof(e);
   e.measured = 1;
   std::string error, what;
+  Spread spread;
   if (c.workload == MH_WORKLOAD_TRAIN) {
     const MeasuredRun run = measure_steps(s.probe, file, name, s.needs.measure_steps);
     error = run.error;
-    e.step_seconds = run.best_step_seconds;
-    what = std::to_string(run.best_step_seconds) + " s per step";
+    spread = run.step;
+    e.step_seconds = run.step.median;
+    what = std::to_string(run.step.median) + " s per step (median of " + std::to_string(run.step.count) + ")";
   } else {
-    const MeasuredGeneration run = measure_generation(s.probe, file, name);
+    const MeasuredGeneration run = measure_generation(s.probe, file, name, c.micro_batch, s.needs.output_tokens);
     error = run.error;
+    spread = run.latency;
     e.ttft_seconds = run.ttft_seconds;
     e.tpot_seconds = run.tpot_seconds;
     what = "time to first token " + std::to_string(run.ttft_seconds) + " s, " + std::to_string(1e3 * run.tpot_seconds) +
-           " ms per output token";
+           " ms per output token (medians of " + std::to_string(run.latency.count) + " batches)";
   }
   LOG(INFO) << "measured " << describe_candidate(c) << ": " << (error.empty() ? what : error);
   if (!error.empty()) return std::nullopt;
+  spreads[describe_candidate(c)] = spread;
   return e;
 }
 
-void measure_best(TunerSession& tuner, const Search& s) {
+MeasuredSpreads measure_best(TunerSession& tuner, const Search& s) {
   std::vector<MH_Candidate> best;
   for (const auto& r : tuner.results())
     if (r.verdict == MH_VERDICT_RANKED && r.rank <= s.needs.measure_top_k) best.push_back(*r.candidate);
+  MeasuredSpreads spreads;
   for (size_t i = 0; i < best.size(); ++i)
-    if (std::optional<MH_Estimate> e = measure(s, best[i], "measured" + std::to_string(i))) tuner.report(best[i], *e);
+    if (std::optional<MH_Estimate> e = measure(s, best[i], "measured" + std::to_string(i), spreads))
+      tuner.report(best[i], *e);
+  return spreads;
 }
 
 // This CPU's model as /proc/cpuinfo names it (the cpu kernels' device name
@@ -250,8 +263,8 @@ int tune(const Assembly& assembly, const Config& config, const Registry& registr
   int index = 0;
   while (std::optional<MH_Candidate> c = tuner.next(shape)) estimate(tuner, s, *c, index++);
   LOG(INFO) << "estimated " << index << " candidate(s) on " << profile->name;
-  if (needs.measure_top_k > 0) measure_best(tuner, s);
-  const TunedRun run{config, assembly, *profile, shape, out, per_node, binary, needs};
+  const MeasuredSpreads spreads = needs.measure_top_k > 0 ? measure_best(tuner, s) : MeasuredSpreads{};
+  const TunedRun run{config, assembly, *profile, shape, out, per_node, binary, needs, spreads};
   return write_results(tuner.results(), run, std::cout) ? 0 : 1;
 }
 
