@@ -239,6 +239,17 @@ void add_vectors(Calibration& cal, const Grid& g, const CalibrationTeam& team, H
   });
 }
 
+// What a pipeline stage computes between two messages of a decode step, at
+// least: a small model's stage takes a few hundred microseconds.
+constexpr double kHandOffWork = 100e-6;
+
+// Spins for `seconds` of wall time, as a rank computing does.
+void busy_for(double seconds) {
+  const double until = now() + seconds;
+  while (now() < until) {
+  }
+}
+
 // Seconds of one collective of `elements` floats over the world group of
 // the comm component (configured for `ranks` ranks): the median of rounds.
 double collective_seconds(const Slot& comm_slot, const std::string& op, int ranks, int64_t elements, int rounds) {
@@ -258,14 +269,16 @@ double collective_seconds(const Slot& comm_slot, const std::string& op, int rank
       if (op == "all_reduce") group.all_reduce(send.data(), elements);
       else if (op == "all_gather") group.all_gather(send.data(), recv.data(), elements / ranks);
       else if (op == "reduce_scatter") group.reduce_scatter(send.data(), recv.data(), elements / ranks);
-      // A ping-pong: as a pipeline's stages hand a decode step on, each
-      // message is waited for (the receiver asleep until it comes) rather
-      // than queued behind the one before.
+      // A ping-pong where each message's receiver has waited, asleep, while
+      // its partner computed: as a pipeline's stages hand a decode step on,
+      // its wake-up is part of the message (kHandOffWork taken out below).
       else if (r == 0) {
+        busy_for(kHandOffWork);
         group.send(send.data(), elements, 1);
         group.recv(recv.data(), elements, 1);
       } else if (r == 1) {
         group.recv(recv.data(), elements, 0);
+        busy_for(kHandOffWork);
         group.send(send.data(), elements, 0);
       }
     };
@@ -277,7 +290,8 @@ double collective_seconds(const Slot& comm_slot, const std::string& op, int rank
       clock.stop(r, round);
     }
   });
-  return median_seconds(clock.rounds()) / kReps / (op == "send_recv" ? 2 : 1);
+  if (op != "send_recv") return median_seconds(clock.rounds()) / kReps;
+  return std::max(0.0, median_seconds(clock.rounds()) / kReps - 2 * kHandOffWork) / 2;
 }
 
 // The run's config with its comm component set to `ranks` ranks.

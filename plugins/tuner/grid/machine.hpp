@@ -39,14 +39,20 @@ class Machine {
   // Moving `bytes` through memory at the rate of the plain "elementwise" op:
   // the price of ops a profile has no rate of their own for.
   double stream_seconds(double bytes, Sharing sharing) const;
-  // Moving `bytes` of a working set of max(bytes, working_set) bytes at
-  // memory's rate: the fastest streaming op (sum_squares reads,
-  // elementwise writes, bias_add does both) measured on calls at least
-  // that large, else the largest measured -- in a smaller call more of the
-  // time is the call's own (a team started and joined), which a product's
-  // own rate already holds. A decode step's weights and KV cache beyond the
-  // last-level cache so read at DRAM's rate.
-  double bandwidth_seconds(double bytes, double working_set, Sharing sharing) const;
+  // Moving `bytes` at memory's rate: the fastest streaming op (sum_squares
+  // reads, elementwise writes, bias_add does both) measured on calls at
+  // least that large, else the largest measured -- in a smaller call more
+  // of the time is the call's own (a team started and joined), which a
+  // product's own rate already holds.
+  double bandwidth_seconds(double bytes, Sharing sharing) const;
+  // Reading `bytes` of a working set of `working_set` bytes that a rank
+  // reads anew each step (a decode step's weights and KV cache): 0 while
+  // the set is no larger than the largest read ("sum_squares") call
+  // measured below the largest one -- --calibrate measures that largest
+  // beyond the last-level cache, the rest in it, where a product's own
+  // rate holds its reads; beyond, at the read rates interpolated in log
+  // size up to DRAM's.
+  double working_set_seconds(double bytes, double working_set, Sharing sharing) const;
   // The fixed cost of one kernels call as the engine makes them (the
   // pseudo-op "call" that --calibrate measures); 0 on a profile without it,
   // as the published GPU profiles are.

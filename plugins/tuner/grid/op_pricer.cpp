@@ -28,7 +28,7 @@ Seconds Pricer::take() { return std::exchange(out_, Seconds{}); }
 void Pricer::gemm(int64_t batch, int64_t m, int64_t nn, int64_t k) {
   double seconds = mc_.gemm_seconds(batch, m, nn, k, sharing_);
   if (working_set_ > 0)
-    seconds = std::max(seconds, mc_.bandwidth_seconds(act(batch * nn * k), working_set_, sharing_));
+    seconds = std::max(seconds, mc_.working_set_seconds(act(batch * nn * k), working_set_, sharing_));
   out_.gemm += seconds + mc_.call_seconds(sharing_);
 }
 void Pricer::vec(const char* op, int64_t elements) {

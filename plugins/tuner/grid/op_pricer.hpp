@@ -36,9 +36,10 @@ class Pricer {
   Seconds take();
   // Generation on a shared device: every product's second operand (weights,
   // or the cached keys and values) is read from a working set of `bytes`
-  // per rank, at the streaming rate of a set that size (0: each operand
-  // streamed alone, as in training). A GPU's caches hold little of a
-  // model, so there the operands' own streaming bound stands.
+  // per rank, at the rate of a set that size beyond the cache
+  // (Machine::working_set_seconds; 0: each operand streamed alone, as in
+  // training). A GPU's caches hold little of a model, so there the
+  // operands' own streaming bound stands.
   void reading_from(double bytes) { working_set_ = bytes; }
 
   void gemm(int64_t batch, int64_t m, int64_t n, int64_t k);
