@@ -15,6 +15,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <new>
 #include <thread>
 
 #include "checkpoint/json_limits.hpp"
@@ -243,7 +244,10 @@ class WindowReader {
  public:
   WindowReader(int fd, uint64_t bytes, const std::string& path)
       : fd_(fd), bytes_(bytes), path_(path), windows_((bytes + kStreamWindow - 1) / kStreamWindow) {
-    for (auto& slot : slots_) slot.reset(static_cast<std::byte*>(std::aligned_alloc(kDirectAlign, kStreamWindow)));
+    for (auto& slot : slots_) {
+      slot.reset(static_cast<std::byte*>(std::aligned_alloc(kDirectAlign, kStreamWindow)));
+      if (!slot) throw std::bad_alloc();
+    }
     ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);  // a hint: larger readahead for cached reads
     // The same open file again, for direct reads; where the file system
     // refuses them (or /proc is missing), every window goes through the cache.
