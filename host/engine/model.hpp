@@ -21,9 +21,10 @@ enum class MlpActivation { kGelu, kSwiglu };
 enum class AttentionBackend { kUnfused, kFlash };
 
 // How attention crosses the context group (parallel.context.comm_type):
-// keys and values all-gathered, or Ulysses' all-to-all from sequence shards
-// to whole sequences of 1/cp of the heads and back.
-enum class ContextComm { kAllGather, kA2a };
+// keys and values all-gathered, passed around a ring block by block (p2p),
+// or Ulysses' all-to-all from sequence shards to whole sequences of 1/cp of
+// the heads and back.
+enum class ContextComm { kAllGather, kP2p, kA2a };
 
 struct ModelSpec {
   Norm norm = Norm::kLayerNorm;

@@ -118,6 +118,11 @@ class RankTrainer {
       require((kernels_capabilities(rc_.dev.api()) & MH_KERNELS_CAP_PARTIAL_SOFTMAX) != 0,
               "parallel.context.size > 1 gives softmax the last c of T positions (MH_KERNELS_CAP_PARTIAL_SOFTMAX), "
               "which the kernels lack; use kernels \"cpu\" or \"cuda\", or parallel.context.size = 1");
+      require(s.dims.cp_comm != ContextComm::kP2p ||
+                  (kernels_capabilities(rc_.dev.api()) & MH_KERNELS_CAP_ATTENTION_ACCUMULATE) != 0,
+              "parallel.context.comm_type = \"p2p\" merges each key block into the attention's running result "
+              "(MH_KERNELS_CAP_ATTENTION_ACCUMULATE, ABI 1.8), which the kernels lack; use kernels \"cpu\" or "
+              "\"cuda\", or comm_type = \"all_gather\"");
     }
   }
 

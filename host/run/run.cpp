@@ -235,10 +235,19 @@ void plan_context(RunSetup& s, const Instance& context) {
   require(s.cp >= 1 && s.dims.seq % chunks == 0,
           context.label() + " planned parallel.context.size = " + std::to_string(s.cp) + " in " +
               std::to_string(chunks) + " chunks, which do not divide model.seq_len = " + std::to_string(s.dims.seq));
-  require(s.cp == 1 || s.context_plan.comm == MH_CP_ALL_GATHER || s.context_plan.comm == MH_CP_A2A,
+  require(s.cp == 1 || s.context_plan.comm == MH_CP_ALL_GATHER || s.context_plan.comm == MH_CP_P2P ||
+              s.context_plan.comm == MH_CP_A2A,
           context.label() + " planned a comm_type the engine does not execute; set parallel.context.comm_type = "
-                            "\"all_gather\" or \"a2a\"");
-  s.dims.cp_comm = s.context_plan.comm == MH_CP_A2A ? ContextComm::kA2a : ContextComm::kAllGather;
+                            "\"all_gather\", \"p2p\" or \"a2a\"");
+  s.dims.cp_comm = s.context_plan.comm == MH_CP_A2A   ? ContextComm::kA2a
+                   : s.context_plan.comm == MH_CP_P2P ? ContextComm::kP2p
+                                                      : ContextComm::kAllGather;
+  // The ring merges each key block's partial result by its log-sum-exp,
+  // which the flash core keeps and the unfused core does not.
+  require(s.cp == 1 || s.dims.cp_comm != ContextComm::kP2p ||
+              s.dims.spec.attention_backend == AttentionBackend::kFlash,
+          "parallel.context.comm_type = \"p2p\" merges each key block's partial attention by its log-sum-exp, "
+          "which the flash core computes; set model.attention_backend = \"flash\", or comm_type = \"all_gather\"");
   // Ulysses splits each tensor rank's key/value groups (with their query
   // heads) over the context group.
   require(s.cp == 1 || s.dims.cp_comm != ContextComm::kA2a || s.dims.local_kv_heads() % s.cp == 0,

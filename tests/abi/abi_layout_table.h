@@ -556,7 +556,7 @@
     /* 1.7 */
     FIELD(MH_KernelsApi, attention, 232),
     FIELD(MH_KernelsApi, attention_bwd, 240),
-    SIZE(MH_AttentionArgs, 888),
+    SIZE(MH_AttentionArgs, 896),
     FIELD(MH_AttentionArgs, struct_size, 0),
     FIELD(MH_AttentionArgs, q, 8),
     FIELD(MH_AttentionArgs, k, 88),
@@ -576,6 +576,9 @@
     FIELD(MH_AttentionArgs, dropout_cols, 864),
     FIELD(MH_AttentionArgs, dropout_row0, 872),
     FIELD(MH_AttentionArgs, dropout_col0, 880),
+    /* 1.8: ring attention's merge */
+    FIELD(MH_AttentionArgs, accumulate, 888),
+    VALUE(MH_KERNELS_CAP_ATTENTION_ACCUMULATE, 4),
     /* 1.7: context parallelism */
     VALUE(MH_KIND_CONTEXT_PARALLEL, 8),
     VALUE(MH_CP_ALL_GATHER, 0),

@@ -103,6 +103,11 @@ const Case kCases[] = {
     {"llama_gqa8_cp2_a2a_tp2_sp", kLlamaGqa8,
      "comm.world_size=4 parallel.context.size=2 parallel.context.comm_type=a2a parallel.tensor.size=2 "
      "parallel.tensor.sequence_parallel=true"},
+    // The ring: grouped keys and values passed block by block (flash core).
+    {"llama_gqa_cp2_p2p", kLlamaGqa,
+     "comm.world_size=2 parallel.context.size=2 parallel.context.comm_type=p2p model.attention_backend=flash"},
+    {"llama_mqa_cp4_p2p", kLlamaMqa,
+     "comm.world_size=4 parallel.context.size=4 parallel.context.comm_type=p2p model.attention_backend=flash"},
     {"moe_ep2", kMoe, "comm.world_size=2 parallel.expert.size=2"},
     {"moe_ep4", kMoe, "comm.world_size=4 parallel.expert.size=4"},
     {"moe_ep2_pp2", kMoe, "comm.world_size=4 parallel.pipeline.size=2 parallel.expert.size=2"},
