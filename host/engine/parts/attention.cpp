@@ -235,7 +235,7 @@ void AttentionPart::core(LayerActivations& A, const LayerPass& pass, int64_t lay
                  probs_span(pass.key, layer));
   }
   if (!A.has(MH_ACT_CONTEXT)) {
-    A[MH_ACT_CONTEXT] = c_.activation(kAct, c_.d.rows() * c_.d.local_hidden());
+    A[MH_ACT_CONTEXT] = c_.activation(kAct, c_.d.rows() * c_.d.local_attention());
     for (int64_t i = 0; i < H.m; ++i)
       ops::gemm(c_.dev, H.scores(A[MH_ACT_ATTN_PROBS].ptr(), i), H.qkv(qkv, H.m + 1),
                 H.context(A[MH_ACT_CONTEXT].ptr(), i), false, false, 0);
@@ -312,7 +312,7 @@ void AttentionPart::context_core(LayerActivations& A, const LayerPass& pass, int
         }
   }
   if (!A.has(MH_ACT_CONTEXT)) {
-    A[MH_ACT_CONTEXT] = c_.activation(kAct, c_.d.rows() * c_.d.local_hidden());
+    A[MH_ACT_CONTEXT] = c_.activation(kAct, c_.d.rows() * c_.d.local_attention());
     for (int64_t k = 0; k < c_.d.chunks(); ++k)
       for (int64_t i = 0; i < H.m; ++i)
         ops::gemm(c_.dev, C.scores(A[MH_ACT_ATTN_PROBS].ptr(), k, i), C.gathered(kv.ptr(), 1, k),
@@ -405,12 +405,14 @@ double AttentionPart::activation_bytes(const ModelDims& d, double e, MH_Activati
   // one rank, about s^2 / cp with balanced context parallelism.
   double score_columns = 0;
   for (int64_t k = 0; k < d.chunks(); ++k) score_columns += double(d.chunk_start(k) + d.chunk_len());
-  const double sbh = double(d.rows()) * double(d.hidden), as2b = double(d.heads) * double(d.chunk_len()) * score_columns * b;
+  // sbaD: the rows' query heads (a D = h where the head size is h/a).
+  const double sbaD = double(d.rows()) * double(d.attention_width());
+  const double as2b = double(d.heads) * double(d.chunk_len()) * score_columns * b;
   const double kv_share = double(d.kv()) / double(d.heads);
   const bool flash = d.spec.attention_backend == AttentionBackend::kFlash;
   switch (a) {
-    case MH_ACT_QKV: return (1 + 2 * kv_share) * e * sbh / t;
-    case MH_ACT_CONTEXT: return e * sbh / t + (flash ? 4 * double(d.heads) * double(d.rows()) / t : 0);
+    case MH_ACT_QKV: return (1 + 2 * kv_share) * e * sbaD / t;
+    case MH_ACT_CONTEXT: return e * sbaD / t + (flash ? 4 * double(d.heads) * double(d.rows()) / t : 0);
     case MH_ACT_ATTN_SCORES:
     case MH_ACT_ATTN_PROBS: return flash ? 0 : e * as2b / t;
     case MH_ACT_ATTN_MASK: return flash ? 0 : as2b / t;
@@ -420,7 +422,7 @@ double AttentionPart::activation_bytes(const ModelDims& d, double e, MH_Activati
 
 int64_t FlashAttentionPart::lse_offset(const ModelDims& d, int32_t dtype) {
   const int64_t e = int64_t(dtype_size(dtype));
-  return (d.rows() * d.local_hidden() * e + 3) / 4 * 4 / e;
+  return (d.rows() * d.local_attention() * e + 3) / 4 * 4 / e;
 }
 
 MH_AttentionArgs FlashAttentionPart::args(LayerActivations& A, const LayerPass& pass, int64_t layer) const {
