@@ -59,7 +59,8 @@ MH_ModelShape model_shape(const ModelDims& d, int64_t micro_batch, int64_t globa
                        d.spec.activation == MlpActivation::kSwiglu,
                        d.spec.position == Position::kRope,
                        d.kv(),
-                       !d.spec.tie_embeddings};
+                       !d.spec.tie_embeddings,
+                       d.head_dim()};
 }
 
 std::unique_ptr<data::Tokenizer> run_tokenizer(const Assembly& a, const Config& config) {
