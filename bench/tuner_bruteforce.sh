@@ -1,15 +1,12 @@
 #!/usr/bin/env bash
-# The tuner against brute force on this machine: calibrates the local CPU
-# profile if there is none, tunes bench/tuner_small.toml with it, trains
-# every candidate that fits, and prints the cost model's error and how far
-# the tuner's pick is from the fastest candidate (fails above 5%).
+# The tuner against brute force on this machine: calibrates it afresh
+# (`megahost --calibrate quick`, unless --profile names one), tunes
+# bench/tuner_small.toml with that profile, trains every candidate that fits
+# and prints the fidelity table: the cost model's median and max error and
+# how far the tuner's pick is from the fastest candidate (fails above 5%).
 #   bench/tuner_bruteforce.sh [build dir] [extra tuner_bruteforce.py flags]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-build="${1:-$root/build}"
+build="$(cd "${1:-$root/build}" && pwd)"
 shift || true
-binary="$build/bin/megahost"
-if [[ ! -f "$root/configs/hardware/local_cpu.toml" ]]; then
-  (cd "$root" && "$binary" --calibrate --calibrate_out configs/hardware/local_cpu.toml)
-fi
-exec python3 "$root/bench/tuner_bruteforce.py" --megahost "$binary" "$@"
+exec python3 "$root/bench/tuner_bruteforce.py" --megahost "$build/bin/megahost" --out "$build/tuner_bruteforce_out" "$@"

@@ -46,6 +46,19 @@ int show_help(const char* argv0) {
   return 0;
 }
 
+// --calibrate takes the calibration's name, quick or full, as its own word
+// or after '='; a bare --calibrate (the flag's older form) is the full one.
+void default_calibration(int argc, char** argv) {
+  static char full[] = "--calibrate=full";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") return;
+    if (arg != "--calibrate" && arg != "-calibrate") continue;
+    const std::string next = i + 1 < argc ? argv[i + 1] : "";
+    if (next != "quick" && next != "full") argv[i] = full;
+  }
+}
+
 }  // namespace
 
 void keep_standard_streams_open() {
@@ -71,6 +84,7 @@ std::optional<int> parse_command_line(int& argc, char**& argv) {
     std::cerr << diag.report() << diag.error_count() << " problem(s); nothing was run\n";
     return kExitBadInput;
   }
+  default_calibration(argc, argv);
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   return std::nullopt;
 }

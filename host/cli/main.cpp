@@ -40,7 +40,9 @@ DEFINE_string(metrics_out, "", "JSON-lines metrics file (overrides output.metric
 DEFINE_bool(list_plugins, false, "list every component of every plugin on the plugin path and exit");
 DEFINE_string(grads_out, "", "write the full gradients of the last step to this file (layout-equivalence checks)");
 DEFINE_bool(report_memory, false, "print each rank's measured memory peaks beside the paper's formulas");
-DEFINE_bool(calibrate, false, "measure this machine's kernels and collectives and write its hardware profile for the tuner");
+DEFINE_string(calibrate, "",
+              "measure this machine's kernels and collectives and write its hardware profile for the tuner: "
+              "--calibrate quick (under a minute, a coarser grid) or --calibrate full (a bare --calibrate)");
 DEFINE_string(calibrate_out, "",
               "where --calibrate writes the hardware profile; empty: local_cpu.toml in the user's folder "
               "($XDG_CONFIG_HOME/megahost/hardware, else ~/.config/megahost/hardware), searched before the shipped one");
@@ -62,7 +64,7 @@ std::vector<mh::OutputFile> outputs(const mh::Config& config, const mh::Assembly
 // Where --calibrate writes: the flag, else the user's folder, so the shipped
 // profile is never replaced by accident.
 std::string calibrate_out(mh::Diagnostics& diag) {
-  if (!FLAGS_calibrate || !FLAGS_calibrate_out.empty()) return FLAGS_calibrate_out;
+  if (FLAGS_calibrate.empty() || !FLAGS_calibrate_out.empty()) return FLAGS_calibrate_out;
   const std::filesystem::path dir = mh::user_hardware_dir();
   if (dir.empty())
     diag.error("--calibrate_out", "neither XDG_CONFIG_HOME nor HOME is set, so the user's profile folder is unknown; "
@@ -112,7 +114,7 @@ int main(int argc, char** argv) {
   if (assembly->serves) mh::serve::check(*config, *assembly, diag);
   else if (assembly->generates) mh::generate::check(*config, *assembly, diag);
   mh::check_size_products(*config, *assembly, diag);
-  if (FLAGS_evaluate) mh::check_evaluation(*config, *assembly, {FLAGS_dry_run, FLAGS_calibrate}, diag);
+  if (FLAGS_evaluate) mh::check_evaluation(*config, *assembly, {FLAGS_dry_run, !FLAGS_calibrate.empty()}, diag);
   if (diag.has_errors()) return fail(diag);
   std::cerr << diag.report();
 
@@ -122,7 +124,8 @@ int main(int argc, char** argv) {
   mh::RunFlags flags{FLAGS_dry_run, FLAGS_evaluate, FLAGS_metrics_out, FLAGS_report_memory, FLAGS_grads_out,
                      memory_plan ? &*memory_plan : nullptr};
   try {
-    if (FLAGS_calibrate) return mh::calibrate(*config, registry, profile);
+    if (!FLAGS_calibrate.empty())
+      return mh::calibrate(*config, registry, profile, mh::calibration_mode(FLAGS_calibrate));
     if (assembly->slot(MH_KIND_TUNER) != nullptr) return mh::tune(*assembly, *config, registry, mh::TuneFlags{FLAGS_plugin_path});
     return mh::run(*assembly, *config, flags);
   } catch (const mh::Interrupted& e) {

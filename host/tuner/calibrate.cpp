@@ -3,9 +3,12 @@
 #include <megahost/error.hpp>
 
 #include <glog/logging.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -15,25 +18,87 @@
 #include "engine/ops.hpp"
 #include "tuner/calibration_ops.hpp"
 #include "tuner/calibration_team.hpp"
-#include "tuner/hardware_profile.hpp"
 
 namespace mh {
 namespace {
 
+// What a mode measures. Both cover 1, 2 and 4 ranks sharing the machine,
+// all, half and one of them computing, every op the cost model prices and
+// a decode step's few-row products; quick takes a grid twice as coarse,
+// fewer rounds and passes, and no few-row products against weights beyond
+// the last-level cache (their streaming bound is priced from the streaming
+// rates, which both measure).
+struct Grid {
+  std::vector<int64_t> dims;             // m, n and k of single products
+  double max_gemm_flops;                 // skips products that take long on one core
+  std::vector<int64_t> batches, batched_rows, batched_inner;
+  std::vector<int64_t> decode_rows;      // a decode step: one row per sequence
+  std::vector<int64_t> decode_batches;   // ... in attention, products batched over groups
+  std::vector<int64_t> vector_rows;      // calls of rows x 256 elements
+  bool dram_gemm;                        // few-row products against weights beyond the LLC
+  bool streaming_every_team;             // streaming rates at every sharing, not only all busy
+  std::vector<int> group_sizes;
+  std::vector<int64_t> message_elements;
+  int passes, rounds;                    // interleaved passes over the grid, rounds per pass
+  double pass_seconds;                   // what one pass's rounds of one rate fill
+  int collective_rounds;
+};
+
+Grid grid(CalibrationMode mode) {
+  if (mode == CalibrationMode::kQuick)
+    return Grid{.dims = {64, 256, 1024},
+                .max_gemm_flops = 3e8,
+                .batches = {2, 16},
+                .batched_rows = {64},
+                .batched_inner = {32, 128},
+                .decode_rows = {1, 4},
+                .decode_batches = {2, 16},
+                .vector_rows = {4, 256, 8192},
+                .dram_gemm = false,
+                .streaming_every_team = false,
+                .group_sizes = {2, 4},
+                .message_elements = {1 << 10, 1 << 14, 1 << 18},
+                .passes = 2,
+                .rounds = 3,
+                .pass_seconds = 0.004,
+                .collective_rounds = 3};
+  return Grid{.dims = {32, 64, 128, 256, 512, 1024, 2048},
+              .max_gemm_flops = 3e8,
+              .batches = {2, 8, 32, 128},
+              .batched_rows = {64, 128, 512},
+              .batched_inner = {32, 128, 512},
+              .decode_rows = {1, 4},
+              .decode_batches = {2, 8, 32, 128},
+              .vector_rows = {4, 64, 256, 2048, 8192},
+              .dram_gemm = true,
+              .streaming_every_team = true,
+              .group_sizes = {2, 4, 8},
+              .message_elements = {1 << 10, 1 << 14, 1 << 18, 1 << 21},
+              .passes = 3,
+              .rounds = 5,
+              .pass_seconds = 0.015,
+              .collective_rounds = 5};
+}
+
 constexpr int kSharing[] = {1, 2, 4};
-constexpr int64_t kDims[] = {32, 64, 128, 256, 512, 1024, 2048};
-constexpr double kMaxGemmFlops = 1.1e9;  // skips products that take a second on one core
-constexpr int64_t kBatches[] = {2, 8, 32, 128};
-constexpr int64_t kBatchedRows[] = {128, 512};
-constexpr int64_t kBatchedInner[] = {32, 128, 512};
-// A decode step's rows: one per sequence of the batch. Its products stream
-// their weights (or, in attention, the cached keys and values) for a row or
-// a few, far below the rate of the shapes above.
-constexpr int64_t kDecodeRows[] = {1, 4};
-constexpr int64_t kVectorRows[] = {64, 256, 2048, 8192};  // 16K to 2M elements per call
-constexpr int kGroupSizes[] = {2, 4, 8};
 constexpr int64_t kEmptyElements = 8;  // one float per rank of the largest group
-constexpr int64_t kMessageElements[] = {1 << 14, 1 << 18, 1 << 21};
+constexpr double kFastestBusBandwidth = 1e18;  // bytes/s: a profile's busbw_gbs is at most 1e9
+// The memory-bound ops measured streaming far beyond the last-level cache:
+// read only, write only, read and write.
+const char* const kStreamingOps[] = {"sum_squares", "elementwise", "bias_add"};
+// Quick: read only (weights, the KV cache) and read-write.
+const char* const kQuickStreamingOps[] = {"sum_squares", "bias_add"};
+// A calibration whose reference product ran this much slower (or faster)
+// at its end than at its start measured two different machines: other work
+// started or stopped meanwhile. Twice is far beyond the drift of a quiet
+// machine's turbo and caches (a few percent) and below the 3-25x swings a
+// shared machine showed, so it refuses only what cannot describe one state.
+constexpr double kDriftRefused = 2.0;
+// ... and one where more than a quarter of the rates' passes still disagree
+// after being measured again.
+constexpr double kDisagreeingRefused = 0.25;
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 using Buffers = std::shared_ptr<std::vector<Buffer>>;
 
@@ -47,57 +112,154 @@ Buffers buffers(Device& d, std::initializer_list<int64_t> sizes) {
 }
 
 // batch products (m x k) @ (n x k)^T, as the engine's forward layers run them.
-double gemm_flops(const CalibrationTeam& team, int64_t batch, int64_t m, int64_t n, int64_t k) {
-  const double seconds = team.seconds_per_call([&](Device& d, int) -> std::function<void()> {
+CalibrationTeam::Prepare gemm_call(int64_t batch, int64_t m, int64_t n, int64_t k) {
+  return [=](Device& d, int) -> std::function<void()> {
     Buffers b = buffers(d, {batch * m * k, batch * n * k, batch * m * n});
     return [&d, b, batch, m, n, k] {
       ops::gemm(d, (*b)[0].t({batch, m, k}), (*b)[1].t({batch, n, k}), (*b)[2].t({batch, m, n}), false, true, 0);
       d.synchronize();
     };
-  });
-  return 2.0 * double(batch * m * n * k) / seconds;
+  };
 }
 
 // The profile's busy field: 0 when every rank computes.
 int32_t busy_field(const CalibrationTeam& team) { return team.busy() == team.ranks() ? 0 : team.busy(); }
 
-void measure_gemm(const CalibrationTeam& team, HardwareProfile& p) {
+// The last-level cache of this CPU, bytes; 32 MiB when the system does not say.
+int64_t last_level_cache() {
+  for (int name : {_SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE}) {
+    const long bytes = sysconf(name);
+    if (bytes > 0) return bytes;
+  }
+  return int64_t{32} << 20;
+}
+
+// One rate of the grid: how to time it and where its seconds per call go.
+struct Rate {
+  const CalibrationTeam* team;
+  CalibrationTeam::Prepare prepare;
+  std::function<void(double seconds)> store;
+  std::vector<double> passes;  // the median of each pass's rounds
+};
+
+// Every rate measured in interleaved passes (forward, then backward, ...),
+// so that a burst of other work slows different rates' different passes
+// rather than every round of a few; each rate's seconds are the median of
+// its passes. A rate whose passes disagree is measured once more.
+class Calibration {
+ public:
+  explicit Calibration(const Grid& g) : grid_(g) {}
+
+  void add(const CalibrationTeam& team, CalibrationTeam::Prepare prepare, std::function<void(double)> store) {
+    rates_.push_back(Rate{&team, std::move(prepare), std::move(store), {}});
+  }
+
+  // Returns the fraction of rates whose passes still disagree.
+  double run() {
+    for (int pass = 0; pass < grid_.passes; ++pass) {
+      LOG(INFO) << "calibration pass " << pass + 1 << " of " << grid_.passes << " over " << rates_.size() << " rates";
+      for (size_t i = 0; i < rates_.size(); ++i) measure(rates_[pass % 2 == 0 ? i : rates_.size() - 1 - i]);
+    }
+    size_t disagreeing = 0;
+    for (Rate& r : rates_)
+      if (!passes_agree(r.passes)) {
+        measure(r);
+        if (!passes_agree(r.passes)) ++disagreeing;
+      }
+    for (Rate& r : rates_) r.store(median_seconds(r.passes));
+    return rates_.empty() ? 0.0 : double(disagreeing) / double(rates_.size());
+  }
+
+ private:
+  void measure(Rate& r) {
+    r.passes.push_back(median_seconds(r.team->round_seconds(r.prepare, grid_.rounds, grid_.pass_seconds)));
+  }
+
+  const Grid& grid_;
+  std::vector<Rate> rates_;
+};
+
+void add_gemms(Calibration& cal, const Grid& g, const CalibrationTeam& team, HardwareProfile& p) {
   auto add = [&](int64_t batch, int64_t m, int64_t n, int64_t k) {
-    p.gemm.push_back(MH_GemmRate{team.ranks(), busy_field(team), batch, m, n, k, gemm_flops(team, batch, m, n, k)});
+    cal.add(team, gemm_call(batch, m, n, k), [&p, &team, batch, m, n, k](double seconds) {
+      p.gemm.push_back(
+          MH_GemmRate{team.ranks(), busy_field(team), batch, m, n, k, 2.0 * double(batch * m * n * k) / seconds});
+    });
   };
-  for (int64_t m : kDims)
-    for (int64_t n : kDims)
-      for (int64_t k : kDims)
-        if (2.0 * double(m * n * k) <= kMaxGemmFlops) add(1, m, n, k);
-  for (int64_t batch : kBatches)
-    for (int64_t m : kBatchedRows)
-      for (int64_t n : kBatchedInner)
-        for (int64_t k : kBatchedInner) add(batch, m, n, k);
-  for (int64_t m : kDecodeRows) {
-    for (int64_t n : kDims)
-      for (int64_t k : kDims) add(1, m, n, k);
-    for (int64_t batch : kBatches)
-      for (int64_t n : kBatchedInner)
-        for (int64_t k : kBatchedInner) add(batch, m, n, k);
+  for (int64_t m : g.dims)
+    for (int64_t n : g.dims)
+      for (int64_t k : g.dims)
+        if (2.0 * double(m * n * k) <= g.max_gemm_flops) add(1, m, n, k);
+  for (int64_t batch : g.batches)
+    for (int64_t m : g.batched_rows)
+      for (int64_t n : g.batched_inner)
+        for (int64_t k : g.batched_inner) add(batch, m, n, k);
+  // A decode step's products stream their weights (or, in attention, the
+  // cached keys and values) for a row or a few, far below the rate of the
+  // shapes above.
+  for (int64_t m : g.decode_rows) {
+    for (int64_t n : g.dims)
+      for (int64_t k : g.dims) add(1, m, n, k);
+    for (int64_t batch : g.decode_batches)
+      for (int64_t n : g.batched_inner)
+        for (int64_t k : g.batched_inner) add(batch, m, n, k);
+  }
+  // ... and against weights twice the last-level cache, shared between the
+  // ranks computing, as a large model's decode step reads them.
+  if (g.dram_gemm && busy_field(team) == 0) {
+    const int64_t elements = 2 * last_level_cache() / 4 / team.busy();
+    const int64_t side = int64_t(std::sqrt(double(elements)));
+    for (int64_t m : g.decode_rows) add(1, m, side, side);
   }
 }
 
-void measure_vector(const CalibrationTeam& team, HardwareProfile& p) {
-  for (int64_t rows : kVectorRows)
-    for (const VectorOp& op : vector_ops(rows)) {
-      const double seconds = team.seconds_per_call(op.prepare);
-      p.vector.push_back(
-          {op.name, team.ranks(), busy_field(team), op.elements, op.bytes_per_element, double(op.elements) * op.bytes_per_element / seconds});
-    }
+void add_vector_op(Calibration& cal, const CalibrationTeam& team, const VectorOp& op, HardwareProfile& p) {
+  cal.add(team, op.prepare, [&p, &team, op](double seconds) {
+    p.vector.push_back({op.name, team.ranks(), busy_field(team), op.elements, op.bytes_per_element,
+                        double(op.elements) * op.bytes_per_element / seconds});
+  });
+}
+
+void add_vectors(Calibration& cal, const Grid& g, const CalibrationTeam& team, HardwareProfile& p) {
+  for (int64_t rows : g.vector_rows)
+    for (const VectorOp& op : vector_ops(rows)) add_vector_op(cal, team, op, p);
+  // Streaming far beyond the last-level cache: twice it between the ranks
+  // computing, as a decode step streams a large model's weights (quick:
+  // with every rank computing only; fewer busy ranks take those rates).
+  if (g.streaming_every_team || busy_field(team) == 0) {
+    const int64_t rows = 2 * last_level_cache() / 4 / 256 / team.busy();
+    const std::span<const char* const> ops = g.streaming_every_team ? std::span<const char* const>(kStreamingOps)
+                                                                    : std::span<const char* const>(kQuickStreamingOps);
+    for (const VectorOp& op : vector_ops(rows))
+      if (std::find(ops.begin(), ops.end(), op.name) != ops.end()) add_vector_op(cal, team, op, p);
+  }
+  const VectorOp call = call_chain();
+  cal.add(team, call.prepare, [&p, &team, calls = call.elements](double seconds) {
+    p.vector.push_back({"call", team.ranks(), busy_field(team), 1, 1.0, double(calls) / seconds});
+  });
+}
+
+// What a pipeline stage computes between two messages of a decode step, at
+// least: a small model's stage takes a few hundred microseconds.
+constexpr double kHandOffWork = 100e-6;
+
+// Spins for `seconds` of wall time, as a rank computing does.
+void busy_for(double seconds) {
+  const double until = now() + seconds;
+  while (now() < until) {
+  }
 }
 
 // Seconds of one collective of `elements` floats over the world group of
-// the comm component (configured for `ranks` ranks).
-double collective_seconds(const Slot& comm_slot, const std::string& op, int ranks, int64_t elements) {
+// the comm component (configured for `ranks` ranks): the median of rounds.
+double collective_seconds(const Slot& comm_slot, const std::string& op, int ranks, int64_t elements, int rounds) {
   Instance comm(comm_slot, 0, -1);
   const auto* api = comm.api<MH_CommApi>();
-  constexpr int kRounds = 5, kReps = 4;
-  RoundClock clock(ranks, kRounds);
+  // A round of 16 back to back, after 8 more that start the comm's and the
+  // threads' first calls: the first collective of an instance measured
+  // 4 ms where the rest took 10-30 us.
+  constexpr int kReps = 16, kWarmUp = 8;
+  RoundClock clock(ranks, rounds);
   run_together(ranks, [&](int r) {
     MH_Group* world = nullptr;
     check(api->world(comm.get(), r, &world), "calibration: comm world group");
@@ -107,19 +269,29 @@ double collective_seconds(const Slot& comm_slot, const std::string& op, int rank
       if (op == "all_reduce") group.all_reduce(send.data(), elements);
       else if (op == "all_gather") group.all_gather(send.data(), recv.data(), elements / ranks);
       else if (op == "reduce_scatter") group.reduce_scatter(send.data(), recv.data(), elements / ranks);
-      else if (r == 0) group.send(send.data(), elements, 1);
-      else if (r == 1) group.recv(recv.data(), elements, 0);
+      // A ping-pong where each message's receiver has waited, asleep, while
+      // its partner computed: as a pipeline's stages hand a decode step on,
+      // its wake-up is part of the message (kHandOffWork taken out below).
+      else if (r == 0) {
+        busy_for(kHandOffWork);
+        group.send(send.data(), elements, 1);
+        group.recv(recv.data(), elements, 1);
+      } else if (r == 1) {
+        group.recv(recv.data(), elements, 0);
+        busy_for(kHandOffWork);
+        group.send(send.data(), elements, 0);
+      }
     };
-    once();
-    // The fastest of a few rounds, as for the kernels.
-    for (int round = 0; round < kRounds; ++round) {
+    for (int i = 0; i < kWarmUp; ++i) once();
+    for (int round = 0; round < rounds; ++round) {
       group.barrier();
       clock.start(r, round);
       for (int i = 0; i < kReps; ++i) once();
       clock.stop(r, round);
     }
   });
-  return clock.fastest_round() / kReps;
+  if (op != "send_recv") return median_seconds(clock.rounds()) / kReps;
+  return std::max(0.0, median_seconds(clock.rounds()) / kReps - 2 * kHandOffWork) / 2;
 }
 
 // The run's config with its comm component set to `ranks` ranks.
@@ -137,9 +309,10 @@ Assembly with_world(const Config& config, const Registry& registry, int ranks) {
 // latency + bytes * f / busbw: the latency is the time of a near-empty
 // collective, measured, since extrapolating it from large messages puts it
 // within their noise (often below zero); the bandwidth is then fitted by
-// least squares over the message sizes with that latency held.
-void measure_collectives(const Config& config, const Registry& registry, HardwareProfile& p) {
-  for (int ranks : kGroupSizes) {
+// least squares over the message sizes -- from a decode step's all-reduce
+// of a few rows to a training step's -- with that latency held.
+void measure_collectives(const Config& config, const Registry& registry, const Grid& g, HardwareProfile& p) {
+  for (int ranks : g.group_sizes) {
     const Assembly a = with_world(config, registry, ranks);
     const Slot& comm_slot = *a.slot(MH_KIND_COMM);
     for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "send_recv"}) {
@@ -147,18 +320,37 @@ void measure_collectives(const Config& config, const Registry& registry, Hardwar
       const double f = std::string(op) == "all_reduce" ? 2.0 * (ranks - 1) / ranks
                        : std::string(op) == "send_recv" ? 1.0
                                                         : double(ranks - 1) / ranks;
-      const double latency = collective_seconds(comm_slot, op, ranks, kEmptyElements);
+      const double latency = collective_seconds(comm_slot, op, ranks, kEmptyElements, g.collective_rounds);
       std::vector<double> bus_bytes, seconds;
-      for (int64_t elements : kMessageElements) {
+      for (int64_t elements : g.message_elements) {
         bus_bytes.push_back(double(elements) * 4 * f);
-        seconds.push_back(collective_seconds(comm_slot, op, ranks, elements));
+        seconds.push_back(collective_seconds(comm_slot, op, ranks, elements, g.collective_rounds));
       }
-      p.collectives.push_back({MH_LINK_INTRA_NODE, ranks, op, latency, fitted_bus_bandwidth(latency, bus_bytes, seconds)});
+      // A fit at or below zero slope is as fast as measurable: the most a profile holds.
+      const double busbw = std::min(fitted_bus_bandwidth(latency, bus_bytes, seconds), kFastestBusBandwidth);
+      p.collectives.push_back({MH_LINK_INTRA_NODE, ranks, op, latency, busbw});
     }
   }
 }
 
+// A 128 x 128 x 64 product on one rank alone, small enough that the kernels
+// run it on one thread (a team's threads waiting for each other on a busy
+// machine would make it a lottery): timed at the calibration's start and
+// end, its drift says whether the machine stayed the same meanwhile.
+double reference_seconds(const CalibrationTeam& alone) {
+  return median_seconds(alone.round_seconds(gemm_call(1, 128, 128, 64), 7, 0.02));
+}
+
 }  // namespace
+
+CalibrationMode calibration_mode(const std::string& word) {
+  if (word == "full") return CalibrationMode::kFull;
+  if (word == "quick") return CalibrationMode::kQuick;
+  throw Error(MH_INVALID_ARGUMENT, "--calibrate: '" + word + "' is not a calibration; give --calibrate quick (under a minute) or "
+              "--calibrate full (the default of a bare --calibrate)");
+}
+
+const char* calibration_mode_name(CalibrationMode mode) { return mode == CalibrationMode::kQuick ? "quick" : "full"; }
 
 double fitted_bus_bandwidth(double latency, std::span<const double> bus_bytes, std::span<const double> seconds) {
   double sxx = 0, sxy = 0;
@@ -169,11 +361,27 @@ double fitted_bus_bandwidth(double latency, std::span<const double> bus_bytes, s
   return sxx / std::max(sxy, 1e-30 * sxx);  // a slope at or below zero: as fast as measurable
 }
 
-int calibrate(const Config& config, const Registry& registry, const std::string& out_file) {
+double median_seconds(std::vector<double> v) {
+  require(!v.empty(), "calibration: a rate without measurements");
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+bool passes_agree(std::span<const double> pass_seconds) {
+  std::vector<double> v(pass_seconds.begin(), pass_seconds.end());
+  std::sort(v.begin(), v.end());
+  for (size_t i = 1; i < v.size(); ++i)
+    if (v[i] <= kPassesAgree * v[i - 1]) return true;
+  return v.size() < 2;
+}
+
+HardwareProfile measure_this_machine(const Config& config, const Registry& registry, CalibrationMode mode) {
+  const double start = now();
   Diagnostics diag;
   std::optional<Assembly> assembly = assemble(config, registry, diag);
   require(assembly.has_value(), diag.report());
   const Slot& kernels = *assembly->slot(MH_KIND_KERNELS);
+  const Grid g = grid(mode);
   HardwareProfile p;
   {
     Instance one(kernels, 1, 0);
@@ -184,21 +392,45 @@ int calibrate(const Config& config, const Registry& registry, const std::string&
     p.memory_bytes = d.info().memory_bytes;
     p.dtype = d.info().compute_dtype;  // the GEMM rates below are measured in it
   }
+  p.calibrated = calibration_mode_name(mode);
   p.shared_device = true;
   p.devices_per_node = int32_t(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::unique_ptr<CalibrationTeam>> teams;
   for (int sharing : kSharing)
-    for (int busy = sharing; busy >= 1; busy /= 2) {
-      LOG(INFO) << "calibrating kernels with " << busy << " of " << sharing << " rank(s) computing";
-      CalibrationTeam team(kernels, sharing, busy);
-      measure_gemm(team, p);
-      measure_vector(team, p);
-    }
+    for (int busy = sharing; busy >= 1; busy /= 2) teams.push_back(std::make_unique<CalibrationTeam>(kernels, sharing, busy));
+  const CalibrationTeam& alone = *teams.front();
+  const double reference_before = reference_seconds(alone);
+  Calibration cal(g);
+  for (const auto& team : teams) {
+    add_gemms(cal, g, *team, p);
+    add_vectors(cal, g, *team, p);
+  }
+  const double disagreeing = cal.run();
   LOG(INFO) << "calibrating collectives of comm '" << assembly->slot(MH_KIND_COMM)->component->desc->name << "'";
-  measure_collectives(config, registry, p);
+  measure_collectives(config, registry, g, p);
+  const double reference_after = reference_seconds(alone);
+  const double drift = std::max(reference_after / reference_before, reference_before / reference_after);
+  char figures[256];
+  std::snprintf(figures, sizeof figures,
+                "a 128 x 128 x 64 product took %.0f us at the start and %.0f us at the end (%.2fx); %.0f%% of the rates' "
+                "passes disagreed by more than %.1fx after a second look",
+                1e6 * reference_before, 1e6 * reference_after, drift, 100 * disagreeing, kPassesAgree);
+  if (drift > kDriftRefused || disagreeing > kDisagreeingRefused)
+    throw Error(MH_ABORTED, std::string("the ") + calibration_mode_name(mode) +
+                " calibration disagrees with itself, so it describes no one state of this machine and no profile "
+                "was written from it: " + figures +
+                ". Other work started or stopped while it ran; calibrate again when the machine's load is steady");
+  LOG(INFO) << calibration_mode_name(mode) << " calibration took " << std::lround(now() - start) << " s: " << figures;
+  return p;
+}
+
+int calibrate(const Config& config, const Registry& registry, const std::string& out_file, CalibrationMode mode) {
+  const HardwareProfile p = measure_this_machine(config, registry, mode);
   write_hardware_profile(p, out_file,
-                         "# This machine, measured by `megahost --calibrate` through the kernels and comm components\n"
-                         "# of the config it was given. Rates are per rank while `ranks` ranks share the machine,\n"
-                         "# `busy` of them computing (all when absent).\n\n");
+                         "# This machine, measured by `megahost --calibrate " + std::string(calibration_mode_name(mode)) +
+                             "` through the kernels and comm components\n"
+                             "# of the config it was given. Rates are per rank while `ranks` ranks share the machine,\n"
+                             "# `busy` of them computing (all when absent); each the median of interleaved passes.\n\n");
   std::cout << "wrote " << out_file << ": " << p.gemm.size() << " GEMM shapes, " << p.vector.size() << " op rates, "
             << p.collectives.size() << " collective fits\n";
   return 0;

@@ -1,5 +1,6 @@
 #include "tuner/calibration_ops.hpp"
 
+#include <algorithm>
 #include <memory>
 
 #include "engine/ops.hpp"
@@ -8,7 +9,7 @@ namespace mh {
 namespace {
 
 // Shapes of one call of `rows` rows: rows x C channels, G = rows / 64
-// groups of S x S scores, rows x V logits, a table of R rows: 256 elements
+// groups of S x S scores (below), rows x V logits, a table of R rows: 256 elements
 // per row.
 constexpr int64_t C = 256, S = 128, R = 1024, V = 256;
 
@@ -39,13 +40,15 @@ std::shared_ptr<Arena> arena(Device& d, int64_t N, const std::vector<int64_t>& s
 int32_t* ids(const Arena& a) { return static_cast<int32_t*>(a.ids.data()); }
 uint8_t* mask(const Arena& a) { return static_cast<uint8_t*>(a.mask.data()); }
 
+// G groups of S x S scores; a call of fewer than 64 rows (a decode step's)
+// is one group of its N * C / S rows of S scores.
 MH_SoftmaxArgs softmax_args(const Arena& a, int64_t N) {
-  const int64_t G = N / 64;
+  const int64_t G = std::max<int64_t>(1, N / 64), rows = N * C / S / G;
   MH_SoftmaxArgs s{};
-  s.x = view(a[0], MH_F32, {G, S, S});
-  s.out = view(a[1], MH_F32, {G, S, S});
-  s.dout = view(a[2], MH_F32, {G, S, S});
-  s.dx = view(a[0], MH_F32, {G, S, S});
+  s.x = view(a[0], MH_F32, {G, rows, S});
+  s.out = view(a[1], MH_F32, {G, rows, S});
+  s.dout = view(a[2], MH_F32, {G, rows, S});
+  s.dx = view(a[0], MH_F32, {G, rows, S});
   s.scale = 0.125f;
   return s;
 }
@@ -91,7 +94,25 @@ VectorOp op(const char* name, int64_t rows, int64_t elements, double bytes, std:
                   }};
 }
 
+// Four chains of six calls per timed call.
+constexpr int kChains = 4, kChainCalls = 6;
+constexpr int64_t kChainInner = 64;
+
 }  // namespace
+
+VectorOp call_chain() {
+  const int64_t k = kChainInner;
+  return op("call", 1, kChains * kChainCalls, 1, {C, C, C, C, 2, k, k * k, k}, [k](Device& d, const Arena& a, int64_t) {
+    for (int i = 0; i < kChains; ++i) {
+      ops::layernorm(d, a[0], a[1], a[2], a[3], a[4], 1, C, 1e-5f);
+      ops::gemm(d, a.f32[5].t({1, 1, k}), a.f32[6].t({1, k, k}), a.f32[7].t({1, 1, k}), false, true, 0);
+      ops::bias_add(d, a[3], a[1], 1, C);
+      ops::gelu(d, a[3], a[0], C);
+      ops::copy(d, a[0], a[3], C);
+      ops::fill(d, a[3], C, 0);
+    }
+  });
+}
 
 std::vector<VectorOp> vector_ops(int64_t N) {
   const int64_t E = N * C;

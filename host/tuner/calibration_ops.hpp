@@ -22,4 +22,12 @@ struct VectorOp {
 // The ops on calls of `rows` rows of 256 elements each.
 std::vector<VectorOp> vector_ops(int64_t rows);
 
+// The fixed cost of one kernels call as the engine makes them, one op after
+// another: a chain of different one-row ops (layernorm, a 1 x 64 x 64
+// product, bias, GeLU, a copy into the residual, a fill), whose work is
+// negligible, so its time is the calls' own (dispatch, teams started and
+// joined, caches handed from one op to the next). The profile's pseudo-op
+// "call": one element per call, one byte per element.
+VectorOp call_chain();
+
 }  // namespace mh

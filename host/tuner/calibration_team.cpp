@@ -11,8 +11,6 @@
 namespace mh {
 namespace {
 
-constexpr int kRounds = 7;
-
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 }  // namespace
@@ -46,8 +44,8 @@ RoundClock::RoundClock(int ranks, int rounds)
 void RoundClock::start(int rank, int round) { start_[index(rank, round)] = now(); }
 void RoundClock::stop(int rank, int round) { end_[index(rank, round)] = now(); }
 
-double RoundClock::fastest_round() const {
-  double best = 1e30;
+std::vector<double> RoundClock::rounds() const {
+  std::vector<double> out;
   const size_t ranks = start_.size() / size_t(rounds_);
   for (int round = 0; round < rounds_; ++round) {
     double first = 1e300, last = -1e300;
@@ -55,32 +53,32 @@ double RoundClock::fastest_round() const {
       first = std::min(first, start_[index(int(r), round)]);
       last = std::max(last, end_[index(int(r), round)]);
     }
-    best = std::min(best, last - first);
+    out.push_back(last - first);
   }
-  return best;
+  return out;
 }
 
-double CalibrationTeam::seconds_per_call(const Prepare& prepare, double min_seconds) const {
+std::vector<double> CalibrationTeam::round_seconds(const Prepare& prepare, int rounds, double min_seconds) const {
   const int n = busy();
   std::barrier sync(n);
   std::atomic<int> reps{1};
-  RoundClock clock(n, kRounds);
+  RoundClock clock(n, rounds);
   run_together(n, [&](int r) {
     std::function<void()> call = prepare(devices_[size_t(r)]->dev, r);
     sync.arrive_and_wait();
     const double start = now();
     call();
-    if (r == 0) reps = std::max(1, int(std::ceil(min_seconds / kRounds / std::max(now() - start, 1e-7))));
-    // The fastest round counts, since other work on the machine only ever
-    // slows a round down.
-    for (int round = 0; round < kRounds; ++round) {
+    if (r == 0) reps = std::max(1, int(std::ceil(min_seconds / rounds / std::max(now() - start, 1e-7))));
+    for (int round = 0; round < rounds; ++round) {
       sync.arrive_and_wait();
       clock.start(r, round);
       for (int i = 0, count = reps.load(); i < count; ++i) call();
       clock.stop(r, round);
     }
   });
-  return clock.fastest_round() / reps.load();
+  std::vector<double> out = clock.rounds();
+  for (double& seconds : out) seconds /= reps.load();
+  return out;
 }
 
 }  // namespace mh

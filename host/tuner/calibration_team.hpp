@@ -23,9 +23,10 @@ class CalibrationTeam {
   CalibrationTeam(const Slot& kernels, int ranks, int busy);
   int ranks() const { return ranks_; }
   int busy() const { return int(devices_.size()); }
-  // Seconds per call with every busy rank calling at once: a warm-up call,
-  // then the fastest of seven rounds that together fill about min_seconds.
-  double seconds_per_call(const Prepare& prepare, double min_seconds = 0.05) const;
+  // Seconds per call in each of `rounds` rounds with every busy rank calling
+  // at once, after a warm-up call; the rounds together fill about
+  // min_seconds (a call slower than that is one round's only call).
+  std::vector<double> round_seconds(const Prepare& prepare, int rounds, double min_seconds) const;
 
  private:
   int ranks_;
@@ -43,8 +44,8 @@ class RoundClock {
   // Each (rank, round) is written by its rank's thread only.
   void start(int rank, int round);
   void stop(int rank, int round);
-  // After every rank's thread is joined.
-  double fastest_round() const;
+  // After every rank's thread is joined: each round's length.
+  std::vector<double> rounds() const;
 
  private:
   size_t index(int rank, int round) const { return size_t(rank) * size_t(rounds_) + size_t(round); }

@@ -18,6 +18,8 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 const MH_OptionSpec kTop[] = {
     opt("name", MH_VALUE_STRING, nullptr, "profile name"),
     opt("device", MH_VALUE_STRING, nullptr, "the device, as its vendor names it"),
+    opt_choice("calibrated", "\"none\"", "none|quick|full",
+               "how megahost --calibrate measured it; none for a profile from published measurements or written by hand"),
     opt_choice("dtype", "\"bf16\"", "f32|bf16|f16", "dtype the engine computes in on this device"),
     opt_int("devices_per_node", "8", 1, 4096, "devices (GPUs) of one node; ranks of the process on a CPU"),
     opt_bool("shared_device", "false", "true when every rank of a node shares one device (a CPU)"),
@@ -81,6 +83,7 @@ void check_busy(const Config& file, const Options& o, const toml::node& item, Di
 void read_top(const Options& top, HardwareProfile& p) {
   p.name = top.get_string("name");
   p.device = top.get_string("device");
+  if (const std::string how = top.get_string("calibrated"); how != "none") p.calibrated = how;
   p.dtype = parse_dtype(top.get_string("dtype"));
   p.devices_per_node = int32_t(top.get_int("devices_per_node"));
   p.shared_device = top.get_bool("shared_device");
@@ -176,7 +179,9 @@ void write_hardware_profile(const HardwareProfile& p, const fs::path& file, cons
   ReplacedFile replaced(file.string());
   std::ofstream& out = replaced.out();
   out << std::setprecision(6) << comment;
-  out << "name = \"" << p.name << "\"\ndevice = \"" << p.device << "\"\ndtype = \"" << dtype_text(p.dtype)
+  out << "name = \"" << p.name << "\"\ndevice = \"" << p.device << "\"\n";
+  if (!p.calibrated.empty()) out << "calibrated = \"" << p.calibrated << "\"\n";
+  out << "dtype = \"" << dtype_text(p.dtype)
       << "\"\ndevices_per_node = " << p.devices_per_node << "\nshared_device = " << (p.shared_device ? "true" : "false")
       << "\npeak_gflops = " << p.peak_flops / 1e9 << "\nmemory_gib = " << double(p.memory_bytes) / kGiB << "\n";
   for (const auto& g : p.gemm)

@@ -32,6 +32,9 @@ struct HardwareProfile {
   };
 
   std::string name, device, file;
+  // How --calibrate measured this machine ("quick" or "full"); empty for a
+  // profile written by hand or from published measurements.
+  std::string calibrated;
   int32_t dtype = MH_F32;
   int32_t devices_per_node = 1;
   bool shared_device = false;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -75,12 +76,34 @@ std::string breakdown_of(const nlohmann::json& rank) {
   return out;
 }
 
+// The q-quantile of sorted values, linearly between neighbours.
+double quantile(const std::vector<double>& sorted, double q) {
+  const double at = q * double(sorted.size() - 1);
+  const size_t lo = size_t(at), hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (at - double(lo)) * (sorted[hi] - sorted[lo]);
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  return quantile(v, 0.5);
 }
 
 }  // namespace
+
+Spread spread_of(std::vector<double> values) {
+  Spread s;
+  if (values.empty()) return s;
+  std::sort(values.begin(), values.end());
+  s.median = quantile(values, 0.5);
+  s.low = quantile(values, 0.25);
+  s.high = quantile(values, 0.75);
+  s.count = int(values.size());
+  return s;
+}
+
+bool separated(const Spread& a, const Spread& b) {
+  return std::abs(a.median - b.median) > ((a.high - a.low) + (b.high - b.low)) / 2;
+}
 
 DryRunMemory dry_run_memory(const ProbeSettings& s, const fs::path& config, const std::string& name) {
   const fs::path metrics = s.work_dir / (name + ".dry.jsonl"), log = s.work_dir / (name + ".dry.log");
@@ -122,11 +145,12 @@ MeasuredRun measure_steps(const ProbeSettings& s, const fs::path& config, const 
     out.error = "the run wrote no timed steps to " + metrics.string();
     return out;
   }
-  out.best_step_seconds = *std::min_element(out.step_seconds.begin(), out.step_seconds.end());
+  out.step = spread_of(out.step_seconds);
   return out;
 }
 
-MeasuredGeneration measure_generation(const ProbeSettings& s, const fs::path& config, const std::string& name) {
+MeasuredGeneration measure_generation(const ProbeSettings& s, const fs::path& config, const std::string& name,
+                                      int64_t batch, int64_t output_tokens) {
   const fs::path metrics = s.work_dir / (name + ".run.jsonl"), log = s.work_dir / (name + ".run.log");
   fs::remove(metrics);
   MeasuredGeneration out;
@@ -134,18 +158,31 @@ MeasuredGeneration measure_generation(const ProbeSettings& s, const fs::path& co
     out.error = failure_of(log, status);
     return out;
   }
-  std::vector<double> ttft, tpot;
+  // Requests are admitted in order, a batch at a time: request i is of batch i / batch.
+  std::vector<std::vector<double>> ttft, tpot;
+  int64_t index = 0;
   for (const auto& r : records(metrics))
     if (r.contains("ttft_s") && r.contains("tpot_s")) {
-      ttft.push_back(r["ttft_s"].get<double>());
-      tpot.push_back(r["tpot_s"].get<double>());
+      const size_t wave = size_t(index++ / std::max<int64_t>(1, batch));
+      ttft.resize(std::max(ttft.size(), wave + 1));
+      tpot.resize(ttft.size());
+      ttft[wave].push_back(r["ttft_s"].get<double>());
+      tpot[wave].push_back(r["tpot_s"].get<double>());
     }
-  if (ttft.empty()) {
-    out.error = "the run wrote no request records to " + metrics.string();
+  if (ttft.size() < 2) {
+    out.error = "the run wrote " + std::to_string(index) + " request record(s) to " + metrics.string() +
+                ", fewer than two batches";
     return out;
   }
-  out.ttft_seconds = median(ttft);
-  out.tpot_seconds = median(tpot);
+  std::vector<double> wave_ttft, wave_tpot, latency;
+  for (size_t w = 1; w < ttft.size(); ++w) {
+    wave_ttft.push_back(median(ttft[w]));
+    wave_tpot.push_back(median(tpot[w]));
+    latency.push_back(wave_ttft.back() + double(output_tokens) * wave_tpot.back());
+  }
+  out.ttft_seconds = median(wave_ttft);
+  out.tpot_seconds = median(wave_tpot);
+  out.latency = spread_of(latency);
   return out;
 }
 

@@ -7,10 +7,12 @@
 
 namespace mh {
 
-std::filesystem::path write_prompts_file(const std::filesystem::path& dir, int64_t batch, int64_t tokens) {
-  const std::filesystem::path file = dir / ("prompts_b" + std::to_string(batch) + ".txt");
+std::filesystem::path write_prompts_file(const std::filesystem::path& dir, int64_t batch, int64_t tokens,
+                                         int64_t waves) {
+  const std::filesystem::path file =
+      dir / ("prompts_b" + std::to_string(batch) + (waves > 1 ? "_x" + std::to_string(waves) : "") + ".txt");
   std::ofstream out(file);
-  for (int64_t line = 0; line < batch; ++line) {
+  for (int64_t line = 0; line < batch * waves; ++line) {
     std::string text(size_t(tokens), ' ');
     // Letters with a space every sixth character, never last (a reader may
     // trim it): text-like, and no character a line break.

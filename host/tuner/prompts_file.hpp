@@ -10,7 +10,10 @@
 namespace mh {
 
 // Writes dir/prompts_b<batch>.txt (again, the same, if it exists) and
-// returns its path.
-std::filesystem::path write_prompts_file(const std::filesystem::path& dir, int64_t batch, int64_t tokens);
+// returns its path; with waves > 1, prompts_b<batch>_x<waves>.txt of
+// waves * batch lines, which a generate run of that batch serves as
+// `waves` batches one after the other (the measured runs' repeats).
+std::filesystem::path write_prompts_file(const std::filesystem::path& dir, int64_t batch, int64_t tokens,
+                                         int64_t waves = 1);
 
 }  // namespace mh

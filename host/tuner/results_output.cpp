@@ -38,59 +38,100 @@ bool generates(const MH_Candidate& c) { return c.workload == MH_WORKLOAD_INFEREN
 
 const char* kTrainCsvHeader =
     "rank,tensor,pipeline,virtual_stages,data,sequence_parallel,micro_batch,recompute,recompute_layers,"
-    "step_s_predicted,step_s_measured,tokens_per_s,latency_s,mfu,days,memory_gib,memory_source,reason,"
-    "distributed_optimizer,overlap_param_gather\n";
+    "step_s_predicted,step_s_measured,tokens_per_s_predicted,latency_s,mfu,days,memory_gib,memory_source,reason,"
+    "distributed_optimizer,overlap_param_gather,tokens_per_s_measured,measured_spread\n";
 
 const char* kGenerateCsvHeader =
-    "rank,tensor,pipeline,batch,ttft_s_predicted,ttft_s_measured,tpot_s_predicted,tpot_s_measured,tokens_per_s,"
-    "latency_s,memory_gib,memory_source,reason\n";
+    "rank,tensor,pipeline,batch,ttft_s_predicted,ttft_s_measured,tpot_s_predicted,tpot_s_measured,"
+    "tokens_per_s_predicted,latency_s,memory_gib,memory_source,reason,tokens_per_s_measured,measured_spread\n";
+
+// Tokens per second as the cost model predicts them, and as the run
+// measured them (0 when not measured): the tuner's own figure is the
+// measured one where there is one, so the predicted one is recovered.
+double predicted_tokens_per_s(const MH_TunerResult& r, const TunedRun& run) {
+  if (!generates(*r.candidate)) {
+    if (r.step_seconds <= 0) return 0;
+    return r.tokens_per_s * (r.measured_seconds > 0 ? r.measured_seconds : r.step_seconds) / r.step_seconds;
+  }
+  const double out = double(run.needs.output_tokens);
+  const double latency = r.ttft_seconds + out * r.tpot_seconds;
+  return latency > 0 ? double(r.candidate->micro_batch) * out / latency : 0;
+}
+
+double measured_tokens_per_s(const MH_TunerResult& r, const TunedRun& run) {
+  if (!generates(*r.candidate)) return r.measured_seconds > 0 ? r.tokens_per_s : 0;
+  const double out = double(run.needs.output_tokens);
+  const double latency = r.measured_ttft_seconds + out * r.measured_tpot_seconds;
+  return r.measured_ttft_seconds > 0 ? double(r.candidate->micro_batch) * out / latency : 0;
+}
+
+const Spread* spread_of(const MH_TunerResult& r, const MeasuredSpreads& spreads) {
+  const auto it = spreads.find(describe_candidate(*r.candidate));
+  return it == spreads.end() ? nullptr : &it->second;
+}
+
+// "±4.2%": half the interquartile range of the measurements over their median.
+std::string spread_text(const MH_TunerResult& r, const TunedRun& run) {
+  const Spread* s = spread_of(r, run.spreads);
+  return s == nullptr ? "-" : "±" + num(100 * s->relative(), 1) + "%";
+}
 
 std::string memory_source(const MH_TunerResult& r) { return r.memory_measured ? "dry_run" : "model"; }
 
-std::string generate_csv_row(const MH_TunerResult& r) {
+std::string csv_spread(const MH_TunerResult& r, const TunedRun& run) {
+  const Spread* s = spread_of(r, run.spreads);
+  return s == nullptr ? "" : num(s->relative(), 4);
+}
+
+std::string generate_csv_row(const MH_TunerResult& r, const TunedRun& run) {
   const MH_Candidate& c = *r.candidate;
   std::ostringstream out;
   out << r.rank << ',' << c.tensor << ',' << c.pipeline << ',' << c.micro_batch << ',' << num(r.ttft_seconds, 6) << ','
       << num(r.measured_ttft_seconds, 6) << ',' << num(r.tpot_seconds, 6) << ',' << num(r.measured_tpot_seconds, 6)
-      << ',' << num(r.tokens_per_s, 1) << ',' << num(r.latency_seconds, 6) << ','
-      << num(double(r.memory_bytes) / (1 << 30), 3) << ',' << memory_source(r) << ',' << csv_text(r.reason) << '\n';
+      << ',' << num(predicted_tokens_per_s(r, run), 1) << ',' << num(r.latency_seconds, 6) << ','
+      << num(double(r.memory_bytes) / (1 << 30), 3) << ',' << memory_source(r) << ',' << csv_text(r.reason) << ','
+      << num(measured_tokens_per_s(r, run), 1) << ',' << csv_spread(r, run) << '\n';
   return out.str();
 }
 
-std::string csv_row(const MH_TunerResult& r) {
+std::string csv_row(const MH_TunerResult& r, const TunedRun& run) {
   const MH_Candidate& c = *r.candidate;
-  if (generates(c)) return generate_csv_row(r);
+  if (generates(c)) return generate_csv_row(r, run);
   std::ostringstream out;
   out << r.rank << ',' << c.tensor << ',' << c.pipeline << ',' << c.virtual_stages << ',' << c.data << ','
       << (c.sequence_parallel ? "true" : "false") << ',' << c.micro_batch << ',' << c.recompute << ','
       << c.recompute_layers << ',' << num(r.step_seconds, 6) << ',' << num(r.measured_seconds, 6) << ','
-      << num(r.tokens_per_s, 1) << ',' << num(r.latency_seconds, 6) << ',' << num(r.mfu, 4) << ','
+      << num(predicted_tokens_per_s(r, run), 1) << ',' << num(r.latency_seconds, 6) << ',' << num(r.mfu, 4) << ','
       << num(r.days, 2) << ',' << num(double(r.memory_bytes) / (1 << 30), 3) << ','
       << memory_source(r) << ',' << csv_text(r.reason) << ','
       << data_choice(c, &MH_Candidate::distributed_optimizer) << ',' << data_choice(c, &MH_Candidate::overlap_param_gather)
-      << '\n';
+      << ',' << num(measured_tokens_per_s(r, run), 1) << ',' << csv_spread(r, run) << '\n';
   return out.str();
 }
 
 std::string measured_or_dash(double v, int digits) { return v > 0 ? num(v, digits) : "-"; }
 
-std::string generate_line(const MH_TunerResult& r) {
+std::string tokens_text(double v) { return v > 0 ? num(v, 0) : "-"; }
+
+std::string generate_line(const MH_TunerResult& r, const TunedRun& run) {
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%4d  %-20s %9s %9s %9s %9s %11s %9s  %s\n", r.rank,
+  std::snprintf(buf, sizeof buf, "%4d  %-20s %9s %9s %9s %9s %7s %10s %10s %9s  %s\n", r.rank,
                 describe_candidate(*r.candidate).c_str(), num(r.ttft_seconds, 4).c_str(),
                 measured_or_dash(r.measured_ttft_seconds, 4).c_str(), num(1e3 * r.tpot_seconds, 3).c_str(),
-                measured_or_dash(1e3 * r.measured_tpot_seconds, 3).c_str(), num(r.tokens_per_s, 0).c_str(),
+                measured_or_dash(1e3 * r.measured_tpot_seconds, 3).c_str(), spread_text(r, run).c_str(),
+                tokens_text(predicted_tokens_per_s(r, run)).c_str(), tokens_text(measured_tokens_per_s(r, run)).c_str(),
                 gib(r.memory_bytes).c_str(), r.reason);
   return buf;
 }
 
-std::string ranked_line(const MH_TunerResult& r) {
-  if (generates(*r.candidate)) return generate_line(r);
+std::string ranked_line(const MH_TunerResult& r, const TunedRun& run) {
+  if (generates(*r.candidate)) return generate_line(r, run);
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%4d  %-46s %9s %9s %11s %6s %9s %9s  %s\n", r.rank, describe_candidate(*r.candidate).c_str(),
-                num(r.step_seconds, 4).c_str(), r.measured_seconds > 0 ? num(r.measured_seconds, 4).c_str() : "-",
-                num(r.tokens_per_s, 0).c_str(), num(100 * r.mfu, 1).c_str(), gib(r.memory_bytes).c_str(),
-                num(r.days, 1).c_str(), r.reason);
+  std::snprintf(buf, sizeof buf, "%4d  %-46s %9s %9s %7s %10s %10s %9s %9s  %s\n", r.rank,
+                describe_candidate(*r.candidate).c_str(), num(r.step_seconds, 4).c_str(),
+                measured_or_dash(r.measured_seconds, 4).c_str(), spread_text(r, run).c_str(),
+                tokens_text(predicted_tokens_per_s(r, run)).c_str(), tokens_text(measured_tokens_per_s(r, run)).c_str(),
+                gib(r.memory_bytes).c_str(), num(r.days, 1).c_str(), r.reason);
   return buf;
 }
 
@@ -100,14 +141,16 @@ std::string tables(std::span<const MH_TunerResult> rows, const TunedRun& run) {
       << run.profile.device << ")\n\n";
   if (!rows.empty() && generates(*rows.front().candidate))
     out << "ranked (generating " << run.needs.output_tokens << " tokens after " << run.needs.prompt_tokens
-        << "-token prompts; TTFT and TPOT: cost model; measured: real runs; memory per rank from dry runs)\n"
-        << "rank  candidate               TTFT s  measured   TPOT ms  measured       tok/s   mem GiB  note\n";
+        << "-token prompts; predicted: cost model; measured: medians of " << kMeasuredBatches
+        << " batches after a warm-up, ± half their latencies' interquartile range; memory per rank from dry runs)\n"
+        << "rank  candidate               TTFT s  measured   TPOT ms  measured  spread tok/s pred tok/s meas   mem GiB  note\n";
   else
-    out << "ranked (step s: cost model; measured: real runs; memory per rank from dry runs)\n"
-        << "rank  candidate                                       step s  measured       tok/s  MFU %  mem GiB      days  note\n";
+    out << "ranked (step s: cost model; measured: median of the steps after the first, ± half their interquartile "
+           "range; days from the measured step where measured; memory per rank from dry runs)\n"
+        << "rank  candidate                                       step s  measured  spread tok/s pred tok/s meas   mem GiB      days  note\n";
   size_t ranked = 0, rejected = 0;
   for (const auto& r : rows) (r.verdict == MH_VERDICT_RANKED ? ranked : rejected)++;
-  for (size_t i = 0; i < std::min(ranked, kRankedShown); ++i) out << ranked_line(rows[i]);
+  for (size_t i = 0; i < std::min(ranked, kRankedShown); ++i) out << ranked_line(rows[i], run);
   if (ranked > kRankedShown) out << "      ... " << ranked - kRankedShown << " more in ranked.csv\n";
   out << "\nrejected (" << rejected << ")\n";
   for (const auto& r : rows)
@@ -204,10 +247,31 @@ std::string describe_candidate(const MH_Candidate& c) {
 
 std::string gib(uint64_t bytes) { return num(double(bytes) / (1024.0 * 1024.0 * 1024.0), 2); }
 
+size_t declared_winner(std::span<const MH_TunerResult> rows, const TunedRun& run) {
+  if (rows.empty() || rows.front().verdict != MH_VERDICT_RANKED) return 0;
+  const Spread* best = spread_of(rows.front(), run.spreads);
+  if (best == nullptr) return 0;  // nothing measured: measured rows rank first
+  const toml::table* tuner = find_table(run.config.root(), "tuner");
+  const bool throughput = tuner != nullptr && (*tuner)["goal"].value_or(std::string()) == "inference_throughput";
+  // The cost model's order: lower predicted time first, or higher predicted
+  // tokens per second for the inference throughput goal.
+  auto predicted = [&](const MH_TunerResult& r) {
+    if (!generates(*r.candidate)) return r.step_seconds;
+    return throughput ? -predicted_tokens_per_s(r, run)
+                      : r.ttft_seconds + double(run.needs.output_tokens) * r.tpot_seconds;
+  };
+  size_t pick = 0;
+  for (size_t i = 1; i < rows.size() && rows[i].verdict == MH_VERDICT_RANKED; ++i) {
+    const Spread* other = spread_of(rows[i], run.spreads);
+    if (other != nullptr && !separated(*best, *other) && predicted(rows[i]) < predicted(rows[pick])) pick = i;
+  }
+  return pick;
+}
+
 bool write_results(std::span<const MH_TunerResult> rows, const TunedRun& run, std::ostream& human) {
   const char* header = !rows.empty() && generates(*rows.front().candidate) ? kGenerateCsvHeader : kTrainCsvHeader;
   std::string ranked = header, rejected = header;
-  for (const auto& r : rows) (r.verdict == MH_VERDICT_RANKED ? ranked : rejected) += csv_row(r);
+  for (const auto& r : rows) (r.verdict == MH_VERDICT_RANKED ? ranked : rejected) += csv_row(r, run);
   write_file(run.dir / "ranked.csv", ranked);
   write_file(run.dir / "rejected.csv", rejected);
   const std::string text = tables(rows, run);
@@ -217,11 +281,17 @@ bool write_results(std::span<const MH_TunerResult> rows, const TunedRun& run, st
     human << nothing_ranked(rows);
     return false;
   }
-  const MH_Candidate& best = *rows.front().candidate;
+  const size_t winner = declared_winner(rows, run);
+  const MH_Candidate& best = *rows[winner].candidate;
   const std::string launch = launch_lines(run, best.tensor * best.pipeline * best.data);
-  write_toml(tuned_config(best, run), run.dir / "tuned.toml", winner_comment(rows.front(), run, launch));
-  human << "\nbest: " << describe_candidate(best) << "\nwrote " << (run.dir / "tuned.toml").string()
-        << ", ranked.csv, rejected.csv and report.txt in " << run.dir.string() << "\nlaunch with:\n" << launch;
+  write_toml(tuned_config(best, run), run.dir / "tuned.toml", winner_comment(rows[winner], run, launch));
+  human << "\nbest: " << describe_candidate(best);
+  if (winner != 0)
+    human << " -- the measurements do not separate " << describe_candidate(*rows.front().candidate)
+          << ", measured fastest, from it (their medians are closer than their spreads), so the cost model's "
+             "choice among those measured alike is declared";
+  human << "\nwrote " << (run.dir / "tuned.toml").string() << ", ranked.csv, rejected.csv and report.txt in "
+        << run.dir.string() << "\nlaunch with:\n" << launch;
   return true;
 }
 

@@ -17,6 +17,7 @@
 
 #include "engine/trainer.hpp"
 #include "run/run.hpp"
+#include "tuner/calibrate.hpp"
 #include "tuner/candidate_config.hpp"
 #include "tuner/candidate_keep.hpp"
 #include "tuner/hardware_profile.hpp"
@@ -107,12 +108,16 @@ struct Search {
 
 // A candidate's run: a training step, or a [generate] config serving the
 // tuner's prompts with the candidate's batch.
+// A measured generate run serves 1 + kMeasuredBatches batches, one after
+// the other; a dry run one.
 toml::table run_config(const Search& s, const MH_Candidate& c, CandidateRun run) {
   if (c.workload == MH_WORKLOAD_TRAIN) return candidate_config(s.config, s.assembly, c, run, s.cluster);
   require(reaches(s.needs, &MH_TunerNeeds::output_tokens),
           "the tuner proposes inference candidates but says no prompt and output length (MH_TunerNeeds of ABI 1.4): "
           "rebuild it against this SDK");
-  const GenerateRequest request{write_prompts_file(s.out, c.micro_batch, s.needs.prompt_tokens), s.needs.output_tokens};
+  const int64_t batches = run == CandidateRun::kFull ? 1 + kMeasuredBatches : 1;
+  const GenerateRequest request{write_prompts_file(s.out, c.micro_batch, s.needs.prompt_tokens, batches),
+                                s.needs.output_tokens};
   return generate_config(s.config, s.assembly, c, s.cluster, request);
 }
 
@@ -146,53 +151,86 @@ void estimate(TunerSession& tuner, const Search& s, const MH_Candidate& c, int i
   tuner.report(c, e);
 }
 
-// A real run of the candidate: its step time, or its generation's times.
-std::optional<MH_Estimate> measure(const Search& s, const MH_Candidate& c, const std::string& name) {
+// A real run of the candidate: its step times, or its generation's times;
+// their median goes to the tuner, their spread to `spreads`.
+std::optional<MH_Estimate> measure(const Search& s, const MH_Candidate& c, const std::string& name,
+                                   MeasuredSpreads& spreads) {
   const fs::path file = s.probe.work_dir / (name + ".toml");
   write_toml(run_config(s, c, CandidateRun::kFull), file, "");
   MH_Estimate e{};
   e.struct_size = sizeof(e);
   e.measured = 1;
   std::string error, what;
+  Spread spread;
   if (c.workload == MH_WORKLOAD_TRAIN) {
     const MeasuredRun run = measure_steps(s.probe, file, name, s.needs.measure_steps);
     error = run.error;
-    e.step_seconds = run.best_step_seconds;
-    what = std::to_string(run.best_step_seconds) + " s per step";
+    spread = run.step;
+    e.step_seconds = run.step.median;
+    what = std::to_string(run.step.median) + " s per step (median of " + std::to_string(run.step.count) + ")";
   } else {
-    const MeasuredGeneration run = measure_generation(s.probe, file, name);
+    const MeasuredGeneration run = measure_generation(s.probe, file, name, c.micro_batch, s.needs.output_tokens);
     error = run.error;
+    spread = run.latency;
     e.ttft_seconds = run.ttft_seconds;
     e.tpot_seconds = run.tpot_seconds;
     what = "time to first token " + std::to_string(run.ttft_seconds) + " s, " + std::to_string(1e3 * run.tpot_seconds) +
-           " ms per output token";
+           " ms per output token (medians of " + std::to_string(run.latency.count) + " batches)";
   }
   LOG(INFO) << "measured " << describe_candidate(c) << ": " << (error.empty() ? what : error);
   if (!error.empty()) return std::nullopt;
+  spreads[describe_candidate(c)] = spread;
   return e;
 }
 
-void measure_best(TunerSession& tuner, const Search& s) {
+MeasuredSpreads measure_best(TunerSession& tuner, const Search& s) {
   std::vector<MH_Candidate> best;
   for (const auto& r : tuner.results())
     if (r.verdict == MH_VERDICT_RANKED && r.rank <= s.needs.measure_top_k) best.push_back(*r.candidate);
+  MeasuredSpreads spreads;
   for (size_t i = 0; i < best.size(); ++i)
-    if (std::optional<MH_Estimate> e = measure(s, best[i], "measured" + std::to_string(i))) tuner.report(best[i], *e);
+    if (std::optional<MH_Estimate> e = measure(s, best[i], "measured" + std::to_string(i), spreads))
+      tuner.report(best[i], *e);
+  return spreads;
 }
 
-// A CPU profile prices this machine only if it was measured on this CPU
-// (its device names the kernels' CPU model, /proc/cpuinfo's).
-void warn_if_calibrated_elsewhere(const HardwareProfile& profile) {
-  if (!profile.shared_device) return;
+// This CPU's model as /proc/cpuinfo names it (the cpu kernels' device name
+// holds it); empty when unknown.
+std::string this_cpu() {
   std::ifstream in("/proc/cpuinfo");
-  std::string model;
-  for (std::string line; model.empty() && std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) model = line.substr(line.find(':') + 2);
-  if (model.empty() || profile.device.find(model) != std::string::npos) return;
-  LOG(WARNING) << "hardware profile '" << profile.name << "' (" << profile.file << ") was calibrated on '"
-               << profile.device << "', not this CPU ('" << model
-               << "'): its rates may not hold here; recalibrate with `megahost --calibrate` "
-                  "and tune with the profile it writes";
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) return line.substr(line.find(':') + 2);
+  return "";
+}
+
+// A CPU profile prices this machine only if it was measured on this CPU.
+// One that --calibrate measured on another CPU is replaced by a quick
+// calibration of this one (written beside the tuner's outputs, so the
+// ranking can be checked against it); one written by hand is used as
+// given, with a warning.
+HardwareProfile profile_for_this_cpu(HardwareProfile given, const Config& config, const Registry& registry,
+                                     const fs::path& out) {
+  const std::string model = this_cpu();
+  if (!given.shared_device || model.empty() || given.device.find(model) != std::string::npos) return given;
+  const std::string elsewhere = "hardware profile '" + given.name + "' (" + given.file + ") was calibrated on '" +
+                                given.device + "', not this CPU ('" + model + "')";
+  if (given.calibrated.empty()) {
+    LOG(WARNING) << elsewhere << ": its rates may not hold here; recalibrate with `megahost --calibrate` "
+                 << "and tune with the profile it writes";
+    return given;
+  }
+  const fs::path file = out / "local_cpu_quick.toml";
+  std::cout << elsewhere << ": measuring this CPU with `megahost --calibrate quick` (under a minute) into " << file.string()
+            << " and tuning with it; `megahost --calibrate` writes the full profile, found by name next time\n";
+  try {
+    HardwareProfile quick = measure_this_machine(config, registry, CalibrationMode::kQuick);
+    write_hardware_profile(quick, file, "# This machine, measured by the tuner's quick calibration (`megahost --calibrate quick`).\n\n");
+    quick.file = file.string();
+    return quick;
+  } catch (const Error& e) {
+    LOG(WARNING) << e.what() << "; tuning with '" << given.name << "' as given, whose rates may not hold here";
+    return given;
+  }
 }
 
 fs::path output_dir(const Assembly& assembly, const Config& config) {
@@ -210,23 +248,23 @@ int tune(const Assembly& assembly, const Config& config, const Registry& registr
   // A file is relative to the config, as data paths are; a name is looked up.
   const std::string cluster = fs::path(needs.hardware).extension() == ".toml" ? config.resolve(needs.hardware).string()
                                                                                  : std::string(needs.hardware);
-  std::optional<HardwareProfile> profile = load_hardware_profile(cluster, hardware_search_path(config), diag);
-  require(profile.has_value(), diag.report());
-  warn_if_calibrated_elsewhere(*profile);
+  std::optional<HardwareProfile> given = load_hardware_profile(cluster, hardware_search_path(config), diag);
+  require(given.has_value(), diag.report());
+  const fs::path out = output_dir(assembly, config);
+  fs::create_directories(out / "runs");
+  const std::optional<HardwareProfile> profile = profile_for_this_cpu(*given, config, registry, out);
   const int32_t per_node = needs.devices_per_node > 0 ? needs.devices_per_node : profile->devices_per_node;
   const MH_ModelShape shape = model_shape(assembly, config, needs.nodes * per_node);
   tuner.begin(shape, profile->view());
 
-  const fs::path out = output_dir(assembly, config);
-  fs::create_directories(out / "runs");
   const fs::path binary = fs::read_symlink("/proc/self/exe");
   Search s{assembly, config, registry, shape.layers, *profile, ProbeSettings{binary, flags.plugin_path, out / "runs"},
            profile->shared_device ? profile->memory_bytes / uint64_t(per_node) : profile->memory_bytes, needs, out};
   int index = 0;
   while (std::optional<MH_Candidate> c = tuner.next(shape)) estimate(tuner, s, *c, index++);
   LOG(INFO) << "estimated " << index << " candidate(s) on " << profile->name;
-  if (needs.measure_top_k > 0) measure_best(tuner, s);
-  const TunedRun run{config, assembly, *profile, shape, out, per_node, binary, needs};
+  const MeasuredSpreads spreads = needs.measure_top_k > 0 ? measure_best(tuner, s) : MeasuredSpreads{};
+  const TunedRun run{config, assembly, *profile, shape, out, per_node, binary, needs, spreads};
   return write_results(tuner.results(), run, std::cout) ? 0 : 1;
 }
 

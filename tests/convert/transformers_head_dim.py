@@ -4,8 +4,8 @@ LlamaForCausalLM with an explicit head_dim (--family llama_head_dim) and
 Qwen3ForCausalLM (--family qwen3: QK-norm, no biases), each with 4 heads
 of 24 over a hidden size of 64 and grouped-query attention.
 
-For the family: the round trip of transformers_interop.py (f32 and bf16,
-every tensor equal); its parity (the loss and every gradient, --evaluate on
+For the family: the round trip of transformers_interop.py (f32, every
+tensor equal); its parity (the loss and every gradient, --evaluate on
 the folder, three steps on two tensor-parallel ranks exported and
 transformers' loss on the export equal to Megahost's); greedy generation on
 one rank and on two tensor-parallel ranks giving transformers' generate() ids.
@@ -60,8 +60,8 @@ def main():
     print(f"torch {torch.__version__}, transformers {transformers.__version__}")
     maker = FAMILIES[tools.family]
     with tempfile.TemporaryDirectory() as tmp:
-        for dtype in (torch.float32, torch.bfloat16):
-            interop.round_trip(tools, tmp, tools.family, maker, dtype)
+        # f32 alone: bf16's rounding is the same per tensor whatever the head size (transformers_interop.py).
+        interop.round_trip(tools, tmp, tools.family, maker, torch.float32)
         data, tokens = interop.prepare_dataset(tools, tmp)
         interop.parity(tools, tmp, tools.family, maker, data, tokens)
         import transformers_generate as gen  # sets the models' vocabulary to the byte tokenizer's

@@ -89,6 +89,12 @@ const Case kCases[] = {
     // Decode: one and a few rows against a weight.
     {"one row", 1, 1, 300, 128, false, true, false, false, 1.0f, 0.0f, true},
     {"four rows", 1, 4, 300, 128, false, true, false, false, 1.0f, 0.0f, false},
+    // One row on the bf16 units: K with a tail past the 32-pair blocks, N past the 4-row blocks, a
+    // batch (attention's decode scores), beta, and a product large enough for the whole team.
+    {"one row, tails", 1, 1, 301, 100, false, true, false, false, -0.5f, 1.0f, false},
+    {"one row batched", 6, 1, 37, 64, false, true, false, false, 0.125f, 0.0f, true},
+    {"one row, broadcast b", 3, 1, 19, 48, false, true, false, true, 1.0f, 0.5f, false},
+    {"one row, whole team", 1, 1, 3001, 700, false, true, false, false, 1.0f, 0.0f, true},
     {"both transposed", 2, 13, 7, 40, true, true, false, false, 1.0f, 1.0f, false},
     // alpha 0 (a LoRA adapter at alpha 0) is BLAS's c = beta c: zeros over a c never read.
     {"alpha 0", 1, 67, 8, 96, false, true, false, false, 0.0f, 0.0f, false},

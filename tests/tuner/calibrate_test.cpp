@@ -2,7 +2,11 @@
 // the latency being measured on a near-empty message.
 #include "tuner/calibrate.hpp"
 
+#include <megahost/error.hpp>
+
 #include <gtest/gtest.h>
+
+#include <vector>
 
 namespace mh {
 namespace {
@@ -18,6 +22,23 @@ TEST(CalibratedCollectives, MessagesNoSlowerThanTheLatencyGiveABandwidthTooLarge
   const double bytes[] = {65536, 1 << 20};
   const double seconds[] = {20e-6, 19e-6};
   EXPECT_GT(fitted_bus_bandwidth(20e-6, bytes, seconds), 1e20);
+}
+
+// A burst of other work slows one pass of a rate; the median of the passes
+// keeps the others', and two passes that agree settle the rate.
+TEST(CalibratedRates, TheMedianOfInterleavedPassesIgnoresOneSlowedPass) {
+  EXPECT_DOUBLE_EQ(median_seconds({1.0, 9.0, 1.1}), 1.1);
+  EXPECT_DOUBLE_EQ(median_seconds({2.0, 1.0}), 1.5);
+  EXPECT_TRUE(passes_agree(std::vector<double>{1.0, 1.4}));
+  EXPECT_FALSE(passes_agree(std::vector<double>{1.0, 3.0}));
+  EXPECT_TRUE(passes_agree(std::vector<double>{1.0, 3.0, 1.2}));  // measured again: two agree
+  EXPECT_FALSE(passes_agree(std::vector<double>{1.0, 3.0, 9.0}));
+}
+
+TEST(CalibrationModes, AreQuickAndFullAndNothingElse) {
+  EXPECT_EQ(calibration_mode("quick"), CalibrationMode::kQuick);
+  EXPECT_EQ(calibration_mode("full"), CalibrationMode::kFull);
+  EXPECT_THROW(calibration_mode("fast"), Error);
 }
 
 }  // namespace

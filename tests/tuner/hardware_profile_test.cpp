@@ -68,6 +68,7 @@ TEST(HardwareProfiles, WhatCalibrationWritesReadsBackUnchanged) {
   HardwareProfile p;
   p.name = "local_cpu";
   p.device = "cpu: test";
+  p.calibrated = "quick";
   p.dtype = MH_F32;
   p.devices_per_node = 2;
   p.shared_device = true;
@@ -82,6 +83,7 @@ TEST(HardwareProfiles, WhatCalibrationWritesReadsBackUnchanged) {
   const auto q = load(dir.file("p.toml"), diag);
   ASSERT_TRUE(q.has_value()) << diag.report();
   EXPECT_EQ(q->devices_per_node, 2);
+  EXPECT_EQ(q->calibrated, "quick");
   EXPECT_TRUE(q->shared_device);
   EXPECT_DOUBLE_EQ(q->peak_flops, 5.5e10);
   EXPECT_EQ(q->memory_bytes, p.memory_bytes);

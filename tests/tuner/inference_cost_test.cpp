@@ -33,6 +33,29 @@ TEST(Decode, StreamsEveryWeightOncePerToken) {
   EXPECT_LE(c.tpot_seconds, 1.05 * streaming);  // the rest: norms, the short cache, sampling
 }
 
+// On a CPU a decode step reads its stage's weights and KV cache anew each
+// token: beyond the last-level cache that is DRAM's rate, however small each
+// product's own operands are; each op also costs the calibrated call.
+TEST(Decode, OnASharedDeviceReadsAWorkingSetBeyondTheCacheAtDramsRateAndPaysEachCall) {
+  TestMachine cpu;
+  cpu.shared = true;
+  cpu.without = {"sum_squares", "elementwise", "bias_add"};
+  for (const std::string& op : cpu.without) {
+    cpu.measured.push_back({op.c_str(), 1, 0, 1 << 20, 4.0, 1e11});
+    cpu.measured.push_back({op.c_str(), 1, 0, 1 << 28, 4.0, 1e10});
+  }
+  const Model m = small();
+  const double weights = double(m.layers) * (4.0 * m.hidden * m.hidden + 2.0 * m.hidden * m.ffn);
+  const Machine machine(cpu.view());
+  Layout l;
+  const InferenceCost dram = inference(machine, m, l, Placement::of(l, 8, true), InferenceRequest{16, 16});
+  EXPECT_GE(dram.tpot_seconds, 2 * weights / 1e10);  // bf16 weights at DRAM's 1e10 B/s
+  cpu.measured.push_back({"call", 1, 0, 1, 1.0, 1.0});  // a second per call: the time counts them
+  const InferenceCost calls =
+      inference(Machine(cpu.view()), m, l, Placement::of(l, 8, true), InferenceRequest{16, 16});
+  EXPECT_GT(calls.tpot_seconds - dram.tpot_seconds, 8 * 10.0);  // at least ten ops per layer
+}
+
 TEST(Decode, ReadsTheCachedKeysAndValuesOfItsWholeContext) {
   const Model m = small();
   const InferenceCost short_context = generate(Layout{}, InferenceRequest{128, 128});

@@ -48,6 +48,37 @@ TEST(GemmRate, ShapesTooThinForTheRateAreBoundByStreamingTheOperands) {
   EXPECT_NEAR(m.gemm_seconds(1, 1, 4096, 4096, Sharing{1, 1}), 2.0 * (4096.0 + 4096.0 * 4096 + 4096) / 1e11, 1e-9);
 }
 
+// --calibrate measures the fixed cost of a kernels call (the pseudo-op
+// "call", one byte per call); a profile without it, as the published GPU
+// profiles are, prices none.
+TEST(CallOverhead, IsTheCalibratedCostOfACallAndNothingWithoutOne) {
+  TestMachine t;
+  EXPECT_EQ(Machine(t.view()).call_seconds(Sharing{1, 1}), 0.0);
+  t.measured = {{"call", 1, 0, 1, 1.0, 2e5}};  // 5 us per call
+  EXPECT_NEAR(Machine(t.view()).call_seconds(Sharing{1, 1}), 5e-6, 1e-15);
+}
+
+// Streaming rates measured at two call sizes: in cache, and beyond the
+// last-level cache (DRAM). A product's operands stream at the fastest rate
+// of a call at least their size; a working set read anew each step costs
+// nothing beyond the product's own rate while it is no larger than the
+// in-cache call, and reads at DRAM's rate as large as the DRAM call.
+TEST(Bandwidth, AWorkingSetBeyondTheCacheReadsAtTheRateMeasuredBeyondIt) {
+  TestMachine t;
+  t.without = {"sum_squares", "elementwise", "bias_add"};
+  t.measured = {{"sum_squares", 1, 0, 1 << 20, 4.0, 1e11}, {"sum_squares", 1, 0, 1 << 28, 4.0, 1e10},
+                {"elementwise", 1, 0, 1 << 20, 4.0, 5e10}};
+  Machine m(t.view());
+  EXPECT_NEAR(m.bandwidth_seconds(1e6, Sharing{1, 1}), 1e6 / 1e11, 1e-15);
+  EXPECT_NEAR(m.bandwidth_seconds(1e7, Sharing{1, 1}), 1e7 / 1e10, 1e-15);  // only the DRAM call is that large
+  EXPECT_EQ(m.working_set_seconds(1e6, 4e6, Sharing{1, 1}), 0.0);
+  EXPECT_NEAR(m.working_set_seconds(1e6, 4.0 * (1 << 28), Sharing{1, 1}), 1e6 / 1e10, 1e-15);
+  EXPECT_NEAR(m.working_set_seconds(1e6, 1e10, Sharing{1, 1}), 1e6 / 1e10, 1e-15);
+  const double between = m.working_set_seconds(1e6, 1.0 * (1 << 26), Sharing{1, 1});
+  EXPECT_GT(between, 1e6 / 1e11);
+  EXPECT_LT(between, 1e6 / 1e10);
+}
+
 TEST(SharedDevice, RanksBeyondTheMostMeasuredShareItByTimeSlicing) {
   TestMachine t;
   t.shared = true;

@@ -6,6 +6,7 @@
 
 #include <megahost/abi.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@ struct TestMachine {
   uint64_t memory = uint64_t(16) << 30;
   std::vector<MH_GemmRate> gemm{{1, 0, 1, 1024, 1024, 1024, 1e12}};
   std::vector<MH_VectorRate> vector;
+  std::vector<MH_VectorRate> measured;  // rows a test adds (calibrated sizes, "call")
+  std::vector<std::string> without;     // ops whose any-size row a test leaves out
   std::vector<MH_CollectiveRate> collectives;
   MH_Hardware hw{};
 
@@ -27,7 +30,9 @@ struct TestMachine {
     for (const char* op : {"layernorm", "layernorm_bwd", "bias_add", "bias_bwd", "gelu", "gelu_bwd", "softmax",
                            "softmax_bwd", "dropout", "dropout_bwd", "embedding", "embedding_bwd", "xent", "adamw",
                            "sum_squares", "elementwise"})
-      vector.push_back(MH_VectorRate{op, vector_ranks, 0, 0, 1.0, bytes_per_s});
+      if (std::find(without.begin(), without.end(), op) == without.end())
+        vector.push_back(MH_VectorRate{op, vector_ranks, 0, 0, 1.0, bytes_per_s});
+    vector.insert(vector.end(), measured.begin(), measured.end());
     collectives = {{MH_LINK_INTRA_NODE, 0, "any", latency, bus}, {MH_LINK_INTER_NODE, 0, "any", latency, inter_bus}};
     hw = MH_Hardware{sizeof(MH_Hardware), "test",           "test device",        MH_BF16,      devices_per_node,
                      shared ? 1 : 0,      0,                1e12,                 memory,       gemm.data(),

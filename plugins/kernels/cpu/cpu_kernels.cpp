@@ -129,6 +129,15 @@ void CpuKernels::gemm(const MH_GemmArgs& args) {
   // (docs/kernels-cpu.md); from two rows on, the bf16 units win.
   if (bf16_gemm_ && !(streams_b && d.m == 1) && bf16_gemm_->run(args, d)) return;
   cpu::F32Staging s(threads_);
+  if (bf16_gemm_ && streams_b && d.m == 1 && args.a.dtype == MH_BF16) {
+    // The same stream on the bf16 dot-product units: no operand widened.
+    cpu::row_times_transposed_on_bf16_units(
+        d.batch, d.n, d.k, args.alpha, {static_cast<const uint16_t*>(args.a.data), args.a.strides[0], 0, false},
+        {static_cast<const uint16_t*>(args.b.data), args.b.strides[0], args.b.strides[1], true}, args.beta,
+        s.out(args.c), args.c.strides[0], threads_);
+    s.write_back();
+    return;
+  }
   if (streams_b) {
     // A decode step's weight, read in bf16 as stored (only a and c are staged).
     cpu::gemm_bf16_b(d.batch, d.m, d.n, d.k, args.alpha,

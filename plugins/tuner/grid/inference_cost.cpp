@@ -1,6 +1,7 @@
 #include "inference_cost.hpp"
 
 #include "op_pricer.hpp"
+#include "training_cost.hpp"
 
 namespace mh::tuner {
 namespace {
@@ -76,6 +77,14 @@ double stage_forward_seconds(const Machine& mc, const Model& model, const Layout
   per_row.seq = rows;  // the pricer's n = rows * b
   // One stage computes at a time: its t ranks busy, the others waiting.
   Pricer pr(mc, per_row, l, w, w.busy_stages(1, l.p), false);
+  if (mc.shared_device()) {
+    // What a rank reads per pass: its stage's weights and its KV cache up to
+    // `context` positions of each sequence.
+    const int32_t stage = first ? 0 : last ? l.p - 1 : std::min(1, l.p - 1);
+    const double kv = 2.0 * double(model.layers / l.p) * double(l.b) * double(model.kv() / l.t) * double(context) *
+                      double(pr.dh);
+    pr.reading_from((double(params_per_rank(model, l, stage)) + kv) * mc.element_bytes());
+  }
   if (first) embeddings(pr, model, l);
   const int64_t layers = model.layers / l.p;
   double seconds = pr.take().total();

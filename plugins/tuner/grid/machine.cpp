@@ -61,6 +61,7 @@ Machine::Machine(const MH_Hardware& hw)
     vector_.push_back({v.op, level(v.ranks, v.busy), v.elements > 0 ? std::log(double(v.elements)) : -1.0, v.bytes_per_element,
                        v.bytes_per_element / v.bytes_per_s});
     vl.push_back(vector_.back().level);
+    has_call_ = has_call_ || vector_.back().op == "call";
   }
   for (size_t i = 0; i < hw.num_collectives; ++i) {
     const MH_CollectiveRate& c = hw.collectives[i];
@@ -143,6 +144,45 @@ double Machine::stream_seconds(double bytes, Sharing sharing) const {
   });
 }
 
+double Machine::bandwidth_seconds(double bytes, Sharing sharing) const {
+  if (bytes <= 0) return 0;
+  return at_sharing(vector_levels_, sharing, [&](Level level) {
+    double best = 0, largest = -1, at_largest = 0;  // bytes/s
+    for (const auto& v : vector_) {
+      if (v.level != level || (v.op != "sum_squares" && v.op != "elementwise" && v.op != "bias_add")) continue;
+      const double rate = v.bytes_per_element / v.seconds_per_element;
+      const double call_bytes = v.log_elements < 0 ? -1 : std::exp(v.log_elements) * v.bytes_per_element;
+      if (v.log_elements < 0 || call_bytes >= bytes) best = std::max(best, rate);
+      if (call_bytes > largest || (call_bytes == largest && rate > at_largest)) largest = call_bytes, at_largest = rate;
+    }
+    require(best > 0 || at_largest > 0, "hardware profile '" + name_ +
+                                            "' has no [[vector]] rate for op 'elementwise', the streaming bound of GEMMs");
+    return bytes / (best > 0 ? best : at_largest);
+  });
+}
+
+double Machine::working_set_seconds(double bytes, double working_set, Sharing sharing) const {
+  if (bytes <= 0) return 0;
+  return at_sharing(vector_levels_, sharing, [&](Level level) {
+    std::vector<std::pair<double, double>> reads;  // (log call bytes, log bytes/s)
+    for (const auto& v : vector_)
+      if (v.level == level && v.op == "sum_squares" && v.log_elements >= 0)
+        reads.emplace_back(v.log_elements + std::log(v.bytes_per_element), std::log(v.bytes_per_element / v.seconds_per_element));
+    std::sort(reads.begin(), reads.end());
+    const double x = std::log(std::max(working_set, 1.0));
+    if (reads.size() < 2 || x <= reads[reads.size() - 2].first) return 0.0;
+    const auto& [x0, r0] = reads[reads.size() - 2];
+    const auto& [x1, r1] = reads.back();
+    const double f = std::min(1.0, (x - x0) / (x1 - x0));
+    return bytes / std::exp((1 - f) * r0 + f * r1);
+  });
+}
+
+double Machine::call_seconds(Sharing sharing) const {
+  if (!has_call_) return 0;
+  return at_sharing(vector_levels_, sharing, [&](Level level) { return seconds_per_element("call", level, 1); });
+}
+
 double Machine::gemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t k, Sharing sharing) const {
   if (batch == 0 || m == 0 || n == 0 || k == 0) return 0;
   const double coords[4] = {std::log2(double(batch)), std::log2(double(m)), std::log2(double(n)),
@@ -150,7 +190,7 @@ double Machine::gemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t k, Sha
   const double flops = 2.0 * double(batch) * double(m) * double(n) * double(k);
   const double compute = at_sharing(gemm_levels_, sharing, [&](Level l) { return flops / gemm_rate(coords, l); });
   const double operands = element_bytes_ * double(batch) * double(m * k + k * n + m * n);
-  return std::max(compute, stream_seconds(operands, sharing));
+  return std::max(compute, bandwidth_seconds(operands, sharing));
 }
 
 double Machine::vector_seconds(std::string_view op, double elements, Sharing sharing) const {

@@ -31,13 +31,32 @@ class Machine {
   explicit Machine(const MH_Hardware& hw);
 
   // batch products of (m x k) @ (k x n): the slower of the calibrated GEMM
-  // rate for the nearest measured shapes and streaming the operands.
+  // rate for the nearest measured shapes and streaming the operands
+  // (bandwidth_seconds).
   double gemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t k, Sharing sharing) const;
   // A memory-bound kernels op over `elements` elements.
   double vector_seconds(std::string_view op, double elements, Sharing sharing) const;
   // Moving `bytes` through memory at the rate of the plain "elementwise" op:
   // the price of ops a profile has no rate of their own for.
   double stream_seconds(double bytes, Sharing sharing) const;
+  // Moving `bytes` at memory's rate: the fastest streaming op (sum_squares
+  // reads, elementwise writes, bias_add does both) measured on calls at
+  // least that large, else the largest measured -- in a smaller call more
+  // of the time is the call's own (a team started and joined), which a
+  // product's own rate already holds.
+  double bandwidth_seconds(double bytes, Sharing sharing) const;
+  // Reading `bytes` of a working set of `working_set` bytes that a rank
+  // reads anew each step (a decode step's weights and KV cache): 0 while
+  // the set is no larger than the largest read ("sum_squares") call
+  // measured below the largest one -- --calibrate measures that largest
+  // beyond the last-level cache, the rest in it, where a product's own
+  // rate holds its reads; beyond, at the read rates interpolated in log
+  // size up to DRAM's.
+  double working_set_seconds(double bytes, double working_set, Sharing sharing) const;
+  // The fixed cost of one kernels call as the engine makes them (the
+  // pseudo-op "call" that --calibrate measures); 0 on a profile without it,
+  // as the published GPU profiles are.
+  double call_seconds(Sharing sharing) const;
   // A collective of `bytes` (the full gathered or reduced size) over `ranks`.
   double collective_seconds(Coll op, double bytes, int ranks, int level) const;
 
@@ -91,6 +110,7 @@ class Machine {
   std::vector<Level> gemm_levels_, vector_levels_;
   std::vector<Vector> vector_;
   std::vector<Collective> collectives_;
+  bool has_call_ = false;
 };
 
 }  // namespace mh::tuner

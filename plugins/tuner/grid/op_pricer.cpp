@@ -1,5 +1,6 @@
 #include "op_pricer.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace mh::tuner {
@@ -23,11 +24,16 @@ Pricer::Pricer(const Machine& machine, const Model& model, const Layout& l, cons
 
 Seconds Pricer::take() { return std::exchange(out_, Seconds{}); }
 
+// Each op is one kernels call, and each call costs the profile's fixed
+// cost of a call on top of its work.
 void Pricer::gemm(int64_t batch, int64_t m, int64_t nn, int64_t k) {
-  out_.gemm += mc_.gemm_seconds(batch, m, nn, k, sharing_);
+  double seconds = mc_.gemm_seconds(batch, m, nn, k, sharing_);
+  if (working_set_ > 0)
+    seconds = std::max(seconds, mc_.working_set_seconds(act(batch * nn * k), working_set_, sharing_));
+  out_.gemm += seconds + mc_.call_seconds(sharing_);
 }
 void Pricer::vec(const char* op, int64_t elements) {
-  out_.vector += mc_.vector_seconds(op, double(elements), sharing_);
+  out_.vector += mc_.vector_seconds(op, double(elements), sharing_) + mc_.call_seconds(sharing_);
 }
 void Pricer::dropout(int64_t elements) {
   if (train_) vec("dropout", elements);
@@ -73,7 +79,7 @@ void Pricer::residual_branch(int64_t width) {
 }
 
 void Pricer::traffic(double elements, double passes) {
-  out_.vector += mc_.stream_seconds(elements * passes * mc_.element_bytes(), sharing_);
+  out_.vector += mc_.stream_seconds(elements * passes * mc_.element_bytes(), sharing_) + mc_.call_seconds(sharing_);
 }
 
 // Q (hl wide) and K ((ql - hl) / 2 wide) rotated in place, forward or back.

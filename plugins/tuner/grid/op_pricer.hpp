@@ -34,6 +34,13 @@ class Pricer {
 
   // What was priced since the last take.
   Seconds take();
+  // Generation on a shared device: every product's second operand (weights,
+  // or the cached keys and values) is read from a working set of `bytes`
+  // per rank, at the rate of a set that size beyond the cache
+  // (Machine::working_set_seconds; 0: each operand streamed alone, as in
+  // training). A GPU's caches hold little of a model, so there the
+  // operands' own streaming bound stands.
+  void reading_from(double bytes) { working_set_ = bytes; }
 
   void gemm(int64_t batch, int64_t m, int64_t n, int64_t k);
   void vec(const char* op, int64_t elements);
@@ -77,6 +84,7 @@ class Pricer {
   const Placement& w_;
   Sharing sharing_;
   bool train_;
+  double working_set_ = 0;
   Seconds out_;
 };
 

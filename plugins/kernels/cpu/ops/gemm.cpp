@@ -4,7 +4,10 @@
 #include "ops/ops.hpp"
 
 #include <cblas.h>
+#include <immintrin.h>
 #include <omp.h>
+
+#include <algorithm>
 
 #include "bf16.hpp"
 
@@ -91,7 +94,64 @@ void batched(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha, Stride
                   c + i * c_batch_stride, ldc, threads);
 }
 
+// Rows of b one pass of the bf16-unit kernel walks at once: four dot
+// products in flight hide the latency of each vdpbf16ps chain.
+constexpr int64_t kUnitRows = 4;
+
+// c[j] = alpha * a . b_j + beta * c[j] for the rows j0 <= j < j1 of b, all bf16
+// with unit inner strides. vdpbf16ps multiplies 32 bf16 pairs into 16 f32
+// lanes per instruction (products exact, sums rounded in f32, subnormals
+// flushed: the same arithmetic as oneDNN's bf16 GEMMs), so the weight is read
+// as stored with no widening. The rows kUnitRows ahead are prefetched: they
+// come from DRAM in a decode step, and the hardware prefetcher stops at
+// every page.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void row_on_bf16_units(int64_t j0, int64_t j1, int64_t K,
+                                                                             float alpha, const uint16_t* a,
+                                                                             const uint16_t* b, int64_t ldb,
+                                                                             float beta, float* c) {
+  const __mmask32 tail = static_cast<__mmask32>((uint64_t{1} << (K % 32)) - 1);
+  const int64_t full = K - K % 32;
+  for (int64_t j = j0; j < j1; j += kUnitRows) {
+    const int64_t rows = std::min(kUnitRows, j1 - j);
+    __m512 sum[kUnitRows] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t k = 0; k < full; k += 32) {
+      const __m512bh x = (__m512bh)_mm512_loadu_si512(a + k);
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint16_t* w = b + (j + r) * ldb + k;
+        _mm_prefetch(reinterpret_cast<const char*>(w + kUnitRows * ldb), _MM_HINT_T0);
+        sum[r] = _mm512_dpbf16_ps(sum[r], x, (__m512bh)_mm512_loadu_si512(w));
+      }
+    }
+    if (tail != 0) {
+      const __m512bh x = (__m512bh)_mm512_maskz_loadu_epi16(tail, a + full);
+      for (int64_t r = 0; r < rows; ++r)
+        sum[r] = _mm512_dpbf16_ps(sum[r], x, (__m512bh)_mm512_maskz_loadu_epi16(tail, b + (j + r) * ldb + full));
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const float dot = _mm512_reduce_add_ps(sum[r]);
+      c[j + r] = beta == 0.0f ? alpha * dot : alpha * dot + beta * c[j + r];  // beta 0 ignores c, as BLAS does
+    }
+  }
+}
+
 }  // namespace
+
+void row_times_transposed_on_bf16_units(int64_t batch, int64_t N, int64_t K, float alpha, Bf16Matrix a,
+                                        Bf16Matrix b, float beta, float* c, int64_t c_batch_stride, int threads) {
+  // The team splits the batch's rows of b, flattened, into even ranges.
+  const int64_t rows = batch * N;
+  const int nt = 2.0 * double(rows) * double(K) < kParallelFlops ? 1 : threads;
+#pragma omp parallel num_threads(nt)
+  {
+    const int64_t t = omp_get_thread_num(), n = omp_get_num_threads();
+    for (int64_t lo = rows * t / n, hi = rows * (t + 1) / n; lo < hi;) {
+      const int64_t i = lo / N, j0 = lo % N, j1 = std::min(N, j0 + (hi - lo));
+      row_on_bf16_units(j0, j1, K, alpha, a.data + i * a.batch_stride, b.data + i * b.batch_stride, b.ld, beta,
+                        c + i * c_batch_stride);
+      lo += j1 - j0;
+    }
+  }
+}
 
 bool streams_b(int64_t M, bool trans_a, bool trans_b) { return M <= kFewRows && trans_b && !trans_a; }
 

@@ -40,6 +40,11 @@ bool streams_b(int64_t M, bool trans_a, bool trans_b);
 // halves the step, where staging it into f32 first would add traffic.
 void gemm_bf16_b(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha, StridedMatrix a, Bf16Matrix b,
                  float beta, float* c, int64_t c_batch_stride, int64_t ldc, int threads);
+// c[i] (1, N) = alpha * a[i] (1, K) @ b[i]^T + beta * c[i], a and b bf16 with b
+// stored (N, K): a single-stream decode step on the CPU's bf16 dot-product
+// units (AVX512-BF16), for callers that found them (bf16_gemm.hpp).
+void row_times_transposed_on_bf16_units(int64_t batch, int64_t N, int64_t K, float alpha, Bf16Matrix a,
+                                        Bf16Matrix b, float beta, float* c, int64_t c_batch_stride, int threads);
 
 // out, x (N, C); weight, bias (C); mean, rstd (N)
 void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* weight,
