@@ -4,7 +4,7 @@ the step time of one rank on one core, the flash core on both (the unfused
 core's s x s scores would not fit at s = 8k). Runs alternate so that a shared
 machine's load falls on both alike; the figure is the ratio of medians.
 
-    python3 bench/context_parallel.py [--seq 8192] [--steps 3] [--repeats 3] [--comm_type all_gather|a2a]
+    python3 bench/context_parallel.py [--seq 8192] [--steps 3] [--repeats 3] [--comm_type all_gather|p2p|a2a]
 """
 import argparse
 
@@ -27,7 +27,7 @@ def main():
     ap.add_argument("--seq", type=int, default=8192)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--comm_type", choices=["all_gather", "a2a"], default="all_gather",
+    ap.add_argument("--comm_type", choices=["all_gather", "p2p", "a2a"], default="all_gather",
                     help="parallel.context.comm_type of the cp 2 run")
     args = ap.parse_args()
     runs = layouts(args.comm_type)

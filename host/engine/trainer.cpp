@@ -44,7 +44,7 @@ namespace {
 // Model FLOPs of one optimizer step (megahost/model_flops.hpp).
 double step_model_flops(const ModelDims& d, int64_t global_batch) {
   return model_flops({d.layers, d.hidden, d.heads, d.kv(), d.active_ffn(), d.seq, d.vocab,
-                      d.spec.activation == MlpActivation::kSwiglu},
+                      d.spec.activation == MlpActivation::kSwiglu, d.head_dim()},
                      global_batch);
 }
 
@@ -130,6 +130,11 @@ class RankTrainer {
       require((kernels_capabilities(rc_.dev.api()) & MH_KERNELS_CAP_PARTIAL_SOFTMAX) != 0,
               "parallel.context.size > 1 gives softmax the last c of T positions (MH_KERNELS_CAP_PARTIAL_SOFTMAX), "
               "which the kernels lack; use kernels \"cpu\" or \"cuda\", or parallel.context.size = 1");
+      require(s.dims.cp_comm != ContextComm::kP2p ||
+                  (kernels_capabilities(rc_.dev.api()) & MH_KERNELS_CAP_ATTENTION_ACCUMULATE) != 0,
+              "parallel.context.comm_type = \"p2p\" merges each key block into the attention's running result "
+              "(MH_KERNELS_CAP_ATTENTION_ACCUMULATE, ABI 1.8), which the kernels lack; use kernels \"cpu\" or "
+              "\"cuda\", or comm_type = \"all_gather\"");
     }
   }
 
@@ -226,6 +231,7 @@ GradSyncGroups RankTrainer::grad_sync_groups() {
   g.expert_data = s_.ep == 1 ? g.data : s_.dp / s_.ep > 1 ? &rc_.groups.expert_data : nullptr;
   // LoRA's replicated adapters always hold partial sums (docs/finetune.md).
   if ((s_.tensor_plan.reduce_norm_grads || s_.dims.lora.on()) && s_.tp > 1) g.tensor = &rc_.groups.tensor;
+  if (s_.tp > 1) g.heads = &rc_.groups.tensor;
   if (s_.pp > 1 && s_.dims.spec.tie_embeddings && params_.wte() >= 0 && params_.trainable(params_.wte()))
     g.embedding = &rc_.groups.embedding;
   return g;

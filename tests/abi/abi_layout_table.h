@@ -265,7 +265,7 @@
     FIELD(MH_CommApi, reduce_scatter_start, 128),
     FIELD(MH_CommApi, request_wait, 136),
     FIELD(MH_CommApi, request_destroy, 144),
-    SIZE(MH_ModelShape, 104),
+    SIZE(MH_ModelShape, 112),
     FIELD(MH_ModelShape, struct_size, 0),
     FIELD(MH_ModelShape, layers, 8),
     FIELD(MH_ModelShape, hidden, 16),
@@ -280,6 +280,7 @@
     FIELD(MH_ModelShape, rotary, 80),
     FIELD(MH_ModelShape, kv_heads, 88),
     FIELD(MH_ModelShape, untied_output, 96),
+    FIELD(MH_ModelShape, head_dim, 104),
     SIZE(MH_TensorPlan, 56),
     FIELD(MH_TensorPlan, struct_size, 0),
     FIELD(MH_TensorPlan, size, 8),
@@ -556,7 +557,7 @@
     /* 1.7 */
     FIELD(MH_KernelsApi, attention, 232),
     FIELD(MH_KernelsApi, attention_bwd, 240),
-    SIZE(MH_AttentionArgs, 888),
+    SIZE(MH_AttentionArgs, 896),
     FIELD(MH_AttentionArgs, struct_size, 0),
     FIELD(MH_AttentionArgs, q, 8),
     FIELD(MH_AttentionArgs, k, 88),
@@ -576,6 +577,9 @@
     FIELD(MH_AttentionArgs, dropout_cols, 864),
     FIELD(MH_AttentionArgs, dropout_row0, 872),
     FIELD(MH_AttentionArgs, dropout_col0, 880),
+    /* 1.8: ring attention's merge */
+    FIELD(MH_AttentionArgs, accumulate, 888),
+    VALUE(MH_KERNELS_CAP_ATTENTION_ACCUMULATE, 4),
     /* 1.7: context parallelism */
     VALUE(MH_KIND_CONTEXT_PARALLEL, 8),
     VALUE(MH_CP_ALL_GATHER, 0),

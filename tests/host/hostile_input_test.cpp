@@ -162,6 +162,15 @@ TEST_F(HostileInput, AllToAllContextOverTheHeadsOfATensorRankItDoesNotDivideSays
                                "whose product divides 6"));
 }
 
+// The ring merges partial results by the log-sum-exp only the flash core keeps.
+TEST_F(HostileInput, RingContextWithTheUnfusedCoreSaysToUseFlash) {
+  Outcome o = run("[comm]\nworld_size = 2\n[parallel.context]\nsize = 2\ncomm_type = \"p2p\"\n");
+  EXPECT_EQ(o.status, 1) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("parallel.context.comm_type = \"p2p\" merges each key block's partial attention by "
+                               "its log-sum-exp, which the flash core computes; set model.attention_backend = "
+                               "\"flash\", or comm_type = \"all_gather\""));
+}
+
 // 10^12 sequences of 100 tokens: no machine holds the batch's tokens.
 TEST_F(HostileInput, BatchTooLargeForMemorySaysSoAndWhatToLower) {
 #ifdef __SANITIZE_ADDRESS__

@@ -245,6 +245,50 @@ TEST(Attention, QueryBlocksWithAnOffsetAddUpToTheWholeSequence) {
   expect_flash_equals_unfused(kOdd, {0.2f, true}, {0, 5, 6, 30, 37});
 }
 
+// Ring attention (context parallelism, p2p, ABI 1.8): every query row
+// against key blocks visited in any order, each forward call merging its
+// block into out and lse (accumulate; the first block leaves rows that see
+// none of it at out 0, lse -inf), each backward call taking the final out
+// and lse with its block's keys: the whole sequence's function, dropout
+// drawn at each block's columns (dropout_col0).
+TEST(Attention, KeyBlocksMergedInAnyOrderEqualTheWholeSequence) {
+  const Shape& s = kOdd;
+  const Case c{0.2f};
+  const Cpu cpu;
+  std::vector<float> qkv = random_floats(s.qkv_size(), 1, -2.0f, 2.0f), dctx = random_floats(s.ctx_size(), 2);
+  std::vector<int32_t> starts = document_starts(s), unused;
+  const Reference ref = unfused(cpu, qkv, dctx, starts, s, c);
+  std::vector<float> ctx(s.ctx_size(), 9.0f), dqkv(s.qkv_size(), 0.0f), lse(s.G() * s.M * s.S);
+  // Key rows [k0, k1) of slot j of a QKV-like buffer.
+  const auto block = [&](std::vector<float>& buffer, int64_t j, int64_t k0, int64_t k1) {
+    MH_Tensor t = keys(buffer.data(), MH_F32, s, j, k1 - k0);
+    t.data = static_cast<float*>(t.data) + k0 * s.row();
+    return t;
+  };
+  const std::pair<int64_t, int64_t> blocks[] = {{20, 37}, {0, 8}, {8, 20}};
+  for (const bool backward : {false, true})
+    for (size_t b = 0; b < std::size(blocks); ++b) {
+      const auto [k0, k1] = blocks[b];
+      MH_AttentionArgs a = flash_args(qkv, ctx, lse, unused, s, c, 0, s.S);
+      a.k = block(qkv, s.M, k0, k1);
+      a.v = block(qkv, s.M + 1, k0, k1);
+      a.q_offset = -k0;
+      a.dropout_col0 = k0;
+      a.accumulate = b > 0;
+      if (!backward) {
+        cpu.run(&MH_KernelsApi::attention, a);
+        continue;
+      }
+      a.dout = contexts(dctx.data(), MH_F32, s, 0, s.S);
+      a.dq = queries(dqkv.data(), MH_F32, s, 0, s.S);
+      a.dk = block(dqkv, s.M, k0, k1);
+      a.dv = block(dqkv, s.M + 1, k0, k1);
+      cpu.run(&MH_KernelsApi::attention_bwd, a);
+    }
+  EXPECT_TRUE(all_close(ctx, ref.ctx, 1e-4, 1e-5)) << "context";
+  EXPECT_TRUE(all_close(dqkv, ref.dqkv, 1e-4, 1e-5)) << "dqkv";
+}
+
 // The forward's lse is log sum_j exp(scale q.k_j) over the visible keys; a
 // row that sees no key (offset before the first) has out 0 and lse -inf.
 TEST(Attention, LseIsTheLogSumExpAndEmptyRowsAreZero) {

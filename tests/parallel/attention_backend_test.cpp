@@ -79,6 +79,8 @@ TEST(FlashAttentionMemory, PerLayerAndTotalMatchTheFormula) {
                                                   "parallel.tensor.sequence_parallel=true kernels.dtype=bf16",
                              "comm.world_size=4 parallel.context.size=4 model.seq_len=128",
                              "comm.world_size=4 parallel.context.size=4 parallel.context.comm_type=a2a "
+                             "model.seq_len=128",
+                             "comm.world_size=4 parallel.context.size=4 parallel.context.comm_type=p2p "
                              "model.seq_len=128"}) {
     SCOPED_TRACE(layout);
     const MemoryRecord two = dry(layout + std::string(kFlash), 2), four = dry(layout + std::string(kFlash), 4);

@@ -147,7 +147,10 @@ INSTANTIATE_TEST_SUITE_P(
                "parallel.pipeline.virtual_stages=2"},
         Layout{"dp2_mpi", "", true, 2},
         Layout{"cp2", "comm.world_size=2 parallel.context.size=2"},
-        Layout{"cp2_pp2_dp2", "comm.world_size=8 parallel.context.size=2 parallel.pipeline.size=2"}),
+        Layout{"cp2_pp2_dp2", "comm.world_size=8 parallel.context.size=2 parallel.pipeline.size=2"},
+        Layout{"cp2_a2a", "comm.world_size=2 parallel.context.size=2 parallel.context.comm_type=a2a"},
+        Layout{"cp4_p2p_flash", "comm.world_size=4 parallel.context.size=4 parallel.context.comm_type=p2p "
+                                "model.attention_backend=flash"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // An expert group exchanges tokens in every forward: micro-batches of 11 leave

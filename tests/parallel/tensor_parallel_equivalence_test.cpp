@@ -118,6 +118,27 @@ const Layout kLayouts[] = {
                                     "recompute.plugin=selective", false, 0},
     {"cp2_a2a_full_recompute", "comm.world_size=2 parallel.context.size=2 parallel.context.comm_type=a2a "
                                "recompute.plugin=full", false, 0},
+    // Ring attention (comm_type p2p, the flash core): key/value blocks passed
+    // around the group, each chunk's partial results merged by their
+    // log-sum-exp; the flash core equals the unfused one rank's within these
+    // tolerances (attention_backend_test.cpp argues them).
+    {"cp2_p2p", "comm.world_size=2 parallel.context.size=2 parallel.context.comm_type=p2p "
+                "model.attention_backend=flash", false, 0},
+    {"cp4_p2p", "comm.world_size=4 parallel.context.size=4 parallel.context.comm_type=p2p "
+                "model.attention_backend=flash", false, 0},
+    {"cp4_p2p_unbalanced", "comm.world_size=4 parallel.context.size=4 parallel.context.comm_type=p2p "
+                           "parallel.context.load_balance=false model.attention_backend=flash", false, 0},
+    {"cp2_p2p_tp2_sp", "comm.world_size=4 parallel.context.size=2 parallel.context.comm_type=p2p "
+                       "parallel.tensor.size=2 parallel.tensor.sequence_parallel=true model.attention_backend=flash",
+     false, 0},
+    {"cp2_p2p_pp2", "comm.world_size=4 parallel.context.size=2 parallel.context.comm_type=p2p "
+                    "parallel.pipeline.size=2 model.attention_backend=flash", false, 0},
+    {"cp2_p2p_dp2", "comm.world_size=4 parallel.context.size=2 parallel.context.comm_type=p2p "
+                    "model.attention_backend=flash", false, 0},
+    {"mpi2_cp2_p2p", "comm.plugin=mpi parallel.context.size=2 parallel.context.comm_type=p2p "
+                     "model.attention_backend=flash", true, 2},
+    {"cp2_p2p_full_recompute", "comm.world_size=2 parallel.context.size=2 parallel.context.comm_type=p2p "
+                               "model.attention_backend=flash recompute.plugin=full", false, 0},
     // Recomputation replays the core, gathering the keys and values again.
     {"cp2_selective_recompute", "comm.world_size=2 parallel.context.size=2 recompute.plugin=selective", false, 0},
     {"cp2_full_recompute", "comm.world_size=2 parallel.context.size=2 recompute.plugin=full", false, 0},

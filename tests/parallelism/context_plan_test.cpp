@@ -72,6 +72,14 @@ TEST(ContextParallelPlan, RefusesASizeThatDoesNotDivideTheWorld) {
             "divides 8 (1, 2, 4, 8)");
 }
 
+TEST(ContextParallelPlan, TheRingIsPlannedForAnyHeads) {
+  MH_ModelShape mqa = long_context();
+  mqa.kv_heads = 1;
+  Planned p = plan_with({{"size", int64_t{4}}, {"comm_type", std::string("p2p")}}, mqa);
+  ASSERT_EQ(p.status, "OK");
+  EXPECT_EQ(p.plan.comm, MH_CP_P2P);
+}
+
 TEST(ContextParallelPlan, AllToAllIsPlannedWhenTheSizeDividesTheKeyValueHeads) {
   Planned p = plan_with({{"size", int64_t{4}}, {"comm_type", std::string("a2a")}});
   ASSERT_EQ(p.status, "OK");

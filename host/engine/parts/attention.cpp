@@ -90,6 +90,17 @@ struct Chunks {
   int64_t score_elements() const { return offset(d.chunks()); }
   // Elements of one chunk's keys and values, [c, b * groups, 2D].
   int64_t kv_chunk() const { return c() * H.batch * 2 * H.D; }
+  // A rank's keys and values in a contiguous block [s/cp, b * groups, 2D],
+  // as the exchanges pass them.
+  MH_Tensor local_kv(TypedPtr kv) const {
+    return view(kv.data, kv.dtype, {H.batch, H.S, 2 * H.D}, {2 * H.D, H.batch * 2 * H.D, 1});
+  }
+  // The keys (j = 0) or values (j = 1) of chunk `chunk` of a rank's block
+  // [s/cp, b * groups, 2D].
+  MH_Tensor block(TypedPtr kv, int64_t j, int64_t chunk) const {
+    return view((kv + chunk * kv_chunk() + j * H.D).data, kv.dtype, {H.batch, c(), H.D},
+                {2 * H.D, H.batch * 2 * H.D, 1});
+  }
 };
 
 // Ulysses' all-to-all over the context group for a buffer whose rows (the
@@ -223,7 +234,7 @@ void AttentionPart::ulysses_core(LayerActivations& A, const LayerPass& pass, int
   bool complete = A.has(MH_ACT_CONTEXT);
   for (MH_Activation a : kCoreActivations) complete = complete && (activation_bytes(c_.d, 1, a) == 0 || A.has(a));
   if (complete) return;
-  const HeadExchange qkv{c_, c_.d.local_qkv() / c_.d.cp}, ctx{c_, c_.d.local_hidden() / c_.d.cp};
+  const HeadExchange qkv{c_, c_.d.local_qkv() / c_.d.cp}, ctx{c_, c_.d.local_attention() / c_.d.cp};
   LayerActivations I;
   I[MH_ACT_QKV] = qkv.to_heads(A[MH_ACT_QKV].ptr());
   for (MH_Activation a : kCoreActivations) I[a] = std::move(A[a]);
@@ -236,7 +247,7 @@ void AttentionPart::ulysses_core(LayerActivations& A, const LayerPass& pass, int
   for (MH_Activation a : kCoreActivations) A[a] = std::move(I[a]);
   // The context goes back to the rank's positions in place; a flash
   // core's log-sum-exp behind it stays head-sharded, as its backward reads it.
-  Buffer heads = c_.activation(kWork, c_.d.rows() * c_.d.local_hidden());
+  Buffer heads = c_.activation(kWork, c_.d.rows() * c_.d.local_attention());
   ops::copy(c_.dev, I[MH_ACT_CONTEXT].ptr(), heads.ptr(), heads.numel());
   ctx.to_sequence(heads.ptr(), I[MH_ACT_CONTEXT].ptr());
   A[MH_ACT_CONTEXT] = std::move(I[MH_ACT_CONTEXT]);
@@ -244,14 +255,14 @@ void AttentionPart::ulysses_core(LayerActivations& A, const LayerPass& pass, int
 
 void AttentionPart::ulysses_core_bwd(LayerActivations& A, const LayerPass& pass, int64_t layer, TypedPtr dctx,
                                      TypedPtr dqkv) const {
-  const HeadExchange qkv{c_, c_.d.local_qkv() / c_.d.cp}, ctx{c_, c_.d.local_hidden() / c_.d.cp};
+  const HeadExchange qkv{c_, c_.d.local_qkv() / c_.d.cp}, ctx{c_, c_.d.local_attention() / c_.d.cp};
   LayerActivations I;
   I[MH_ACT_QKV] = qkv.to_heads(A[MH_ACT_QKV].ptr());
   for (MH_Activation a : kCoreActivations) I[a] = std::move(A[a]);
   if (heads_->core->backward_reads_context()) {
     // The head-sharded context with whatever follows it (the log-sum-exp).
     const Buffer& kept = A[MH_ACT_CONTEXT];
-    const int64_t n = c_.d.rows() * c_.d.local_hidden();
+    const int64_t n = c_.d.rows() * c_.d.local_attention();
     I[MH_ACT_CONTEXT] = Buffer(c_.dev, kWork, kept.numel(), kept.dtype());
     ctx.to_heads(kept.ptr(), I[MH_ACT_CONTEXT].ptr());
     ops::copy(c_.dev, kept.ptr() + n, I[MH_ACT_CONTEXT].ptr() + n, kept.numel() - n);
@@ -353,7 +364,7 @@ void AttentionPart::core(LayerActivations& A, const LayerPass& pass, int64_t lay
                  probs_span(pass.key, layer));
   }
   if (!A.has(MH_ACT_CONTEXT)) {
-    A[MH_ACT_CONTEXT] = c_.activation(kAct, c_.d.rows() * c_.d.local_hidden());
+    A[MH_ACT_CONTEXT] = c_.activation(kAct, c_.d.rows() * c_.d.local_attention());
     for (int64_t i = 0; i < H.m; ++i)
       ops::gemm(c_.dev, H.scores(A[MH_ACT_ATTN_PROBS].ptr(), i), H.qkv(qkv, H.m + 1),
                 H.context(A[MH_ACT_CONTEXT].ptr(), i), false, false, 0);
@@ -367,8 +378,7 @@ Buffer AttentionPart::gather_kv(TypedPtr qkv) const {
   Buffer kv = c_.activation(kWork, c_.d.cp * local);
   {
     Buffer mine = c_.activation(kWork, local), all = c_.activation(kWork, c_.d.cp * local);
-    ops::strided_copy(c_.dev, H.kv(qkv), view(mine.data(), mine.ptr().dtype, {H.batch, H.S, 2 * H.D},
-                                              {2 * H.D, H.batch * 2 * H.D, 1}));
+    ops::strided_copy(c_.dev, H.kv(qkv), C.local_kv(mine.ptr()));
     c_.context->all_gather(mine.ptr(), all.ptr(), local);
     for (int32_t r = 0; r < c_.d.cp; ++r)
       for (int64_t k = 0; k < c_.d.chunks(); ++k)
@@ -388,8 +398,7 @@ void AttentionPart::scatter_dkv(TypedPtr dkv, TypedPtr dqkv) const {
   c_.context->reduce_scatter(ordered.ptr(), mine.ptr(), local);
   Buffer back = c_.activation(kWork, local);
   ops::copy(c_.dev, mine.ptr(), back.ptr(), local);
-  ops::strided_copy(c_.dev, view(back.data(), back.ptr().dtype, {H.batch, H.S, 2 * H.D}, {2 * H.D, H.batch * 2 * H.D, 1}),
-                    H.kv(dqkv));
+  ops::strided_copy(c_.dev, C.local_kv(back.ptr()), H.kv(dqkv));
 }
 
 // One rank's rows of attention with dropout: its chunks' scores against
@@ -430,7 +439,7 @@ void AttentionPart::context_core(LayerActivations& A, const LayerPass& pass, int
         }
   }
   if (!A.has(MH_ACT_CONTEXT)) {
-    A[MH_ACT_CONTEXT] = c_.activation(kAct, c_.d.rows() * c_.d.local_hidden());
+    A[MH_ACT_CONTEXT] = c_.activation(kAct, c_.d.rows() * c_.d.local_attention());
     for (int64_t k = 0; k < c_.d.chunks(); ++k)
       for (int64_t i = 0; i < H.m; ++i)
         ops::gemm(c_.dev, C.scores(A[MH_ACT_ATTN_PROBS].ptr(), k, i), C.gathered(kv.ptr(), 1, k),
@@ -529,12 +538,13 @@ double AttentionPart::activation_bytes(const ModelDims& d, double e, MH_Activati
   // With Ulysses a rank scores whole sequences of a/(t cp) heads: s^2 / cp.
   const double scores = d.cp_comm == ContextComm::kA2a ? double(d.local_seq()) * double(d.seq)
                                                        : double(d.chunk_len()) * score_columns;
-  const double sbh = double(d.rows()) * double(d.hidden), as2b = double(d.heads) * scores * b;
+  // sbaD: the rows' query heads (a D = h where the head size is h/a).
+  const double sbaD = double(d.rows()) * double(d.attention_width()), as2b = double(d.heads) * scores * b;
   const double kv_share = double(d.kv()) / double(d.heads);
   const bool flash = d.spec.attention_backend == AttentionBackend::kFlash;
   switch (a) {
-    case MH_ACT_QKV: return (1 + 2 * kv_share) * e * sbh / t;
-    case MH_ACT_CONTEXT: return e * sbh / t + (flash ? 4 * double(d.heads) * double(d.rows()) / t : 0);
+    case MH_ACT_QKV: return (1 + 2 * kv_share) * e * sbaD / t;
+    case MH_ACT_CONTEXT: return e * sbaD / t + (flash ? 4 * double(d.heads) * double(d.rows()) / t : 0);
     case MH_ACT_ATTN_SCORES:
     case MH_ACT_ATTN_PROBS: return flash ? 0 : e * as2b / t;
     case MH_ACT_ATTN_MASK: return flash ? 0 : as2b / t;
@@ -544,7 +554,7 @@ double AttentionPart::activation_bytes(const ModelDims& d, double e, MH_Activati
 
 int64_t FlashAttentionPart::lse_offset(const ModelDims& d, int32_t dtype) {
   const int64_t e = int64_t(dtype_size(dtype));
-  return (d.rows() * d.local_hidden() * e + 3) / 4 * 4 / e;
+  return (d.rows() * d.local_attention() * e + 3) / 4 * 4 / e;
 }
 
 MH_AttentionArgs FlashAttentionPart::args(LayerActivations& A, const LayerPass& pass, int64_t layer) const {
@@ -592,6 +602,7 @@ void FlashAttentionPart::core(LayerActivations& A, const LayerPass& pass, int64_
   const int64_t lse_bytes = Heads(c_.d).batch * Heads(c_.d).m * c_.d.local_seq() * 4, e = int64_t(dtype_size(dtype));
   A[MH_ACT_CONTEXT] = Buffer(c_.dev, kAct, lse_offset(c_.d, dtype) + lse_bytes / e, dtype);
   if (c_.d.cp == 1) return c_.dev.run(&MH_KernelsApi::attention, args(A, pass, layer), "attention");
+  if (c_.d.cp_comm == ContextComm::kP2p) return ring(A, pass, layer);
   const Buffer kv = gather_kv(A[MH_ACT_QKV].ptr());
   for (int64_t k = 0; k < c_.d.chunks(); ++k)
     c_.dev.run(&MH_KernelsApi::attention, chunk_args(A, pass, layer, kv.ptr(), k), "attention");
@@ -616,6 +627,7 @@ void FlashAttentionPart::core_bwd(LayerActivations& A, const LayerPass& pass, in
 // gradients, which go back to their owners as the unfused core's do.
 void FlashAttentionPart::chunks_bwd(LayerActivations& A, const LayerPass& pass, int64_t layer, TypedPtr dctx,
                                     TypedPtr dqkv) const {
+  if (c_.d.cp_comm == ContextComm::kP2p) return ring_bwd(A, pass, layer, dctx, dqkv);
   const Chunks C(c_.d);
   const int64_t n = c_.d.cp * C.kv_chunk() * c_.d.chunks();
   const Buffer kv = gather_kv(A[MH_ACT_QKV].ptr());
@@ -630,6 +642,93 @@ void FlashAttentionPart::chunks_bwd(LayerActivations& A, const LayerPass& pass, 
     c_.dev.run(&MH_KernelsApi::attention_bwd, a, "attention_bwd");
   }
   scatter_dkv(dkv.ptr(), dqkv);
+}
+
+template <class Visit>
+void FlashAttentionPart::ring_step(int32_t step, Visit&& visit) const {
+  const int32_t owner = (c_.d.cp_rank - step + c_.d.cp) % c_.d.cp;
+  for (int64_t k = 0; k < c_.d.chunks(); ++k)
+    for (int64_t j = 0; j < c_.d.chunks(); ++j)
+      // A key chunk after the query chunk is wholly masked: skipping it is
+      // what load balancing evens out over the ranks.
+      if (c_.d.chunk_index(owner, j) <= c_.d.chunk_index(c_.d.cp_rank, k)) visit(k, owner, j);
+}
+
+void FlashAttentionPart::ring_shift(TypedPtr block, TypedPtr next, int64_t n) const {
+  std::vector<int64_t> send(size_t(c_.d.cp), 0), recv(size_t(c_.d.cp), 0);
+  send[size_t((c_.d.cp_rank + 1) % c_.d.cp)] = n;
+  recv[size_t((c_.d.cp_rank - 1 + c_.d.cp) % c_.d.cp)] = n;
+  c_.context->all_to_all(block, send, next, recv);
+}
+
+// Chunk k's queries at global chunk q against key chunk g: q_offset is
+// their distance, (q - g) c, and the dropout block sits at row q c, column
+// g c of the global [s, s] probabilities.
+MH_AttentionArgs FlashAttentionPart::ring_args(LayerActivations& A, const LayerPass& pass, int64_t layer,
+                                               TypedPtr block, int64_t k, int32_t owner, int64_t j) const {
+  const Chunks C(c_.d);
+  MH_AttentionArgs a = chunk_args(A, pass, layer, block, k);
+  const int64_t key_start = c_.d.chunk_index(owner, j) * C.c();
+  a.k = C.block(block, 0, j);
+  a.v = C.block(block, 1, j);
+  a.q_offset = c_.d.chunk_start(k) - key_start;
+  a.dropout_col0 = key_start;
+  return a;
+}
+
+void FlashAttentionPart::ring(LayerActivations& A, const LayerPass& pass, int64_t layer) const {
+  const Chunks C(c_.d);
+  const int64_t n = C.kv_chunk() * c_.d.chunks();
+  Buffer block = c_.activation(kWork, n), next = c_.activation(kWork, n);
+  ops::strided_copy(c_.dev, C.H.kv(A[MH_ACT_QKV].ptr()), C.local_kv(block.ptr()));
+  // A chunk's first block writes its context and log-sum-exp, the later
+  // ones merge into them.
+  std::vector<bool> started(size_t(c_.d.chunks()), false);
+  for (int32_t step = 0; step < c_.d.cp; ++step) {
+    if (step > 0) {
+      ring_shift(block.ptr(), next.ptr(), n);
+      std::swap(block, next);
+    }
+    ring_step(step, [&](int64_t k, int32_t owner, int64_t j) {
+      MH_AttentionArgs a = ring_args(A, pass, layer, block.ptr(), k, owner, j);
+      a.accumulate = started[size_t(k)] ? 1 : 0;
+      started[size_t(k)] = true;
+      c_.dev.run(&MH_KernelsApi::attention, a, "attention");
+    });
+  }
+}
+
+// The op reads the final context and log-sum-exp with each block, so every
+// block's gradients are its share of the whole softmax's; they travel with
+// the block in f32 and reach its owner one shift after its last step.
+void FlashAttentionPart::ring_bwd(LayerActivations& A, const LayerPass& pass, int64_t layer, TypedPtr dctx,
+                                  TypedPtr dqkv) const {
+  const Chunks C(c_.d);
+  const Heads& H = C.H;
+  const int64_t n = C.kv_chunk() * c_.d.chunks();
+  Buffer block = c_.activation(kWork, n), next = c_.activation(kWork, n);
+  Buffer dblock(c_.dev, kWork, n, MH_F32), dnext(c_.dev, kWork, n, MH_F32);
+  ops::strided_copy(c_.dev, H.kv(A[MH_ACT_QKV].ptr()), C.local_kv(block.ptr()));
+  ops::fill(c_.dev, dblock.ptr(), n, 0.0f);
+  for (int32_t step = 0; step < c_.d.cp; ++step) {
+    if (step > 0) {
+      ring_shift(block.ptr(), next.ptr(), n);
+      std::swap(block, next);
+    }
+    ring_step(step, [&](int64_t k, int32_t owner, int64_t j) {
+      MH_AttentionArgs a = ring_args(A, pass, layer, block.ptr(), k, owner, j);
+      a.dout = H.contexts(dctx, k * C.c(), C.c());
+      a.dq = H.queries(dqkv, k * C.c(), C.c());
+      a.dk = C.block(dblock.ptr(), 0, j);
+      a.dv = C.block(dblock.ptr(), 1, j);
+      c_.dev.run(&MH_KernelsApi::attention_bwd, a, "attention_bwd");
+    });
+    ring_shift(dblock.ptr(), dnext.ptr(), n);
+    std::swap(dblock, dnext);
+  }
+  Buffer back = c_.activation(kWork, n);
+  ops::copy(c_.dev, dblock.ptr(), back.ptr(), n);
+  ops::strided_copy(c_.dev, C.local_kv(back.ptr()), H.kv(dqkv));
 }
 
 }  // namespace mh

@@ -27,10 +27,10 @@ class AttentionCore {
  public:
   virtual ~AttentionCore() = default;
   // Fills whichever of QKV, the core's activations and the context
-  // [rows, local_hidden] A lacks, from A's first norm output, for global
+  // [rows, local_attention] A lacks, from A's first norm output, for global
   // layer `layer`.
   virtual void forward(LayerActivations& A, const LayerParamIds& w, int64_t layer, const LayerPass& pass) const = 0;
-  // dctx [rows, local_hidden]: the context's gradient, for the pass
+  // dctx [rows, local_attention]: the context's gradient, for the pass
   // forward ran. Accumulates the QKV weight's gradients and returns the
   // gradient of the (gathered) norm output, f32 [rows, h], in `dx`.
   virtual void backward(LayerActivations& A, const LayerParamIds& w, int64_t layer, const LayerPass& pass,
@@ -155,6 +155,24 @@ class FlashAttentionPart final : public AttentionPart {
   MH_AttentionArgs chunk_args(LayerActivations& A, const LayerPass& pass, int64_t layer, TypedPtr kv,
                               int64_t k) const;
   void chunks_bwd(LayerActivations& A, const LayerPass& pass, int64_t layer, TypedPtr dctx, TypedPtr dqkv) const;
+  // Ring attention (comm_type p2p): the rank's keys and values passed
+  // around the context group; at each step every local query chunk
+  // attends to the visiting block's chunks that are not wholly after it,
+  // merged into its context and log-sum-exp (the op's accumulate).
+  // Backward passes the blocks again, each with its K/V gradients, which
+  // return to their owner after cp steps.
+  void ring(LayerActivations& A, const LayerPass& pass, int64_t layer) const;
+  void ring_bwd(LayerActivations& A, const LayerPass& pass, int64_t layer, TypedPtr dctx, TypedPtr dqkv) const;
+  // Calls `visit(k, owner, j)` for each local query chunk k and chunk j of
+  // the block held at `step` (context rank owner's) that k attends to.
+  template <class Visit>
+  void ring_step(int32_t step, Visit&& visit) const;
+  // Passes `n` elements of `block` to the next rank of the ring, receiving
+  // the previous rank's into `next`.
+  void ring_shift(TypedPtr block, TypedPtr next, int64_t n) const;
+  // Chunk k's arguments against chunk j of context rank `owner`'s block.
+  MH_AttentionArgs ring_args(LayerActivations& A, const LayerPass& pass, int64_t layer, TypedPtr block, int64_t k,
+                             int32_t owner, int64_t j) const;
 };
 
 }  // namespace mh

@@ -581,7 +581,7 @@ AttentionDims attention_inputs(const char* op, const MH_AttentionArgs& args, MH_
   heads_view(op, "q", args.q, compute);
   const RopeDims k = rope_view(op, "k", args.k, compute);
   const RopeDims v = rope_view(op, "v", args.v, compute);
-  AttentionDims d{args.q.shape[0], args.q.shape[1], args.q.shape[2], k.seq, args.q.shape[3], 0, 0, 0, 0};
+  AttentionDims d{args.q.shape[0], args.q.shape[1], args.q.shape[2], k.seq, args.q.shape[3], 0, 0, 0, 0, false};
   if (k.groups != d.groups || k.dim != d.dim)
     fail(op, "k " + shape_of(args.k) + " must be [G, Sk, D] with q's G = " + to_string(d.groups) +
                  " and D = " + to_string(d.dim) + " (q is " + shape_of(args.q) + ")");
@@ -596,6 +596,11 @@ AttentionDims attention_inputs(const char* op, const MH_AttentionArgs& args, MH_
   d.cols = args.dropout_cols == 0 ? d.sk : args.dropout_cols;
   d.row0 = args.dropout_row0;
   d.col0 = args.dropout_col0;
+  if (args.struct_size >= MH_STRUCT_SIZE(MH_AttentionArgs, accumulate)) {
+    if (args.accumulate != 0 && args.accumulate != 1)
+      fail(op, "accumulate must be 0 or 1, not " + to_string(args.accumulate));
+    d.accumulate = args.accumulate == 1;
+  }
   if (d.row0 < 0 || d.col0 < 0 || d.row0 + d.sq > d.rows || d.col0 + d.sk > d.cols)
     fail(op, "the block at dropout_row0 " + to_string(d.row0) + ", dropout_col0 " + to_string(d.col0) + " of " +
                  to_string(d.sq) + " x " + to_string(d.sk) + " leaves the dropout probabilities " +

@@ -68,6 +68,7 @@ struct SwigluDims {
 struct AttentionDims {
   int64_t groups, heads, sq, sk, dim;
   int64_t rows, cols, row0, col0;
+  bool accumulate;  // 1.8: the forward merges into out and lse
 };
 
 GemmDims check_gemm(const MH_GemmArgs& args, MH_DType compute);

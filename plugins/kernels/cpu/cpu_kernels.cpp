@@ -426,7 +426,8 @@ cpu::AttentionProblem attention_problem(const MH_AttentionArgs& args, const Atte
           d.rows,
           d.cols,
           d.row0,
-          d.col0};
+          d.col0,
+          d.accumulate};
 }
 
 }  // namespace

@@ -24,7 +24,8 @@ class CpuKernels {
  public:
   static constexpr MH_Kind kind = MH_KIND_KERNELS;
   // softmax takes decode's [G, Q, T] scores (validate.cpp checks them).
-  static constexpr uint64_t capabilities = MH_KERNELS_CAP_PARTIAL_SOFTMAX | MH_KERNELS_CAP_DOCUMENTS;
+  static constexpr uint64_t capabilities =
+      MH_KERNELS_CAP_PARTIAL_SOFTMAX | MH_KERNELS_CAP_DOCUMENTS | MH_KERNELS_CAP_ATTENTION_ACCUMULATE;
   static constexpr MH_OptionSpec options[] = {
       opt_int("threads", "0", 0, 1024,
               "OpenMP threads per rank; 0 = this process's physical cores split between its ranks"),

@@ -297,7 +297,8 @@ gpu::AttentionShape attention_shape(const MH_AttentionArgs& a, const AttentionDi
           MH_UNIMPLEMENTED);
   const bool documents = a.starts.data != nullptr;
   return {d.groups, d.heads, d.sq, d.sk, d.dim, a.q_offset, documents ? i32(a.starts) : nullptr,
-          documents ? d.groups / a.starts.shape[0] : 1, a.scale, a.dropout_p, a.rng, d.rows, d.cols, d.row0, d.col0};
+          documents ? d.groups / a.starts.shape[0] : 1, a.scale, a.dropout_p, a.rng, d.rows, d.cols, d.row0, d.col0,
+          d.accumulate};
 }
 
 }  // namespace

@@ -20,7 +20,8 @@ class CudaKernels {
  public:
   static constexpr MH_Kind kind = MH_KIND_KERNELS;
   // softmax takes decode's [G, Q, T] scores (validate.cpp checks them).
-  static constexpr uint64_t capabilities = MH_KERNELS_CAP_PARTIAL_SOFTMAX | MH_KERNELS_CAP_DOCUMENTS;
+  static constexpr uint64_t capabilities =
+      MH_KERNELS_CAP_PARTIAL_SOFTMAX | MH_KERNELS_CAP_DOCUMENTS | MH_KERNELS_CAP_ATTENTION_ACCUMULATE;
   static constexpr MH_OptionSpec options[] = {
       opt_int("device", "-1", -1, 1023, "CUDA device; -1 = this rank's local rank modulo the number of devices"),
       opt_choice("dtype", "\"bf16\"", "bf16|fp32",

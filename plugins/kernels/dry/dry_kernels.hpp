@@ -14,7 +14,8 @@ class DryKernels {
  public:
   static constexpr MH_Kind kind = MH_KIND_KERNELS;
   // softmax takes decode's [G, Q, T] scores (validate.cpp checks them).
-  static constexpr uint64_t capabilities = MH_KERNELS_CAP_PARTIAL_SOFTMAX | MH_KERNELS_CAP_DOCUMENTS;
+  static constexpr uint64_t capabilities =
+      MH_KERNELS_CAP_PARTIAL_SOFTMAX | MH_KERNELS_CAP_DOCUMENTS | MH_KERNELS_CAP_ATTENTION_ACCUMULATE;
   static constexpr MH_OptionSpec options[] = {
       opt_double("peak_gflops", "1000", 1e-3, 1e9, "peak GFLOP/s of the modelled device, for cost estimates"),
       opt_choice("dtype", "\"fp32\"", "fp32|bf16|f16", "dtype the modelled device computes in"),

@@ -7,7 +7,9 @@
 namespace mh::context {
 namespace {
 
-int32_t comm_of(const std::string& name) { return name == "a2a" ? MH_CP_A2A : MH_CP_ALL_GATHER; }
+int32_t comm_of(const std::string& name) {
+  return name == "a2a" ? MH_CP_A2A : name == "p2p" ? MH_CP_P2P : MH_CP_ALL_GATHER;
+}
 
 }  // namespace
 
@@ -50,7 +52,7 @@ MH_ComponentDesc megatron_component() {
   return component<MegatronContextParallel>(
       "megatron", "1.0.0",
       "Megatron context parallelism: the sequence split over the context group with causal load balancing, "
-      "keys and values exchanged by attention (all-gather or Ulysses all-to-all)",
+      "keys and values exchanged by attention (all-gather, ring or Ulysses all-to-all)",
       kOptions);
 }
 

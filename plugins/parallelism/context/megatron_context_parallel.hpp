@@ -19,10 +19,11 @@ inline constexpr MH_OptionSpec kOptions[] = {
     opt_int("size", "1", 1, kMaxSize,
             "context-parallel ranks cp; with load_balance the sequence is cut into 2 cp chunks, so 2 cp must "
             "divide seq_len"),
-    opt_choice("comm_type", "\"all_gather\"", "all_gather|a2a",
+    opt_choice("comm_type", "\"all_gather\"", "all_gather|p2p|a2a",
                "how attention exchanges keys and values over the context group: all_gather (Megatron's "
-               "allgather, as Llama 3 trains) or a2a (Ulysses: all-to-all to whole sequences of 1/cp of the heads "
-               "and back; cp must divide the key/value heads of each tensor rank)"),
+               "allgather, as Llama 3 trains), p2p (ring attention: key/value blocks passed around the group, "
+               "partial results merged; the flash core) or a2a (Ulysses: all-to-all to whole sequences of 1/cp of "
+               "the heads and back; cp must divide the key/value heads of each tensor rank)"),
     opt_bool("load_balance", "true",
              "rank r holds chunks r and 2 cp - 1 - r of 2 cp (equal causal work), else the r-th of cp chunks"),
 };

@@ -1,5 +1,5 @@
 /*
- * Megahost plugin ABI, version 1.7.
+ * Megahost plugin ABI, version 1.8.
  *
  * This header is the whole contract between the megahost host process and
  * the shared objects it loads. It is plain C: fixed-width integers, plain
@@ -137,6 +137,20 @@
  *        (MH_ExpertParallelApi) plans the expert group (MH_ExpertPlan). A
  *        1.6 communicator still loads and runs everything but an
  *        expert-parallel layout, which the host refuses naming the call.
+ *   1.8  kernels: ring attention (context parallelism, comm_type p2p)
+ *        merges the partial results of key blocks. MH_AttentionArgs gains
+ *        accumulate: the forward treats out and lse as the running result
+ *        of earlier key blocks and merges its own block into them by their
+ *        log-sum-exp (the FlashAttention online softmax continued), and a
+ *        capability MH_KERNELS_CAP_ATTENTION_ACCUMULATE says a component
+ *        reads it. The host asks for it only for comm_type = "p2p"; a 1.7
+ *        plugin loads and runs everything else unchanged.
+ *        Models: MH_ModelShape gains head_dim, a head's size where the model sets
+ *        it apart from hidden / heads (Qwen3, Gemma): Q, K and V are
+ *        (heads + 2 kv_heads) head_dim wide and the output projection reads
+ *        heads x head_dim. A 1.7 host leaves it out (read it only when
+ *        struct_size reaches it), which means hidden / heads; a 1.7 plugin
+ *        reads the shorter struct and prices heads of hidden / heads.
  */
 #ifndef MEGAHOST_ABI_H
 #define MEGAHOST_ABI_H
@@ -149,7 +163,7 @@ extern "C" {
 #endif
 
 #define MH_ABI_MAJOR 1
-#define MH_ABI_MINOR 7
+#define MH_ABI_MINOR 8
 
 /* The one symbol a plugin exports for ABI major 1 (see MH_EntryFn). */
 #define MH_ENTRY_SYMBOL "mh_plugin_entry_v1"
@@ -655,7 +669,15 @@ typedef struct MH_StridedCopyArgs {
  * dout and lse (as the forward wrote them, same p, rng and masking) and
  * ACCUMULATES dq += ..., dk += ..., dv += ... (a caller zeroes them first;
  * ring attention adds each key block's share); a query row that sees
- * nothing adds nothing. dq, dk, dv alias none of the inputs. */
+ * nothing adds nothing. dq, dk, dv alias none of the inputs.
+ * Since 1.8 (MH_KERNELS_CAP_ATTENTION_ACCUMULATE): with accumulate = 1 the
+ * forward reads out and lse as the result of earlier key blocks (lse -inf
+ * and out 0 where a row saw nothing yet) and writes the result over both
+ * blocks: lse' = log(exp(lse) + exp(lse_b)), out' = exp(lse - lse') out +
+ * exp(lse_b - lse') out_b, so a ring of calls over the key blocks equals
+ * one call over all keys. Backward takes the final out and lse with each
+ * block's keys (it ignores accumulate). 0 (or absent past struct_size):
+ * out and lse are written as before. */
 typedef struct MH_AttentionArgs {
   size_t struct_size;
   MH_Tensor q, k, v, out, lse;   /* forward: out, lse written */
@@ -666,6 +688,7 @@ typedef struct MH_AttentionArgs {
   float dropout_p;               /* 0 <= p < 1 */
   MH_RngSpan rng;
   int64_t dropout_rows, dropout_cols, dropout_row0, dropout_col0;
+  int32_t accumulate;            /* 1.8: 1 merges into out and lse */
 } MH_AttentionArgs;
 
 /* What a kernels component accepts beyond each op's 1.0 contract (1.5). */
@@ -674,7 +697,9 @@ typedef enum MH_KernelsCapability {
   MH_KERNELS_CAP_PARTIAL_SOFTMAX = 1u << 0,
   /* softmax and softmax_bwd read MH_SoftmaxArgs.starts, rope reads
    * MH_RopeArgs.positions (1.6; packed documents). */
-  MH_KERNELS_CAP_DOCUMENTS = 1u << 1
+  MH_KERNELS_CAP_DOCUMENTS = 1u << 1,
+  /* attention reads MH_AttentionArgs.accumulate (1.8; ring attention). */
+  MH_KERNELS_CAP_ATTENTION_ACCUMULATE = 1u << 2
 } MH_KernelsCapability;
 
 typedef enum MH_CopyKind { MH_HOST_TO_DEVICE = 0, MH_DEVICE_TO_HOST = 1, MH_DEVICE_TO_DEVICE = 2 } MH_CopyKind;
@@ -853,6 +878,9 @@ typedef struct MH_ModelShape {
   int32_t rotary;                /* 1: RoPE rotates Q and K (no position table) */
   int64_t kv_heads;              /* key/value heads; heads/kv_heads share each */
   int32_t untied_output;         /* 1: the output layer has its own weight */
+  /* Since 1.8: a head's size; a 1.7 host leaves it out, which means
+   * hidden / heads, as 0 does. */
+  int64_t head_dim;
 } MH_ModelShape;
 
 /* ------------------------------------------------------------------------

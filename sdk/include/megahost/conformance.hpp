@@ -252,6 +252,30 @@ inline void check_attention(const MH_KernelsApi& k, MH_Instance* self) {
   expect_equal(dk.read(), {2, 2}, "attention_bwd over one key adds nothing to dk");
 }
 
+// 1.8 (MH_KERNELS_CAP_ATTENTION_ACCUMULATE): a second key block with the
+// same score as the first merges into out and lse by equal weights.
+inline void check_attention_accumulate(const MH_KernelsApi& k, MH_Instance* self) {
+  DeviceFloats q(k, self, {1, 2}), key(k, self, {2, 0.5f}), v(k, self, {3, -1}), v2(k, self, {5, 1}),
+      out(k, self, {9, 9}), lse(k, self, {9});
+  const auto rows = [](const DeviceFloats& d, int32_t ndim) {
+    MH_Tensor t = d.t();
+    t.ndim = ndim;
+    for (int32_t i = 0; i < ndim; ++i) t.shape[i] = i + 1 == ndim ? 2 : 1, t.strides[i] = i + 1 == ndim ? 1 : 2;
+    return t;
+  };
+  MH_AttentionArgs a{};
+  a.struct_size = sizeof(a);
+  a.q = rows(q, 4), a.k = rows(key, 3), a.v = rows(v, 3), a.out = rows(out, 4), a.lse = lse.t();
+  a.scale = 0.5f;
+  check(k.attention(self, &a), "attention");
+  a.v = rows(v2, 3);
+  a.accumulate = 1;
+  check(k.attention(self, &a), "attention with accumulate");
+  expect_equal(out.read(), {4, 0}, "attention with accumulate averages two blocks of equal scores");
+  require(std::fabs(lse.read()[0] - (1.5f + std::log(2.0f))) < 1e-5f,
+          "attention with accumulate: lse over two equal blocks is the first's + log 2");
+}
+
 // The kernels component `c`: its table's required entries, its device, and
 // ops whose results are exact.
 inline std::vector<std::string> check_kernels(const MH_ComponentDesc& c, const MH_Options* options) {
@@ -260,7 +284,8 @@ inline std::vector<std::string> check_kernels(const MH_ComponentDesc& c, const M
   checks.run("table", [&] {
     require(k.struct_size >= MH_STRUCT_SIZE(MH_KernelsApi, sum_squares), "the table ends before sum_squares");
     if (reaches(k, &MH_KernelsApi::capabilities))
-      require((k.capabilities & ~uint64_t{MH_KERNELS_CAP_PARTIAL_SOFTMAX | MH_KERNELS_CAP_DOCUMENTS}) == 0,
+      require((k.capabilities & ~uint64_t{MH_KERNELS_CAP_PARTIAL_SOFTMAX | MH_KERNELS_CAP_DOCUMENTS |
+                                          MH_KERNELS_CAP_ATTENTION_ACCUMULATE}) == 0,
               "capabilities has unknown bits");
   });
   Created instance(c, options, 1, 0);
@@ -279,6 +304,9 @@ inline std::vector<std::string> check_kernels(const MH_ComponentDesc& c, const M
   if (info.compute_dtype == MH_F32 && reaches(k, &MH_KernelsApi::attention_bwd) && k.attention != nullptr &&
       k.attention_bwd != nullptr)
     checks.run("attention", [&] { check_attention(k, instance.get()); });
+  if (info.compute_dtype == MH_F32 && reaches(k, &MH_KernelsApi::capabilities) &&
+      (k.capabilities & MH_KERNELS_CAP_ATTENTION_ACCUMULATE) != 0)
+    checks.run("attention accumulate", [&] { check_attention_accumulate(k, instance.get()); });
   return checks.failures();
 }
 

@@ -118,9 +118,20 @@ void forward_block(const AttentionProblem& p, Tiles& t, int64_t g, int64_t h, in
   const RowMask mask{p, sample_starts(p, g)};
   const int64_t nq = std::min(kBlock, p.sq - q0), D = p.dim;
   float m[kBlock], l[kBlock];
-  std::fill_n(m, nq, kNegInf);
-  std::fill_n(l, nq, 0.0f);
-  std::fill_n(t.o.data(), nq * D, 0.0f);
+  float* lse = p.lse + ((g * p.heads + h) * p.sq + q0);
+  if (p.accumulate) {
+    // The earlier key blocks' result is the online softmax's state with
+    // max lse and normaliser 1: out already divided by it.
+    for (int64_t i = 0; i < nq; ++i) {
+      m[i] = lse[i];
+      l[i] = lse[i] == kNegInf ? 0.0f : 1.0f;
+    }
+    load_tile(t.o.data(), p.out(g, h), q0, nq, D);
+  } else {
+    std::fill_n(m, nq, kNegInf);
+    std::fill_n(l, nq, 0.0f);
+    std::fill_n(t.o.data(), nq * D, 0.0f);
+  }
   load_tile(t.q.data(), p.q(g, h), q0, nq, D);
   const auto [first, last] = visible_columns(mask, q0, nq);
   for (int64_t k0 = first / kBlock * kBlock; k0 < last; k0 += kBlock) {
@@ -154,7 +165,6 @@ void forward_block(const AttentionProblem& p, Tiles& t, int64_t g, int64_t h, in
     }
     tile_gemm(false, false, nq, D, nk, 1.0f, t.s.data(), t.v.data(), 1.0f, t.o.data());
   }
-  float* lse = p.lse + ((g * p.heads + h) * p.sq + q0);
   for (int64_t i = 0; i < nq; ++i) {
     const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
     for (int64_t c = 0; c < D; ++c) t.o[i * D + c] *= inv;

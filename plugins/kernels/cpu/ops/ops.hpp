@@ -171,6 +171,7 @@ struct AttentionProblem {
   float scale, dropout;
   MH_RngSpan rng;
   int64_t rows, cols, row0, col0;  // the dropout draws' probabilities and this call's block
+  bool accumulate;                 // out and lse hold earlier key blocks' result (merged into)
 
   static AttentionOperand head(const MH_Tensor& t, int64_t g, int64_t h) {
     const int64_t at = g * t.strides[0] + h * t.strides[1];
@@ -188,7 +189,7 @@ struct AttentionProblem {
   AttentionOperand dk(int64_t g) const { return group(dk_, g); }
   AttentionOperand dv(int64_t g) const { return group(dv_, g); }
 };
-// Writes out and lse.
+// Writes out and lse (merges into them with accumulate).
 void attention_forward(const AttentionProblem& p, int threads);
 // dq, dk, dv += the gradients, from q, k, v, out, dout and lse.
 void attention_backward(const AttentionProblem& p, int threads);

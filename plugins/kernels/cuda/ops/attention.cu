@@ -72,6 +72,13 @@ __global__ void attention_forward_kernel(AttentionShape s, AttentionView q, Atte
   float qi[kLaneElements], o[kLaneElements] = {};
   load_lane(qi, qh, i, s.dim);
   float m = -INFINITY, l = 0.0f;
+  if (s.accumulate) {
+    // Earlier key blocks' result: the online softmax's state with max lse
+    // and normaliser 1 (out already divided by it).
+    m = lse[row];
+    l = m == -INFINITY ? 0.0f : 1.0f;
+    load_lane(o, head(out, g, h), i, s.dim);
+  }
   for (int64_t j = first_column(s, g, i); j < last_column(s, i); ++j) {
     const float x = s.scale * warp_dot(qi, kg, j, s.dim);
     const float next = fmaxf(m, x), rescale = expf(m - next), p = expf(x - next);

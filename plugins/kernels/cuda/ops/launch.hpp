@@ -165,10 +165,11 @@ struct AttentionShape {
   float scale, dropout;
   MH_RngSpan rng;
   int64_t rows, cols, row0, col0;
+  bool accumulate;  // the forward merges into out and lse (ring attention)
 };
 // Elements of a row each lane holds: D <= 32 * kLaneElements.
 inline constexpr int kLaneElements = 8;
-// out (written), lse f32 [G, M, Sq] (written).
+// out (written), lse f32 [G, M, Sq] (written; both read first with accumulate).
 void attention_forward(cudaStream_t stream, const AttentionShape& s, AttentionView q, AttentionView k, AttentionView v,
                        AttentionView out, float* lse);
 // dq, dk, dv +=; delta: device scratch of G * M * Sq floats.
