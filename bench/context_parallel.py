@@ -4,7 +4,7 @@ the step time of one rank on one core, the flash core on both (the unfused
 core's s x s scores would not fit at s = 8k). Runs alternate so that a shared
 machine's load falls on both alike; the figure is the ratio of medians.
 
-    python3 bench/context_parallel.py [--seq 8192] [--steps 3] [--repeats 3]
+    python3 bench/context_parallel.py [--seq 8192] [--steps 3] [--repeats 3] [--comm_type all_gather|a2a]
 """
 import argparse
 
@@ -12,10 +12,14 @@ from megahost_run import SINGLE, median_of, run
 
 MODEL = "model.layers=2 model.hidden=256 model.heads=4 model.vocab=384 model.attention_backend=flash " \
         "train.micro_batch=1 train.global_batch=1"
-LAYOUTS = {
-    "one rank, one core": "kernels.threads=1",
-    "cp 2, a core each": "comm.world_size=2 parallel.context.size=2 kernels.threads=1",
-}
+
+
+def layouts(comm_type):
+    return {
+        "one rank, one core": "kernels.threads=1",
+        "cp 2, a core each": f"comm.world_size=2 parallel.context.size=2 parallel.context.comm_type={comm_type} "
+                             "kernels.threads=1",
+    }
 
 
 def main():
@@ -23,14 +27,17 @@ def main():
     ap.add_argument("--seq", type=int, default=8192)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--comm_type", choices=["all_gather", "a2a"], default="all_gather",
+                    help="parallel.context.comm_type of the cp 2 run")
     args = ap.parse_args()
-    times = {name: [] for name in LAYOUTS}
+    runs = layouts(args.comm_type)
+    times = {name: [] for name in runs}
     for _ in range(args.repeats):
-        for name, keys in LAYOUTS.items():
+        for name, keys in runs.items():
             records, _ = run(f"{SINGLE} {MODEL} model.seq_len={args.seq} {keys}", args.steps)
             times[name].append(median_of(records, "step_s"))
     one, cp = (sorted(t)[len(t) // 2] for t in times.values())
-    print(f"{MODEL}, s = {args.seq}")
+    print(f"{MODEL}, s = {args.seq}, comm_type {args.comm_type}")
     print(f"step time: one rank {one:.3f} s, cp 2 {cp:.3f} s; cp 2 / ideal split (one rank / 2) {cp / (one / 2):.3f} "
           f"(medians of {args.repeats} runs of {args.steps} steps)")
 

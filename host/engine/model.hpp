@@ -20,6 +20,11 @@ enum class MlpActivation { kGelu, kSwiglu };
 // kernels' attention op, which stores a log-sum-exp per row instead).
 enum class AttentionBackend { kUnfused, kFlash };
 
+// How attention crosses the context group (parallel.context.comm_type):
+// keys and values all-gathered, or Ulysses' all-to-all from sequence shards
+// to whole sequences of 1/cp of the heads and back.
+enum class ContextComm { kAllGather, kA2a };
+
 struct ModelSpec {
   Norm norm = Norm::kLayerNorm;
   Position position = Position::kLearned;
@@ -83,6 +88,7 @@ struct ModelDims {
   // cp_rank and 2 cp - 1 - cp_rank of 2 cp (Megatron's causal load balancing).
   int32_t cp = 1, cp_rank = 0;
   bool cp_balanced = false;
+  ContextComm cp_comm = ContextComm::kAllGather;
   float dropout = 0, attention_dropout = 0, init_std = 0.02f, layernorm_eps = 1e-5f;
   ModelSpec spec;
   LoraSpec lora;

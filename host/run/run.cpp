@@ -224,7 +224,8 @@ void plan_tensor(RunSetup& s, const Instance& tensor) {
 }
 
 // The context plan: the split of every sequence over cp ranks, which the
-// engine executes with all-gathered keys and values (docs/parallelism.md).
+// engine executes with all-gathered keys and values or Ulysses' all-to-all
+// (docs/parallelism.md).
 void plan_context(RunSetup& s, const Instance& context) {
   MH_ModelShape shape = model_shape(s, s.comm_info.world_size);
   s.context_plan.struct_size = sizeof(MH_ContextPlan);
@@ -234,9 +235,18 @@ void plan_context(RunSetup& s, const Instance& context) {
   require(s.cp >= 1 && s.dims.seq % chunks == 0,
           context.label() + " planned parallel.context.size = " + std::to_string(s.cp) + " in " +
               std::to_string(chunks) + " chunks, which do not divide model.seq_len = " + std::to_string(s.dims.seq));
-  require(s.cp == 1 || s.context_plan.comm == MH_CP_ALL_GATHER,
+  require(s.cp == 1 || s.context_plan.comm == MH_CP_ALL_GATHER || s.context_plan.comm == MH_CP_A2A,
           context.label() + " planned a comm_type the engine does not execute; set parallel.context.comm_type = "
-                            "\"all_gather\"");
+                            "\"all_gather\" or \"a2a\"");
+  s.dims.cp_comm = s.context_plan.comm == MH_CP_A2A ? ContextComm::kA2a : ContextComm::kAllGather;
+  // Ulysses splits each tensor rank's key/value groups (with their query
+  // heads) over the context group.
+  require(s.cp == 1 || s.dims.cp_comm != ContextComm::kA2a || s.dims.local_kv_heads() % s.cp == 0,
+          "parallel.context.comm_type = \"a2a\" splits each tensor rank's " + std::to_string(s.dims.local_kv_heads()) +
+              " key/value head(s) (model.kv_heads = " + std::to_string(s.dims.kv()) + " / parallel.tensor.size = " +
+              std::to_string(s.tp) + ") over parallel.context.size = " + std::to_string(s.cp) +
+              ", which does not divide them; use comm_type = \"all_gather\", or tensor and context sizes whose "
+              "product divides " + std::to_string(s.dims.kv()));
   s.dims.cp = s.cp;
   s.dims.cp_balanced = s.context_plan.load_balance != 0;
   // A sequence-parallel shard of the rank's rows lies inside one of its

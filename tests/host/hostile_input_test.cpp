@@ -142,6 +142,26 @@ TEST_F(HostileInput, ContextChunksThatDoNotDivideTheSequenceAreBadInputNamingThe
                                          "multiple of 8, or a size whose 2 x size divides 36"));
 }
 
+// Ulysses gives each context rank whole sequences of 1/cp of the heads.
+TEST_F(HostileInput, AllToAllContextOverHeadsItDoesNotDivideIsBadInputNamingTheKey) {
+  Outcome o = run("[model]\nhidden = 48\nheads = 6\n[comm]\nworld_size = 4\n[parallel.context]\nsize = 4\n"
+                  "comm_type = \"a2a\"\n");
+  expect_refused(o, 1);
+  EXPECT_THAT(o.err, HasSubstr(config_ + ":6:1: parallel.context.comm_type = \"a2a\" splits the key/value heads over "
+                                         "parallel.context.size = 4, which does not divide model.kv_heads = 6; use "
+                                         "comm_type = \"all_gather\", or a size that divides 6 (1, 2, 3, 6)"));
+}
+
+TEST_F(HostileInput, AllToAllContextOverTheHeadsOfATensorRankItDoesNotDivideSaysWhichSizesFit) {
+  Outcome o = run("[model]\nhidden = 48\nheads = 6\n[comm]\nworld_size = 4\n[parallel.tensor]\nsize = 2\n"
+                  "[parallel.context]\nsize = 2\ncomm_type = \"a2a\"\n");
+  EXPECT_EQ(o.status, 1) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("parallel.context.comm_type = \"a2a\" splits each tensor rank's 3 key/value head(s) "
+                               "(model.kv_heads = 6 / parallel.tensor.size = 2) over parallel.context.size = 2, which "
+                               "does not divide them; use comm_type = \"all_gather\", or tensor and context sizes "
+                               "whose product divides 6"));
+}
+
 // 10^12 sequences of 100 tokens: no machine holds the batch's tokens.
 TEST_F(HostileInput, BatchTooLargeForMemorySaysSoAndWhatToLower) {
 #ifdef __SANITIZE_ADDRESS__

@@ -43,6 +43,14 @@ const Layout kLayouts[] = {
     {"cp2", "comm.world_size=2 parallel.context.size=2"},
     {"llama_gqa_cp4", "comm.world_size=4 parallel.context.size=4 model.arch=llama model.kv_heads=2"},
     {"cp2_tp2_sp", "comm.world_size=4 parallel.context.size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true"},
+    // Ulysses: the one-rank call over whole sequences of the rank's heads.
+    {"cp2_a2a", "comm.world_size=2 parallel.context.size=2 parallel.context.comm_type=a2a"},
+    {"cp4_a2a_unbalanced", "comm.world_size=4 parallel.context.size=4 parallel.context.comm_type=a2a "
+                           "parallel.context.load_balance=false"},
+    {"llama_gqa_cp2_a2a", "comm.world_size=2 parallel.context.size=2 parallel.context.comm_type=a2a model.arch=llama "
+                          "model.kv_heads=2"},
+    {"cp2_a2a_tp2_sp", "comm.world_size=4 parallel.context.size=2 parallel.context.comm_type=a2a "
+                       "parallel.tensor.size=2 parallel.tensor.sequence_parallel=true"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Layouts, FlashAttention, ::testing::ValuesIn(kLayouts),
@@ -69,7 +77,9 @@ MemoryRecord dry(const std::string& overrides, int layers) {
 TEST(FlashAttentionMemory, PerLayerAndTotalMatchTheFormula) {
   for (const char* layout : {"comm.world_size=1", "comm.world_size=2 parallel.tensor.size=2 "
                                                   "parallel.tensor.sequence_parallel=true kernels.dtype=bf16",
-                             "comm.world_size=4 parallel.context.size=4 model.seq_len=128"}) {
+                             "comm.world_size=4 parallel.context.size=4 model.seq_len=128",
+                             "comm.world_size=4 parallel.context.size=4 parallel.context.comm_type=a2a "
+                             "model.seq_len=128"}) {
     SCOPED_TRACE(layout);
     const MemoryRecord two = dry(layout + std::string(kFlash), 2), four = dry(layout + std::string(kFlash), 4);
     ASSERT_FALSE(four.activations.empty());

@@ -58,6 +58,12 @@ const Shape kShapes[] = {
     {"cp4_bf16", "comm.world_size=4 parallel.context.size=4 model.seq_len=128 kernels.dtype=bf16"},
     {"cp2_t2_sp", "comm.world_size=4 parallel.context.size=2 parallel.tensor.size=2 "
                   "parallel.tensor.sequence_parallel=true model.seq_len=128"},
+    // Ulysses: whole sequences of a/(t cp) heads, s^2/cp scores per head.
+    {"cp2_a2a", "comm.world_size=2 parallel.context.size=2 parallel.context.comm_type=a2a model.seq_len=128"},
+    {"cp4_a2a_bf16", "comm.world_size=4 parallel.context.size=4 parallel.context.comm_type=a2a model.seq_len=128 "
+                     "kernels.dtype=bf16"},
+    {"cp2_a2a_t2_sp", "comm.world_size=4 parallel.context.size=2 parallel.context.comm_type=a2a "
+                      "parallel.tensor.size=2 parallel.tensor.sequence_parallel=true model.seq_len=128"},
     // Dropless routing: the experts' rows are s b k whatever the routing.
     {"moe_t1_bf16", "comm.world_size=1 kernels.dtype=bf16 model.arch=llama model.experts=8 model.router_topk=2 "
                     "model.moe_ffn_hidden=128"},

@@ -24,6 +24,8 @@ struct Variant {
 
 const Variant kLlamaGqa{"llama_gqa", "model.arch=llama model.kv_heads=2"};
 const Variant kLlamaMqa{"llama_mqa", "model.arch=llama model.kv_heads=1"};
+// Four key/value groups of two query heads: Ulysses over cp 4 gives each rank one.
+const Variant kLlamaGqa8{"llama_gqa8", "model.arch=llama model.heads=8 model.kv_heads=4"};
 // SwiGLU with biases takes the strided-bias path; untied without RoPE keeps
 // the position table beside an lm_head.
 const Variant kSwigluBias{"swiglu_bias", "model.activation=swiglu model.kv_heads=2 model.tie_embeddings=false"};
@@ -95,6 +97,12 @@ const Case kCases[] = {
     {"llama_mqa_cp4", kLlamaMqa, "comm.world_size=4 parallel.context.size=4"},
     {"llama_gqa_cp2_tp2_sp", kLlamaGqa,
      "comm.world_size=4 parallel.context.size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true"},
+    // Ulysses: each rank takes whole sequences of its share of the groups.
+    {"llama_gqa_cp2_a2a", kLlamaGqa, "comm.world_size=2 parallel.context.size=2 parallel.context.comm_type=a2a"},
+    {"llama_gqa8_cp4_a2a", kLlamaGqa8, "comm.world_size=4 parallel.context.size=4 parallel.context.comm_type=a2a"},
+    {"llama_gqa8_cp2_a2a_tp2_sp", kLlamaGqa8,
+     "comm.world_size=4 parallel.context.size=2 parallel.context.comm_type=a2a parallel.tensor.size=2 "
+     "parallel.tensor.sequence_parallel=true"},
     {"moe_ep2", kMoe, "comm.world_size=2 parallel.expert.size=2"},
     {"moe_ep4", kMoe, "comm.world_size=4 parallel.expert.size=4"},
     {"moe_ep2_pp2", kMoe, "comm.world_size=4 parallel.pipeline.size=2 parallel.expert.size=2"},

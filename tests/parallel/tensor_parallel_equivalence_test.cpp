@@ -102,6 +102,22 @@ const Layout kLayouts[] = {
     {"cp2_dp2_distributed_optimizer",
      "comm.world_size=4 parallel.context.size=2 parallel.data.distributed_optimizer=true", false, 0, false},
     {"mpi2_cp2", "comm.plugin=mpi parallel.context.size=2", true, 2},
+    // Ulysses (comm_type a2a): all-to-alls to whole sequences of 1/cp of the
+    // heads and back, the chunks put in global order so the causal mask holds.
+    {"cp2_a2a", "comm.world_size=2 parallel.context.size=2 parallel.context.comm_type=a2a", false, 0},
+    {"cp4_a2a", "comm.world_size=4 parallel.context.size=4 parallel.context.comm_type=a2a", false, 0},
+    {"cp2_a2a_unbalanced", "comm.world_size=2 parallel.context.size=2 parallel.context.comm_type=a2a "
+                           "parallel.context.load_balance=false", false, 0},
+    {"cp2_a2a_tp2_sp", "comm.world_size=4 parallel.context.size=2 parallel.context.comm_type=a2a "
+                       "parallel.tensor.size=2 parallel.tensor.sequence_parallel=true", false, 0},
+    {"cp2_a2a_pp2", "comm.world_size=4 parallel.context.size=2 parallel.context.comm_type=a2a "
+                    "parallel.pipeline.size=2", false, 0},
+    {"cp2_a2a_dp2", "comm.world_size=4 parallel.context.size=2 parallel.context.comm_type=a2a", false, 0},
+    {"mpi2_cp2_a2a", "comm.plugin=mpi parallel.context.size=2 parallel.context.comm_type=a2a", true, 2},
+    {"cp2_a2a_selective_recompute", "comm.world_size=2 parallel.context.size=2 parallel.context.comm_type=a2a "
+                                    "recompute.plugin=selective", false, 0},
+    {"cp2_a2a_full_recompute", "comm.world_size=2 parallel.context.size=2 parallel.context.comm_type=a2a "
+                               "recompute.plugin=full", false, 0},
     // Recomputation replays the core, gathering the keys and values again.
     {"cp2_selective_recompute", "comm.world_size=2 parallel.context.size=2 recompute.plugin=selective", false, 0},
     {"cp2_full_recompute", "comm.world_size=2 parallel.context.size=2 recompute.plugin=full", false, 0},

@@ -72,6 +72,21 @@ TEST(ContextParallelPlan, RefusesASizeThatDoesNotDivideTheWorld) {
             "divides 8 (1, 2, 4, 8)");
 }
 
+TEST(ContextParallelPlan, AllToAllIsPlannedWhenTheSizeDividesTheKeyValueHeads) {
+  Planned p = plan_with({{"size", int64_t{4}}, {"comm_type", std::string("a2a")}});
+  ASSERT_EQ(p.status, "OK");
+  EXPECT_EQ(p.plan.comm, MH_CP_A2A);
+}
+
+TEST(ContextParallelPlan, AllToAllRefusesASizeThatDoesNotDivideTheKeyValueHeads) {
+  MH_ModelShape gqa = long_context();
+  gqa.kv_heads = 2;
+  EXPECT_EQ(plan_with({{"size", int64_t{4}}, {"comm_type", std::string("a2a")}}, gqa).status,
+            "INVALID_ARGUMENT: parallel.context.comm_type = \"a2a\" splits the key/value heads over "
+            "parallel.context.size = 4, which does not divide model.kv_heads = 2; use comm_type = \"all_gather\", "
+            "or a size that divides 2 (1, 2)");
+}
+
 TEST(ContextParallelPlan, ModuleExportsTheComponentWithItsOptions) {
   EXPECT_EQ(mh::testing::describe_module(MH_TEST_PLUGIN),
             "parallel_context 1.0.0 " + mh::testing::kBuiltAbi +

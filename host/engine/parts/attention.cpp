@@ -1,6 +1,7 @@
 #include "engine/parts/attention.hpp"
 
 #include <cmath>
+#include <vector>
 
 #include "engine/ops.hpp"
 #include "engine/parts/lora.hpp"
@@ -91,6 +92,59 @@ struct Chunks {
   int64_t kv_chunk() const { return c() * H.batch * 2 * H.D; }
 };
 
+// Ulysses' all-to-all over the context group for a buffer whose rows (the
+// rank's [s/cp, b] positions, its chunks in local order) hold cp equal
+// slices of w elements, slice r the key/value groups (with their heads) of
+// context rank r: to_heads gives every rank its slice of every position,
+// [s, b, w] in global position order; to_sequence is the inverse. Both are
+// permutations: exact in every dtype.
+struct HeadExchange {
+  const PartContext& c;
+  int64_t w;
+
+  int64_t rows() const { return c.d.rows(); }
+  int64_t chunk() const { return c.d.chunk_len() * c.d.micro_batch * w; }
+  // Slice r of the local rows [rows, cp w], and block r of the exchange
+  // buffer [cp, rows, w].
+  MH_Tensor slice(TypedPtr p, int32_t r) const {
+    return view((p + r * w).data, p.dtype, {1, rows(), w}, {0, c.d.cp * w, 1});
+  }
+  MH_Tensor block(TypedPtr p, int32_t r) const {
+    return view((p + r * rows() * w).data, p.dtype, {1, rows(), w}, {0, w, 1});
+  }
+  void exchange(TypedPtr send, TypedPtr recv) const {
+    const std::vector<int64_t> counts(size_t(c.d.cp), rows() * w);
+    c.context->all_to_all(send, counts, recv, counts);
+  }
+
+  // in [rows, cp w] (local positions) -> out [s b, w] (global positions).
+  void to_heads(TypedPtr in, TypedPtr out) const {
+    Buffer send = c.activation(kWork, c.d.cp * rows() * w), recv = c.activation(kWork, c.d.cp * rows() * w);
+    for (int32_t r = 0; r < c.d.cp; ++r) ops::strided_copy(c.dev, slice(in, r), block(send.ptr(), r));
+    exchange(send.ptr(), recv.ptr());
+    for (int32_t r = 0; r < c.d.cp; ++r)
+      for (int64_t k = 0; k < c.d.chunks(); ++k)
+        ops::copy(c.dev, recv.ptr() + r * rows() * w + k * chunk(), out + c.d.chunk_index(r, k) * chunk(), chunk());
+  }
+  Buffer to_heads(TypedPtr in) const {
+    Buffer out = c.activation(kWork, c.d.cp * rows() * w);
+    to_heads(in, out.ptr());
+    return out;
+  }
+  // in [s b, w] (global positions) -> out [rows, cp w] (local positions).
+  void to_sequence(TypedPtr in, TypedPtr out) const {
+    Buffer send = c.activation(kWork, c.d.cp * rows() * w), recv = c.activation(kWork, c.d.cp * rows() * w);
+    for (int32_t r = 0; r < c.d.cp; ++r)
+      for (int64_t k = 0; k < c.d.chunks(); ++k)
+        ops::copy(c.dev, in + c.d.chunk_index(r, k) * chunk(), send.ptr() + r * rows() * w + k * chunk(), chunk());
+    exchange(send.ptr(), recv.ptr());
+    for (int32_t r = 0; r < c.d.cp; ++r) ops::strided_copy(c.dev, block(recv.ptr(), r), slice(out, r));
+  }
+};
+
+// The core's own activations, which Ulysses' core keeps head-sharded.
+constexpr MH_Activation kCoreActivations[] = {MH_ACT_ATTN_SCORES, MH_ACT_ATTN_PROBS, MH_ACT_ATTN_MASK};
+
 // QK-norm (Qwen3) over the query heads and the key head of every group:
 // slot j of QKV's rows is the view [rows k/t, D] with row stride (m + 2) D.
 // The m query slots, then the key slot, are gathered into contiguous rows,
@@ -142,7 +196,71 @@ void AttentionPart::forward(LayerActivations& A, const LayerParamIds& w, int64_t
     project(c_, A, w, lora_dropout(pass, layer));
     encode(A[MH_ACT_QKV].ptr(), pass, false);
   }
+  if (heads_) return ulysses_core(A, pass, layer);
   core(A, pass, layer);
+}
+
+ModelDims head_sharded(const ModelDims& d) {
+  ModelDims h = d;
+  h.tp = d.tp * d.cp;
+  h.tp_rank = d.tp_rank * d.cp + d.cp_rank;
+  h.sp = false;
+  h.cp = 1;
+  h.cp_rank = 0;
+  h.cp_balanced = false;
+  return h;
+}
+
+AttentionPart::HeadShards::HeadShards(const PartContext& outer)
+    : d(head_sharded(outer.d)), c{outer.dev, outer.params, outer.tp, d} {}
+
+void AttentionPart::shard_heads(const std::function<std::unique_ptr<AttentionPart>(const PartContext&)>& make) {
+  heads_ = std::make_unique<HeadShards>(c_);
+  heads_->core = make(heads_->c);
+}
+
+void AttentionPart::ulysses_core(LayerActivations& A, const LayerPass& pass, int64_t layer) const {
+  bool complete = A.has(MH_ACT_CONTEXT);
+  for (MH_Activation a : kCoreActivations) complete = complete && (activation_bytes(c_.d, 1, a) == 0 || A.has(a));
+  if (complete) return;
+  const HeadExchange qkv{c_, c_.d.local_qkv() / c_.d.cp}, ctx{c_, c_.d.local_hidden() / c_.d.cp};
+  LayerActivations I;
+  I[MH_ACT_QKV] = qkv.to_heads(A[MH_ACT_QKV].ptr());
+  for (MH_Activation a : kCoreActivations) I[a] = std::move(A[a]);
+  if (A.has(MH_ACT_CONTEXT)) {
+    I[MH_ACT_CONTEXT] = std::move(A[MH_ACT_CONTEXT]);
+    Buffer heads = ctx.to_heads(I[MH_ACT_CONTEXT].ptr());
+    ops::copy(c_.dev, heads.ptr(), I[MH_ACT_CONTEXT].ptr(), heads.numel());
+  }
+  heads_->core->core(I, pass, layer);
+  for (MH_Activation a : kCoreActivations) A[a] = std::move(I[a]);
+  // The context goes back to the rank's positions in place; a flash
+  // core's log-sum-exp behind it stays head-sharded, as its backward reads it.
+  Buffer heads = c_.activation(kWork, c_.d.rows() * c_.d.local_hidden());
+  ops::copy(c_.dev, I[MH_ACT_CONTEXT].ptr(), heads.ptr(), heads.numel());
+  ctx.to_sequence(heads.ptr(), I[MH_ACT_CONTEXT].ptr());
+  A[MH_ACT_CONTEXT] = std::move(I[MH_ACT_CONTEXT]);
+}
+
+void AttentionPart::ulysses_core_bwd(LayerActivations& A, const LayerPass& pass, int64_t layer, TypedPtr dctx,
+                                     TypedPtr dqkv) const {
+  const HeadExchange qkv{c_, c_.d.local_qkv() / c_.d.cp}, ctx{c_, c_.d.local_hidden() / c_.d.cp};
+  LayerActivations I;
+  I[MH_ACT_QKV] = qkv.to_heads(A[MH_ACT_QKV].ptr());
+  for (MH_Activation a : kCoreActivations) I[a] = std::move(A[a]);
+  if (heads_->core->backward_reads_context()) {
+    // The head-sharded context with whatever follows it (the log-sum-exp).
+    const Buffer& kept = A[MH_ACT_CONTEXT];
+    const int64_t n = c_.d.rows() * c_.d.local_hidden();
+    I[MH_ACT_CONTEXT] = Buffer(c_.dev, kWork, kept.numel(), kept.dtype());
+    ctx.to_heads(kept.ptr(), I[MH_ACT_CONTEXT].ptr());
+    ops::copy(c_.dev, kept.ptr() + n, I[MH_ACT_CONTEXT].ptr() + n, kept.numel() - n);
+  }
+  const Buffer dctx_heads = ctx.to_heads(dctx);
+  Buffer dqkv_heads = c_.activation(kWork, c_.d.rows() * c_.d.local_qkv());
+  heads_->core->core_bwd(I, pass, layer, dctx_heads.ptr(), dqkv_heads.ptr());
+  for (MH_Activation a : kCoreActivations) A[a] = std::move(I[a]);
+  qkv.to_sequence(dqkv_heads.ptr(), dqkv);
 }
 
 MH_RngSpan AttentionPart::probs_span(uint64_t key, int64_t layer) const {
@@ -357,7 +475,10 @@ void AttentionPart::backward(LayerActivations& A, const LayerParamIds& w, int64_
                              TypedPtr dctx, Buffer& dx) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, q = c_.d.local_qkv();
   Buffer dqkv = c_.activation(kWork, N * q), gathered;
-  core_bwd(A, pass, layer, dctx, dqkv.ptr());
+  if (heads_)
+    ulysses_core_bwd(A, pass, layer, dctx, dqkv.ptr());
+  else
+    core_bwd(A, pass, layer, dctx, dqkv.ptr());
   encode(dqkv.ptr(), pass, true);
   TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN1].ptr(), gathered);
   if (w.q_norm_w >= 0) qk_norm_bwd(in, w, lora_dropout(pass, layer), dqkv.ptr());
@@ -405,7 +526,10 @@ double AttentionPart::activation_bytes(const ModelDims& d, double e, MH_Activati
   // one rank, about s^2 / cp with balanced context parallelism.
   double score_columns = 0;
   for (int64_t k = 0; k < d.chunks(); ++k) score_columns += double(d.chunk_start(k) + d.chunk_len());
-  const double sbh = double(d.rows()) * double(d.hidden), as2b = double(d.heads) * double(d.chunk_len()) * score_columns * b;
+  // With Ulysses a rank scores whole sequences of a/(t cp) heads: s^2 / cp.
+  const double scores = d.cp_comm == ContextComm::kA2a ? double(d.local_seq()) * double(d.seq)
+                                                       : double(d.chunk_len()) * score_columns;
+  const double sbh = double(d.rows()) * double(d.hidden), as2b = double(d.heads) * scores * b;
   const double kv_share = double(d.kv()) / double(d.heads);
   const bool flash = d.spec.attention_backend == AttentionBackend::kFlash;
   switch (a) {

@@ -12,6 +12,9 @@
 
 #include <megahost/abi.h>
 
+#include <functional>
+#include <memory>
+
 #include "engine/activations.hpp"
 #include "engine/parts/lora.hpp"
 #include "engine/parts/part_context.hpp"
@@ -56,6 +59,12 @@ class AttentionPart : public AttentionCore {
   // for the core d.spec.attention_backend names.
   static double activation_bytes(const ModelDims& d, double e, MH_Activation a);
 
+  // Context parallelism by all-to-all (Ulysses, d.cp_comm = kA2a): the
+  // core `make` builds over whole sequences of 1/cp of the rank's heads
+  // (the dims head_sharded gives) computes this part's core between the
+  // exchanges; the same class as this one, so flash stays flash.
+  void shard_heads(const std::function<std::unique_ptr<AttentionPart>(const PartContext&)>& make);
+
  protected:
   // Fills the core's activations and the context from QKV.
   virtual void core(LayerActivations& A, const LayerPass& pass, int64_t layer) const;
@@ -73,9 +82,28 @@ class AttentionPart : public AttentionCore {
   // summed over the group, the rank's own positions into dqkv's K and V.
   void scatter_dkv(TypedPtr dkv, TypedPtr dqkv) const;
 
+  // Whether core_bwd reads the context (the flash op's backward does).
+  virtual bool backward_reads_context() const { return false; }
+
   PartContext c_;
 
  private:
+  // The head-sharded core of shard_heads and the dims its context refers to.
+  struct HeadShards {
+    explicit HeadShards(const PartContext& outer);
+    ModelDims d;
+    PartContext c;
+    std::unique_ptr<AttentionPart> core;
+  };
+
+  // Ulysses: Q, K and V exchanged for whole sequences of 1/cp of the heads,
+  // the head-sharded core run on them, the context exchanged back; the
+  // core's own activations stay in the head-sharded layout. Backward
+  // exchanges the context's gradient (and QKV and the context again, as
+  // the all-gather core gathers again) and returns dqkv by the inverse.
+  void ulysses_core(LayerActivations& A, const LayerPass& pass, int64_t layer) const;
+  void ulysses_core_bwd(LayerActivations& A, const LayerPass& pass, int64_t layer, TypedPtr dctx,
+                        TypedPtr dqkv) const;
   // The core over a context-parallel group with all-gathered keys and
   // values; backward reduce-scatters their gradients to their owners.
   void context_core(LayerActivations& A, const LayerPass& pass, int64_t layer) const;
@@ -92,7 +120,14 @@ class AttentionPart : public AttentionCore {
   void qk_norm_bwd(TypedPtr in, const LayerParamIds& w, const LoraDropout& drop, TypedPtr dqkv) const;
 
   const PositionPart& position_;
+  std::unique_ptr<HeadShards> heads_;
 };
+
+// Ulysses' view of the model: every position of the sequence and 1/cp of
+// the rank's key/value groups, as tensor rank tp_rank cp + cp_rank of t cp
+// without a context group (the heads' global indices, so dropout draws
+// one rank's masks).
+ModelDims head_sharded(const ModelDims& d);
 
 // The same attention with the kernels' memory-efficient op (abi.h
 // MH_AttentionArgs, FlashAttention): Q, K and V read in place from QKV, no
@@ -112,6 +147,7 @@ class FlashAttentionPart final : public AttentionPart {
   void core(LayerActivations& A, const LayerPass& pass, int64_t layer) const override;
   void core_bwd(LayerActivations& A, const LayerPass& pass, int64_t layer, TypedPtr dctx,
                 TypedPtr dqkv) const override;
+  bool backward_reads_context() const override { return true; }
   // The op's arguments over A's QKV and context.
   MH_AttentionArgs args(LayerActivations& A, const LayerPass& pass, int64_t layer) const;
   // With context parallelism: those of the rank's chunk k against the

@@ -49,12 +49,23 @@ std::unique_ptr<MlpPart> mlp(const PartContext& c) {
 
 LayerParts build_layer_parts(const PartContext& c) { return {norm(c), position(c), mlp(c)}; }
 
-std::unique_ptr<AttentionPart> full_attention(const PartContext& c, const PositionPart& position) {
+namespace {
+
+std::unique_ptr<AttentionPart> attention_core(const PartContext& c, const PositionPart& position) {
   switch (c.d.spec.attention_backend) {
     case AttentionBackend::kUnfused: return std::make_unique<AttentionPart>(c, position);
     case AttentionBackend::kFlash: return std::make_unique<FlashAttentionPart>(c, position);
   }
   return nullptr;
+}
+
+}  // namespace
+
+std::unique_ptr<AttentionPart> full_attention(const PartContext& c, const PositionPart& position) {
+  std::unique_ptr<AttentionPart> part = attention_core(c, position);
+  if (c.d.cp > 1 && c.d.cp_comm == ContextComm::kA2a)
+    part->shard_heads([&](const PartContext& heads) { return attention_core(heads, position); });
+  return part;
 }
 
 }  // namespace mh

@@ -19,9 +19,10 @@ inline constexpr MH_OptionSpec kOptions[] = {
     opt_int("size", "1", 1, kMaxSize,
             "context-parallel ranks cp; with load_balance the sequence is cut into 2 cp chunks, so 2 cp must "
             "divide seq_len"),
-    opt_choice("comm_type", "\"all_gather\"", "all_gather",
+    opt_choice("comm_type", "\"all_gather\"", "all_gather|a2a",
                "how attention exchanges keys and values over the context group: all_gather (Megatron's "
-               "allgather, as Llama 3 trains)"),
+               "allgather, as Llama 3 trains) or a2a (Ulysses: all-to-all to whole sequences of 1/cp of the heads "
+               "and back; cp must divide the key/value heads of each tensor rank)"),
     opt_bool("load_balance", "true",
              "rank r holds chunks r and 2 cp - 1 - r of 2 cp (equal causal work), else the r-th of cp chunks"),
 };
@@ -37,7 +38,7 @@ class MegatronContextParallel {
   void plan(const MH_ModelShape& shape, MH_ContextPlan& out) const;
 
  private:
-  std::string size_key_;
+  std::string size_key_, comm_key_;
   int32_t size_;
   int32_t comm_;
   bool load_balance_;
