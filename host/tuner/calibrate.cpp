@@ -74,9 +74,9 @@ Grid grid(CalibrationMode mode) {
               .streaming_every_team = true,
               .group_sizes = {2, 4, 8},
               .message_elements = {1 << 10, 1 << 14, 1 << 18, 1 << 21},
-              .passes = 3,
+              .passes = 2,
               .rounds = 5,
-              .pass_seconds = 0.015,
+              .pass_seconds = 0.01,
               .collective_rounds = 5};
 }
 
