@@ -42,7 +42,7 @@ DEFINE_string(grads_out, "", "write the full gradients of the last step to this 
 DEFINE_bool(report_memory, false, "print each rank's measured memory peaks beside the paper's formulas");
 DEFINE_string(calibrate, "",
               "measure this machine's kernels and collectives and write its hardware profile for the tuner: "
-              "--calibrate quick (under a minute, a coarser grid) or --calibrate full (a bare --calibrate)");
+              "--calibrate quick (about a minute, a coarser grid) or --calibrate full (a bare --calibrate)");
 DEFINE_string(calibrate_out, "",
               "where --calibrate writes the hardware profile; empty: local_cpu.toml in the user's folder "
               "($XDG_CONFIG_HOME/megahost/hardware, else ~/.config/megahost/hardware), searched before the shipped one");

@@ -74,15 +74,16 @@ Grid grid(CalibrationMode mode) {
               .streaming_every_team = true,
               .group_sizes = {2, 4, 8},
               .message_elements = {1 << 10, 1 << 14, 1 << 18, 1 << 21},
-              .passes = 3,
+              .passes = 2,
               .rounds = 5,
-              .pass_seconds = 0.015,
+              .pass_seconds = 0.01,
               .collective_rounds = 5};
 }
 
 constexpr int kSharing[] = {1, 2, 4};
 constexpr int64_t kEmptyElements = 8;  // one float per rank of the largest group
 constexpr double kFastestBusBandwidth = 1e18;  // bytes/s: a profile's busbw_gbs is at most 1e9
+constexpr int kCollectivePasses = 3;
 // The memory-bound ops measured streaming far beyond the last-level cache:
 // read only, write only, read and write.
 const char* const kStreamingOps[] = {"sum_squares", "elementwise", "bias_add"};
@@ -312,24 +313,45 @@ Assembly with_world(const Config& config, const Registry& registry, int ranks) {
 // least squares over the message sizes -- from a decode step's all-reduce
 // of a few rows to a training step's -- with that latency held.
 void measure_collectives(const Config& config, const Registry& registry, const Grid& g, HardwareProfile& p) {
+  struct Timing {
+    const Slot* comm;
+    int ranks;
+    std::string op;
+    int64_t elements;
+    std::vector<double> passes;
+  };
+  std::vector<Assembly> worlds;
+  worlds.reserve(g.group_sizes.size());
+  std::vector<Timing> timings;
   for (int ranks : g.group_sizes) {
-    const Assembly a = with_world(config, registry, ranks);
-    const Slot& comm_slot = *a.slot(MH_KIND_COMM);
+    worlds.push_back(with_world(config, registry, ranks));
     for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "send_recv"}) {
       if (std::string(op) == "send_recv" && ranks != 2) continue;
-      const double f = std::string(op) == "all_reduce" ? 2.0 * (ranks - 1) / ranks
-                       : std::string(op) == "send_recv" ? 1.0
-                                                        : double(ranks - 1) / ranks;
-      const double latency = collective_seconds(comm_slot, op, ranks, kEmptyElements, g.collective_rounds);
-      std::vector<double> bus_bytes, seconds;
-      for (int64_t elements : g.message_elements) {
-        bus_bytes.push_back(double(elements) * 4 * f);
-        seconds.push_back(collective_seconds(comm_slot, op, ranks, elements, g.collective_rounds));
-      }
-      // A fit at or below zero slope is as fast as measurable: the most a profile holds.
-      const double busbw = std::min(fitted_bus_bandwidth(latency, bus_bytes, seconds), kFastestBusBandwidth);
-      p.collectives.push_back({MH_LINK_INTRA_NODE, ranks, op, latency, busbw});
+      timings.push_back({worlds.back().slot(MH_KIND_COMM), ranks, op, kEmptyElements, {}});
+      for (int64_t elements : g.message_elements) timings.push_back({worlds.back().slot(MH_KIND_COMM), ranks, op, elements, {}});
     }
+  }
+  // Interleaved passes, as for the kernels: the first collectives of a
+  // calibration measured 20 times the rest's latency in one pass.
+  for (int pass = 0; pass < kCollectivePasses; ++pass)
+    for (size_t i = 0; i < timings.size(); ++i) {
+      Timing& t = timings[pass % 2 == 0 ? i : timings.size() - 1 - i];
+      t.passes.push_back(collective_seconds(*t.comm, t.op, t.ranks, t.elements, g.collective_rounds));
+    }
+  for (size_t i = 0; i < timings.size();) {
+    const Timing& empty = timings[i++];
+    const double f = empty.op == "all_reduce" ? 2.0 * (empty.ranks - 1) / empty.ranks
+                     : empty.op == "send_recv" ? 1.0
+                                               : double(empty.ranks - 1) / empty.ranks;
+    const double latency = median_seconds(empty.passes);
+    std::vector<double> bus_bytes, seconds;
+    for (size_t k = 0; k < g.message_elements.size(); ++k, ++i) {
+      bus_bytes.push_back(double(timings[i].elements) * 4 * f);
+      seconds.push_back(median_seconds(timings[i].passes));
+    }
+    // A fit at or below zero slope is as fast as measurable: the most a profile holds.
+    const double busbw = std::min(fitted_bus_bandwidth(latency, bus_bytes, seconds), kFastestBusBandwidth);
+    p.collectives.push_back({MH_LINK_INTRA_NODE, empty.ranks, empty.op, latency, busbw});
   }
 }
 
@@ -346,7 +368,7 @@ double reference_seconds(const CalibrationTeam& alone) {
 CalibrationMode calibration_mode(const std::string& word) {
   if (word == "full") return CalibrationMode::kFull;
   if (word == "quick") return CalibrationMode::kQuick;
-  throw Error(MH_INVALID_ARGUMENT, "--calibrate: '" + word + "' is not a calibration; give --calibrate quick (under a minute) or "
+  throw Error(MH_INVALID_ARGUMENT, "--calibrate: '" + word + "' is not a calibration; give --calibrate quick (about a minute) or "
               "--calibrate full (the default of a bare --calibrate)");
 }
 

@@ -6,13 +6,14 @@
 // ranks sharing the machine at once, as a threads run shares it (and the
 // kernels with half and one of them computing, as in a pipeline's fill and
 // drain), and writes the hardware profile the tuner's cost model reads
-// (configs/hardware/local_cpu.toml). `quick` measures a coarser grid in
-// under a minute; the tuner runs it by itself when a CPU profile was
+// (configs/hardware/local_cpu.toml). `quick` measures a coarser grid
+// in about a minute; the tuner runs it by itself when a CPU profile was
 // calibrated on another CPU.
 #pragma once
 
 #include <span>
 #include <string>
+#include <vector>
 
 #include "config/config.hpp"
 #include "plugins/registry.hpp"

@@ -220,7 +220,7 @@ HardwareProfile profile_for_this_cpu(HardwareProfile given, const Config& config
     return given;
   }
   const fs::path file = out / "local_cpu_quick.toml";
-  std::cout << elsewhere << ": measuring this CPU with `megahost --calibrate quick` (under a minute) into " << file.string()
+  std::cout << elsewhere << ": measuring this CPU with `megahost --calibrate quick` (about a minute) into " << file.string()
             << " and tuning with it; `megahost --calibrate` writes the full profile, found by name next time\n";
   try {
     HardwareProfile quick = measure_this_machine(config, registry, CalibrationMode::kQuick);
@@ -252,19 +252,19 @@ int tune(const Assembly& assembly, const Config& config, const Registry& registr
   require(given.has_value(), diag.report());
   const fs::path out = output_dir(assembly, config);
   fs::create_directories(out / "runs");
-  const std::optional<HardwareProfile> profile = profile_for_this_cpu(*given, config, registry, out);
-  const int32_t per_node = needs.devices_per_node > 0 ? needs.devices_per_node : profile->devices_per_node;
+  const HardwareProfile profile = profile_for_this_cpu(*given, config, registry, out);
+  const int32_t per_node = needs.devices_per_node > 0 ? needs.devices_per_node : profile.devices_per_node;
   const MH_ModelShape shape = model_shape(assembly, config, needs.nodes * per_node);
-  tuner.begin(shape, profile->view());
+  tuner.begin(shape, profile.view());
 
   const fs::path binary = fs::read_symlink("/proc/self/exe");
-  Search s{assembly, config, registry, shape.layers, *profile, ProbeSettings{binary, flags.plugin_path, out / "runs"},
-           profile->shared_device ? profile->memory_bytes / uint64_t(per_node) : profile->memory_bytes, needs, out};
+  Search s{assembly, config, registry, shape.layers, profile, ProbeSettings{binary, flags.plugin_path, out / "runs"},
+           profile.shared_device ? profile.memory_bytes / uint64_t(per_node) : profile.memory_bytes, needs, out};
   int index = 0;
   while (std::optional<MH_Candidate> c = tuner.next(shape)) estimate(tuner, s, *c, index++);
-  LOG(INFO) << "estimated " << index << " candidate(s) on " << profile->name;
+  LOG(INFO) << "estimated " << index << " candidate(s) on " << profile.name;
   const MeasuredSpreads spreads = needs.measure_top_k > 0 ? measure_best(tuner, s) : MeasuredSpreads{};
-  const TunedRun run{config, assembly, *profile, shape, out, per_node, binary, needs, spreads};
+  const TunedRun run{config, assembly, profile, shape, out, per_node, binary, needs, spreads};
   return write_results(tuner.results(), run, std::cout) ? 0 : 1;
 }
 
