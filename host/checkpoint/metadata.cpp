@@ -77,9 +77,11 @@ std::string choice(const json& j, const char* key, const std::string& fallback, 
 ModelShape parse_model(const json& j, const std::string& where) {
   ModelShape m{field<int64_t>(j, "layers", where), field<int64_t>(j, "hidden", where), field<int64_t>(j, "heads", where),
                field<int64_t>(j, "ffn_hidden", where), field<int64_t>(j, "seq_len", where), field<int64_t>(j, "vocab", where)};
+  m.head_size = optional_field<int64_t>(j, "head_dim", 0, where);
   require(m.layers > 0 && m.hidden > 0 && m.heads > 0 && m.ffn > 0 && m.seq_len > 0 && m.vocab > 0 &&
-              m.hidden % m.heads == 0,
-          where + ": layers, hidden, heads, ffn_hidden, seq_len and vocab must be positive, heads dividing hidden");
+              m.head_size >= 0 && (m.head_size > 0 || m.hidden % m.heads == 0),
+          where + ": layers, hidden, heads, ffn_hidden, seq_len and vocab must be positive, heads dividing hidden "
+                  "unless head_dim is given");
   const ModelShape gpt2;
   m.vocab_size = optional_field<int64_t>(j, "vocab_size", 0, where);
   m.max_positions = optional_field<int64_t>(j, "max_positions", 0, where);
@@ -214,6 +216,7 @@ json to_json(const Metadata& m) {
   }
   if (s.qkv_bias) j["model"]["qkv_bias"] = true;
   if (s.qk_norm) j["model"]["qk_norm"] = true;
+  if (!s.derived_head_dim()) j["model"]["head_dim"] = s.head_dim();
   j["layout"] = {{"tensor", m.layout.tensor},
                  {"pipeline", m.layout.pipeline},
                  {"data", m.layout.data},
@@ -284,6 +287,8 @@ std::vector<std::string> shape_differences(const ModelShape& saved, const ModelS
   compare("vocab (padded)", saved.vocab, run.vocab);
   if (saved.vocab_size > 0 && run.vocab_size > 0) compare("vocab", saved.vocab_size, run.vocab_size);
   compare("kv_heads", saved.kv(), run.kv());
+  // Both hidden / heads: the keys above already name what differs.
+  if (!saved.derived_head_dim() || !run.derived_head_dim()) compare("head_dim", saved.head_dim(), run.head_dim());
   compare("max_positions", saved.positions(), run.positions());
   compare("experts", saved.experts, run.experts);
   if (saved.experts > 0 && run.experts > 0) {

@@ -62,6 +62,7 @@ struct ModelShape {
   double rope_theta = 10000;
   std::string activation = "gelu";
   int64_t kv_heads = 0;  // 0 means heads
+  int64_t head_size = 0;  // [model] head_dim; 0 means hidden / heads
   bool tie_embeddings = true, bias = true;
   double norm_eps = 1e-5;
   // Mixture of experts ([model] experts, ...); experts = 0 is a dense MLP.
@@ -76,7 +77,9 @@ struct ModelShape {
   bool qk_norm = false;   // RMSNorm over each query and key head (Qwen3)
 
   int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
-  int64_t head_dim() const { return hidden / heads; }
+  int64_t head_dim() const { return head_size > 0 ? head_size : hidden / heads; }
+  // Whether the head size is hidden / heads (no head_dim key needed).
+  bool derived_head_dim() const { return hidden % heads == 0 && head_dim() == hidden / heads; }
   int64_t positions() const { return max_positions > 0 ? max_positions : seq_len; }
   int64_t shared_width() const { return shared_experts * (shared_ffn > 0 ? shared_ffn : moe_ffn); }
 };

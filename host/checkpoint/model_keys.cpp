@@ -30,6 +30,7 @@ std::vector<ModelKey> model_keys(const Metadata& meta) {
   add("hidden", m.hidden);
   add("heads", m.heads);
   add("kv_heads", m.kv(), ModelKey::kEqual, m.kv() == m.heads);
+  add("head_dim", m.head_dim(), ModelKey::kEqual, m.derived_head_dim());
   add("ffn_hidden", m.ffn, ModelKey::kEqual, m.ffn == derived_ffn);
   add("seq_len", m.seq_len);
   add("max_positions", m.positions(), ModelKey::kEqual, m.positions() == m.seq_len);

@@ -28,6 +28,7 @@ ModelShape checkpoint_model(const ModelDims& d, const std::string& arch) {
   m.rope_theta = shortest_double(d.spec.rope_theta);
   m.activation = d.spec.activation == MlpActivation::kSwiglu ? "swiglu" : "gelu";
   m.kv_heads = d.kv();
+  m.head_size = d.head_dim();
   m.tie_embeddings = d.spec.tie_embeddings;
   m.bias = d.spec.bias;
   m.norm_eps = shortest_double(d.layernorm_eps);

@@ -28,6 +28,7 @@ const MH_OptionSpec kModel[] = {
     opt_choice("activation", "\"gelu\"", "gelu|swiglu", "MLP activation"),
     opt_choice("attention_backend", "\"unfused\"", "unfused|flash", "attention core: unfused (scores, softmax and dropout stored for backward) or flash (the kernels' memory-efficient attention op: no [s, s] buffer, backward recomputes it); Megatron-Core's --attention-backend"),
     opt_int("kv_heads", "0", 0, 100000, "key/value heads (grouped-query attention); 0 means heads"),
+    opt_int("head_dim", "0", 0, 100000, "a head's size: Q, K and V are heads x head_dim wide, the output projection reads heads x head_dim; 0 means hidden / heads"),
     opt_bool("tie_embeddings", "true", "the output layer shares the token embedding"),
     opt_bool("bias", "true", "biases on the linear layers"),
     opt_bool("qkv_bias", "false", "biases on the QKV projection alone (Qwen2) when bias = false"),

@@ -119,7 +119,7 @@ double rope_theta(const Fields& f, double class_default) {
 // A Llama-family class's defaults for the fields every such class has.
 struct LlamaDefaults {
   int64_t layers = 32, hidden = 4096, heads = 32, kv_heads = 0 /* 0: heads */, ffn = 11008, positions = 2048,
-          vocab = 32000;
+          vocab = 32000, head_dim = 0 /* 0: hidden_size / num_attention_heads */;
   double norm_eps = 1e-6, rope_theta = 10000;
 };
 
@@ -147,8 +147,15 @@ HfModel parse_llama_family(const Fields& f, HfClass cls, const LlamaDefaults& d)
   m.tie_embeddings = f.flag("tie_word_embeddings", false);
   const std::string act = f.text("hidden_act", "silu");
   require_value(act == "silu", f, "hidden_act", "is \"" + act + "\"; Megahost's swiglu gates with SiLU (\"silu\")");
-  require_value(!f.present("head_dim") || f.count("head_dim") * m.heads == m.hidden, f, "head_dim",
-                "must be hidden_size / num_attention_heads (Megahost's head size)");
+  // transformers takes a null or absent head_dim as hidden_size / num_attention_heads
+  // unless the class has a default of its own (Qwen3's 128).
+  const bool derived = !f.present("head_dim") && d.head_dim == 0;
+  require_value(!derived || m.hidden % m.heads == 0, f, "hidden_size",
+                "is not divisible by num_attention_heads = " + std::to_string(m.heads) +
+                    "; without \"head_dim\" a head is hidden_size / num_attention_heads wide");
+  m.head_size = derived ? m.hidden / m.heads : f.count("head_dim", d.head_dim);
+  require_value(m.head_size % 2 == 0, f, "head_dim",
+                "is " + std::to_string(m.head_size) + ", odd; RoPE rotates pairs of a head's features");
   require_value(m.kv_heads <= m.heads && m.heads % m.kv_heads == 0, f, "num_key_value_heads",
                 "must divide num_attention_heads");
   hf.attention_dropout = f.number("attention_dropout", 0);
@@ -163,6 +170,12 @@ HfModel parse_llama(const Fields& f, const LlamaDefaults& defaults = {}) {
   return hf;
 }
 
+// Qwen's classes may window some layers' attention; Megahost's is full.
+void require_full_attention(const Fields& f) {
+  require_value(!f.flag("use_sliding_window", false), f, "use_sliding_window",
+                "is true; Megahost's attention is full causal attention: convert a model without a window");
+}
+
 // Llama with biases on q, k and v alone (none on o_proj and the MLP); the
 // class has no field for them.
 HfModel parse_qwen2(const Fields& f) {
@@ -170,8 +183,7 @@ HfModel parse_qwen2(const Fields& f) {
   hf.cls = HfClass::kQwen2;
   hf.shape.bias = false;
   hf.shape.qkv_bias = true;
-  require_value(!f.flag("use_sliding_window", false), f, "use_sliding_window",
-                "is true; Megahost's attention is full causal attention: convert a model without a window");
+  require_full_attention(f);
   return hf;
 }
 
@@ -193,8 +205,7 @@ void require_every_layer_a_full_mixture(const Fields& f) {
   const json* dense = f.find("mlp_only_layers");
   require_value(dense == nullptr || dense->is_null() || (dense->is_array() && dense->empty()), f, "mlp_only_layers",
                 "lists layers; Megahost's mixture of experts is in every layer (no dense layers among them)");
-  require_value(!f.flag("use_sliding_window", false), f, "use_sliding_window",
-                "is true; Megahost's attention is full causal attention: convert a model without a window");
+  require_full_attention(f);
 }
 
 // Llama's attention and norms with a mixture of SwiGLU experts: the router
@@ -233,20 +244,35 @@ HfModel parse_qwen2_moe(const Fields& f) {
   return hf;
 }
 
+// Qwen3's attention: no biases, QK-norm (RMSNorm over each query and key
+// head: self_attn.q_norm, k_norm).
+void parse_qwen3_attention(const Fields& f, ckpt::ModelShape& m) {
+  m.qk_norm = true;
+  require_value(!f.flag("attention_bias", false), f, "attention_bias",
+                "is true; Megahost has no biases on q, k, v and o without them on the MLP");
+}
+
+// Llama with Qwen3's attention; a head is 128 wide unless head_dim says.
+HfModel parse_qwen3(const Fields& f) {
+  HfModel hf = parse_llama_family(f, HfClass::kQwen3,
+                                  {.ffn = 22016, .positions = 32768, .vocab = 151936, .head_dim = 128});
+  parse_qwen3_attention(f, hf.shape);
+  require_full_attention(f);
+  return hf;
+}
+
 // Qwen2-MoE's mixture without the shared expert and without biases, with
-// QK-norm: RMSNorm over each query and key head (self_attn.q_norm, k_norm).
+// Qwen3's attention.
 HfModel parse_qwen3_moe(const Fields& f) {
   HfModel hf = parse_llama_family(f, HfClass::kQwen3Moe,
                                   {.layers = 24, .hidden = 2048, .heads = 32, .kv_heads = 4, .ffn = 6144,
                                    .positions = 32768, .vocab = 151936});
   ckpt::ModelShape& m = hf.shape;
-  m.qk_norm = true;
+  parse_qwen3_attention(f, m);
   m.moe_ffn = f.count("moe_intermediate_size", 768);
   // transformers 5 writes num_local_experts, transformers 4 num_experts.
   const int64_t experts = f.present("num_local_experts") ? f.count("num_local_experts") : f.count("num_experts", 128);
   parse_router(f, m, experts, 8, f.flag("norm_topk_prob", false));
-  require_value(!f.flag("attention_bias", false), f, "attention_bias",
-                "is true; Megahost has no biases on q, k, v and o without them on the MLP's experts");
   require_every_layer_a_full_mixture(f);
   return hf;
 }
@@ -260,11 +286,12 @@ std::string model_type(const json& j, const std::string& path) {
       if (a == "MixtralForCausalLM" || a == "MixtralModel") return "mixtral";
       if (a == "Qwen2ForCausalLM" || a == "Qwen2Model") return "qwen2";
       if (a == "Qwen2MoeForCausalLM" || a == "Qwen2MoeModel") return "qwen2_moe";
+      if (a == "Qwen3ForCausalLM" || a == "Qwen3Model") return "qwen3";
       if (a == "Qwen3MoeForCausalLM" || a == "Qwen3MoeModel") return "qwen3_moe";
     }
   throw Error(MH_INVALID_ARGUMENT, path + ": no \"model_type\" (nor a known \"architectures\"); Megahost converts "
                                           "\"gpt2\" (GPT2LMHeadModel), \"llama\" (LlamaForCausalLM), \"qwen2\" "
-                                          "(Qwen2ForCausalLM), \"mixtral\" (MixtralForCausalLM), \"qwen2_moe\" "
+                                          "(Qwen2ForCausalLM), \"qwen3\" (Qwen3ForCausalLM), \"mixtral\" (MixtralForCausalLM), \"qwen2_moe\" "
                                           "(Qwen2MoeForCausalLM) and \"qwen3_moe\" (Qwen3MoeForCausalLM)");
 }
 
@@ -314,6 +341,7 @@ const char* class_name(HfClass c) {
     case HfClass::kLlama: return "LlamaForCausalLM";
     case HfClass::kMixtral: return "MixtralForCausalLM";
     case HfClass::kQwen2: return "Qwen2ForCausalLM";
+    case HfClass::kQwen3: return "Qwen3ForCausalLM";
     case HfClass::kQwen2Moe: return "Qwen2MoeForCausalLM";
     case HfClass::kQwen3Moe: return "Qwen3MoeForCausalLM";
   }
@@ -325,22 +353,24 @@ HfModel parse_hf_config(std::string_view text, const std::string& path) {
   require(j.is_object(), path + ": not a JSON object; a Hugging Face config.json is one");
   const std::string type = model_type(j, path);
   const Fields f(j, path);
-  require(type == "gpt2" || type == "llama" || type == "qwen2" || type == "mixtral" || type == "qwen2_moe" ||
-              type == "qwen3_moe",
+  require(type == "gpt2" || type == "llama" || type == "qwen2" || type == "qwen3" || type == "mixtral" ||
+              type == "qwen2_moe" || type == "qwen3_moe",
           path + ": \"model_type\" is \"" + type +
-              "\"; Megahost converts \"gpt2\", \"llama\", \"qwen2\", \"mixtral\", \"qwen2_moe\" and "
-              "\"qwen3_moe\" models");
+              "\"; Megahost converts \"gpt2\", \"llama\", \"qwen2\", \"qwen3\", \"mixtral\", \"qwen2_moe\" "
+              "and \"qwen3_moe\" models");
   HfModel hf = type == "gpt2"      ? parse_gpt2(f)
                : type == "llama"   ? parse_llama(f)
                : type == "qwen2"   ? parse_qwen2(f)
+               : type == "qwen3"   ? parse_qwen3(f)
                : type == "mixtral"   ? parse_mixtral(f)
                : type == "qwen2_moe" ? parse_qwen2_moe(f)
                                      : parse_qwen3_moe(f);
   hf.bos_token_id = special_id(j, "bos_token_id", path);
   hf.eos_token_id = special_id(j, "eos_token_id", path);
   ckpt::ModelShape& m = hf.shape;
-  require(m.hidden % m.heads == 0, path + ": the hidden size " + std::to_string(m.hidden) +
-                                       " is not divisible by the number of heads " + std::to_string(m.heads));
+  require(m.head_size > 0 || m.hidden % m.heads == 0, path + ": the hidden size " + std::to_string(m.hidden) +
+                                                          " is not divisible by the number of heads " +
+                                                          std::to_string(m.heads));
   m.vocab = ckpt::padded_vocab(m.vocab_size);
   check_model_ranges(model_keys(hf), path);
   return hf;
@@ -358,10 +388,10 @@ HfClass hf_class(const ckpt::ModelShape& m) {
                            "\", activation = \"" + m.activation + "\"";
   require(gpt2 || llama, keys + ": neither GPT2LMHeadModel (layernorm, learned, gelu) nor LlamaForCausalLM "
                                 "(rmsnorm, rope, swiglu) computes this combination");
-  require(!m.qk_norm || (llama && m.experts > 0 && m.shared_experts == 0 && !m.bias && !m.qkv_bias),
-          "model.qk_norm = true exports as Qwen3MoeForCausalLM alone: a mixture of experts (experts > 0) without "
-          "shared experts or biases (shared_experts = 0, bias = false, qkv_bias = false)");
-  if (m.qk_norm) return HfClass::kQwen3Moe;
+  require(!m.qk_norm || (llama && m.shared_experts == 0 && !m.bias && !m.qkv_bias),
+          "model.qk_norm = true exports as Qwen3ForCausalLM or Qwen3MoeForCausalLM, neither of which has shared "
+          "experts or biases; set shared_experts = 0, bias = false and qkv_bias = false");
+  if (m.qk_norm) return m.experts > 0 ? HfClass::kQwen3Moe : HfClass::kQwen3;
   if (llama && m.experts > 0) {
     require(!m.bias, "model.experts > 0 with model.bias = true: neither MixtralForCausalLM nor Qwen2MoeForCausalLM "
                      "has biases on its MLP or output projection");
@@ -384,6 +414,8 @@ HfClass hf_class(const ckpt::ModelShape& m) {
   require(m.bias, "model.bias = false: GPT2LMHeadModel has biases on every linear layer; export a model with bias = true");
   require(m.kv() == m.heads, "model.kv_heads = " + std::to_string(m.kv_heads) +
                                  ": GPT2LMHeadModel has no grouped-query attention (kv_heads must equal heads)");
+  require(m.derived_head_dim(), "model.head_dim = " + std::to_string(m.head_dim()) +
+                                    ": GPT2LMHeadModel's heads are hidden / heads wide; set head_dim = 0");
   return HfClass::kGpt2;
 }
 
@@ -393,6 +425,7 @@ namespace {
 void write_llama_family(nlohmann::ordered_json& j, const ckpt::ModelShape& m, HfClass cls) {
   j["model_type"] = cls == HfClass::kMixtral    ? "mixtral"
                     : cls == HfClass::kQwen2    ? "qwen2"
+                    : cls == HfClass::kQwen3    ? "qwen3"
                     : cls == HfClass::kQwen2Moe ? "qwen2_moe"
                     : cls == HfClass::kQwen3Moe ? "qwen3_moe"
                                                 : "llama";
@@ -401,6 +434,7 @@ void write_llama_family(nlohmann::ordered_json& j, const ckpt::ModelShape& m, Hf
   j["hidden_size"] = m.hidden;
   j["num_attention_heads"] = m.heads;
   j["num_key_value_heads"] = m.kv();
+  j["head_dim"] = m.head_dim();
   j["intermediate_size"] = m.ffn;
   j["max_position_embeddings"] = m.positions();
   j["rms_norm_eps"] = m.norm_eps;
@@ -443,7 +477,6 @@ std::string hf_config_json(const ckpt::ModelShape& m, const std::string& torch_d
     write_llama_family(j, m, cls);
     switch (cls) {
       case HfClass::kMixtral:
-        j["head_dim"] = m.head_dim();
         j["intermediate_size"] = m.moe_ffn;
         j["num_local_experts"] = m.experts;
         write_router(j, m);
@@ -453,8 +486,11 @@ std::string hf_config_json(const ckpt::ModelShape& m, const std::string& torch_d
       case HfClass::kQwen2:
         j["use_sliding_window"] = false;
         break;
+      case HfClass::kQwen3:
+        j["use_sliding_window"] = false;
+        j["attention_bias"] = false;
+        break;
       case HfClass::kQwen3Moe:
-        j["head_dim"] = m.head_dim();
         j["moe_intermediate_size"] = m.moe_ffn;
         j["num_experts"] = m.experts;
         j["norm_topk_prob"] = m.router_norm_topk;
@@ -472,7 +508,6 @@ std::string hf_config_json(const ckpt::ModelShape& m, const std::string& torch_d
         j["qkv_bias"] = m.qkv_bias;
         break;
       default:
-        j["head_dim"] = m.head_dim();
         j["attention_bias"] = m.bias;
         j["mlp_bias"] = m.bias;
     }
@@ -522,6 +557,7 @@ std::vector<ModelKey> model_keys(const HfModel& hf) {
   add("hidden", m.hidden, pick("n_embd", "hidden_size"));
   add("heads", m.heads, pick("n_head", "num_attention_heads"));
   add("kv_heads", m.kv(), pick("n_head", "num_key_value_heads"), ModelKey::kEqual, m.kv() == m.heads);
+  if (!gpt2) add("head_dim", m.head_dim(), "head_dim", ModelKey::kEqual, m.derived_head_dim());
   add("ffn_hidden", m.ffn, pick("n_inner", "intermediate_size"), ModelKey::kEqual, m.ffn == derived_ffn);
   add("seq_len", m.seq_len, pick("n_positions", "max_position_embeddings"), ModelKey::kAtMost);
   // Rotary positions serve a shorter fine-tune and still the model's whole length.
@@ -551,7 +587,7 @@ std::vector<ModelKey> model_keys(const HfModel& hf) {
     add("router_norm_topk", m.router_norm_topk, "norm_topk_prob");
     add("router_aux_loss_coef", m.router_aux_loss_coef, "router_aux_loss_coef", ModelKey::kDefault);
   }
-  if (hf.cls == HfClass::kQwen3Moe) by_class("qk_norm", true);
+  if (hf.cls == HfClass::kQwen3 || hf.cls == HfClass::kQwen3Moe) by_class("qk_norm", true);
   if (hf.cls == HfClass::kQwen2Moe) {
     add("qkv_bias", m.qkv_bias, "qkv_bias");
     by_class("shared_experts", 1);

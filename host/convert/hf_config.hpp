@@ -1,5 +1,5 @@
 // A Hugging Face config.json (GPT2Config, LlamaConfig, Qwen2Config,
-// MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig) and the model it
+// Qwen3Config, MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig) and the model it
 // describes, as Megahost's [model] keys: reading one to import a model or
 // to fill [model] for a run that loads it, writing one on export.
 #pragma once
@@ -16,9 +16,9 @@
 namespace mh::convert {
 
 // The transformers classes Megahost's models map to.
-enum class HfClass { kGpt2, kLlama, kQwen2, kMixtral, kQwen2Moe, kQwen3Moe };
-// "GPT2LMHeadModel", "LlamaForCausalLM", "Qwen2ForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM",
-// "Qwen3MoeForCausalLM"
+enum class HfClass { kGpt2, kLlama, kQwen2, kQwen3, kMixtral, kQwen2Moe, kQwen3Moe };
+// "GPT2LMHeadModel", "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MixtralForCausalLM",
+// "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM"
 const char* class_name(HfClass c);
 
 struct HfModel {

@@ -94,6 +94,7 @@ std::vector<Link> model_links(const ckpt::ModelShape& m) {
     case HfClass::kGpt2: return gpt2_links(m);
     case HfClass::kLlama:
     case HfClass::kQwen2:
+    case HfClass::kQwen3:
     case HfClass::kMixtral:
     case HfClass::kQwen2Moe:
     case HfClass::kQwen3Moe: return llama_links(m);

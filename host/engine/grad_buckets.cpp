@@ -36,12 +36,14 @@ std::vector<GroupRange> whole_buffer(const ParamSet& params) {
 
 GradBucket bucket_of(const ParamSet& params, std::vector<int> ids, bool whole) {
   GradBucket b;
-  std::vector<int> shared;
+  std::vector<int> shared, per_head;
   for (int id : ids) {
-    if (replicated(params.info(id))) shared.push_back(id);
+    if (params.info(id).per_head) per_head.push_back(id);
+    else if (replicated(params.info(id))) shared.push_back(id);
     b.tied_embedding |= id == params.wte();
   }
   b.replicated = slot_ranges(params, shared);
+  b.per_head = slot_ranges(params, per_head);
   b.ranges = whole ? whole_buffer(params) : slot_ranges(params, ids);
   b.params = std::move(ids);
   return b;

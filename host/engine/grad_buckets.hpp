@@ -19,6 +19,7 @@ struct GradBucket {
   // expert weights (ParamSet::experts) over the expert-data group.
   std::vector<GroupRange> ranges;
   std::vector<GroupRange> replicated;   // slots of replicated parameters (tensor all-reduce with SP or LoRA)
+  std::vector<GroupRange> per_head;     // slots of ParamInfo::per_head ones (tensor all-reduce with t > 1)
   bool tied_embedding = false;          // holds wte
 };
 

@@ -54,6 +54,8 @@ void GradSync::start(size_t bucket) {
   float* grads = params_.grads().f32();
   if (groups_.tensor != nullptr)  // replicated parameters saw only this rank's sequence shard
     for (const GroupRange& r : b.replicated) groups_.tensor->all_reduce(grads + r.offset, r.count);
+  if (groups_.heads != nullptr)  // each rank normalised its own heads
+    for (const GroupRange& r : b.per_head) groups_.heads->all_reduce(grads + r.offset, r.count);
   if (b.tied_embedding && groups_.embedding != nullptr)  // its two uses, on the first and last stage
     groups_.embedding->all_reduce(params_.grad(params_.wte()), params_.info(params_.wte()).numel());
   for (size_t i = 0; i < b.ranges.size(); ++i) {

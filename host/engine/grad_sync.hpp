@@ -5,7 +5,7 @@
 //
 // Before a bucket goes to the data group its gradients get the other sums
 // they need: the tensor group's for replicated parameters under sequence
-// parallelism, and the embedding group's for the tied embedding shared by
+// parallelism and for QK-norm's weights under any tensor parallelism, and the embedding group's for the tied embedding shared by
 // the first and last pipeline stages. The latter is a blocking collective
 // with a stage that may still be running its schedule, so that bucket waits
 // for finish().
@@ -27,6 +27,7 @@ struct GradSyncGroups {
   Collectives* data = nullptr;       // null: nothing to reduce over data-parallel replicas
   Collectives* expert_data = nullptr;  // the expert weights' replicas; null: nothing to reduce
   Collectives* tensor = nullptr;     // null: replicated gradients are complete
+  Collectives* heads = nullptr;      // the tensor group with t > 1: per-head gradients are its ranks' parts
   Collectives* embedding = nullptr;  // null: the tied embedding lives on one stage
 };
 

@@ -45,7 +45,7 @@ void DecoderLayer::forward(LayerActivations& A, int64_t layer, const LayerPass& 
     if (!A.has(MH_ACT_RESIDUAL1)) A[MH_ACT_RESIDUAL1] = c_.activation(kAct, n * h);
     const auto project = [&](float* partial) {
       adapted_projection(c_, A[MH_ACT_CONTEXT].ptr(), w.proj_w, w.proj_lora, drop, kLoraProj, partial,
-                         c_.d.local_hidden(), h);
+                         c_.d.local_attention(), h);
     };
     residual_branch(A, layer, pass, kDropoutSiteAttention, project, w.proj_b, x, MH_ACT_ATTN_DROP_MASK,
                     A[MH_ACT_RESIDUAL1].ptr());
@@ -109,7 +109,7 @@ void DecoderLayer::backward(LayerActivations& A, int64_t layer, const LayerPass&
       A, dres,
       [&](TypedPtr dy) {
         return adapted_projection_bwd(c_, A[MH_ACT_CONTEXT].ptr(), w.proj_w, w.proj_lora, drop, kLoraProj, dy,
-                                      c_.d.local_hidden(), c_.d.hidden);
+                                      c_.d.local_attention(), c_.d.hidden);
       },
       w.proj_b, MH_ACT_ATTN_DROP_MASK);
   attention_.backward(A, w, layer, pass, dctx.ptr(), dfull);

@@ -77,6 +77,9 @@ struct ModelDims {
   int64_t moe_ffn = 0;       // an expert's inner size (spec.experts > 0)
   int64_t shared_ffn = 0;    // a shared expert's inner size (spec.shared_experts > 0)
   int64_t kv_heads = 0;      // 0 means heads (full multi-head attention)
+  // [model] head_dim: a head's size (Qwen3, Gemma, Mistral-Nemo decouple it
+  // from hidden/heads); 0 means hidden / heads.
+  int64_t head_size = 0;
   int64_t vocab_size = 0;    // the tokenizer's; vocab is it padded, 0 means vocab
   int64_t max_positions = 0;  // the positions the model is made for; 0 means seq
   int32_t tp = 1, tp_rank = 0;
@@ -94,11 +97,13 @@ struct ModelDims {
   ModelSpec spec;
   LoraSpec lora;
 
-  int64_t head_dim() const { return hidden / heads; }
+  int64_t head_dim() const { return head_size > 0 ? head_size : hidden / heads; }
   int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t local_heads() const { return heads / tp; }
   int64_t local_kv_heads() const { return kv() / tp; }
-  int64_t local_hidden() const { return hidden / tp; }   // attention width on this rank
+  // The attention's width: the context the output projection reads, a D.
+  int64_t attention_width() const { return heads * head_dim(); }
+  int64_t local_attention() const { return attention_width() / tp; }  // its rank's share
   // Q, K and V of the rank's heads: a + 2k heads of head_dim each, over t.
   int64_t local_qkv() const { return (heads + 2 * kv()) / tp * head_dim(); }
   int64_t local_ffn() const { return ffn / tp; }

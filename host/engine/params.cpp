@@ -88,8 +88,9 @@ void ParamSet::add_layer(int64_t l, const MH_TensorPlan& plan) {
   if (d.spec.qk_norm) {
     ids.q_norm_w = add(p + "q_norm_w", 1, d.head_dim(), MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 1);
     ids.k_norm_w = add(p + "k_norm_w", 1, d.head_dim(), MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 1);
+    infos_[size_t(ids.q_norm_w)].per_head = infos_[size_t(ids.k_norm_w)].per_head = true;
   }
-  linear("proj", h, d.heads * d.head_dim(), MH_W_PROJ, out_std, ids.proj_w, ids.proj_b);
+  linear("proj", h, d.attention_width(), MH_W_PROJ, out_std, ids.proj_w, ids.proj_b);
   add_norm(p + "ln2", ids.ln2_w, ids.ln2_b);
   if (d.moe()) {
     // Experts are whole on every tensor rank (no tensor parallelism inside
@@ -114,7 +115,7 @@ void ParamSet::add_layer(int64_t l, const MH_TensorPlan& plan) {
   }
   const LoraSpec& lora = d.lora;
   if (lora.targets_any(kLoraQkv)) ids.qkv_lora = add_lora(p + "qkv", qkv, h, plan.shard[MH_W_QKV]);
-  if (lora.targets_any(kLoraProj)) ids.proj_lora = add_lora(p + "proj", h, d.heads * d.head_dim(), plan.shard[MH_W_PROJ]);
+  if (lora.targets_any(kLoraProj)) ids.proj_lora = add_lora(p + "proj", h, d.attention_width(), plan.shard[MH_W_PROJ]);
   if (d.moe()) return;  // adapters inside the experts are not built yet: attention's only
   if (lora.targets_any(kLoraGate) && ids.gate_w >= 0) ids.gate_lora = add_lora(p + "gate", f, h, plan.shard[MH_W_FC1]);
   if (lora.targets_any(kLoraFc1)) ids.fc1_lora = add_lora(p + "fc1", f, h, plan.shard[MH_W_FC1]);

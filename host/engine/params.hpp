@@ -50,6 +50,9 @@ struct ParamInfo {
   float init_std;                    // normal init; 0 means constant init_value
   float init_value;
   bool adapter = false;              // a LoRA adapter, not a weight of the base model
+  // Replicated, but each tensor rank's heads give it a partial gradient
+  // (QK-norm's weights), which the tensor group sums with or without SP.
+  bool per_head = false;
   int64_t offset = 0;                // in elements, into values and grads
   int64_t numel() const { return rows * cols; }
 };

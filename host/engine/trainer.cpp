@@ -43,7 +43,7 @@ namespace {
 // Model FLOPs of one optimizer step (megahost/model_flops.hpp).
 double step_model_flops(const ModelDims& d, int64_t global_batch) {
   return model_flops({d.layers, d.hidden, d.heads, d.kv(), d.active_ffn(), d.seq, d.vocab,
-                      d.spec.activation == MlpActivation::kSwiglu},
+                      d.spec.activation == MlpActivation::kSwiglu, d.head_dim()},
                      global_batch);
 }
 
@@ -219,6 +219,7 @@ GradSyncGroups RankTrainer::grad_sync_groups() {
   g.expert_data = s_.ep == 1 ? g.data : s_.dp / s_.ep > 1 ? &rc_.groups.expert_data : nullptr;
   // LoRA's replicated adapters always hold partial sums (docs/finetune.md).
   if ((s_.tensor_plan.reduce_norm_grads || s_.dims.lora.on()) && s_.tp > 1) g.tensor = &rc_.groups.tensor;
+  if (s_.tp > 1) g.heads = &rc_.groups.tensor;
   if (s_.pp > 1 && s_.dims.spec.tie_embeddings && params_.wte() >= 0 && params_.trainable(params_.wte()))
     g.embedding = &rc_.groups.embedding;
   return g;

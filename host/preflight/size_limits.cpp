@@ -25,6 +25,8 @@ const Product kProducts[] = {
     {"the logits", {"train.micro_batch", "model.seq_len", "model.vocab"}, 4},
     {"the activations of all layers", {"model.layers", "train.micro_batch", "model.seq_len", "model.hidden"}, 4 * 34},
     {"the attention weights of all layers", {"model.layers", "model.hidden", "model.hidden"}, 16 * 4},
+    // With a head size of its own (0: the line above says it all).
+    {"the attention weights of all layers", {"model.layers", "model.hidden", "model.heads", "model.head_dim"}, 16 * 4},
     {"the MLP weights of all layers", {"model.layers", "model.hidden", "model.ffn_hidden"}, 16 * 2},
     {"the embeddings", {"model.vocab", "model.hidden"}, 16},
     {"the position embeddings", {"model.seq_len", "model.hidden"}, 16},

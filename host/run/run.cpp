@@ -59,7 +59,8 @@ MH_ModelShape model_shape(const ModelDims& d, int64_t micro_batch, int64_t globa
                        d.spec.activation == MlpActivation::kSwiglu,
                        d.spec.position == Position::kRope,
                        d.kv(),
-                       !d.spec.tie_embeddings};
+                       !d.spec.tie_embeddings,
+                       d.head_dim()};
 }
 
 std::unique_ptr<data::Tokenizer> run_tokenizer(const Assembly& a, const Config& config) {
@@ -145,17 +146,19 @@ std::vector<std::string> shape_problems(const ModelDims& d) {
   const auto check = [&](bool ok, const std::string& problem) {
     if (!ok) out.push_back(problem);
   };
-  check(d.hidden % d.heads == 0, "model.hidden = " + std::to_string(d.hidden) + " is not divisible by model.heads = " +
-                                     std::to_string(d.heads) + "; pick heads that divide hidden");
+  check(d.head_size > 0 || d.hidden % d.heads == 0,
+        "model.hidden = " + std::to_string(d.hidden) + " is not divisible by model.heads = " +
+            std::to_string(d.heads) + "; pick heads that divide hidden, or give model.head_dim");
   check(d.heads % d.kv() == 0, "model.kv_heads = " + std::to_string(d.kv()) + " does not divide model.heads = " +
                                    std::to_string(d.heads) + "; each key/value head serves a whole group of heads");
   check(d.max_positions == 0 || d.max_positions == d.seq || (d.spec.position == Position::kRope && d.max_positions > d.seq),
         "model.max_positions = " + std::to_string(d.max_positions) + " with model.seq_len = " + std::to_string(d.seq) +
             ": a learned position table has seq_len rows, and a rotary model serves at most max_positions; set "
             "max_positions to 0, or to at least seq_len with position = \"rope\"");
-  check(d.spec.position != Position::kRope || d.hidden % d.heads != 0 || d.head_dim() % 2 == 0,
-        "model.position = \"rope\" rotates pairs of features, but the head size hidden/heads = " +
-            std::to_string(d.head_dim()) + " is odd; pick an even head size");
+  check(d.spec.position != Position::kRope || (d.head_size == 0 && d.hidden % d.heads != 0) || d.head_dim() % 2 == 0,
+        "model.position = \"rope\" rotates pairs of features, but the head size " +
+            std::string(d.head_size > 0 ? "model.head_dim" : "hidden/heads") + " = " + std::to_string(d.head_dim()) +
+            " is odd; pick an even head size");
   check(!d.moe() || d.spec.router_topk <= d.spec.experts,
         "model.router_topk = " + std::to_string(d.spec.router_topk) + " exceeds model.experts = " +
             std::to_string(d.spec.experts) + "; route each token to at most every expert");
@@ -181,6 +184,7 @@ ModelDims model_dims(const Assembly& a, const Config& config) {
   d.hidden = m.get_int("hidden");
   d.heads = m.get_int("heads");
   d.kv_heads = m.get_int("kv_heads") > 0 ? m.get_int("kv_heads") : d.heads;
+  d.head_size = m.get_int("head_dim");
   d.ffn = m.get_int("ffn_hidden") > 0 ? m.get_int("ffn_hidden") : default_ffn(d);
   d.moe_ffn = m.get_int("moe_ffn_hidden") > 0 ? m.get_int("moe_ffn_hidden") : d.ffn;
   d.shared_ffn = m.get_int("shared_expert_ffn_hidden") > 0 ? m.get_int("shared_expert_ffn_hidden") : d.moe_ffn;
@@ -211,12 +215,6 @@ void plan_tensor(RunSetup& s, const Instance& tensor) {
   check(tensor.api<MH_TensorParallelApi>()->plan(tensor.get(), &shape, &s.tensor_plan), tensor.label());
   s.tp = s.tensor_plan.size;
   // A third party's plan may not know key/value heads; the engine needs whole groups per rank.
-  // Each rank's heads give the replicated QK-norm weights a partial gradient,
-  // which the tensor group does not sum.
-  require(!s.dims.spec.qk_norm || s.tp == 1, tensor.label() + " planned parallel.tensor.size = " +
-                                                 std::to_string(s.tp) +
-                                                 ", but model.qk_norm = true runs without tensor parallelism for now; "
-                                                 "set parallel.tensor.size = 1");
   require(s.dims.kv() % s.tp == 0, tensor.label() + " planned parallel.tensor.size = " + std::to_string(s.tp) +
                                        ", which does not divide model.kv_heads = " + std::to_string(s.dims.kv()));
   s.dims.tp = s.tp;

@@ -196,6 +196,12 @@ TEST(CheckpointMetadata, ModelDifferencesNameEachKeyAndBothValues) {
   const auto diff = shape_differences({2, 8, 2, 32, 16, 128}, {2, 16, 2, 32, 16, 128});
   ASSERT_EQ(diff.size(), 1u);
   EXPECT_EQ(diff[0], "model.hidden: checkpoint 8, this run 16");
+  ModelShape qwen3{2, 8, 2, 32, 16, 128}, other{2, 8, 2, 32, 16, 128};
+  qwen3.head_size = 6;
+  other.head_size = 10;
+  EXPECT_EQ(shape_differences(qwen3, other), std::vector<std::string>{"model.head_dim: checkpoint 6, this run 10"});
+  EXPECT_EQ(shape_differences(qwen3, {2, 8, 2, 32, 16, 128}),
+            std::vector<std::string>{"model.head_dim: checkpoint 6, this run 4"});
 }
 
 TEST(Safetensors, WrittenFileParsesBackWithItsBytes) {

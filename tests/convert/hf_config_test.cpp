@@ -117,9 +117,54 @@ TEST(HfConfig, Qwen3MoeHasQkNormAndNoSharedExpert) {
   EXPECT_TRUE(hf.shape.router_norm_topk);
   EXPECT_EQ(hf_class(hf.shape), HfClass::kQwen3Moe);
   EXPECT_EQ(parse_hf_config(hf_config_json(hf.shape, "float32"), "c").shape.experts, 4);
-  EXPECT_THAT(refusal(R"({"model_type": "qwen3_moe", "hidden_size": 64, "num_attention_heads": 4, "head_dim": 128})"),
-              HasSubstr("\"head_dim\""));
   EXPECT_THAT(refusal(R"({"model_type": "qwen3_moe", "attention_bias": true})"), HasSubstr("\"attention_bias\""));
+}
+
+// Qwen3-30B-A3B's attention: 32 heads of 128 over a hidden size of 2048.
+TEST(HfConfig, Qwen3MoeHeadsNeedNotSpanTheHiddenSize) {
+  const HfModel hf = parse_hf_config(R"({"model_type": "qwen3_moe", "hidden_size": 2048, "num_attention_heads": 32,
+      "num_key_value_heads": 4, "head_dim": 128, "num_hidden_layers": 48})", "c");
+  EXPECT_EQ(hf.shape.head_dim(), 128);
+  EXPECT_FALSE(hf.shape.derived_head_dim());
+  const std::string written = hf_config_json(hf.shape, "bfloat16");
+  EXPECT_THAT(written, HasSubstr("\"head_dim\": 128"));
+  EXPECT_EQ(parse_hf_config(written, "c").shape.head_dim(), 128);
+  // transformers 5's Qwen3MoeConfig has no head_dim of its own: absent, a head is hidden / heads.
+  EXPECT_EQ(parse_hf_config(R"({"model_type": "qwen3_moe", "hidden_size": 2048, "num_attention_heads": 32})", "c")
+                .shape.head_dim(), 64);
+}
+
+// Qwen3ForCausalLM: Llama with QK-norm, no biases, heads of 128 unless head_dim says.
+TEST(HfConfig, Qwen3DenseHasQkNormAndHeadsOf128ByDefault) {
+  const HfModel hf = parse_hf_config(R"({"model_type": "qwen3", "hidden_size": 1024, "num_attention_heads": 16,
+      "num_key_value_heads": 8, "intermediate_size": 3072, "num_hidden_layers": 28, "vocab_size": 151936,
+      "tie_word_embeddings": true})", "c");
+  EXPECT_EQ(hf.cls, HfClass::kQwen3);
+  EXPECT_TRUE(hf.shape.qk_norm);
+  EXPECT_FALSE(hf.shape.bias);
+  EXPECT_EQ(hf.shape.head_dim(), 128);  // Qwen3-0.6B: 16 heads of 128 over 1024
+  EXPECT_EQ(hf_class(hf.shape), HfClass::kQwen3);
+  const ckpt::ModelShape back = parse_hf_config(hf_config_json(hf.shape, "float32"), "c").shape;
+  EXPECT_EQ(back.head_dim(), 128);
+  EXPECT_TRUE(back.qk_norm);
+  EXPECT_EQ(parse_hf_config(R"({"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,
+      "head_dim": null})", "c").shape.head_dim(), 128);
+  EXPECT_THAT(refusal(R"({"model_type": "qwen3", "attention_bias": true})"), HasSubstr("\"attention_bias\""));
+  EXPECT_THAT(refusal(R"({"model_type": "qwen3", "use_sliding_window": true})"), HasSubstr("\"use_sliding_window\""));
+}
+
+TEST(HfConfig, LlamaHeadDimIsTakenAsGivenAndNullMeansHiddenOverHeads) {
+  const auto head_dim = [](const std::string& extra) {
+    return parse_hf_config(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4)" + extra + "}", "c")
+        .shape.head_dim();
+  };
+  EXPECT_EQ(head_dim(R"(, "head_dim": 32)"), 32);
+  EXPECT_EQ(head_dim(R"(, "head_dim": null)"), 16);
+  EXPECT_EQ(head_dim(""), 16);
+  EXPECT_EQ(parse_hf_config(R"({"model_type": "mixtral", "hidden_size": 64, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "head_dim": 24})", "c").shape.head_dim(), 24);
+  EXPECT_EQ(parse_hf_config(R"({"model_type": "qwen2", "hidden_size": 64, "num_attention_heads": 4,
+      "head_dim": 24})", "c").shape.head_dim(), 24);
 }
 
 // Shared experts other than Qwen2-MoE's one gated expert have no class.
@@ -139,6 +184,17 @@ TEST(HfConfig, SharedExpertsQwen2MoeCannotHoldAreRefusedNamingTheKeys) {
   EXPECT_THROW(hf_class(m), Error);  // Mixtral has no QKV biases
 }
 
+TEST(HfConfig, GptHeadsOtherThanHiddenOverHeadsHaveNoClass) {
+  ckpt::ModelShape m = testing::tiny_gpt2();
+  m.head_size = m.hidden / m.heads + 2;
+  try {
+    hf_class(m);
+    FAIL() << "GPT-2 with its own head size was accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("set head_dim = 0"));
+  }
+}
+
 TEST(HfConfig, WhatMegahostCannotComputeIsRefusedNamingTheField) {
   EXPECT_THAT(refusal(R"({"model_type": "gpt2", "activation_function": "gelu"})"),
               HasSubstr("\"activation_function\""));
@@ -147,8 +203,12 @@ TEST(HfConfig, WhatMegahostCannotComputeIsRefusedNamingTheField) {
   EXPECT_THAT(refusal(R"({"model_type": "llama", "rope_scaling": {"type": "linear", "factor": 2}})"),
               HasSubstr("\"rope_scaling\""));
   EXPECT_THAT(refusal(R"({"model_type": "llama", "attention_bias": true})"), HasSubstr("\"mlp_bias\""));
-  EXPECT_THAT(refusal(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "head_dim": 32})"),
-              HasSubstr("\"head_dim\""));
+  EXPECT_THAT(refusal(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "head_dim": 15})"),
+              HasSubstr("\"head_dim\": is 15, odd"));
+  EXPECT_THAT(refusal(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "head_dim": 0})"),
+              HasSubstr("\"head_dim\" must be a positive integer"));
+  EXPECT_THAT(refusal(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 5})"),
+              HasSubstr("\"hidden_size\": is not divisible by num_attention_heads = 5"));
   EXPECT_THAT(refusal(R"({"model_type": "bert"})"), HasSubstr("\"bert\""));
   EXPECT_THAT(refusal(R"({"model_type": "gpt2", "n_embd": -3})"), HasSubstr("/m/config.json: \"n_embd\""));
   EXPECT_THAT(refusal(R"({"model_type": "gpt2", "n_embd": 10, "n_head": 4})"), HasSubstr("not divisible"));

@@ -4,7 +4,7 @@ Qwen3MoeForCausalLM (docs/models.md, docs/convert.md).
 
 A random tiny model (4 experts, top 2, grouped-query attention; Qwen2-MoE's
 with QKV biases, unnormalised top-k gates and a gated shared expert;
-Qwen3-MoE's with QK-norm) made by
+Qwen3-MoE's with QK-norm and heads of 24 over a hidden size of 64) made by
 transformers (config + seeded init, no download):
 
 - round trip: saved with save_pretrained, converted to a Megahost checkpoint
@@ -67,7 +67,7 @@ def qwen2_moe(dtype, vocab=VOCAB):
 def qwen3_moe(dtype, vocab=VOCAB):
     config = transformers.Qwen3MoeConfig(hidden_size=64, intermediate_size=56, moe_intermediate_size=48,
                                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                         head_dim=16, vocab_size=vocab, max_position_embeddings=SEQ,
+                                         head_dim=24, vocab_size=vocab, max_position_embeddings=SEQ,
                                          num_experts=EXPERTS, num_experts_per_tok=TOPK, norm_topk_prob=True,
                                          router_aux_loss_coef=COEF, output_router_logits=True,
                                          rope_theta=10000.0, use_sliding_window=False)

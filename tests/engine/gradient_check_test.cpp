@@ -15,10 +15,11 @@
 namespace mh {
 namespace {
 
-ModelDims tiny_dims(const ModelSpec& spec, int64_t kv_heads) {
+ModelDims tiny_dims(const ModelSpec& spec, int64_t kv_heads, int64_t head_dim = 0) {
   ModelDims d{};
   d.spec = spec;
   d.kv_heads = kv_heads;
+  d.head_size = head_dim;
   d.layers = 2;
   d.hidden = 16;
   d.heads = 4;
@@ -74,6 +75,7 @@ struct Variant {
   const char* name;
   ModelSpec spec;
   int64_t kv_heads;
+  int64_t head_dim = 0;  // 0: hidden / heads
 };
 
 ModelSpec spec(Norm norm, Position position, MlpActivation activation, bool tie, bool bias) {
@@ -143,13 +145,19 @@ const Variant kVariants[] = {
        s.qk_norm = true;
        return s;
      }(), 1},
+    // Qwen3: QK-norm over 4 heads of 6 (a D = 24 against h = 16).
+    {"qwen3_head_dim_qk_norm", [] {
+       ModelSpec s = spec(Norm::kRmsNorm, Position::kRope, MlpActivation::kSwiglu, false, false);
+       s.qk_norm = true;
+       return s;
+     }(), 2, 6},
 };
 
 class GradientCheck : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(GradientCheck, WholeModelBackwardMatchesFiniteDifferences) {
   test::EngineEnv env("[model]\nlayers = 2\n");
-  ModelDims d = tiny_dims(GetParam().spec, GetParam().kv_heads);
+  ModelDims d = tiny_dims(GetParam().spec, GetParam().kv_heads, GetParam().head_dim);
   Model m(env, d);
   MicroBatch mb = batch(m.dev, d);
   const double scale = 1.0 / double(d.rows());

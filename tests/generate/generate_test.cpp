@@ -306,5 +306,25 @@ TEST_F(GenerateLlama, LayoutsGenerateWhatOneRankGenerates) {
   }
 }
 
+// Qwen3's attention: QK-norm over heads of 24 (a D = 96 against h = 64):
+// the KV cache holds heads of head_dim, tensor ranks normalise their own heads.
+class GenerateQwen3 : public Generate {
+ protected:
+  static void SetUpTestSuite() {
+    train({"model.arch=llama", "model.kv_heads=2", "model.qk_norm=true", "model.head_dim=24"});
+  }
+};
+
+TEST_F(GenerateQwen3, CachedGreedyDecodingEqualsRecomputing) {
+  expect_cached_equals_recomputed(generated(with_prompts(kGreedy)), [](const std::string& file) {
+    return generated(plus(kOneToken, {"generate.prompts_file=" + file}));
+  });
+}
+
+TEST_F(GenerateQwen3, TensorParallelRanksGenerateWhatOneRankGenerates) {
+  EXPECT_EQ(generated(with_prompts(plus(kGreedy, {"comm.world_size=2", "parallel.tensor.size=2"}))),
+            generated(with_prompts(kGreedy)));
+}
+
 }  // namespace
 }  // namespace mh::ckpt::test

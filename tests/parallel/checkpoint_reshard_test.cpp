@@ -133,5 +133,35 @@ TEST(CheckpointReshardExperts, ExpertParallelTwoAndOneRankLoadEachOthersCheckpoi
   }
 }
 
+// A head size other than hidden / heads, with QK-norm: the QKV rows and the
+// projection's columns are stored by their global index like any other.
+TEST(CheckpointReshardHeadDim, TensorParallelTwoAndOneRankLoadEachOthersCheckpoints) {
+  const std::string qwen3 =
+      std::string(" model.arch=llama model.kv_heads=2 model.qk_norm=true model.head_dim=24") + kSchedule;
+  const LayoutResult ref = run_layout("comm.world_size=1 train.steps=6" + qwen3);
+  ASSERT_EQ(ref.exit_code, 0) << ref.log;
+  ASSERT_EQ(ref.losses.size(), 6u);
+  for (const auto& [save, load] : {std::pair{std::string(kTp2), std::string(kOne)}, std::pair{std::string(kOne), std::string(kTp2)}}) {
+    const fs::path dir = fs::temp_directory_path() / ("megahost_reshard_head_dim_" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    const LayoutResult saved = run_layout(save + " train.steps=3 checkpoint.dir=" + dir.string() + qwen3);
+    ASSERT_EQ(saved.exit_code, 0) << saved.log;
+    const LayoutResult resumed = run_layout(load + " train.steps=6 checkpoint.load=" + dir.string() + qwen3);
+    // Another head size is another model: the checkpoint names the key.
+    const LayoutResult other = run_layout(load + " train.steps=6 checkpoint.load=" + dir.string() +
+                                          " model.arch=llama model.kv_heads=2 model.qk_norm=true model.head_dim=32");
+    fs::remove_all(dir);
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.log;
+    ASSERT_EQ(resumed.losses.size(), 3u) << resumed.log;
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_NEAR(resumed.losses[i], ref.losses[i + 3], 1e-5 * std::fabs(ref.losses[i + 3]))
+          << save << " -> " << load << ", step " << i + 4;
+    ASSERT_EQ(resumed.grads.size(), ref.grads.size());
+    for (const auto& [name, g] : ref.grads) EXPECT_LE(relative_difference(resumed.grads.at(name), g), 1e-4) << name;
+    EXPECT_NE(other.exit_code, 0) << other.log;
+    EXPECT_NE(other.log.find("head_dim"), std::string::npos) << other.log;
+  }
+}
+
 }  // namespace
 }  // namespace mh::test

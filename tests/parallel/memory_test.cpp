@@ -74,6 +74,11 @@ const Shape kShapes[] = {
     {"moe_shared_capacity_t1_bf16", "comm.world_size=1 kernels.dtype=bf16 model.arch=llama model.experts=8 "
                                     "model.router_topk=2 model.moe_ffn_hidden=128 model.shared_experts=2 "
                                     "model.shared_expert_ffn_hidden=64 model.moe_capacity_factor=1"},
+    // Heads of 48 (a D = 192 against h = 64): QKV and the context are a D / h times as wide.
+    {"head_dim_t2_sp", "comm.world_size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true "
+                       "model.arch=llama model.kv_heads=2 model.qk_norm=true model.head_dim=48"},
+    {"head_dim_flash_t1_bf16", "comm.world_size=1 kernels.dtype=bf16 model.arch=llama model.head_dim=48 "
+                               "model.attention_backend=flash"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ActivationMemory, ::testing::ValuesIn(kShapes),

@@ -37,9 +37,14 @@ const Variant kQwen2Moe{"qwen2_moe", "model.arch=llama model.qkv_bias=true model
                                      "model.moe_ffn_hidden=48 model.router_norm_topk=false model.shared_experts=1 "
                                      "model.shared_expert_ffn_hidden=40 model.shared_expert_gate=true "
                                      "model.moe_capacity_factor=0.75 model.router_aux_loss_coef=0.01"};
-// Qwen3-MoE's layer: QK-norm, renormalised top-k gates.
-const Variant kQwen3Moe{"qwen3_moe", "model.arch=llama model.qk_norm=true model.experts=4 model.router_topk=2 "
-                                     "model.moe_ffn_hidden=48 model.router_aux_loss_coef=0.01"};
+// Qwen3-MoE's layer: QK-norm, renormalised top-k gates, heads of 24 over h = 64.
+const Variant kQwen3Moe{"qwen3_moe", "model.arch=llama model.qk_norm=true model.head_dim=24 model.experts=4 "
+                                     "model.router_topk=2 model.moe_ffn_hidden=48 model.router_aux_loss_coef=0.01"};
+// Qwen3's dense layer: QK-norm over heads of 24 (a D = 96 against h = 64),
+// whose replicated weights each tensor rank sees only its heads of.
+const Variant kQwen3{"qwen3", "model.arch=llama model.kv_heads=2 model.qk_norm=true model.head_dim=24"};
+const Variant kQwen3Flash{"qwen3_flash", "model.arch=llama model.kv_heads=2 model.qk_norm=true model.head_dim=24 "
+                                         "model.attention_backend=flash"};
 const Variant kRmsRopeGelu{"rmsnorm_rope_gelu_nobias", "model.normalization=rmsnorm model.position=rope model.bias=false"};
 
 struct Case {
@@ -118,6 +123,14 @@ const Case kCases[] = {
     {"qwen2_moe_pp2", kQwen2Moe, "comm.world_size=2 parallel.pipeline.size=2"},
     {"qwen2_moe_dp2", kQwen2Moe, "comm.world_size=2"},
     {"qwen3_moe_pp2_dp2", kQwen3Moe, "comm.world_size=4 parallel.pipeline.size=2"},
+    // QK-norm's weights: their gradient summed over the tensor group, with and without SP.
+    {"qwen3_tp2", kQwen3, "comm.world_size=2 parallel.tensor.size=2"},
+    {"qwen3_tp2_sp", kQwen3, "comm.world_size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true"},
+    {"qwen3_pp2", kQwen3, "comm.world_size=2 parallel.pipeline.size=2"},
+    {"qwen3_cp2", kQwen3, "comm.world_size=2 parallel.context.size=2"},
+    {"qwen3_cp2_a2a", kQwen3, "comm.world_size=2 parallel.context.size=2 parallel.context.comm_type=a2a"},
+    {"qwen3_flash_tp2_sp", kQwen3Flash,
+     "comm.world_size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true"},
     // Shared experts and a capacity beside expert parallelism: drops are decided before the exchange.
     {"qwen2_moe_ep2", kQwen2Moe, "comm.world_size=2 parallel.expert.size=2"},
     {"rmsnorm_rope_gelu_nobias_tp4_sp", kRmsRopeGelu,
@@ -170,6 +183,22 @@ TEST(ModelVariants, TensorParallelSizeMustDivideKeyValueHeads) {
   LayoutResult r = run_layout("comm.world_size=2 parallel.tensor.size=2 model.arch=llama model.kv_heads=1");
   EXPECT_EQ(r.exit_code, 2) << r.log;
   EXPECT_NE(r.log.find("model.kv_heads"), std::string::npos) << r.log;
+}
+
+TEST(ModelVariants, OddHeadDimUnderRopeIsRefusedNamingTheKey) {
+  LayoutResult r = run_layout("comm.world_size=1 model.arch=llama model.head_dim=15");
+  EXPECT_EQ(r.exit_code, 2) << r.log;
+  EXPECT_NE(r.log.find("model.head_dim = 15 is odd"), std::string::npos) << r.log;
+}
+
+TEST(ModelVariants, HeadDimShapesTheAttentionWeights) {
+  const LayoutResult& r = single_rank(kQwen3);
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  // h = 64, a = 4, k = 2, D = 24: QKV [(4 + 2 * 2) 24, 64], proj [64, 4 * 24], QK-norm [24].
+  EXPECT_EQ(r.grads.at("layers.0.qkv_w").size(), size_t((4 + 2 * 2) * 24 * 64));
+  EXPECT_EQ(r.grads.at("layers.0.proj_w").size(), size_t(64 * 4 * 24));
+  EXPECT_EQ(r.grads.at("layers.0.q_norm_w").size(), 24u);
+  EXPECT_EQ(r.grads.at("layers.0.k_norm_w").size(), 24u);
 }
 
 TEST(ModelVariants, ExpertParallelSizeMustDivideTheExperts) {

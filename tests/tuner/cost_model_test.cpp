@@ -4,6 +4,7 @@
 #include "training_cost.hpp"
 
 #include <gtest/gtest.h>
+#include <megahost/model_flops.hpp>
 
 #include <algorithm>
 
@@ -33,6 +34,35 @@ TEST(ModelFlops, AreK22Equation7) {
   const double eq7 = 72 * B * L * s * h * h * (1 + s / (6 * h) + V / (12 * h * L));
   EXPECT_NEAR(model_flops(gpt3) / eq7, 1.0, 1e-12);
   EXPECT_NEAR(model_flops(gpt3), 1.4109e17, 0.0001e17);  // paper-numbers.md's reproduction
+}
+
+// Qwen3-0.6B's shape: 16 heads of 128 over h = 1024, 8 key/value heads.
+TEST(ModelFlops, CountTheHeadSizeWhereItIsNotHiddenOverHeads) {
+  const double B = 8, s = 4096, h = 1024, a = 16, k = 8, D = 128, f = 3072, L = 28, V = 151936;
+  const mh::ModelFlopsShape qwen3{28, 1024, 16, 8, 3072, 4096, 151936, true, 128};
+  const double layer = 2 * B * s * ((a + 2 * k) * D * h + a * D * h + 3 * h * f) + 4 * B * s * s * a * D;
+  EXPECT_NEAR(mh::model_flops(qwen3, 8) / (3 * (L * layer + 2 * B * s * h * V)), 1.0, 1e-12);
+  // 0 means h / a, which is what it says for a model whose head size is h / a.
+  mh::ModelFlopsShape derived = qwen3, explicit_size = qwen3;
+  derived.head_dim = 0;
+  explicit_size.head_dim = 1024 / 16;
+  EXPECT_EQ(mh::model_flops(derived, 8), mh::model_flops(explicit_size, 8));
+}
+
+// A 1.8 host's head_dim sets QKV's and the output projection's widths; a
+// 1.7 host's shorter struct means hidden / heads.
+TEST(Model, HeadDimFromTheShapeSetsTheAttentionWidths) {
+  MH_ModelShape shape{sizeof(MH_ModelShape), 8, 1024, 16, 4096, 1024, 32768, 2, 16, 1, 1, 1, 8, 1, 128};
+  const Model m = Model::from(shape);
+  EXPECT_EQ(m.qkv(), (16 + 2 * 8) * 128);
+  EXPECT_EQ(m.attention_width(), 16 * 128);
+  const Layout one;
+  EXPECT_EQ(params_per_rank(m, one, 0) - params_per_rank(Model::from([&] {
+                                                          MH_ModelShape older = shape;
+                                                          older.struct_size = MH_STRUCT_SIZE(MH_ModelShape, untied_output);
+                                                          return older;
+                                                        }()), one, 0),
+            8 * ((16 + 2 * 8) * (128 - 64) * (1024 + 1) + 1024 * 16 * (128 - 64)));  // QKV and its bias, proj
 }
 
 TEST(Pipeline, StepIsMicroBatchesPlusBubbleSlotsOfTheSlowestStagePlusTheOptimizer) {

@@ -234,7 +234,7 @@ void AttentionPart::ulysses_core(LayerActivations& A, const LayerPass& pass, int
   bool complete = A.has(MH_ACT_CONTEXT);
   for (MH_Activation a : kCoreActivations) complete = complete && (activation_bytes(c_.d, 1, a) == 0 || A.has(a));
   if (complete) return;
-  const HeadExchange qkv{c_, c_.d.local_qkv() / c_.d.cp}, ctx{c_, c_.d.local_hidden() / c_.d.cp};
+  const HeadExchange qkv{c_, c_.d.local_qkv() / c_.d.cp}, ctx{c_, c_.d.local_attention() / c_.d.cp};
   LayerActivations I;
   I[MH_ACT_QKV] = qkv.to_heads(A[MH_ACT_QKV].ptr());
   for (MH_Activation a : kCoreActivations) I[a] = std::move(A[a]);
@@ -247,7 +247,7 @@ void AttentionPart::ulysses_core(LayerActivations& A, const LayerPass& pass, int
   for (MH_Activation a : kCoreActivations) A[a] = std::move(I[a]);
   // The context goes back to the rank's positions in place; a flash
   // core's log-sum-exp behind it stays head-sharded, as its backward reads it.
-  Buffer heads = c_.activation(kWork, c_.d.rows() * c_.d.local_hidden());
+  Buffer heads = c_.activation(kWork, c_.d.rows() * c_.d.local_attention());
   ops::copy(c_.dev, I[MH_ACT_CONTEXT].ptr(), heads.ptr(), heads.numel());
   ctx.to_sequence(heads.ptr(), I[MH_ACT_CONTEXT].ptr());
   A[MH_ACT_CONTEXT] = std::move(I[MH_ACT_CONTEXT]);
@@ -255,14 +255,14 @@ void AttentionPart::ulysses_core(LayerActivations& A, const LayerPass& pass, int
 
 void AttentionPart::ulysses_core_bwd(LayerActivations& A, const LayerPass& pass, int64_t layer, TypedPtr dctx,
                                      TypedPtr dqkv) const {
-  const HeadExchange qkv{c_, c_.d.local_qkv() / c_.d.cp}, ctx{c_, c_.d.local_hidden() / c_.d.cp};
+  const HeadExchange qkv{c_, c_.d.local_qkv() / c_.d.cp}, ctx{c_, c_.d.local_attention() / c_.d.cp};
   LayerActivations I;
   I[MH_ACT_QKV] = qkv.to_heads(A[MH_ACT_QKV].ptr());
   for (MH_Activation a : kCoreActivations) I[a] = std::move(A[a]);
   if (heads_->core->backward_reads_context()) {
     // The head-sharded context with whatever follows it (the log-sum-exp).
     const Buffer& kept = A[MH_ACT_CONTEXT];
-    const int64_t n = c_.d.rows() * c_.d.local_hidden();
+    const int64_t n = c_.d.rows() * c_.d.local_attention();
     I[MH_ACT_CONTEXT] = Buffer(c_.dev, kWork, kept.numel(), kept.dtype());
     ctx.to_heads(kept.ptr(), I[MH_ACT_CONTEXT].ptr());
     ops::copy(c_.dev, kept.ptr() + n, I[MH_ACT_CONTEXT].ptr() + n, kept.numel() - n);
@@ -364,7 +364,7 @@ void AttentionPart::core(LayerActivations& A, const LayerPass& pass, int64_t lay
                  probs_span(pass.key, layer));
   }
   if (!A.has(MH_ACT_CONTEXT)) {
-    A[MH_ACT_CONTEXT] = c_.activation(kAct, c_.d.rows() * c_.d.local_hidden());
+    A[MH_ACT_CONTEXT] = c_.activation(kAct, c_.d.rows() * c_.d.local_attention());
     for (int64_t i = 0; i < H.m; ++i)
       ops::gemm(c_.dev, H.scores(A[MH_ACT_ATTN_PROBS].ptr(), i), H.qkv(qkv, H.m + 1),
                 H.context(A[MH_ACT_CONTEXT].ptr(), i), false, false, 0);
@@ -439,7 +439,7 @@ void AttentionPart::context_core(LayerActivations& A, const LayerPass& pass, int
         }
   }
   if (!A.has(MH_ACT_CONTEXT)) {
-    A[MH_ACT_CONTEXT] = c_.activation(kAct, c_.d.rows() * c_.d.local_hidden());
+    A[MH_ACT_CONTEXT] = c_.activation(kAct, c_.d.rows() * c_.d.local_attention());
     for (int64_t k = 0; k < c_.d.chunks(); ++k)
       for (int64_t i = 0; i < H.m; ++i)
         ops::gemm(c_.dev, C.scores(A[MH_ACT_ATTN_PROBS].ptr(), k, i), C.gathered(kv.ptr(), 1, k),
@@ -538,12 +538,13 @@ double AttentionPart::activation_bytes(const ModelDims& d, double e, MH_Activati
   // With Ulysses a rank scores whole sequences of a/(t cp) heads: s^2 / cp.
   const double scores = d.cp_comm == ContextComm::kA2a ? double(d.local_seq()) * double(d.seq)
                                                        : double(d.chunk_len()) * score_columns;
-  const double sbh = double(d.rows()) * double(d.hidden), as2b = double(d.heads) * scores * b;
+  // sbaD: the rows' query heads (a D = h where the head size is h/a).
+  const double sbaD = double(d.rows()) * double(d.attention_width()), as2b = double(d.heads) * scores * b;
   const double kv_share = double(d.kv()) / double(d.heads);
   const bool flash = d.spec.attention_backend == AttentionBackend::kFlash;
   switch (a) {
-    case MH_ACT_QKV: return (1 + 2 * kv_share) * e * sbh / t;
-    case MH_ACT_CONTEXT: return e * sbh / t + (flash ? 4 * double(d.heads) * double(d.rows()) / t : 0);
+    case MH_ACT_QKV: return (1 + 2 * kv_share) * e * sbaD / t;
+    case MH_ACT_CONTEXT: return e * sbaD / t + (flash ? 4 * double(d.heads) * double(d.rows()) / t : 0);
     case MH_ACT_ATTN_SCORES:
     case MH_ACT_ATTN_PROBS: return flash ? 0 : e * as2b / t;
     case MH_ACT_ATTN_MASK: return flash ? 0 : as2b / t;
@@ -553,7 +554,7 @@ double AttentionPart::activation_bytes(const ModelDims& d, double e, MH_Activati
 
 int64_t FlashAttentionPart::lse_offset(const ModelDims& d, int32_t dtype) {
   const int64_t e = int64_t(dtype_size(dtype));
-  return (d.rows() * d.local_hidden() * e + 3) / 4 * 4 / e;
+  return (d.rows() * d.local_attention() * e + 3) / 4 * 4 / e;
 }
 
 MH_AttentionArgs FlashAttentionPart::args(LayerActivations& A, const LayerPass& pass, int64_t layer) const {

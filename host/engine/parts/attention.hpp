@@ -27,10 +27,10 @@ class AttentionCore {
  public:
   virtual ~AttentionCore() = default;
   // Fills whichever of QKV, the core's activations and the context
-  // [rows, local_hidden] A lacks, from A's first norm output, for global
+  // [rows, local_attention] A lacks, from A's first norm output, for global
   // layer `layer`.
   virtual void forward(LayerActivations& A, const LayerParamIds& w, int64_t layer, const LayerPass& pass) const = 0;
-  // dctx [rows, local_hidden]: the context's gradient, for the pass
+  // dctx [rows, local_attention]: the context's gradient, for the pass
   // forward ran. Accumulates the QKV weight's gradients and returns the
   // gradient of the (gathered) norm output, f32 [rows, h], in `dx`.
   virtual void backward(LayerActivations& A, const LayerParamIds& w, int64_t layer, const LayerPass& pass,

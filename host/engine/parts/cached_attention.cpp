@@ -18,7 +18,7 @@ struct SequenceHeads {
 
   SequenceHeads(const ModelDims& d, const SequenceRows& rows)
       : groups(d.local_kv_heads()), m(d.heads / d.kv()), D(d.head_dim()), qkv_row(d.local_qkv()),
-        ctx_row(d.local_hidden()), s(rows) {}
+        ctx_row(d.local_attention()), s(rows) {}
 
   // Slot j of every group (query head j < m, key m, value m + 1): [groups, count, D].
   MH_Tensor qkv(TypedPtr p, int64_t j) const {
@@ -41,7 +41,7 @@ struct SequenceHeads {
 
 void CachedAttention::forward(LayerActivations& A, const LayerParamIds& w, int64_t layer, const LayerPass&) const {
   AttentionPart::project(c_, A, w, LoraDropout{});  // inference: no dropout
-  A[MH_ACT_CONTEXT] = c_.activation(MemCategory::kActivations, c_.d.rows() * c_.d.local_hidden());
+  A[MH_ACT_CONTEXT] = c_.activation(MemCategory::kActivations, c_.d.rows() * c_.d.local_attention());
   for (const SequenceRows& s : seqs_) {
     const SequenceHeads H(c_.d, s);
     encode(A[MH_ACT_QKV].ptr(), s);

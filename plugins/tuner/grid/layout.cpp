@@ -11,6 +11,7 @@ Model Model::from(const MH_ModelShape& s) {
   m.gated = s.gated_mlp != 0;
   m.untied = s.untied_output != 0;
   m.rotary = s.rotary != 0;
+  if (s.struct_size >= MH_STRUCT_SIZE(MH_ModelShape, head_dim)) m.head_size = s.head_dim;  // 1.8
   return m;
 }
 

@@ -21,10 +21,14 @@ struct Model {
   bool gated = false;      // SwiGLU: a gate GEMM beside FC1
   bool untied = false;     // the output layer has its own weight
   bool rotary = false;     // RoPE instead of a position table
+  int64_t head_size = 0;   // a head's size D; 0 means hidden / heads
 
   int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
-  // Q, K and V of all heads: (a + 2k) head_dim.
-  int64_t qkv() const { return (heads + 2 * kv()) * (hidden / heads); }
+  int64_t head_dim() const { return head_size > 0 ? head_size : hidden / heads; }
+  // The attention's width a D: the context the output projection reads.
+  int64_t attention_width() const { return heads * head_dim(); }
+  // Q, K and V of all heads: (a + 2k) D.
+  int64_t qkv() const { return (heads + 2 * kv()) * head_dim(); }
   // FC1's width: the gate beside the up projection under SwiGLU.
   int64_t fc1() const { return gated ? 2 * ffn : ffn; }
 

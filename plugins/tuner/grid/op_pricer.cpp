@@ -17,7 +17,8 @@ Seconds Seconds::operator*(double k) const { return Seconds{gemm * k, vector * k
 Pricer::Pricer(const Machine& machine, const Model& model, const Layout& l, const Placement& w, Sharing sharing,
                bool train)
     : s(model.seq), h(model.hidden), V(model.vocab / l.t), n(model.seq * l.b), nl(l.sp ? n / l.t : n),
-      hl(h / l.t), fl(model.ffn / l.t), g(int64_t(l.b) * model.heads / l.t), dh(h / model.heads),
+      hl(model.attention_width() / l.t), fl(model.ffn / l.t), g(int64_t(l.b) * model.heads / l.t),
+      dh(model.head_dim()),
       ql(model.qkv() / l.t), f1l(model.fc1() / l.t), gated(model.gated), rotary(model.rotary), mc_(machine),
       l_(l), w_(w), sharing_(sharing), train_(train) {}
 

@@ -1,8 +1,8 @@
 // Prices the ops of megahost's engine (host/engine/transformer.cpp) one by
 // one on a machine: the building block of the training and inference cost
 // models. Dimensions as in host/engine/model.hpp: n rows (s * b), nl the
-// rows of the layernorm and dropout regions (n / t with SP), hl = h / t,
-// fl = f / t, V the local vocabulary, g = b * a / t attention groups, dh the
+// rows of the layernorm and dropout regions (n / t with SP), hl = a D / t
+// (the attention's width, h / t where D = h / a), fl = f / t, V the local vocabulary, g = b * a / t attention groups, dh the
 // head size; the model's parts (docs/models.md) set the widths of QKV and
 // FC1 and which ops run.
 #pragma once

@@ -142,14 +142,15 @@ StepCost training_step(const Machine& machine, const Model& model, const Layout&
 }
 
 double model_flops(const Model& m) {
-  return mh::model_flops({m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.seq, m.vocab, m.gated}, m.global_batch);
+  return mh::model_flops({m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.seq, m.vocab, m.gated, m.head_dim()},
+                         m.global_batch);
 }
 
 int64_t params_per_rank(const Model& m, const Layout& l, int32_t stage) {
   const int64_t h = m.hidden, f = m.ffn, t = l.t, q = m.qkv(), f1 = m.fc1();
   // Norms and biases counted as GPT-2's (a few h per layer); a Llama-style
   // model has fewer, which moves nothing the tuner decides.
-  const int64_t layer = 4 * h + (q * h + q) / t + h * h / t + h + (f1 * h + f1) / t + h * f / t + h;
+  const int64_t layer = 4 * h + (q * h + q) / t + h * m.attention_width() / t + h + (f1 * h + f1) / t + h * f / t + h;
   int64_t out = layer * (m.layers / l.p);
   if (stage == 0 || stage == l.p - 1) out += m.vocab / t * h;  // the embedding, or its tied copy, or lm_head
   if (stage == 0 && !m.rotary) out += m.seq * h;

@@ -1,5 +1,5 @@
 /*
- * Megahost plugin ABI, version 1.7.
+ * Megahost plugin ABI, version 1.8.
  *
  * This header is the whole contract between the megahost host process and
  * the shared objects it loads. It is plain C: fixed-width integers, plain
@@ -145,6 +145,12 @@
  *        capability MH_KERNELS_CAP_ATTENTION_ACCUMULATE says a component
  *        reads it. The host asks for it only for comm_type = "p2p"; a 1.7
  *        plugin loads and runs everything else unchanged.
+ *        Models: MH_ModelShape gains head_dim, a head's size where the model sets
+ *        it apart from hidden / heads (Qwen3, Gemma): Q, K and V are
+ *        (heads + 2 kv_heads) head_dim wide and the output projection reads
+ *        heads x head_dim. A 1.7 host leaves it out (read it only when
+ *        struct_size reaches it), which means hidden / heads; a 1.7 plugin
+ *        reads the shorter struct and prices heads of hidden / heads.
  */
 #ifndef MEGAHOST_ABI_H
 #define MEGAHOST_ABI_H
@@ -872,6 +878,9 @@ typedef struct MH_ModelShape {
   int32_t rotary;                /* 1: RoPE rotates Q and K (no position table) */
   int64_t kv_heads;              /* key/value heads; heads/kv_heads share each */
   int32_t untied_output;         /* 1: the output layer has its own weight */
+  /* Since 1.8: a head's size; a 1.7 host leaves it out, which means
+   * hidden / heads, as 0 does. */
+  int64_t head_dim;
 } MH_ModelShape;
 
 /* ------------------------------------------------------------------------
