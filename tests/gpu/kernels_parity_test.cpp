@@ -372,6 +372,35 @@ TEST_P(Parity, AttentionForwardAndBackwardOnGroupedQueryBlocks) {
   expect_close(dqkv, "dqkv");
 }
 
+// Ring attention's merge (ABI 1.8, accumulate): the causal diagonal block of
+// keys, then an earlier block every query sees merged into the context and
+// lse the first call wrote, dropout drawn at each block's columns.
+TEST_P(Parity, AttentionAccumulateMergesAnEarlierKeyBlock) {
+  const int64_t S = 37, G = 4, M = 3, D = 24, row = G * (M + 2) * D;
+  Pair qkv = random({S, G, M + 2, D}, act(), -2.0f, 2.0f), earlier = random({S, G, M + 2, D}, act(), -2.0f, 2.0f);
+  Pair ctx = filled({S, G, M, D}, act(), kNaN), lse = filled({G, M, S}, MH_F32, kNaN);
+  auto keys = [&](Pair& p, Side s, int64_t slot) { return p.strided(s, {G, S, D}, {(M + 2) * D, row, 1}, slot * D); };
+  for (int32_t block : {0, 1})
+    run(&MH_KernelsApi::attention, [&](MH_AttentionArgs& a, Side s) {
+      Pair& kv = block == 0 ? qkv : earlier;
+      a.q = qkv.strided(s, {G, M, S, D}, {(M + 2) * D, D, row, 1}, 0);
+      a.k = keys(kv, s, M);
+      a.v = keys(kv, s, M + 1);
+      a.out = ctx.strided(s, {G, M, S, D}, {M * D, D, G * M * D, 1}, 0);
+      a.lse = lse.on(s);
+      a.q_offset = block == 0 ? 0 : S;
+      a.scale = 0.2f;
+      a.dropout_p = 0.1f;
+      a.rng = MH_RngSpan{5, 7, uint64_t(G * M * S * 2 * S), uint64_t(G * M * S * 2 * S)};
+      a.dropout_rows = S;
+      a.dropout_cols = 2 * S;
+      a.dropout_col0 = block == 0 ? S : 0;
+      a.accumulate = block;
+    });
+  expect_close(ctx, "context");
+  expect_close(lse, "lse");
+}
+
 TEST_P(Parity, DropoutMasksEqualTheCpusBitForBit) {
   const int64_t rows = 5, len = 301, n = rows * len;
   const MH_RngSpan rng{seed(), 12345, uint64_t(len), 1000};

@@ -129,6 +129,7 @@ const Case kCases[] = {
     {"qwen3_pp2", kQwen3, "comm.world_size=2 parallel.pipeline.size=2"},
     {"qwen3_cp2", kQwen3, "comm.world_size=2 parallel.context.size=2"},
     {"qwen3_cp2_a2a", kQwen3, "comm.world_size=2 parallel.context.size=2 parallel.context.comm_type=a2a"},
+    {"qwen3_flash_cp2_p2p", kQwen3Flash, "comm.world_size=2 parallel.context.size=2 parallel.context.comm_type=p2p"},
     {"qwen3_flash_tp2_sp", kQwen3Flash,
      "comm.world_size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true"},
     // Shared experts and a capacity beside expert parallelism: drops are decided before the exchange.
