@@ -19,23 +19,15 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 import tomllib
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIG = os.path.join(ROOT, "bench", "tuner_small.toml")
+from tuner_bench import CONFIG, ROOT, fidelity_table, megahost, quick_profile
 GOALS = ("inference_latency", "inference_throughput")
 BATCHES = 5  # measured batches per run, after one warm-up batch
 
 
-def megahost(binary, args):
-    # Bytes, not text: an untrained model's completions are arbitrary bytes.
-    proc = subprocess.run([binary, *args], capture_output=True)
-    if proc.returncode != 0:
-        sys.exit(f"megahost {' '.join(args)} failed:\n{proc.stderr[-3000:].decode(errors='replace')}")
 
 
 def tune(binary, out, goal, args):
@@ -105,13 +97,6 @@ def run_once(binary, config, prompt_len, output_len):
     return out
 
 
-def quick_profile(binary, out):
-    """A fresh quick calibration of this machine, timed."""
-    profile = os.path.join(out, "local_cpu_quick.toml")
-    start = time.time()
-    megahost(binary, ["--config", CONFIG, "--calibrate", "quick", "--calibrate_out", profile])
-    print(f"--calibrate quick: {time.time() - start:.0f} s", file=sys.stderr)
-    return profile
 
 
 def spread(values):
@@ -120,14 +105,6 @@ def spread(values):
     return (q[2] - q[0]) / 2 / statistics.median(values)
 
 
-def fidelity_table(rows):
-    """The fidelity report's table: rows of (what, candidates, median error %, max error %, pick behind %)."""
-    cell = lambda v: "-" if v is None else f"{v:.1f}%"
-    lines = ["| what | candidates | median error | max error | pick behind the fastest measured |",
-             "|---|---|---|---|---|"]
-    for what, n, med, mx, gap in rows:
-        lines.append(f"| {what} | {n} | {cell(med)} | {cell(mx)} | {cell(gap)} |")
-    return "\n".join(lines)
 
 
 def main():

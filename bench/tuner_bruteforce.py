@@ -14,19 +14,12 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIG = os.path.join(ROOT, "bench", "tuner_small.toml")
+from tuner_bench import CONFIG, ROOT, fidelity_table, megahost, quick_profile
 
 
-def megahost(binary, args):
-    proc = subprocess.run([binary, *args], capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"megahost {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
 
 
 def tune(binary, out, devices, profile):
@@ -54,22 +47,8 @@ def steps_after_first(binary, c, steps):
         return [r["step_s"] for r in map(json.loads, open(metrics)) if "step_s" in r and r["step"] > 1]
 
 
-def quick_profile(binary, out):
-    """A fresh quick calibration of this machine, timed."""
-    profile = os.path.join(out, "local_cpu_quick.toml")
-    start = time.time()
-    megahost(binary, ["--config", CONFIG, "--calibrate", "quick", "--calibrate_out", profile])
-    print(f"--calibrate quick: {time.time() - start:.0f} s", file=sys.stderr)
-    return profile
 
 
-def fidelity_table(rows):
-    """The fidelity report's table: rows of (what, candidates, median error %, max error %, pick behind %)."""
-    lines = ["| what | candidates | median error | max error | pick behind the fastest measured |",
-             "|---|---|---|---|---|"]
-    for what, n, med, mx, gap in rows:
-        lines.append(f"| {what} | {n} | {med:.1f}% | {mx:.1f}% | {gap:.1f}% |")
-    return "\n".join(lines)
 
 
 def name(c):

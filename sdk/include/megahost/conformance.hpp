@@ -226,22 +226,25 @@ inline void check_gemm(const MH_KernelsApi& k, MH_Instance* self) {
   expect_equal(c.read(), {6, 12, 15, 24}, "gemm C = A B + C");
 }
 
+// Two floats as the one-element-per-dimension view attention takes: ndim
+// dimensions of 1, then the pair.
+inline MH_Tensor pair_view(const DeviceFloats& d, int32_t ndim) {
+  MH_Tensor t = d.t();
+  t.ndim = ndim;
+  for (int32_t i = 0; i < ndim; ++i) t.shape[i] = i + 1 == ndim ? 2 : 1, t.strides[i] = i + 1 == ndim ? 1 : 2;
+  return t;
+}
+
 // attention (1.7) in f32 compute over one key, where every result is exact:
 // the only probability is 1, so out = v, lse = scale q.k, the backward adds
 // dout to dv and nothing to dq and dk (dS = P (dout.v - dout.out) = 0).
 inline void check_attention(const MH_KernelsApi& k, MH_Instance* self) {
   DeviceFloats q(k, self, {1, 2}), key(k, self, {2, 0.5f}), v(k, self, {3, -1}), out(k, self, {9, 9}),
       lse(k, self, {9}), dout(k, self, {1, 4}), dq(k, self, {1, 1}), dk(k, self, {2, 2}), dv(k, self, {3, 3});
-  const auto rows = [](const DeviceFloats& d, int32_t ndim) {
-    MH_Tensor t = d.t();
-    t.ndim = ndim;
-    for (int32_t i = 0; i < ndim; ++i) t.shape[i] = i + 1 == ndim ? 2 : 1, t.strides[i] = i + 1 == ndim ? 1 : 2;
-    return t;
-  };
   MH_AttentionArgs a{};
   a.struct_size = sizeof(a);
-  a.q = rows(q, 4), a.k = rows(key, 3), a.v = rows(v, 3), a.out = rows(out, 4), a.lse = lse.t();
-  a.dout = rows(dout, 4), a.dq = rows(dq, 4), a.dk = rows(dk, 3), a.dv = rows(dv, 3);
+  a.q = pair_view(q, 4), a.k = pair_view(key, 3), a.v = pair_view(v, 3), a.out = pair_view(out, 4), a.lse = lse.t();
+  a.dout = pair_view(dout, 4), a.dq = pair_view(dq, 4), a.dk = pair_view(dk, 3), a.dv = pair_view(dv, 3);
   a.scale = 0.5f;
   check(k.attention(self, &a), "attention");
   expect_equal(out.read(), {3, -1}, "attention over one key gives its value");
@@ -257,18 +260,12 @@ inline void check_attention(const MH_KernelsApi& k, MH_Instance* self) {
 inline void check_attention_accumulate(const MH_KernelsApi& k, MH_Instance* self) {
   DeviceFloats q(k, self, {1, 2}), key(k, self, {2, 0.5f}), v(k, self, {3, -1}), v2(k, self, {5, 1}),
       out(k, self, {9, 9}), lse(k, self, {9});
-  const auto rows = [](const DeviceFloats& d, int32_t ndim) {
-    MH_Tensor t = d.t();
-    t.ndim = ndim;
-    for (int32_t i = 0; i < ndim; ++i) t.shape[i] = i + 1 == ndim ? 2 : 1, t.strides[i] = i + 1 == ndim ? 1 : 2;
-    return t;
-  };
   MH_AttentionArgs a{};
   a.struct_size = sizeof(a);
-  a.q = rows(q, 4), a.k = rows(key, 3), a.v = rows(v, 3), a.out = rows(out, 4), a.lse = lse.t();
+  a.q = pair_view(q, 4), a.k = pair_view(key, 3), a.v = pair_view(v, 3), a.out = pair_view(out, 4), a.lse = lse.t();
   a.scale = 0.5f;
   check(k.attention(self, &a), "attention");
-  a.v = rows(v2, 3);
+  a.v = pair_view(v2, 3);
   a.accumulate = 1;
   check(k.attention(self, &a), "attention with accumulate");
   expect_equal(out.read(), {4, 0}, "attention with accumulate averages two blocks of equal scores");
