@@ -644,6 +644,21 @@ void FlashAttentionPart::chunks_bwd(LayerActivations& A, const LayerPass& pass, 
   scatter_dkv(dkv.ptr(), dqkv);
 }
 
+template <class AtStep>
+void FlashAttentionPart::ring_walk(LayerActivations& A, AtStep&& at_step) const {
+  const Chunks C(c_.d);
+  const int64_t n = C.kv_chunk() * c_.d.chunks();
+  Buffer block = c_.activation(kWork, n), next = c_.activation(kWork, n);
+  ops::strided_copy(c_.dev, C.H.kv(A[MH_ACT_QKV].ptr()), C.local_kv(block.ptr()));
+  for (int32_t step = 0; step < c_.d.cp; ++step) {
+    if (step > 0) {
+      ring_shift(block.ptr(), next.ptr(), n);
+      std::swap(block, next);
+    }
+    at_step(step, block.ptr());
+  }
+}
+
 template <class Visit>
 void FlashAttentionPart::ring_step(int32_t step, Visit&& visit) const {
   const int32_t owner = (c_.d.cp_rank - step + c_.d.cp) % c_.d.cp;
@@ -677,25 +692,17 @@ MH_AttentionArgs FlashAttentionPart::ring_args(LayerActivations& A, const LayerP
 }
 
 void FlashAttentionPart::ring(LayerActivations& A, const LayerPass& pass, int64_t layer) const {
-  const Chunks C(c_.d);
-  const int64_t n = C.kv_chunk() * c_.d.chunks();
-  Buffer block = c_.activation(kWork, n), next = c_.activation(kWork, n);
-  ops::strided_copy(c_.dev, C.H.kv(A[MH_ACT_QKV].ptr()), C.local_kv(block.ptr()));
   // A chunk's first block writes its context and log-sum-exp, the later
   // ones merge into them.
   std::vector<bool> started(size_t(c_.d.chunks()), false);
-  for (int32_t step = 0; step < c_.d.cp; ++step) {
-    if (step > 0) {
-      ring_shift(block.ptr(), next.ptr(), n);
-      std::swap(block, next);
-    }
+  ring_walk(A, [&](int32_t step, TypedPtr block) {
     ring_step(step, [&](int64_t k, int32_t owner, int64_t j) {
-      MH_AttentionArgs a = ring_args(A, pass, layer, block.ptr(), k, owner, j);
+      MH_AttentionArgs a = ring_args(A, pass, layer, block, k, owner, j);
       a.accumulate = started[size_t(k)] ? 1 : 0;
       started[size_t(k)] = true;
       c_.dev.run(&MH_KernelsApi::attention, a, "attention");
     });
-  }
+  });
 }
 
 // The op reads the final context and log-sum-exp with each block, so every
@@ -706,17 +713,11 @@ void FlashAttentionPart::ring_bwd(LayerActivations& A, const LayerPass& pass, in
   const Chunks C(c_.d);
   const Heads& H = C.H;
   const int64_t n = C.kv_chunk() * c_.d.chunks();
-  Buffer block = c_.activation(kWork, n), next = c_.activation(kWork, n);
   Buffer dblock(c_.dev, kWork, n, MH_F32), dnext(c_.dev, kWork, n, MH_F32);
-  ops::strided_copy(c_.dev, H.kv(A[MH_ACT_QKV].ptr()), C.local_kv(block.ptr()));
   ops::fill(c_.dev, dblock.ptr(), n, 0.0f);
-  for (int32_t step = 0; step < c_.d.cp; ++step) {
-    if (step > 0) {
-      ring_shift(block.ptr(), next.ptr(), n);
-      std::swap(block, next);
-    }
+  ring_walk(A, [&](int32_t step, TypedPtr block) {
     ring_step(step, [&](int64_t k, int32_t owner, int64_t j) {
-      MH_AttentionArgs a = ring_args(A, pass, layer, block.ptr(), k, owner, j);
+      MH_AttentionArgs a = ring_args(A, pass, layer, block, k, owner, j);
       a.dout = H.contexts(dctx, k * C.c(), C.c());
       a.dq = H.queries(dqkv, k * C.c(), C.c());
       a.dk = C.block(dblock.ptr(), 0, j);
@@ -725,7 +726,7 @@ void FlashAttentionPart::ring_bwd(LayerActivations& A, const LayerPass& pass, in
     });
     ring_shift(dblock.ptr(), dnext.ptr(), n);
     std::swap(dblock, dnext);
-  }
+  });
   Buffer back = c_.activation(kWork, n);
   ops::copy(c_.dev, dblock.ptr(), back.ptr(), n);
   ops::strided_copy(c_.dev, C.local_kv(back.ptr()), H.kv(dqkv));

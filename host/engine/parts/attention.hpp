@@ -163,6 +163,10 @@ class FlashAttentionPart final : public AttentionPart {
   // return to their owner after cp steps.
   void ring(LayerActivations& A, const LayerPass& pass, int64_t layer) const;
   void ring_bwd(LayerActivations& A, const LayerPass& pass, int64_t layer, TypedPtr dctx, TypedPtr dqkv) const;
+  // Passes the rank's K/V block around the context group, calling
+  // `at_step(step, block)` with the block held at each step.
+  template <class AtStep>
+  void ring_walk(LayerActivations& A, AtStep&& at_step) const;
   // Calls `visit(k, owner, j)` for each local query chunk k and chunk j of
   // the block held at `step` (context rank owner's) that k attends to.
   template <class Visit>
