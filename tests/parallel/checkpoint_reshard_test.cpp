@@ -45,6 +45,17 @@ std::string overrides(const Side& side, const char* steps, const std::string& ch
          " " + checkpoint;
 }
 
+// The resumed run's three steps are steps 4 to 6 of the uninterrupted `ref`.
+void expect_continues(const LayoutResult& ref, const LayoutResult& resumed, bool compare_grads = true) {
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.log;
+  ASSERT_EQ(resumed.losses.size(), 3u) << resumed.log;
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_NEAR(resumed.losses[i], ref.losses[i + 3], 1e-5 * std::fabs(ref.losses[i + 3])) << "step " << i + 4;
+  if (!compare_grads) return;
+  ASSERT_EQ(resumed.grads.size(), ref.grads.size());
+  for (const auto& [name, g] : ref.grads) EXPECT_LE(relative_difference(resumed.grads.at(name), g), 1e-4) << name;
+}
+
 class CheckpointReshard : public ::testing::TestWithParam<Pair> {};
 
 TEST_P(CheckpointReshard, ContinuesAsOneRankWould) {
@@ -60,14 +71,8 @@ TEST_P(CheckpointReshard, ContinuesAsOneRankWould) {
   const LayoutResult resumed =
       run_layout(overrides(p.load, "6", "checkpoint.load=" + dir.string()), p.load.mpi, p.load.ranks);
   fs::remove_all(dir);
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.log;
   EXPECT_NE(resumed.log.find("resumed from"), std::string::npos) << resumed.log;
-  ASSERT_EQ(resumed.losses.size(), 3u) << resumed.log;
-  for (size_t i = 0; i < 3; ++i)
-    EXPECT_NEAR(resumed.losses[i], ref.losses[i + 3], 1e-5 * std::fabs(ref.losses[i + 3])) << "step " << i + 4;
-  if (!p.compare_grads) return;
-  ASSERT_EQ(resumed.grads.size(), ref.grads.size());
-  for (const auto& [name, g] : ref.grads) EXPECT_LE(relative_difference(resumed.grads.at(name), g), 1e-4) << name;
+  expect_continues(ref, resumed, p.compare_grads);
 }
 
 const char* const kTp2 = "comm.world_size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true";
@@ -123,13 +128,8 @@ TEST(CheckpointReshardExperts, ExpertParallelTwoAndOneRankLoadEachOthersCheckpoi
     ASSERT_EQ(saved.exit_code, 0) << saved.log;
     const LayoutResult resumed = run_layout(load + " train.steps=6 checkpoint.load=" + dir.string() + moe);
     fs::remove_all(dir);
-    ASSERT_EQ(resumed.exit_code, 0) << resumed.log;
-    ASSERT_EQ(resumed.losses.size(), 3u) << resumed.log;
-    for (size_t i = 0; i < 3; ++i)
-      EXPECT_NEAR(resumed.losses[i], ref.losses[i + 3], 1e-5 * std::fabs(ref.losses[i + 3]))
-          << save << " -> " << load << ", step " << i + 4;
-    ASSERT_EQ(resumed.grads.size(), ref.grads.size());
-    for (const auto& [name, g] : ref.grads) EXPECT_LE(relative_difference(resumed.grads.at(name), g), 1e-4) << name;
+    SCOPED_TRACE(save + " -> " + load);
+    expect_continues(ref, resumed);
   }
 }
 
@@ -151,15 +151,10 @@ TEST(CheckpointReshardHeadDim, TensorParallelTwoAndOneRankLoadEachOthersCheckpoi
     const LayoutResult other = run_layout(load + " train.steps=6 checkpoint.load=" + dir.string() +
                                           " model.arch=llama model.kv_heads=2 model.qk_norm=true model.head_dim=32");
     fs::remove_all(dir);
-    ASSERT_EQ(resumed.exit_code, 0) << resumed.log;
-    ASSERT_EQ(resumed.losses.size(), 3u) << resumed.log;
-    for (size_t i = 0; i < 3; ++i)
-      EXPECT_NEAR(resumed.losses[i], ref.losses[i + 3], 1e-5 * std::fabs(ref.losses[i + 3]))
-          << save << " -> " << load << ", step " << i + 4;
-    ASSERT_EQ(resumed.grads.size(), ref.grads.size());
-    for (const auto& [name, g] : ref.grads) EXPECT_LE(relative_difference(resumed.grads.at(name), g), 1e-4) << name;
     EXPECT_NE(other.exit_code, 0) << other.log;
     EXPECT_NE(other.log.find("head_dim"), std::string::npos) << other.log;
+    SCOPED_TRACE(save + " -> " + load);
+    expect_continues(ref, resumed);
   }
 }
 
