@@ -1,5 +1,5 @@
 // What one micro-batch's forward keeps for backward, per layer, named by
-// MH_Activation. Entry LAYER_INPUT of layer l + 1 is layer l's output; the
+// Activation. Entry kActLayerInput of layer l + 1 is layer l's output; the
 // extra layer at index `layers` holds the final layernorm's input.
 // An empty buffer means "not kept": the engine recomputes it in backward.
 #pragma once
@@ -13,6 +13,30 @@
 #include "engine/device.hpp"
 
 namespace mh {
+
+// The activations a layer keeps, as the engine indexes them. The ABI names
+// them by string (abi.h, "Recompute"); kActivationNames holds those names in
+// this order, so a model that adds one changes no plugin.
+enum Activation : int32_t {
+  kActLayerInput,    // residual stream entering the layer
+  kActLn1,           // first norm's output (the QKV input)
+  kActQkv,           // Q, K, V
+  kActAttnScores,    // softmax output
+  kActAttnMask,      // attention dropout mask
+  kActAttnProbs,     // attention dropout output
+  kActContext,       // attention output, the projection's input
+  kActAttnDropMask,  // dropout mask after the projection
+  kActResidual1,     // residual stream after attention
+  kActLn2,           // second norm's output (the MLP's input)
+  kActFc1,           // FC1's output (with the gate's, in a gated MLP)
+  kActGelu,          // the MLP activation's output, FC2's input
+  kActMlpDropMask,   // dropout mask after FC2
+  kActCount
+};
+
+inline constexpr std::array<const char*, kActCount> kActivationNames = {
+    "layer_input", "norm1",     "qkv",  "attn_scores", "attn_mask", "attn_probs",  "attn_context",
+    "attn_out_mask", "residual1", "norm2", "fc1",        "mlp_act",   "mlp_out_mask"};
 
 // A mixture-of-experts layer's routing of one micro-batch
 // (parts/moe_mlp.hpp): which experts each row goes to, with which weights,
@@ -47,11 +71,11 @@ struct MoeRouting {
 };
 
 struct LayerActivations {
-  std::array<Buffer, MH_ACT_COUNT> slot;
+  std::array<Buffer, kActCount> slot;
   std::shared_ptr<MoeRouting> routing;  // mixture-of-experts layers only
 
-  Buffer& operator[](MH_Activation a) { return slot[a]; }
-  bool has(MH_Activation a) const { return bool(slot[a]); }
+  Buffer& operator[](Activation a) { return slot[a]; }
+  bool has(Activation a) const { return bool(slot[a]); }
   bool complete() const {
     for (const auto& b : slot)
       if (!b) return false;
@@ -80,6 +104,6 @@ inline float* layernorm_stats(const Buffer& out, int64_t n, int64_t h) {
 }
 
 // keep[l][a]: the recompute policy's decision for layer l, activation a.
-using KeepTable = std::vector<std::array<bool, MH_ACT_COUNT>>;
+using KeepTable = std::vector<std::array<bool, kActCount>>;
 
 }  // namespace mh

@@ -75,7 +75,7 @@ Buffer Decoder::layers(Buffer x, int64_t first, int64_t count, const DecodeInput
   const DecoderLayer layer(pass.ctx, pass.parts, attention);
   for (int64_t l = first; l < first + count; ++l) {
     LayerActivations A;
-    A[MH_ACT_LAYER_INPUT] = std::move(x);
+    A[kActLayerInput] = std::move(x);
     layer.forward(A, l, Pass::kInference, &x);
   }
   return x;

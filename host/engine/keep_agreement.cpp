@@ -17,8 +17,8 @@ void check_keep_tables_agree(Collectives& tensor, const KeepTable& keep, const s
     if (mine[i] == all[i]) continue;
     throw Error(MH_INVALID_ARGUMENT,
                 policy + " decides differently on tensor-group rank " + std::to_string(tensor.rank()) +
-                    " than on rank 0 (layer " + std::to_string(i / MH_ACT_COUNT) + " of the stage, activation " +
-                    std::to_string(i % MH_ACT_COUNT) + "); a recompute policy's decisions must be a function of "
+                    " than on rank 0 (layer " + std::to_string(i / kActCount) + " of the stage, activation " +
+                    std::to_string(i % kActCount) + "); a recompute policy's decisions must be a function of "
                     "the query alone, never of the rank (docs/parallelism.md)");
   }
 }

@@ -11,9 +11,9 @@ constexpr auto kWork = MemCategory::kWorkspace;
 
 // Inference keeps nothing for a backward: what the layer has read for the
 // last time goes at once.
-void done_with(LayerActivations& A, const LayerPass& pass, std::initializer_list<MH_Activation> read) {
+void done_with(LayerActivations& A, const LayerPass& pass, std::initializer_list<Activation> read) {
   if (!pass.inference) return;
-  for (MH_Activation a : read) A[a].release();
+  for (Activation a : read) A[a].release();
 }
 
 }  // namespace
@@ -36,31 +36,31 @@ MH_RngSpan DecoderLayer::hidden_span(const LayerPass& pass, int64_t layer, Dropo
 void DecoderLayer::forward(LayerActivations& A, int64_t layer, const LayerPass& pass, Buffer* next) const {
   const LayerParamIds& w = c_.params.layer(layer);
   const int64_t n = c_.d.local_rows(), h = c_.d.hidden;
-  const TypedPtr x = A[MH_ACT_LAYER_INPUT].ptr();
+  const TypedPtr x = A[kActLayerInput].ptr();
   const LoraDropout drop = lora_dropout(pass, layer);
-  if (!A.has(MH_ACT_LN1)) A[MH_ACT_LN1] = parts_.norm->forward(x, w.ln1_w, w.ln1_b);
+  if (!A.has(kActLn1)) A[kActLn1] = parts_.norm->forward(x, w.ln1_w, w.ln1_b);
   attention_.forward(A, w, layer, pass);
-  done_with(A, pass, {MH_ACT_LN1, MH_ACT_QKV, MH_ACT_ATTN_SCORES, MH_ACT_ATTN_MASK, MH_ACT_ATTN_PROBS});
-  if (!A.has(MH_ACT_RESIDUAL1) || !A.has(MH_ACT_ATTN_DROP_MASK)) {
-    if (!A.has(MH_ACT_RESIDUAL1)) A[MH_ACT_RESIDUAL1] = c_.activation(kAct, n * h);
+  done_with(A, pass, {kActLn1, kActQkv, kActAttnScores, kActAttnMask, kActAttnProbs});
+  if (!A.has(kActResidual1) || !A.has(kActAttnDropMask)) {
+    if (!A.has(kActResidual1)) A[kActResidual1] = c_.activation(kAct, n * h);
     const auto project = [&](float* partial) {
-      adapted_projection(c_, A[MH_ACT_CONTEXT].ptr(), w.proj_w, w.proj_lora, drop, kLoraProj, partial,
+      adapted_projection(c_, A[kActContext].ptr(), w.proj_w, w.proj_lora, drop, kLoraProj, partial,
                          c_.d.local_attention(), h);
     };
-    residual_branch(A, layer, pass, kDropoutSiteAttention, project, w.proj_b, x, MH_ACT_ATTN_DROP_MASK,
-                    A[MH_ACT_RESIDUAL1].ptr());
+    residual_branch(A, layer, pass, kDropoutSiteAttention, project, w.proj_b, x, kActAttnDropMask,
+                    A[kActResidual1].ptr());
   }
-  done_with(A, pass, {MH_ACT_CONTEXT, MH_ACT_LAYER_INPUT});
-  const TypedPtr mid = A[MH_ACT_RESIDUAL1].ptr();
-  if (!A.has(MH_ACT_LN2)) A[MH_ACT_LN2] = parts_.norm->forward(mid, w.ln2_w, w.ln2_b);
+  done_with(A, pass, {kActContext, kActLayerInput});
+  const TypedPtr mid = A[kActResidual1].ptr();
+  if (!A.has(kActLn2)) A[kActLn2] = parts_.norm->forward(mid, w.ln2_w, w.ln2_b);
   parts_.mlp->forward(A, w, pass, drop);
-  done_with(A, pass, {MH_ACT_LN2, MH_ACT_FC1});
+  done_with(A, pass, {kActLn2, kActFc1});
   const bool write_next = next != nullptr && !*next;
-  if (!write_next && A.has(MH_ACT_MLP_DROP_MASK)) return;
+  if (!write_next && A.has(kActMlpDropMask)) return;
   Buffer out = c_.activation(write_next ? kAct : kWork, n * h);
   residual_branch(A, layer, pass, kDropoutSiteMlp, [&](float* partial) { parts_.mlp->output(A, w, drop, partial); },
-                  w.fc2_b, mid, MH_ACT_MLP_DROP_MASK, out.ptr());
-  done_with(A, pass, {MH_ACT_GELU, MH_ACT_RESIDUAL1});
+                  w.fc2_b, mid, kActMlpDropMask, out.ptr());
+  done_with(A, pass, {kActGelu, kActResidual1});
   if (write_next) *next = std::move(out);
 }
 
@@ -68,7 +68,7 @@ void DecoderLayer::forward(LayerActivations& A, int64_t layer, const LayerPass& 
 // reduces them in f32, and the dropout rounds once, into `out`. Inference
 // has no backward to keep the mask for.
 void DecoderLayer::residual_branch(LayerActivations& A, int64_t layer, const LayerPass& pass, DropoutSite site,
-                                   const Projection& project, int b, TypedPtr residual, MH_Activation mask,
+                                   const Projection& project, int b, TypedPtr residual, Activation mask,
                                    TypedPtr out) const {
   const int64_t n = c_.d.local_rows(), N = c_.d.rows(), h = c_.d.hidden;
   Buffer partial(c_.dev, kWork, N * h), scratch;
@@ -82,7 +82,7 @@ void DecoderLayer::residual_branch(LayerActivations& A, int64_t layer, const Lay
 }
 
 Buffer DecoderLayer::residual_branch_bwd(LayerActivations& A, const float* dres, const ProjectionBwd& project_bwd,
-                                         int b, MH_Activation mask) const {
+                                         int b, Activation mask) const {
   const int64_t n = c_.d.local_rows(), h = c_.d.hidden;
   Buffer dloc = c_.activation(kWork, n * h), scratch;
   ops::dropout_bwd(c_.dev, dres, static_cast<uint8_t*>(A[mask].data()), dloc.ptr(), n * h, c_.d.dropout);
@@ -99,22 +99,22 @@ void DecoderLayer::backward(LayerActivations& A, int64_t layer, const LayerPass&
   const LoraDropout drop = lora_dropout(pass, layer);
 
   Buffer dact = residual_branch_bwd(
-      A, dres, [&](TypedPtr dy) { return parts_.mlp->output_bwd(A, w, drop, dy); }, w.fc2_b, MH_ACT_MLP_DROP_MASK);
+      A, dres, [&](TypedPtr dy) { return parts_.mlp->output_bwd(A, w, drop, dy); }, w.fc2_b, kActMlpDropMask);
   parts_.mlp->backward(A, w, drop, dact, dfull);
   dact.release();
-  parts_.norm->backward(c_.tp.enter_bwd(dfull.f32(), scratch), A[MH_ACT_RESIDUAL1].ptr(), A[MH_ACT_LN2], w.ln2_w,
+  parts_.norm->backward(c_.tp.enter_bwd(dfull.f32(), scratch), A[kActResidual1].ptr(), A[kActLn2], w.ln2_w,
                         w.ln2_b, dres);
 
   Buffer dctx = residual_branch_bwd(
       A, dres,
       [&](TypedPtr dy) {
-        return adapted_projection_bwd(c_, A[MH_ACT_CONTEXT].ptr(), w.proj_w, w.proj_lora, drop, kLoraProj, dy,
+        return adapted_projection_bwd(c_, A[kActContext].ptr(), w.proj_w, w.proj_lora, drop, kLoraProj, dy,
                                       c_.d.local_attention(), c_.d.hidden);
       },
-      w.proj_b, MH_ACT_ATTN_DROP_MASK);
+      w.proj_b, kActAttnDropMask);
   attention_.backward(A, w, layer, pass, dctx.ptr(), dfull);
   dctx.release();
-  parts_.norm->backward(c_.tp.enter_bwd(dfull.f32(), scratch), A[MH_ACT_LAYER_INPUT].ptr(), A[MH_ACT_LN1], w.ln1_w,
+  parts_.norm->backward(c_.tp.enter_bwd(dfull.f32(), scratch), A[kActLayerInput].ptr(), A[kActLn1], w.ln1_w,
                         w.ln1_b, dres);
 }
 

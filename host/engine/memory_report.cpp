@@ -9,16 +9,16 @@ namespace mh {
 
 // The layer's own activations (its input, the norms' outputs, the residual
 // after attention and the branches' dropout masks) and those of its parts.
-double activation_bytes(const ModelDims& d, double e, MH_Activation a) {
+double activation_bytes(const ModelDims& d, double e, Activation a) {
   const double t_sp = d.sp ? double(d.tp) : 1.0;
   const double sbh = double(d.rows()) * double(d.hidden);
   switch (a) {
-    case MH_ACT_LAYER_INPUT:
-    case MH_ACT_LN1:
-    case MH_ACT_RESIDUAL1:
-    case MH_ACT_LN2: return e * sbh / t_sp;
-    case MH_ACT_ATTN_DROP_MASK:
-    case MH_ACT_MLP_DROP_MASK: return sbh / t_sp;
+    case kActLayerInput:
+    case kActLn1:
+    case kActResidual1:
+    case kActLn2: return e * sbh / t_sp;
+    case kActAttnDropMask:
+    case kActMlpDropMask: return sbh / t_sp;
     default: return AttentionPart::activation_bytes(d, e, a) + MlpPart::activation_bytes(d, e, a);
   }
 }
@@ -28,8 +28,8 @@ ActivationFormula activation_formula(const ModelDims& d, double e, const KeepTab
   const double sbh = double(d.rows()) * double(d.hidden);
   ActivationFormula out{};
   for (const auto& layer : keep)
-    for (int a = 0; a < MH_ACT_COUNT; ++a)
-      if (layer[size_t(a)]) out.per_layer += activation_bytes(d, e, static_cast<MH_Activation>(a));
+    for (int a = 0; a < kActCount; ++a)
+      if (layer[size_t(a)]) out.per_layer += activation_bytes(d, e, static_cast<Activation>(a));
   out.per_layer /= double(std::max<size_t>(1, keep.size()));
   // Embedding dropout mask, final layernorm input and output, fp32 logits.
   out.extra = sbh * (1 + 2 * e) / t_sp + double(d.rows()) * double(d.vocab) * 4 / t;
@@ -45,8 +45,8 @@ double scheduled_activation_bytes(const ModelDims& d, double e, const std::vecto
   for (const ChunkSpec& c : chunks) {
     double bytes = 0;
     for (int64_t l = 0; l < c.layers; ++l, ++layer)
-      for (int a = 0; a < MH_ACT_COUNT; ++a)
-        if (keep[layer][size_t(a)]) bytes += activation_bytes(d, e, static_cast<MH_Activation>(a));
+      for (int a = 0; a < kActCount; ++a)
+        if (keep[layer][size_t(a)]) bytes += activation_bytes(d, e, static_cast<Activation>(a));
     if (c.first) bytes += sbh / t_sp;
     if (c.last) bytes += 2 * e * sbh / t_sp + double(d.rows()) * double(d.vocab) * 4 / t;
     chunk_bytes.push_back(bytes);

@@ -28,7 +28,7 @@ struct ActivationFormula {
 // GeLU's), 3 for SwiGLU (gate and up, and their product). e = 2, k = a,
 // f = 4h, GeLU give the paper's sbh(10 + 24/t + 5as/(ht)) and, with SP,
 // (sbh/t)(34 + 5as/h); docs/models.md gives the others.
-double activation_bytes(const ModelDims& d, double element_bytes, MH_Activation a);
+double activation_bytes(const ModelDims& d, double element_bytes, Activation a);
 
 // Per layer: the average over layers of what the policy keeps, so full
 // recompute gives e*sbh/t_sp per checkpointed layer and selective drops the

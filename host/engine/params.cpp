@@ -3,8 +3,10 @@
 #include <megahost/rng.hpp>
 
 #include <cmath>
+#include <string_view>
 
 #include "engine/ops.hpp"
+#include "engine/tensor_weights.hpp"
 
 namespace mh {
 namespace {
@@ -21,7 +23,7 @@ ParamSet::ParamSet(Device& device, const ModelDims& dims, const MH_TensorPlan& p
                    const OwnedParts& owned, ParamStorage storage)
     : dims_(dims), pad_to_(storage.pad_to), layers_(size_t(dims.layers)), device_(device) {
   const int64_t h = dims.hidden;
-  const MH_ShardDim vocab_shard = MH_ShardDim(plan.shard[MH_W_EMBEDDING]);
+  const MH_ShardDim vocab_shard = weight_shard(plan, "embedding");
   const bool tied = dims.spec.tie_embeddings;
   if (owned.embedding || (owned.head && tied))
     wte_ = add("wte", dims.vocab, h, vocab_shard, ParamGroup::kShardedDecay, dims.init_std, 0);
@@ -75,22 +77,22 @@ void ParamSet::add_layer(int64_t l, const MH_TensorPlan& plan) {
   const float std = d.init_std, out_std = std / std::sqrt(2.0f * float(d.layers));
   const std::string p = "layers." + std::to_string(l) + ".";
   LayerParamIds& ids = layers_[size_t(l)];
-  auto linear = [&](const char* name, int64_t out, int64_t in, MH_Weight weight, float init, int& w, int& b) {
-    const int32_t shard = plan.shard[weight];
+  auto linear = [&](const char* name, int64_t out, int64_t in, const char* weight, float init, int& w, int& b) {
+    const int32_t shard = weight_shard(plan, weight);
     w = add(p + name + "_w", out, in, shard, ParamGroup::kShardedDecay, init, 0);
-    if (!d.spec.bias && !(weight == MH_W_QKV && d.spec.qkv_bias)) return;
+    if (!d.spec.bias && !(std::string_view(weight) == "attention.qkv" && d.spec.qkv_bias)) return;
     const bool column = shard == MH_SHARD_ROWS;
     b = add(p + name + "_b", 1, out, column ? MH_SHARD_COLS : MH_SHARD_NONE,
             column ? ParamGroup::kShardedNoDecay : ParamGroup::kReplicatedNoDecay, 0, 0);
   };
   add_norm(p + "ln1", ids.ln1_w, ids.ln1_b);
-  linear("qkv", qkv, h, MH_W_QKV, std, ids.qkv_w, ids.qkv_b);
+  linear("qkv", qkv, h, "attention.qkv", std, ids.qkv_w, ids.qkv_b);
   if (d.spec.qk_norm) {
     ids.q_norm_w = add(p + "q_norm_w", 1, d.head_dim(), MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 1);
     ids.k_norm_w = add(p + "k_norm_w", 1, d.head_dim(), MH_SHARD_NONE, ParamGroup::kReplicatedNoDecay, 0, 1);
     infos_[size_t(ids.q_norm_w)].per_head = infos_[size_t(ids.k_norm_w)].per_head = true;
   }
-  linear("proj", h, d.attention_width(), MH_W_PROJ, out_std, ids.proj_w, ids.proj_b);
+  linear("proj", h, d.attention_width(), "attention.proj", out_std, ids.proj_w, ids.proj_b);
   add_norm(p + "ln2", ids.ln2_w, ids.ln2_b);
   if (d.moe()) {
     // Experts are whole on every tensor rank (no tensor parallelism inside
@@ -109,17 +111,19 @@ void ParamSet::add_layer(int64_t l, const MH_TensorPlan& plan) {
             add(p + "shared_expert_gate_w", 1, h, MH_SHARD_NONE, ParamGroup::kReplicatedDecay, std, 0);
     }
   } else {
-    if (d.spec.activation == MlpActivation::kSwiglu) linear("gate", f, h, MH_W_FC1, std, ids.gate_w, ids.gate_b);
-    linear("fc1", f, h, MH_W_FC1, std, ids.fc1_w, ids.fc1_b);
-    linear("fc2", h, f, MH_W_FC2, out_std, ids.fc2_w, ids.fc2_b);
+    if (d.spec.activation == MlpActivation::kSwiglu) linear("gate", f, h, "mlp.gate", std, ids.gate_w, ids.gate_b);
+    linear("fc1", f, h, "mlp.fc1", std, ids.fc1_w, ids.fc1_b);
+    linear("fc2", h, f, "mlp.fc2", out_std, ids.fc2_w, ids.fc2_b);
   }
   const LoraSpec& lora = d.lora;
-  if (lora.targets_any(kLoraQkv)) ids.qkv_lora = add_lora(p + "qkv", qkv, h, plan.shard[MH_W_QKV]);
-  if (lora.targets_any(kLoraProj)) ids.proj_lora = add_lora(p + "proj", h, d.attention_width(), plan.shard[MH_W_PROJ]);
+  if (lora.targets_any(kLoraQkv)) ids.qkv_lora = add_lora(p + "qkv", qkv, h, weight_shard(plan, "attention.qkv"));
+  if (lora.targets_any(kLoraProj))
+    ids.proj_lora = add_lora(p + "proj", h, d.attention_width(), weight_shard(plan, "attention.proj"));
   if (d.moe()) return;  // adapters inside the experts are not built yet: attention's only
-  if (lora.targets_any(kLoraGate) && ids.gate_w >= 0) ids.gate_lora = add_lora(p + "gate", f, h, plan.shard[MH_W_FC1]);
-  if (lora.targets_any(kLoraFc1)) ids.fc1_lora = add_lora(p + "fc1", f, h, plan.shard[MH_W_FC1]);
-  if (lora.targets_any(kLoraFc2)) ids.fc2_lora = add_lora(p + "fc2", h, f, plan.shard[MH_W_FC2]);
+  if (lora.targets_any(kLoraGate) && ids.gate_w >= 0)
+    ids.gate_lora = add_lora(p + "gate", f, h, weight_shard(plan, "mlp.gate"));
+  if (lora.targets_any(kLoraFc1)) ids.fc1_lora = add_lora(p + "fc1", f, h, weight_shard(plan, "mlp.fc1"));
+  if (lora.targets_any(kLoraFc2)) ids.fc2_lora = add_lora(p + "fc2", h, f, weight_shard(plan, "mlp.fc2"));
 }
 
 // Split as Megatron's ParallelLinearAdapter splits it: beside a

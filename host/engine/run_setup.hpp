@@ -18,6 +18,7 @@
 #include "data/indexed_dataset.hpp"
 #include "data/samples.hpp"
 #include "engine/model.hpp"
+#include "engine/tensor_weights.hpp"
 #include "plugins/assembly.hpp"
 #include "report/metrics.hpp"
 #include "report/training_log.hpp"
@@ -30,7 +31,8 @@ struct RunSetup {
   const MH_CommApi* comm_api = nullptr;
   MH_Instance* comm = nullptr;
   MH_CommInfo comm_info{};
-  MH_TensorPlan tensor_plan{};
+  MH_TensorPlan tensor_plan{};   // its shard points into tensor_shards
+  TensorShards tensor_shards{};
   int32_t virtual_stages = 1;
   std::vector<MH_StageLayers> stage_layers;            // p * v model chunks, in model order
   std::vector<std::vector<MH_PipeAction>> schedules;   // per stage

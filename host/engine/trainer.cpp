@@ -208,9 +208,11 @@ DataSync RankTrainer::plan_data_sync() const {
   const std::vector<int> order = backward_order(params_, chunk_specs_);
   std::vector<uint64_t> bytes;
   for (int id : order) bytes.push_back(uint64_t(params_.info(id).numel()) * 4);
+  const MH_DataPlanArgs args{MH_STRUCT_SIZE(MH_DataPlanArgs, num_params), nullptr, replicas(), bytes.data(),
+                             bytes.size()};
   MH_DataPlan plan{};
   plan.struct_size = sizeof(plan);
-  check(data.api<MH_DataParallelApi>()->plan(data.get(), replicas(), bytes.data(), bytes.size(), &plan), data.label());
+  check(data.api<MH_DataParallelApi>()->plan(data.get(), &args, &plan), data.label());
   plan.overlap = plan.overlap != 0 && replicas() > 1;
   const Slot& comm = *s_.assembly->slot(MH_KIND_COMM);
   require(plan.distributed_optimizer == 0 || replicas() == 1 || comm.component->plugin->desc->abi_minor >= 3,
@@ -770,9 +772,10 @@ bool shards_optimizer_state(const Assembly& assembly, int32_t d) {
   if (d <= 1) return false;
   Instance data(*assembly.slot(MH_KIND_DATA_PARALLEL), 1, -1);
   const uint64_t one = 4;
+  const MH_DataPlanArgs args{MH_STRUCT_SIZE(MH_DataPlanArgs, num_params), nullptr, d, &one, 1};
   MH_DataPlan plan{};
   plan.struct_size = sizeof(plan);
-  check(data.api<MH_DataParallelApi>()->plan(data.get(), d, &one, 1, &plan), data.label());
+  check(data.api<MH_DataParallelApi>()->plan(data.get(), &args, &plan), data.label());
   return plan.distributed_optimizer != 0;
 }
 

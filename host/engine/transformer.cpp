@@ -52,7 +52,7 @@ double Transformer::forward(ForwardState& st, const MicroBatch& mb, Buffer input
     need(params_.embedding_ids());
     embed(st, mb, pass);
   } else {
-    st.acts[0][MH_ACT_LAYER_INPUT] = std::move(input);
+    st.acts[0][kActLayerInput] = std::move(input);
   }
   for (int64_t l = 0; l < chunk_.layers; ++l) {
     need(params_.layer(global(l)).ids());
@@ -96,13 +96,13 @@ Buffer Transformer::backward(ForwardState& st, const MicroBatch& mb, Buffer dout
 }
 
 void Transformer::drop_unkept(ForwardState& st, int64_t l) {
-  for (int a = 0; a < MH_ACT_COUNT; ++a)
+  for (int a = 0; a < kActCount; ++a)
     if (!keep_[size_t(l)][size_t(a)]) st.acts[size_t(l)].slot[size_t(a)].release();
 }
 
 void Transformer::recompute_for_backward(ForwardState& st, int64_t l, const MicroBatch& mb) {
   if (st.acts[size_t(l)].complete()) return;
-  if (!st.acts[size_t(l)].has(MH_ACT_LAYER_INPUT)) {
+  if (!st.acts[size_t(l)].has(kActLayerInput)) {
     // A chunk's received input is always kept (the policy cannot drop what
     // only the previous stage could recompute), so l == 0 here means the
     // first chunk, whose input is the embedding.
@@ -117,19 +117,19 @@ void Transformer::recompute_for_backward(ForwardState& st, int64_t l, const Micr
 }
 
 void Transformer::embed(ForwardState& st, const MicroBatch& mb, const LayerPass& pass) {
-  st.acts[0][MH_ACT_LAYER_INPUT] = embedding_.forward(static_cast<int32_t*>(mb.ids.data()),
+  st.acts[0][kActLayerInput] = embedding_.forward(static_cast<int32_t*>(mb.ids.data()),
                                                       static_cast<int32_t*>(mb.positions.data()), pass, st.emb_mask);
 }
 
 void Transformer::layer_forward(ForwardState& st, int64_t l, const LayerPass& pass, bool need_output) {
-  layer_.forward(st.acts[size_t(l)], global(l), pass, need_output ? &st.acts[size_t(l + 1)][MH_ACT_LAYER_INPUT] : nullptr);
+  layer_.forward(st.acts[size_t(l)], global(l), pass, need_output ? &st.acts[size_t(l + 1)][kActLayerInput] : nullptr);
 }
 
 // ---- output head and loss -------------------------------------------------
 
 double Transformer::head_forward(ForwardState& st, const MicroBatch& mb) {
   const int64_t N = d_.rows(), V = d_.local_vocab();
-  st.lnf = head_.norm(st.acts[size_t(chunk_.layers)][MH_ACT_LAYER_INPUT].ptr());
+  st.lnf = head_.norm(st.acts[size_t(chunk_.layers)][kActLayerInput].ptr());
   st.logits = head_.logits(st.lnf, training_pass(mb));
   // [row_max | sum_exp | target_logit], each [N]; shards combine in between.
   st.xent = Buffer(dev_, kAct, 3 * N);
@@ -195,7 +195,7 @@ void Transformer::head_backward(ForwardState& st, const MicroBatch& mb, float lo
   st.xent.release();
   TypedPtr dln = tp_.enter_bwd(dfull.f32(), s2);
   ops::fill(dev_, dres, d_.local_rows() * h, 0);
-  parts_.norm->backward(dln, st.acts[size_t(chunk_.layers)][MH_ACT_LAYER_INPUT].ptr(), st.lnf, params_.lnf_w(),
+  parts_.norm->backward(dln, st.acts[size_t(chunk_.layers)][kActLayerInput].ptr(), st.lnf, params_.lnf_w(),
                         params_.lnf_b(), dres);
   st.lnf.release();
 }

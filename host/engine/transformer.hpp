@@ -83,7 +83,7 @@ class Transformer {
   // the output to send is output(st). With train = false dropout is off and
   // only the output is kept.
   double forward(ForwardState& st, const MicroBatch& mb, Buffer input, bool train);
-  Buffer& output(ForwardState& st) const { return st.acts[size_t(chunk_.layers)][MH_ACT_LAYER_INPUT]; }
+  Buffer& output(ForwardState& st) const { return st.acts[size_t(chunk_.layers)][kActLayerInput]; }
   // Backward of a micro-batch forwarded with train = true: `dout` is the
   // received gradient of the output (ignored by the last chunk). Gradients
   // accumulate, each token's loss weighted by loss_scale. Returns the

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "engine/tensor_weights.hpp"
 #include "preflight/kernel_ops_check.hpp"
 #include "run/run.hpp"
 
@@ -43,9 +44,12 @@ MH_ModelShape shape(const ModelDims& d, const Assembly& a, int32_t world) {
 int32_t plan_tensor(const Config& config, const Assembly& a, const MH_ModelShape& s, Diagnostics& diag) {
   const Slot& slot = *a.slot(MH_KIND_TENSOR_PARALLEL);
   Instance tensor(slot, 1, -1);
+  const MH_TensorPlanArgs args = tensor_plan_args(s);
+  TensorShards shards{};
   MH_TensorPlan plan{};
   plan.struct_size = sizeof plan;
-  MH_Error* error = tensor.api<MH_TensorParallelApi>()->plan(tensor.get(), &s, &plan);
+  plan.shard = shards.data();
+  MH_Error* error = tensor.api<MH_TensorParallelApi>()->plan(tensor.get(), &args, &plan);
   report(error, config, slot, diag);
   return error == nullptr ? plan.size : 0;
 }
@@ -54,9 +58,10 @@ int32_t plan_tensor(const Config& config, const Assembly& a, const MH_ModelShape
 int32_t plan_context(const Config& config, const Assembly& a, const MH_ModelShape& s, Diagnostics& diag) {
   const Slot& slot = *a.slot(MH_KIND_CONTEXT_PARALLEL);
   Instance context(slot, 1, -1);
+  const MH_ContextPlanArgs args{MH_STRUCT_SIZE(MH_ContextPlanArgs, shape), nullptr, &s};
   MH_ContextPlan plan{};
   plan.struct_size = sizeof plan;
-  MH_Error* error = context.api<MH_ContextParallelApi>()->plan(context.get(), &s, &plan);
+  MH_Error* error = context.api<MH_ContextParallelApi>()->plan(context.get(), &args, &plan);
   report(error, config, slot, diag);
   return error == nullptr ? plan.size : 0;
 }
@@ -69,9 +74,10 @@ int32_t plan_pipeline(const Config& config, const Assembly& a, const MH_ModelSha
   const Slot& slot = *a.slot(MH_KIND_PIPELINE_PARALLEL);
   Instance pipeline(slot, 1, -1);
   const auto* api = pipeline.api<MH_PipelineParallelApi>();
+  MH_PipelinePlanArgs args{MH_STRUCT_SIZE(MH_PipelinePlanArgs, data_parallel), nullptr, &s, 1};
   MH_PipelinePlan plan{};
   plan.struct_size = sizeof plan;
-  MH_Error* error = api->plan(pipeline.get(), &s, 1, &plan);
+  MH_Error* error = api->plan(pipeline.get(), &args, &plan);
   report(error, config, slot, diag);
   if (tp == 0 || cp == 0) return 0;  // a plan failed: the data-parallel size is unknown
   if (error != nullptr || s.world_size % (tp * cp * plan.size) != 0) {
@@ -84,7 +90,8 @@ int32_t plan_pipeline(const Config& config, const Assembly& a, const MH_ModelSha
     return 0;
   }
   const int32_t dp = s.world_size / (tp * cp * plan.size);
-  report(api->plan(pipeline.get(), &s, dp, &plan), config, slot, diag);
+  args.data_parallel = dp;
+  report(api->plan(pipeline.get(), &args, &plan), config, slot, diag);
   return dp;
 }
 
@@ -93,9 +100,10 @@ void plan_expert(const Config& config, const Assembly& a, int64_t experts, int32
   if (dp == 0) return;
   const Slot& slot = *a.slot(MH_KIND_EXPERT_PARALLEL);
   Instance expert(slot, 1, -1);
+  const MH_ExpertPlanArgs args{MH_STRUCT_SIZE(MH_ExpertPlanArgs, data_parallel), nullptr, experts, dp};
   MH_ExpertPlan plan{};
   plan.struct_size = sizeof plan;
-  report(expert.api<MH_ExpertParallelApi>()->plan(expert.get(), experts, dp, &plan), config, slot, diag);
+  report(expert.api<MH_ExpertParallelApi>()->plan(expert.get(), &args, &plan), config, slot, diag);
 }
 
 // The data-parallel component checks how its options combine when it

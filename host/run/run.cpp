@@ -25,6 +25,7 @@
 #include "convert/hf_config.hpp"
 #include "convert/hf_folder.hpp"
 #include "convert/hf_to_megahost.hpp"
+#include "engine/tensor_weights.hpp"
 #include "engine/trainer.hpp"
 #include "generate/generate.hpp"
 #include "serve/serve.hpp"
@@ -211,8 +212,10 @@ namespace {
 
 void plan_tensor(RunSetup& s, const Instance& tensor) {
   MH_ModelShape shape = model_shape(s, s.comm_info.world_size);
+  const MH_TensorPlanArgs args = tensor_plan_args(shape);
   s.tensor_plan.struct_size = sizeof(MH_TensorPlan);
-  check(tensor.api<MH_TensorParallelApi>()->plan(tensor.get(), &shape, &s.tensor_plan), tensor.label());
+  s.tensor_plan.shard = s.tensor_shards.data();
+  check(tensor.api<MH_TensorParallelApi>()->plan(tensor.get(), &args, &s.tensor_plan), tensor.label());
   s.tp = s.tensor_plan.size;
   // A third party's plan may not know key/value heads; the engine needs whole groups per rank.
   require(s.dims.kv() % s.tp == 0, tensor.label() + " planned parallel.tensor.size = " + std::to_string(s.tp) +
@@ -226,8 +229,9 @@ void plan_tensor(RunSetup& s, const Instance& tensor) {
 // (docs/parallelism.md).
 void plan_context(RunSetup& s, const Instance& context) {
   MH_ModelShape shape = model_shape(s, s.comm_info.world_size);
+  const MH_ContextPlanArgs args{MH_STRUCT_SIZE(MH_ContextPlanArgs, shape), nullptr, &shape};
   s.context_plan.struct_size = sizeof(MH_ContextPlan);
-  check(context.api<MH_ContextParallelApi>()->plan(context.get(), &shape, &s.context_plan), context.label());
+  check(context.api<MH_ContextParallelApi>()->plan(context.get(), &args, &s.context_plan), context.label());
   s.cp = s.context_plan.size;
   const int64_t chunks = s.context_plan.load_balance ? 2 * int64_t(s.cp) : s.cp;
   require(s.cp >= 1 && s.dims.seq % chunks == 0,
@@ -275,16 +279,18 @@ void plan_pipeline(RunSetup& s, const Instance& pipeline) {
   const auto* api = pipeline.api<MH_PipelineParallelApi>();
   const int32_t world = s.comm_info.world_size;
   MH_ModelShape shape = model_shape(s, world);
+  MH_PipelinePlanArgs args{MH_STRUCT_SIZE(MH_PipelinePlanArgs, data_parallel), nullptr, &shape, 1};
   MH_PipelinePlan plan{};
   plan.struct_size = sizeof(plan);
-  check(api->plan(pipeline.get(), &shape, 1, &plan), pipeline.label());
+  check(api->plan(pipeline.get(), &args, &plan), pipeline.label());
   s.pp = plan.size;
   require(world % (s.tp * s.cp * s.pp) == 0,
           "comm world size " + std::to_string(world) + " is not a multiple of parallel.tensor.size (" +
               std::to_string(s.tp) + ") x parallel.context.size (" + std::to_string(s.cp) +
               ") x parallel.pipeline.size (" + std::to_string(s.pp) + ")");
   s.dp = world / (s.tp * s.cp * s.pp);
-  check(api->plan(pipeline.get(), &shape, s.dp, &plan), pipeline.label());
+  args.data_parallel = s.dp;
+  check(api->plan(pipeline.get(), &args, &plan), pipeline.label());
   s.microbatches = plan.microbatches;
   s.virtual_stages = plan.virtual_stages;
   s.stage_layers.assign(plan.layers, plan.layers + plan.num_layers);
@@ -299,9 +305,10 @@ void plan_pipeline(RunSetup& s, const Instance& pipeline) {
 // Expert parallelism draws its ranks from the data-parallel ones, so it is
 // planned once d is known.
 void plan_expert(RunSetup& s, const Instance& expert) {
+  const MH_ExpertPlanArgs args{MH_STRUCT_SIZE(MH_ExpertPlanArgs, data_parallel), nullptr, s.dims.spec.experts, s.dp};
   MH_ExpertPlan plan{};
   plan.struct_size = sizeof(plan);
-  check(expert.api<MH_ExpertParallelApi>()->plan(expert.get(), s.dims.spec.experts, s.dp, &plan), expert.label());
+  check(expert.api<MH_ExpertParallelApi>()->plan(expert.get(), &args, &plan), expert.label());
   require(plan.size >= 1 && s.dp % plan.size == 0 && (s.dims.spec.experts % plan.size == 0),
           expert.label() + " planned parallel.expert.size = " + std::to_string(plan.size) +
               ", which does not divide the data-parallel size " + std::to_string(s.dp) + " and model.experts = " +

@@ -20,7 +20,7 @@ std::vector<int32_t> candidate_keep_table(const std::filesystem::path& candidate
   const int64_t chunks = int64_t(c.pipeline) * c.virtual_stages, per_chunk = layers / chunks;
   require(per_chunk * chunks == layers, "the candidate's p * v does not divide the layers");
   std::vector<int32_t> out;
-  out.reserve(size_t(layers * MH_ACT_COUNT));
+  out.reserve(size_t(layers * kActCount));
   for (int64_t k = 0; k < chunks; ++k) {
     const ChunkSpec chunk{k * per_chunk, per_chunk, k == 0, k + 1 == chunks};
     for (const auto& layer : keep_table(policy, chunk, backend))

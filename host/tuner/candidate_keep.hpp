@@ -15,8 +15,9 @@
 
 namespace mh {
 
-// keep[l * MH_ACT_COUNT + a]: the MH_Decision for activation a of layer l,
-// for the model's `layers` layers. Throws mh::Error when the policy cannot
+// keep[l * kActCount + a]: the MH_Decision for activation a of layer l
+// (kActivationNames[a], the columns MH_Estimate.activations lists), for the
+// model's `layers` layers. Throws mh::Error when the policy cannot
 // be created or answered.
 std::vector<int32_t> candidate_keep_table(const std::filesystem::path& candidate_config, const Registry& registry,
                                           const MH_Candidate& candidate, int64_t layers);

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/activations.hpp"
 #include "engine/trainer.hpp"
 #include "run/run.hpp"
 #include "tuner/calibrate.hpp"
@@ -68,8 +69,9 @@ class TunerSession {
   void report(const MH_Candidate& c, const MH_Estimate& e) {
     check(api_->report(instance_.get(), &c, &e), instance_.label() + " report");
   }
-  // A tuner of an older minor fills shorter rows: each is read with the
-  // stride of its struct_size, the fields it lacks left 0.
+  // A tuner of another minor fills rows of another length: each is read
+  // with the stride its struct_size has in an array (rounded up to the
+  // row's alignment), the fields it lacks left 0 and those it adds skipped.
   std::span<const MH_TunerResult> results() {
     const MH_TunerResult* rows = nullptr;
     size_t count = 0;
@@ -78,7 +80,8 @@ class TunerSession {
     if (count == 0) return rows_;
     const size_t size = std::min(rows->struct_size, sizeof(MH_TunerResult));
     const auto* bytes = reinterpret_cast<const char*>(rows);
-    for (size_t i = 0; i < count; ++i) std::memcpy(&rows_[i], bytes + i * MH_ARRAY_STRIDE(rows->struct_size), size);
+    const size_t align = alignof(MH_TunerResult), stride = (rows->struct_size + align - 1) / align * align;
+    for (size_t i = 0; i < count; ++i) std::memcpy(&rows_[i], bytes + i * stride, size);
     return rows_;
   }
 
@@ -139,8 +142,12 @@ void estimate(TunerSession& tuner, const Search& s, const MH_Candidate& c, int i
     } catch (const Error& error) {
       if (m.error.empty()) m.error = std::string("recompute '") + c.recompute + "': " + error.what();
     }
-    e.keep = keep.empty() ? nullptr : keep.data();
-    e.keep_layers = keep.empty() ? 0 : s.layers;
+    if (!keep.empty()) {
+      e.keep = keep.data();
+      e.keep_layers = s.layers;
+      e.activations = kActivationNames.data();
+      e.num_activations = kActCount;
+    }
   }
   LOG(INFO) << "dry run " << index << " " << describe_candidate(c) << ": "
             << (m.error.empty() ? gib(m.peak_bytes) + " GiB on rank " + std::to_string(m.peak_rank) + " (" + m.breakdown + ")"

@@ -34,9 +34,10 @@ struct Planned {
 
 Planned plan_with(const Overrides& options, const MH_ModelShape& shape = long_context()) {
   Instance<MH_ContextParallelApi> cp(mh::context::megatron_component(), "parallel.context", options);
+  const MH_ContextPlanArgs args{MH_STRUCT_SIZE(MH_ContextPlanArgs, shape), nullptr, &shape};
   Planned out{};
   out.plan.struct_size = sizeof(MH_ContextPlan);
-  out.status = describe(cp.api().plan(cp.self(), &shape, &out.plan));
+  out.status = describe(cp.api().plan(cp.self(), &args, &out.plan));
   return out;
 }
 

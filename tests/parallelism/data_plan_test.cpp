@@ -25,10 +25,11 @@ struct Planned {
 Planned plan_with(const Overrides& options, const std::vector<uint64_t>& param_bytes,
                   int32_t data_parallel = 4) {
   Instance<MH_DataParallelApi> dp(mh::data::megatron_component(), "parallel.data", options);
+  const MH_DataPlanArgs args{MH_STRUCT_SIZE(MH_DataPlanArgs, num_params), nullptr, data_parallel, param_bytes.data(),
+                             param_bytes.size()};
   Planned out{};
   out.plan.struct_size = sizeof(MH_DataPlan);
-  out.status = describe(
-      dp.api().plan(dp.self(), data_parallel, param_bytes.data(), param_bytes.size(), &out.plan));
+  out.status = describe(dp.api().plan(dp.self(), &args, &out.plan));
   if (out.plan.bucket_of != nullptr)
     out.bucket_of.assign(out.plan.bucket_of, out.plan.bucket_of + param_bytes.size());
   return out;

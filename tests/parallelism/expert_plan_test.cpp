@@ -21,9 +21,10 @@ struct Planned {
 
 Planned plan_with(int64_t size, int64_t experts, int32_t data_parallel) {
   Instance<MH_ExpertParallelApi> ep(mh::expert::megatron_component(), "parallel.expert", Overrides{{"size", size}});
+  const MH_ExpertPlanArgs args{MH_STRUCT_SIZE(MH_ExpertPlanArgs, data_parallel), nullptr, experts, data_parallel};
   Planned out{};
   out.plan.struct_size = sizeof(MH_ExpertPlan);
-  out.status = describe(ep.api().plan(ep.self(), experts, data_parallel, &out.plan));
+  out.status = describe(ep.api().plan(ep.self(), &args, &out.plan));
   return out;
 }
 

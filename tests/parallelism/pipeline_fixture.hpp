@@ -37,7 +37,8 @@ struct Pipeline {
 
   // "OK" or the error plan returned.
   std::string plan_for(const MH_ModelShape& s, int32_t data_parallel = 1) {
-    return mh::testing::describe(instance.api().plan(instance.self(), &s, data_parallel, &plan));
+    const MH_PipelinePlanArgs args{MH_STRUCT_SIZE(MH_PipelinePlanArgs, data_parallel), nullptr, &s, data_parallel};
+    return mh::testing::describe(instance.api().plan(instance.self(), &args, &plan));
   }
 
   // {stage, chunk, first layer, layer count} of every model chunk.

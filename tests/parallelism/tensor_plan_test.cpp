@@ -6,6 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+#include <vector>
+
 namespace {
 
 using mh::testing::describe;
@@ -30,16 +34,28 @@ MH_ModelShape gpt2_small() {
   return s;
 }
 
+// Every weight a model with a gated MLP lists (abi.h, MH_TensorPlanArgs).
+const std::vector<const char*> kGatedWeights = {"embedding", "attention.qkv", "attention.proj",
+                                                "mlp.gate",  "mlp.fc1",       "mlp.fc2"};
+
 struct Planned {
   std::string status;
-  MH_TensorPlan plan;
+  MH_TensorPlan plan;  // its shard array is gone: read `shard`
+  std::map<std::string, int32_t> shard;  // what the plan wrote, by weight name
 };
 
-Planned plan_with(const Overrides& options, const MH_ModelShape& shape = gpt2_small()) {
+Planned plan_with(const Overrides& options, const MH_ModelShape& shape = gpt2_small(),
+                  const std::vector<const char*>& weights = kGatedWeights) {
   Instance<MH_TensorParallelApi> tp(mh::tensor::megatron_component(), kSection, options);
+  const MH_TensorPlanArgs args{MH_STRUCT_SIZE(MH_TensorPlanArgs, num_weights), nullptr, &shape, weights.data(),
+                               weights.size()};
+  std::vector<int32_t> shards(weights.size(), -2);  // -2: not written
   Planned out{};
   out.plan.struct_size = sizeof(MH_TensorPlan);
-  out.status = describe(tp.api().plan(tp.self(), &shape, &out.plan));
+  out.plan.shard = shards.data();
+  out.status = describe(tp.api().plan(tp.self(), &args, &out.plan));
+  out.plan.shard = nullptr;
+  for (size_t i = 0; i < weights.size(); ++i) out.shard[weights[i]] = shards[i];
   return out;
 }
 
@@ -48,7 +64,7 @@ TEST(TensorParallelPlan, DefaultIsOneRankWithNothingShardedOrCommunicated) {
   ASSERT_EQ(p.status, "OK");
   EXPECT_EQ(p.plan.size, 1);
   EXPECT_EQ(p.plan.sequence_parallel, 0);
-  for (int32_t shard : p.plan.shard) EXPECT_EQ(shard, MH_SHARD_NONE);
+  for (const auto& [name, shard] : p.shard) EXPECT_EQ(shard, MH_SHARD_NONE) << name;
   EXPECT_EQ(p.plan.enter_fwd, MH_COLL_NONE);
   EXPECT_EQ(p.plan.enter_bwd, MH_COLL_NONE);
   EXPECT_EQ(p.plan.exit_fwd, MH_COLL_NONE);
@@ -56,15 +72,28 @@ TEST(TensorParallelPlan, DefaultIsOneRankWithNothingShardedOrCommunicated) {
   EXPECT_EQ(p.plan.reduce_norm_grads, 0);
 }
 
-TEST(TensorParallelPlan, ColumnParallelQkvAndFc1RowParallelProjAndFc2VocabParallelEmbedding) {
+TEST(TensorParallelPlan, ColumnParallelQkvGateAndFc1RowParallelProjAndFc2VocabParallelEmbedding) {
   Planned p = plan_with({{"size", int64_t{4}}});
   ASSERT_EQ(p.status, "OK");
   EXPECT_EQ(p.plan.size, 4);
-  EXPECT_EQ(p.plan.shard[MH_W_QKV], MH_SHARD_ROWS);
-  EXPECT_EQ(p.plan.shard[MH_W_FC1], MH_SHARD_ROWS);
-  EXPECT_EQ(p.plan.shard[MH_W_PROJ], MH_SHARD_COLS);
-  EXPECT_EQ(p.plan.shard[MH_W_FC2], MH_SHARD_COLS);
-  EXPECT_EQ(p.plan.shard[MH_W_EMBEDDING], MH_SHARD_ROWS);
+  EXPECT_EQ(p.shard, (std::map<std::string, int32_t>{{"embedding", MH_SHARD_ROWS},
+                                                       {"attention.qkv", MH_SHARD_ROWS},
+                                                       {"attention.proj", MH_SHARD_COLS},
+                                                       {"mlp.gate", MH_SHARD_ROWS},
+                                                       {"mlp.fc1", MH_SHARD_ROWS},
+                                                       {"mlp.fc2", MH_SHARD_COLS}}));
+}
+
+TEST(TensorParallelPlan, WritesEachShardAtItsNamesPositionInTheHostsList) {
+  Planned p = plan_with({{"size", int64_t{2}}}, gpt2_small(), {"mlp.fc2", "embedding"});
+  ASSERT_EQ(p.status, "OK");
+  EXPECT_EQ(p.shard, (std::map<std::string, int32_t>{{"mlp.fc2", MH_SHARD_COLS}, {"embedding", MH_SHARD_ROWS}}));
+}
+
+TEST(TensorParallelPlan, RefusesAWeightItDoesNotKnowNamingIt) {
+  EXPECT_EQ(plan_with({{"size", int64_t{2}}}, gpt2_small(), {"embedding", "mlp.router"}).status,
+            "INVALID_ARGUMENT: unknown weight 'mlp.router': this tensor-parallel plan shards embedding, "
+            "attention.qkv, attention.proj, mlp.gate, mlp.fc1 and mlp.fc2; use a plan that knows the model's weights");
 }
 
 TEST(TensorParallelPlan, WithoutSequenceParallelismRegionsUseMegatronFAndG) {

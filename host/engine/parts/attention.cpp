@@ -154,7 +154,7 @@ struct HeadExchange {
 };
 
 // The core's own activations, which Ulysses' core keeps head-sharded.
-constexpr MH_Activation kCoreActivations[] = {MH_ACT_ATTN_SCORES, MH_ACT_ATTN_PROBS, MH_ACT_ATTN_MASK};
+constexpr Activation kCoreActivations[] = {kActAttnScores, kActAttnProbs, kActAttnMask};
 
 // QK-norm (Qwen3) over the query heads and the key head of every group:
 // slot j of QKV's rows is the view [rows k/t, D] with row stride (m + 2) D.
@@ -203,9 +203,9 @@ void qk_norm(const PartContext& c, const QkHeads& H, const LayerParamIds& w, Typ
 
 void AttentionPart::forward(LayerActivations& A, const LayerParamIds& w, int64_t layer,
                             const LayerPass& pass) const {
-  if (!A.has(MH_ACT_QKV)) {
+  if (!A.has(kActQkv)) {
     project(c_, A, w, lora_dropout(pass, layer));
-    encode(A[MH_ACT_QKV].ptr(), pass, false);
+    encode(A[kActQkv].ptr(), pass, false);
   }
   if (heads_) return ulysses_core(A, pass, layer);
   core(A, pass, layer);
@@ -231,46 +231,46 @@ void AttentionPart::shard_heads(const std::function<std::unique_ptr<AttentionPar
 }
 
 void AttentionPart::ulysses_core(LayerActivations& A, const LayerPass& pass, int64_t layer) const {
-  bool complete = A.has(MH_ACT_CONTEXT);
-  for (MH_Activation a : kCoreActivations) complete = complete && (activation_bytes(c_.d, 1, a) == 0 || A.has(a));
+  bool complete = A.has(kActContext);
+  for (Activation a : kCoreActivations) complete = complete && (activation_bytes(c_.d, 1, a) == 0 || A.has(a));
   if (complete) return;
   const HeadExchange qkv{c_, c_.d.local_qkv() / c_.d.cp}, ctx{c_, c_.d.local_attention() / c_.d.cp};
   LayerActivations I;
-  I[MH_ACT_QKV] = qkv.to_heads(A[MH_ACT_QKV].ptr());
-  for (MH_Activation a : kCoreActivations) I[a] = std::move(A[a]);
-  if (A.has(MH_ACT_CONTEXT)) {
-    I[MH_ACT_CONTEXT] = std::move(A[MH_ACT_CONTEXT]);
-    Buffer heads = ctx.to_heads(I[MH_ACT_CONTEXT].ptr());
-    ops::copy(c_.dev, heads.ptr(), I[MH_ACT_CONTEXT].ptr(), heads.numel());
+  I[kActQkv] = qkv.to_heads(A[kActQkv].ptr());
+  for (Activation a : kCoreActivations) I[a] = std::move(A[a]);
+  if (A.has(kActContext)) {
+    I[kActContext] = std::move(A[kActContext]);
+    Buffer heads = ctx.to_heads(I[kActContext].ptr());
+    ops::copy(c_.dev, heads.ptr(), I[kActContext].ptr(), heads.numel());
   }
   heads_->core->core(I, pass, layer);
-  for (MH_Activation a : kCoreActivations) A[a] = std::move(I[a]);
+  for (Activation a : kCoreActivations) A[a] = std::move(I[a]);
   // The context goes back to the rank's positions in place; a flash
   // core's log-sum-exp behind it stays head-sharded, as its backward reads it.
   Buffer heads = c_.activation(kWork, c_.d.rows() * c_.d.local_attention());
-  ops::copy(c_.dev, I[MH_ACT_CONTEXT].ptr(), heads.ptr(), heads.numel());
-  ctx.to_sequence(heads.ptr(), I[MH_ACT_CONTEXT].ptr());
-  A[MH_ACT_CONTEXT] = std::move(I[MH_ACT_CONTEXT]);
+  ops::copy(c_.dev, I[kActContext].ptr(), heads.ptr(), heads.numel());
+  ctx.to_sequence(heads.ptr(), I[kActContext].ptr());
+  A[kActContext] = std::move(I[kActContext]);
 }
 
 void AttentionPart::ulysses_core_bwd(LayerActivations& A, const LayerPass& pass, int64_t layer, TypedPtr dctx,
                                      TypedPtr dqkv) const {
   const HeadExchange qkv{c_, c_.d.local_qkv() / c_.d.cp}, ctx{c_, c_.d.local_attention() / c_.d.cp};
   LayerActivations I;
-  I[MH_ACT_QKV] = qkv.to_heads(A[MH_ACT_QKV].ptr());
-  for (MH_Activation a : kCoreActivations) I[a] = std::move(A[a]);
+  I[kActQkv] = qkv.to_heads(A[kActQkv].ptr());
+  for (Activation a : kCoreActivations) I[a] = std::move(A[a]);
   if (heads_->core->backward_reads_context()) {
     // The head-sharded context with whatever follows it (the log-sum-exp).
-    const Buffer& kept = A[MH_ACT_CONTEXT];
+    const Buffer& kept = A[kActContext];
     const int64_t n = c_.d.rows() * c_.d.local_attention();
-    I[MH_ACT_CONTEXT] = Buffer(c_.dev, kWork, kept.numel(), kept.dtype());
-    ctx.to_heads(kept.ptr(), I[MH_ACT_CONTEXT].ptr());
-    ops::copy(c_.dev, kept.ptr() + n, I[MH_ACT_CONTEXT].ptr() + n, kept.numel() - n);
+    I[kActContext] = Buffer(c_.dev, kWork, kept.numel(), kept.dtype());
+    ctx.to_heads(kept.ptr(), I[kActContext].ptr());
+    ops::copy(c_.dev, kept.ptr() + n, I[kActContext].ptr() + n, kept.numel() - n);
   }
   const Buffer dctx_heads = ctx.to_heads(dctx);
   Buffer dqkv_heads = c_.activation(kWork, c_.d.rows() * c_.d.local_qkv());
   heads_->core->core_bwd(I, pass, layer, dctx_heads.ptr(), dqkv_heads.ptr());
-  for (MH_Activation a : kCoreActivations) A[a] = std::move(I[a]);
+  for (Activation a : kCoreActivations) A[a] = std::move(I[a]);
   qkv.to_sequence(dqkv_heads.ptr(), dqkv);
 }
 
@@ -291,15 +291,15 @@ void AttentionPart::linear_qkv(const PartContext& c, TypedPtr in, const LayerPar
 void AttentionPart::project(const PartContext& c, LayerActivations& A, const LayerParamIds& w,
                             const LoraDropout& drop) {
   Buffer gathered;
-  TypedPtr in = c.tp.enter_fwd(A[MH_ACT_LN1].ptr(), gathered);
-  A[MH_ACT_QKV] = c.activation(kAct, c.d.rows() * c.d.local_qkv());
-  linear_qkv(c, in, w, drop, A[MH_ACT_QKV].ptr());
+  TypedPtr in = c.tp.enter_fwd(A[kActLn1].ptr(), gathered);
+  A[kActQkv] = c.activation(kAct, c.d.rows() * c.d.local_qkv());
+  linear_qkv(c, in, w, drop, A[kActQkv].ptr());
   if (w.q_norm_w < 0) return;
   const QkHeads H(c.d);
-  Buffer x = H.gather(c, A[MH_ACT_QKV].ptr()), y = c.activation(kWork, H.elements());
+  Buffer x = H.gather(c, A[kActQkv].ptr()), y = c.activation(kWork, H.elements());
   Buffer rstd(c.dev, kWork, (H.m + 1) * H.n);
   qk_norm(c, H, w, x.ptr(), y.ptr(), rstd.f32());
-  H.scatter(c, y.ptr(), A[MH_ACT_QKV].ptr());
+  H.scatter(c, y.ptr(), A[kActQkv].ptr());
 }
 
 void AttentionPart::qk_norm_bwd(TypedPtr in, const LayerParamIds& w, const LoraDropout& drop, TypedPtr dqkv) const {
@@ -344,30 +344,30 @@ void AttentionPart::core(LayerActivations& A, const LayerPass& pass, int64_t lay
   if (c_.d.cp > 1) return context_core(A, pass, layer);
   const Heads H(c_.d);
   const int64_t n = H.score_elements();
-  const TypedPtr qkv = A[MH_ACT_QKV].ptr();
-  if (!A.has(MH_ACT_ATTN_SCORES)) {
-    A[MH_ACT_ATTN_SCORES] = c_.activation(kAct, n);
+  const TypedPtr qkv = A[kActQkv].ptr();
+  if (!A.has(kActAttnScores)) {
+    A[kActAttnScores] = c_.activation(kAct, n);
     for (int64_t i = 0; i < H.m; ++i)
-      ops::gemm(c_.dev, H.qkv(qkv, i), H.qkv(qkv, H.m), H.scores(A[MH_ACT_ATTN_SCORES].ptr(), i), false, true, 0);
+      ops::gemm(c_.dev, H.qkv(qkv, i), H.qkv(qkv, H.m), H.scores(A[kActAttnScores].ptr(), i), false, true, 0);
     MH_SoftmaxArgs s{};
-    s.x = A[MH_ACT_ATTN_SCORES].t({n / (H.S * H.S), H.S, H.S});
+    s.x = A[kActAttnScores].t({n / (H.S * H.S), H.S, H.S});
     s.out = s.x;
     s.scale = 1.0f / std::sqrt(float(H.D));
     s.starts = pass.document_starts;
     c_.dev.run(&MH_KernelsApi::softmax, s, "softmax");
   }
-  if (!A.has(MH_ACT_ATTN_PROBS) || !A.has(MH_ACT_ATTN_MASK)) {
-    A[MH_ACT_ATTN_PROBS] = c_.activation(kAct, n);
-    A[MH_ACT_ATTN_MASK] = Buffer(c_.dev, kAct, n, MH_U8);
-    ops::dropout(c_.dev, A[MH_ACT_ATTN_SCORES].ptr(), {}, A[MH_ACT_ATTN_PROBS].ptr(),
-                 static_cast<uint8_t*>(A[MH_ACT_ATTN_MASK].data()), n, pass.attention_dropout,
+  if (!A.has(kActAttnProbs) || !A.has(kActAttnMask)) {
+    A[kActAttnProbs] = c_.activation(kAct, n);
+    A[kActAttnMask] = Buffer(c_.dev, kAct, n, MH_U8);
+    ops::dropout(c_.dev, A[kActAttnScores].ptr(), {}, A[kActAttnProbs].ptr(),
+                 static_cast<uint8_t*>(A[kActAttnMask].data()), n, pass.attention_dropout,
                  probs_span(pass.key, layer));
   }
-  if (!A.has(MH_ACT_CONTEXT)) {
-    A[MH_ACT_CONTEXT] = c_.activation(kAct, c_.d.rows() * c_.d.local_attention());
+  if (!A.has(kActContext)) {
+    A[kActContext] = c_.activation(kAct, c_.d.rows() * c_.d.local_attention());
     for (int64_t i = 0; i < H.m; ++i)
-      ops::gemm(c_.dev, H.scores(A[MH_ACT_ATTN_PROBS].ptr(), i), H.qkv(qkv, H.m + 1),
-                H.context(A[MH_ACT_CONTEXT].ptr(), i), false, false, 0);
+      ops::gemm(c_.dev, H.scores(A[kActAttnProbs].ptr(), i), H.qkv(qkv, H.m + 1),
+                H.context(A[kActContext].ptr(), i), false, false, 0);
   }
 }
 
@@ -408,12 +408,12 @@ void AttentionPart::context_core(LayerActivations& A, const LayerPass& pass, int
   const Chunks C(c_.d);
   const Heads& H = C.H;
   const int64_t n = C.score_elements(), S = c_.d.seq, lh = c_.d.local_heads();
-  const TypedPtr qkv = A[MH_ACT_QKV].ptr();
+  const TypedPtr qkv = A[kActQkv].ptr();
   Buffer kv;
-  if (!A.has(MH_ACT_ATTN_SCORES) || !A.has(MH_ACT_CONTEXT)) kv = gather_kv(qkv);
-  if (!A.has(MH_ACT_ATTN_SCORES)) {
-    A[MH_ACT_ATTN_SCORES] = c_.activation(kAct, n);
-    const TypedPtr scores = A[MH_ACT_ATTN_SCORES].ptr();
+  if (!A.has(kActAttnScores) || !A.has(kActContext)) kv = gather_kv(qkv);
+  if (!A.has(kActAttnScores)) {
+    A[kActAttnScores] = c_.activation(kAct, n);
+    const TypedPtr scores = A[kActAttnScores].ptr();
     for (int64_t k = 0; k < c_.d.chunks(); ++k) {
       for (int64_t i = 0; i < H.m; ++i)
         ops::gemm(c_.dev, C.queries(qkv, i, k), C.gathered(kv.ptr(), 0, k), C.scores(scores, k, i), false, true, 0);
@@ -423,9 +423,9 @@ void AttentionPart::context_core(LayerActivations& A, const LayerPass& pass, int
       c_.dev.run(&MH_KernelsApi::softmax, s, "softmax");
     }
   }
-  if (!A.has(MH_ACT_ATTN_PROBS) || !A.has(MH_ACT_ATTN_MASK)) {
-    A[MH_ACT_ATTN_PROBS] = c_.activation(kAct, n);
-    A[MH_ACT_ATTN_MASK] = Buffer(c_.dev, kAct, n, MH_U8);
+  if (!A.has(kActAttnProbs) || !A.has(kActAttnMask)) {
+    A[kActAttnProbs] = c_.activation(kAct, n);
+    A[kActAttnMask] = Buffer(c_.dev, kAct, n, MH_U8);
     const uint64_t stream = dropout_stream(pass.key, layer, kDropoutSiteProbs);
     for (int64_t k = 0; k < c_.d.chunks(); ++k)
       for (int64_t b = 0; b < c_.d.micro_batch; ++b)
@@ -433,17 +433,17 @@ void AttentionPart::context_core(LayerActivations& A, const LayerPass& pass, int
           const int64_t at = C.offset(k) + (b * lh + j) * C.c() * C.T(k), head = c_.d.tp_rank * lh + j;
           const MH_RngSpan span{stream, uint64_t(((b * c_.d.heads + head) * S + c_.d.chunk_start(k)) * S),
                                 uint64_t(C.T(k)), uint64_t(S)};
-          ops::dropout(c_.dev, A[MH_ACT_ATTN_SCORES].ptr() + at, {}, A[MH_ACT_ATTN_PROBS].ptr() + at,
-                       static_cast<uint8_t*>(A[MH_ACT_ATTN_MASK].data()) + at, C.c() * C.T(k), pass.attention_dropout,
+          ops::dropout(c_.dev, A[kActAttnScores].ptr() + at, {}, A[kActAttnProbs].ptr() + at,
+                       static_cast<uint8_t*>(A[kActAttnMask].data()) + at, C.c() * C.T(k), pass.attention_dropout,
                        span);
         }
   }
-  if (!A.has(MH_ACT_CONTEXT)) {
-    A[MH_ACT_CONTEXT] = c_.activation(kAct, c_.d.rows() * c_.d.local_attention());
+  if (!A.has(kActContext)) {
+    A[kActContext] = c_.activation(kAct, c_.d.rows() * c_.d.local_attention());
     for (int64_t k = 0; k < c_.d.chunks(); ++k)
       for (int64_t i = 0; i < H.m; ++i)
-        ops::gemm(c_.dev, C.scores(A[MH_ACT_ATTN_PROBS].ptr(), k, i), C.gathered(kv.ptr(), 1, k),
-                  C.context(A[MH_ACT_CONTEXT].ptr(), i, k), false, false, 0);
+        ops::gemm(c_.dev, C.scores(A[kActAttnProbs].ptr(), k, i), C.gathered(kv.ptr(), 1, k),
+                  C.context(A[kActContext].ptr(), i, k), false, false, 0);
   }
 }
 
@@ -454,7 +454,7 @@ void AttentionPart::context_core_bwd(LayerActivations& A, TypedPtr dctx, TypedPt
   const Chunks C(c_.d);
   const Heads& H = C.H;
   const int64_t n = C.score_elements();
-  const TypedPtr qkv = A[MH_ACT_QKV].ptr(), probs = A[MH_ACT_ATTN_PROBS].ptr(), scores = A[MH_ACT_ATTN_SCORES].ptr();
+  const TypedPtr qkv = A[kActQkv].ptr(), probs = A[kActAttnProbs].ptr(), scores = A[kActAttnScores].ptr();
   Buffer kv = gather_kv(qkv), dkv = c_.activation(kWork, c_.d.cp * C.kv_chunk() * c_.d.chunks());
   ops::fill(c_.dev, dkv.ptr(), c_.d.cp * C.kv_chunk() * c_.d.chunks(), 0);
   Buffer dprobs = c_.activation(kWork, n);
@@ -465,7 +465,7 @@ void AttentionPart::context_core_bwd(LayerActivations& A, TypedPtr dctx, TypedPt
       ops::gemm(c_.dev, dc, C.gathered(kv.ptr(), 1, k), C.scores(dp, k, i), false, true, 0);        // dP = dC V^T
       ops::gemm(c_.dev, C.scores(probs, k, i), dc, C.gathered(dkv.ptr(), 1, k), true, false, 1.f);  // dV += P^T dC
     }
-  ops::dropout_bwd(c_.dev, dp, static_cast<uint8_t*>(A[MH_ACT_ATTN_MASK].data()), dp, n, c_.d.attention_dropout);
+  ops::dropout_bwd(c_.dev, dp, static_cast<uint8_t*>(A[kActAttnMask].data()), dp, n, c_.d.attention_dropout);
   for (int64_t k = 0; k < c_.d.chunks(); ++k) {
     MH_SoftmaxArgs s{};
     s.out = C.all_scores(scores, k);
@@ -489,7 +489,7 @@ void AttentionPart::backward(LayerActivations& A, const LayerParamIds& w, int64_
   else
     core_bwd(A, pass, layer, dctx, dqkv.ptr());
   encode(dqkv.ptr(), pass, true);
-  TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN1].ptr(), gathered);
+  TypedPtr in = c_.tp.enter_fwd(A[kActLn1].ptr(), gathered);
   if (w.q_norm_w >= 0) qk_norm_bwd(in, w, lora_dropout(pass, layer), dqkv.ptr());
   if (w.qkv_b >= 0) ops::bias_bwd(c_.dev, dqkv.ptr(), c_.G(w.qkv_b), N, q);
   ops::linear_dw(c_.dev, dqkv.ptr(), in, c_.G(w.qkv_w), N, h, q);
@@ -503,7 +503,7 @@ void AttentionPart::core_bwd(LayerActivations& A, const LayerPass& pass, int64_t
   if (c_.d.cp > 1) return context_core_bwd(A, dctx, dqkv);
   const Heads H(c_.d);
   const int64_t n = H.score_elements();
-  const TypedPtr qkv = A[MH_ACT_QKV].ptr(), probs = A[MH_ACT_ATTN_PROBS].ptr();
+  const TypedPtr qkv = A[kActQkv].ptr(), probs = A[kActAttnProbs].ptr();
   Buffer dprobs = c_.activation(kWork, n);
   const TypedPtr dp = dprobs.ptr();
   for (int64_t i = 0; i < H.m; ++i) {
@@ -511,9 +511,9 @@ void AttentionPart::core_bwd(LayerActivations& A, const LayerPass& pass, int64_t
     ops::gemm(c_.dev, dc, H.qkv(qkv, H.m + 1), H.scores(dp, i), false, true, 0);                   // dP = dC V^T
     ops::gemm(c_.dev, H.scores(probs, i), dc, H.qkv(dqkv, H.m + 1), true, false, i > 0 ? 1.f : 0.f);  // dV += P^T dC
   }
-  ops::dropout_bwd(c_.dev, dp, static_cast<uint8_t*>(A[MH_ACT_ATTN_MASK].data()), dp, n, c_.d.attention_dropout);
+  ops::dropout_bwd(c_.dev, dp, static_cast<uint8_t*>(A[kActAttnMask].data()), dp, n, c_.d.attention_dropout);
   MH_SoftmaxArgs s{};
-  s.out = A[MH_ACT_ATTN_SCORES].t({n / (H.S * H.S), H.S, H.S});
+  s.out = A[kActAttnScores].t({n / (H.S * H.S), H.S, H.S});
   s.dout = dprobs.t({n / (H.S * H.S), H.S, H.S});
   s.dx = s.dout;
   s.scale = 1.0f / std::sqrt(float(H.D));
@@ -529,7 +529,7 @@ void AttentionPart::core_bwd(LayerActivations& A, const LayerPass& pass, int64_t
 // per query row and head (4asb/t) where the unfused one keeps the scores,
 // probabilities and mask ((2e + 1) as^2b/t): linear in s instead of
 // quadratic.
-double AttentionPart::activation_bytes(const ModelDims& d, double e, MH_Activation a) {
+double AttentionPart::activation_bytes(const ModelDims& d, double e, Activation a) {
   const double b = double(d.micro_batch), t = double(d.tp);
   // Each chunk's c queries score against the T_k keys before them: s^2 on
   // one rank, about s^2 / cp with balanced context parallelism.
@@ -543,11 +543,11 @@ double AttentionPart::activation_bytes(const ModelDims& d, double e, MH_Activati
   const double kv_share = double(d.kv()) / double(d.heads);
   const bool flash = d.spec.attention_backend == AttentionBackend::kFlash;
   switch (a) {
-    case MH_ACT_QKV: return (1 + 2 * kv_share) * e * sbaD / t;
-    case MH_ACT_CONTEXT: return e * sbaD / t + (flash ? 4 * double(d.heads) * double(d.rows()) / t : 0);
-    case MH_ACT_ATTN_SCORES:
-    case MH_ACT_ATTN_PROBS: return flash ? 0 : e * as2b / t;
-    case MH_ACT_ATTN_MASK: return flash ? 0 : as2b / t;
+    case kActQkv: return (1 + 2 * kv_share) * e * sbaD / t;
+    case kActContext: return e * sbaD / t + (flash ? 4 * double(d.heads) * double(d.rows()) / t : 0);
+    case kActAttnScores:
+    case kActAttnProbs: return flash ? 0 : e * as2b / t;
+    case kActAttnMask: return flash ? 0 : as2b / t;
     default: return 0;
   }
 }
@@ -559,7 +559,7 @@ int64_t FlashAttentionPart::lse_offset(const ModelDims& d, int32_t dtype) {
 
 MH_AttentionArgs FlashAttentionPart::args(LayerActivations& A, const LayerPass& pass, int64_t layer) const {
   const Heads H(c_.d);
-  const TypedPtr qkv = A[MH_ACT_QKV].ptr(), ctx = A[MH_ACT_CONTEXT].ptr();
+  const TypedPtr qkv = A[kActQkv].ptr(), ctx = A[kActContext].ptr();
   MH_AttentionArgs a{};
   a.q = H.queries(qkv);
   a.k = H.qkv(qkv, H.m);
@@ -582,7 +582,7 @@ MH_AttentionArgs FlashAttentionPart::chunk_args(LayerActivations& A, const Layer
                                                 TypedPtr kv, int64_t k) const {
   const Chunks C(c_.d);
   const Heads& H = C.H;
-  const TypedPtr qkv = A[MH_ACT_QKV].ptr(), ctx = A[MH_ACT_CONTEXT].ptr();
+  const TypedPtr qkv = A[kActQkv].ptr(), ctx = A[kActContext].ptr();
   MH_AttentionArgs a = args(A, pass, layer);
   a.q = H.queries(qkv, k * C.c(), C.c());
   a.k = C.gathered(kv, 0, k);
@@ -597,13 +597,13 @@ MH_AttentionArgs FlashAttentionPart::chunk_args(LayerActivations& A, const Layer
 }
 
 void FlashAttentionPart::core(LayerActivations& A, const LayerPass& pass, int64_t layer) const {
-  if (A.has(MH_ACT_CONTEXT)) return;
+  if (A.has(kActContext)) return;
   const int32_t dtype = c_.dev.info().compute_dtype;
   const int64_t lse_bytes = Heads(c_.d).batch * Heads(c_.d).m * c_.d.local_seq() * 4, e = int64_t(dtype_size(dtype));
-  A[MH_ACT_CONTEXT] = Buffer(c_.dev, kAct, lse_offset(c_.d, dtype) + lse_bytes / e, dtype);
+  A[kActContext] = Buffer(c_.dev, kAct, lse_offset(c_.d, dtype) + lse_bytes / e, dtype);
   if (c_.d.cp == 1) return c_.dev.run(&MH_KernelsApi::attention, args(A, pass, layer), "attention");
   if (c_.d.cp_comm == ContextComm::kP2p) return ring(A, pass, layer);
-  const Buffer kv = gather_kv(A[MH_ACT_QKV].ptr());
+  const Buffer kv = gather_kv(A[kActQkv].ptr());
   for (int64_t k = 0; k < c_.d.chunks(); ++k)
     c_.dev.run(&MH_KernelsApi::attention, chunk_args(A, pass, layer, kv.ptr(), k), "attention");
 }
@@ -630,7 +630,7 @@ void FlashAttentionPart::chunks_bwd(LayerActivations& A, const LayerPass& pass, 
   if (c_.d.cp_comm == ContextComm::kP2p) return ring_bwd(A, pass, layer, dctx, dqkv);
   const Chunks C(c_.d);
   const int64_t n = c_.d.cp * C.kv_chunk() * c_.d.chunks();
-  const Buffer kv = gather_kv(A[MH_ACT_QKV].ptr());
+  const Buffer kv = gather_kv(A[kActQkv].ptr());
   Buffer dkv = c_.activation(kWork, n);
   ops::fill(c_.dev, dkv.ptr(), n, 0.0f);
   for (int64_t k = 0; k < c_.d.chunks(); ++k) {
@@ -649,7 +649,7 @@ void FlashAttentionPart::ring_walk(LayerActivations& A, AtStep&& at_step) const 
   const Chunks C(c_.d);
   const int64_t n = C.kv_chunk() * c_.d.chunks();
   Buffer block = c_.activation(kWork, n), next = c_.activation(kWork, n);
-  ops::strided_copy(c_.dev, C.H.kv(A[MH_ACT_QKV].ptr()), C.local_kv(block.ptr()));
+  ops::strided_copy(c_.dev, C.H.kv(A[kActQkv].ptr()), C.local_kv(block.ptr()));
   for (int32_t step = 0; step < c_.d.cp; ++step) {
     if (step > 0) {
       ring_shift(block.ptr(), next.ptr(), n);

@@ -57,7 +57,7 @@ class AttentionPart : public AttentionCore {
   // Bytes activation `a` takes per micro-batch on one rank, for the parts'
   // activations (0 for others), with e-byte activations and 1-byte masks,
   // for the core d.spec.attention_backend names.
-  static double activation_bytes(const ModelDims& d, double e, MH_Activation a);
+  static double activation_bytes(const ModelDims& d, double e, Activation a);
 
   // Context parallelism by all-to-all (Ulysses, d.cp_comm = kA2a): the
   // core `make` builds over whole sequences of 1/cp of the rank's heads

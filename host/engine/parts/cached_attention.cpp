@@ -41,12 +41,12 @@ struct SequenceHeads {
 
 void CachedAttention::forward(LayerActivations& A, const LayerParamIds& w, int64_t layer, const LayerPass&) const {
   AttentionPart::project(c_, A, w, LoraDropout{});  // inference: no dropout
-  A[MH_ACT_CONTEXT] = c_.activation(MemCategory::kActivations, c_.d.rows() * c_.d.local_attention());
+  A[kActContext] = c_.activation(MemCategory::kActivations, c_.d.rows() * c_.d.local_attention());
   for (const SequenceRows& s : seqs_) {
     const SequenceHeads H(c_.d, s);
-    encode(A[MH_ACT_QKV].ptr(), s);
-    ops::strided_copy(c_.dev, H.qkv(A[MH_ACT_QKV].ptr(), H.m), cache_.keys(layer, s.slot, s.past, s.count));
-    ops::strided_copy(c_.dev, H.qkv(A[MH_ACT_QKV].ptr(), H.m + 1), cache_.values(layer, s.slot, s.past, s.count));
+    encode(A[kActQkv].ptr(), s);
+    ops::strided_copy(c_.dev, H.qkv(A[kActQkv].ptr(), H.m), cache_.keys(layer, s.slot, s.past, s.count));
+    ops::strided_copy(c_.dev, H.qkv(A[kActQkv].ptr(), H.m + 1), cache_.values(layer, s.slot, s.past, s.count));
     attend(A, layer, s);
   }
 }
@@ -70,14 +70,14 @@ void CachedAttention::attend(LayerActivations& A, int64_t layer, const SequenceR
   const MH_Tensor keys = cache_.keys(layer, s.slot, 0, seen), values = cache_.values(layer, s.slot, 0, seen);
   Buffer scores = c_.activation(MemCategory::kWorkspace, H.m * H.groups * s.count * seen);
   for (int64_t i = 0; i < H.m; ++i)
-    ops::gemm(c_.dev, H.qkv(A[MH_ACT_QKV].ptr(), i), keys, H.scores(scores.ptr(), i, seen), false, true, 0);
+    ops::gemm(c_.dev, H.qkv(A[kActQkv].ptr(), i), keys, H.scores(scores.ptr(), i, seen), false, true, 0);
   MH_SoftmaxArgs soft{};
   soft.x = scores.t({H.m * H.groups, s.count, seen});
   soft.out = soft.x;
   soft.scale = 1.0f / std::sqrt(float(H.D));
   c_.dev.run(&MH_KernelsApi::softmax, soft, "softmax");
   for (int64_t i = 0; i < H.m; ++i)
-    ops::gemm(c_.dev, H.scores(scores.ptr(), i, seen), values, H.context(A[MH_ACT_CONTEXT].ptr(), i), false, false, 0);
+    ops::gemm(c_.dev, H.scores(scores.ptr(), i, seen), values, H.context(A[kActContext].ptr(), i), false, false, 0);
 }
 
 }  // namespace mh

@@ -14,13 +14,13 @@ constexpr auto kWork = MemCategory::kWorkspace;
 // Under a mixture of experts each row reaches k experts of width moe_ffn
 // and the shared experts: the activations are those of a SwiGLU MLP of width
 // k moe_ffn + Fs (a capacity drops slots, not their buffers).
-double MlpPart::activation_bytes(const ModelDims& d, double e, MH_Activation a) {
+double MlpPart::activation_bytes(const ModelDims& d, double e, Activation a) {
   const double width = d.moe() ? double(d.active_ffn()) : double(d.ffn) / double(d.tp);
   const double sbf_t = double(d.rows()) * width;
   const double fc1_width = d.spec.activation == MlpActivation::kSwiglu ? 2 : 1;
   switch (a) {
-    case MH_ACT_FC1: return fc1_width * e * sbf_t;
-    case MH_ACT_GELU: return e * sbf_t;
+    case kActFc1: return fc1_width * e * sbf_t;
+    case kActGelu: return e * sbf_t;
     default: return 0;
   }
 }
@@ -30,12 +30,12 @@ MH_Tensor MlpPart::block(TypedPtr fc1, int64_t first) const {
 }
 
 void MlpPart::output(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, float* partial) const {
-  adapted_projection(c_, A[MH_ACT_GELU].ptr(), w.fc2_w, w.fc2_lora, drop, kLoraFc2, partial, c_.d.local_ffn(),
+  adapted_projection(c_, A[kActGelu].ptr(), w.fc2_w, w.fc2_lora, drop, kLoraFc2, partial, c_.d.local_ffn(),
                      c_.d.hidden);
 }
 
 Buffer MlpPart::output_bwd(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, TypedPtr dy) const {
-  return adapted_projection_bwd(c_, A[MH_ACT_GELU].ptr(), w.fc2_w, w.fc2_lora, drop, kLoraFc2, dy, c_.d.local_ffn(),
+  return adapted_projection_bwd(c_, A[kActGelu].ptr(), w.fc2_w, w.fc2_lora, drop, kLoraFc2, dy, c_.d.local_ffn(),
                                 c_.d.hidden);
 }
 
@@ -44,25 +44,25 @@ Buffer MlpPart::output_bwd(LayerActivations& A, const LayerParamIds& w, const Lo
 void GeluMlpPart::forward(LayerActivations& A, const LayerParamIds& w, const LayerPass&,
                           const LoraDropout& drop) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, f = c_.d.local_ffn();
-  if (!A.has(MH_ACT_FC1)) {
+  if (!A.has(kActFc1)) {
     Buffer gathered;
-    TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN2].ptr(), gathered);
-    A[MH_ACT_FC1] = c_.activation(kAct, N * f);
-    ops::gemm(c_.dev, in.t({1, N, h}), c_.P(w.fc1_w).t({1, f, h}), block(A[MH_ACT_FC1].ptr(), 0), false, true, 0);
-    if (w.fc1_b >= 0) ops::bias_add(c_.dev, A[MH_ACT_FC1].ptr(), c_.P(w.fc1_b), N, f);
-    lora_forward(c_, w.fc1_lora, drop, kLoraFc1, in, block(A[MH_ACT_FC1].ptr(), 0), h, f);
+    TypedPtr in = c_.tp.enter_fwd(A[kActLn2].ptr(), gathered);
+    A[kActFc1] = c_.activation(kAct, N * f);
+    ops::gemm(c_.dev, in.t({1, N, h}), c_.P(w.fc1_w).t({1, f, h}), block(A[kActFc1].ptr(), 0), false, true, 0);
+    if (w.fc1_b >= 0) ops::bias_add(c_.dev, A[kActFc1].ptr(), c_.P(w.fc1_b), N, f);
+    lora_forward(c_, w.fc1_lora, drop, kLoraFc1, in, block(A[kActFc1].ptr(), 0), h, f);
   }
-  if (A.has(MH_ACT_GELU)) return;
-  A[MH_ACT_GELU] = c_.activation(kAct, N * f);
-  ops::gelu(c_.dev, A[MH_ACT_FC1].ptr(), A[MH_ACT_GELU].ptr(), N * f);
+  if (A.has(kActGelu)) return;
+  A[kActGelu] = c_.activation(kAct, N * f);
+  ops::gelu(c_.dev, A[kActFc1].ptr(), A[kActGelu].ptr(), N * f);
 }
 
 void GeluMlpPart::backward(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, Buffer& dact,
                            Buffer& dx) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, f = c_.d.local_ffn();
   Buffer gathered;
-  TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN2].ptr(), gathered);
-  ops::gelu_bwd(c_.dev, A[MH_ACT_FC1].ptr(), dact.ptr(), dact.ptr(), N * f);
+  TypedPtr in = c_.tp.enter_fwd(A[kActLn2].ptr(), gathered);
+  ops::gelu_bwd(c_.dev, A[kActFc1].ptr(), dact.ptr(), dact.ptr(), N * f);
   const MH_Tensor dy = block(dact.ptr(), 0);
   if (w.fc1_b >= 0) ops::bias_bwd(c_.dev, dact.ptr(), c_.G(w.fc1_b), N, f);
   ops::linear_dw(c_.dev, dact.ptr(), in, c_.G(w.fc1_w), N, h, f);
@@ -81,16 +81,16 @@ Buffer SwigluMlpPart::ones() const {
 void SwigluMlpPart::forward(LayerActivations& A, const LayerParamIds& w, const LayerPass&,
                             const LoraDropout& drop) const {
   const int64_t N = c_.d.rows(), f = c_.d.local_ffn();
-  if (!A.has(MH_ACT_FC1)) {
+  if (!A.has(kActFc1)) {
     Buffer gathered;
-    TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN2].ptr(), gathered);
-    A[MH_ACT_FC1] = c_.activation(kAct, N * 2 * f);
-    project(in, A[MH_ACT_FC1].ptr(), 0, w.gate_w, w.gate_b, w.gate_lora, drop, kLoraGate);
-    project(in, A[MH_ACT_FC1].ptr(), f, w.fc1_w, w.fc1_b, w.fc1_lora, drop, kLoraFc1);
+    TypedPtr in = c_.tp.enter_fwd(A[kActLn2].ptr(), gathered);
+    A[kActFc1] = c_.activation(kAct, N * 2 * f);
+    project(in, A[kActFc1].ptr(), 0, w.gate_w, w.gate_b, w.gate_lora, drop, kLoraGate);
+    project(in, A[kActFc1].ptr(), f, w.fc1_w, w.fc1_b, w.fc1_lora, drop, kLoraFc1);
   }
-  if (A.has(MH_ACT_GELU)) return;
-  A[MH_ACT_GELU] = c_.activation(kAct, N * f);
-  ops::swiglu(c_.dev, A[MH_ACT_FC1].ptr(), A[MH_ACT_GELU].ptr(), N, f);
+  if (A.has(kActGelu)) return;
+  A[kActGelu] = c_.activation(kAct, N * f);
+  ops::swiglu(c_.dev, A[kActFc1].ptr(), A[kActGelu].ptr(), N, f);
 }
 
 // The half is strided, which the bias op does not take: the bias is added
@@ -107,9 +107,9 @@ void SwigluMlpPart::backward(LayerActivations& A, const LayerParamIds& w, const 
                              Buffer& dx) const {
   const int64_t N = c_.d.rows(), f = c_.d.local_ffn();
   Buffer gathered;
-  TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN2].ptr(), gathered);
+  TypedPtr in = c_.tp.enter_fwd(A[kActLn2].ptr(), gathered);
   Buffer dfc1 = c_.activation(kWork, N * 2 * f);
-  ops::swiglu_bwd(c_.dev, A[MH_ACT_FC1].ptr(), dact.ptr(), dfc1.ptr(), N, f);
+  ops::swiglu_bwd(c_.dev, A[kActFc1].ptr(), dact.ptr(), dfc1.ptr(), N, f);
   dact.release();
   project_bwd(in, dfc1.ptr(), 0, w.gate_w, w.gate_b, w.gate_lora, drop, kLoraGate, dx.f32(), 0);
   project_bwd(in, dfc1.ptr(), f, w.fc1_w, w.fc1_b, w.fc1_lora, drop, kLoraFc1, dx.f32(), 1);

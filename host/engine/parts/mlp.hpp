@@ -34,7 +34,7 @@ class MlpPart {
   virtual void backward(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, Buffer& dact,
                         Buffer& dx) const = 0;
 
-  static double activation_bytes(const ModelDims& d, double e, MH_Activation a);
+  static double activation_bytes(const ModelDims& d, double e, Activation a);
 
  protected:
   // Column block [first, first + f/t) of FC1's [rows, local_fc1] buffer.

@@ -222,18 +222,18 @@ void MoeMlpPart::forward(LayerActivations& A, const LayerParamIds& w, const Laye
                          const LoraDropout&) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, f = F();
   Buffer gathered;
-  TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN2].ptr(), gathered);
+  TypedPtr in = c_.tp.enter_fwd(A[kActLn2].ptr(), gathered);
   if (!A.routing) {
     route(A, w, in, pass);
     if (shared_) shared_->gate(in, w, pass, *A.routing);
   }
   const MoeRouting& r = *A.routing;
   const int64_t R = r.received;
-  if (!A.has(MH_ACT_FC1)) {
+  if (!A.has(kActFc1)) {
     Buffer slots = dispatch(r, in), held;
     const TypedPtr x = to_experts(r, slots.ptr(), held);
-    A[MH_ACT_FC1] = c_.activation(kAct, R * 2 * f + N * 2 * Fs());
-    const TypedPtr fc1 = A[MH_ACT_FC1].ptr();
+    A[kActFc1] = c_.activation(kAct, R * 2 * f + N * 2 * Fs());
+    const TypedPtr fc1 = A[kActFc1].ptr();
     for (int64_t e = 0; e < local_experts(); ++e) {
       const int64_t first = r.local_offset[size_t(e)], count = r.local_offset[size_t(e + 1)] - first;
       if (count == 0) continue;
@@ -244,10 +244,10 @@ void MoeMlpPart::forward(LayerActivations& A, const LayerParamIds& w, const Laye
     }
     if (shared_) shared_->fc1(in, fc1 + R * 2 * f, w);
   }
-  if (A.has(MH_ACT_GELU)) return;
-  A[MH_ACT_GELU] = c_.activation(kAct, R * f + N * Fs());
-  ops::swiglu(c_.dev, A[MH_ACT_FC1].ptr(), A[MH_ACT_GELU].ptr(), r.local_offset.back(), f);
-  if (shared_) ops::swiglu(c_.dev, A[MH_ACT_FC1].ptr() + R * 2 * f, A[MH_ACT_GELU].ptr() + R * f, N, Fs());
+  if (A.has(kActGelu)) return;
+  A[kActGelu] = c_.activation(kAct, R * f + N * Fs());
+  ops::swiglu(c_.dev, A[kActFc1].ptr(), A[kActGelu].ptr(), r.local_offset.back(), f);
+  if (shared_) ops::swiglu(c_.dev, A[kActFc1].ptr() + R * 2 * f, A[kActGelu].ptr() + R * f, N, Fs());
 }
 
 Buffer MoeMlpPart::expert_output(const MoeRouting& r, TypedPtr act, const LayerParamIds& w) const {
@@ -275,14 +275,14 @@ Buffer MoeMlpPart::gated(const MoeRouting& r, TypedPtr x) const {
 void MoeMlpPart::output(LayerActivations& A, const LayerParamIds& w, const LoraDropout&, float* partial) const {
   const int64_t N = c_.d.rows(), h = c_.d.hidden, f = F();
   const MoeRouting& r = *A.routing;
-  Buffer y = expert_output(r, A[MH_ACT_GELU].ptr(), w), held;
+  Buffer y = expert_output(r, A[kActGelu].ptr(), w), held;
   Buffer weighted = gated(r, from_experts(r, y.ptr(), held));
   y.release();
   held.release();
   ops::fill(c_.dev, TypedPtr(partial), N * h, 0);
   ops::embedding_bwd(c_.dev, TypedPtr(partial), N, static_cast<const int32_t*>(r.tokens.data()), weighted.ptr(),
                      r.kept(), h, 0);
-  if (shared_) shared_->output(r, A[MH_ACT_GELU].ptr() + r.received * f, w, partial);
+  if (shared_) shared_->output(r, A[kActGelu].ptr() + r.received * f, w, partial);
 }
 
 // The activations' gradient [rows k, moe_ffn] then the shared experts'
@@ -294,7 +294,7 @@ Buffer MoeMlpPart::output_bwd(LayerActivations& A, const LayerParamIds& w, const
   Buffer dslots = dispatch(r, dy);
   // The gates' gradient: each slot's output gradient dotted with its
   // expert's (ungated) output, recomputed rather than kept.
-  Buffer y = expert_output(r, A[MH_ACT_GELU].ptr(), w), returned;
+  Buffer y = expert_output(r, A[kActGelu].ptr(), w), returned;
   const TypedPtr ys = from_experts(r, y.ptr(), returned);
   Buffer dgate(c_.dev, kWork, S);
   ops::gemm(c_.dev, view(dslots.data(), dslots.dtype(), {kept, 1, h}, {h, h, 1}),
@@ -308,7 +308,7 @@ Buffer MoeMlpPart::output_bwd(LayerActivations& A, const LayerParamIds& w, const
   dslots.release();
   const TypedPtr dout = to_experts(r, dgated.ptr(), held);
   Buffer dact = c_.activation(kWork, R * f + N * Fs() + (shared_ ? shared_->gate_grad_elements() : 0));
-  const TypedPtr act = A[MH_ACT_GELU].ptr();
+  const TypedPtr act = A[kActGelu].ptr();
   for (int64_t e = 0; e < local_experts(); ++e) {
     const int64_t first = r.local_offset[size_t(e)], count = r.local_offset[size_t(e + 1)] - first;
     if (count == 0) continue;
@@ -331,13 +331,13 @@ void MoeMlpPart::backward(LayerActivations& A, const LayerParamIds& w, const Lor
   const MoeRouting& r = *A.routing;
   const int64_t R = r.received;
   Buffer gathered;
-  TypedPtr in = c_.tp.enter_fwd(A[MH_ACT_LN2].ptr(), gathered);
+  TypedPtr in = c_.tp.enter_fwd(A[kActLn2].ptr(), gathered);
   Buffer dfc1 = c_.activation(kWork, R * 2 * f + N * 2 * Fs());
-  ops::swiglu_bwd(c_.dev, A[MH_ACT_FC1].ptr(), dact.ptr(), dfc1.ptr(), r.local_offset.back(), f);
+  ops::swiglu_bwd(c_.dev, A[kActFc1].ptr(), dact.ptr(), dfc1.ptr(), r.local_offset.back(), f);
   ops::fill(c_.dev, dx.ptr(), N * h, 0);
   if (shared_) {
     const TypedPtr ds = dact.ptr() + R * f;
-    ops::swiglu_bwd(c_.dev, A[MH_ACT_FC1].ptr() + R * 2 * f, ds, dfc1.ptr() + R * 2 * f, N, Fs());
+    ops::swiglu_bwd(c_.dev, A[kActFc1].ptr() + R * 2 * f, ds, dfc1.ptr() + R * 2 * f, N, Fs());
     shared_->backward(in, dfc1.ptr() + R * 2 * f, ds + N * Fs(), w, dx.f32());
   }
   dact.release();

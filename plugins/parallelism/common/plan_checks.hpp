@@ -3,6 +3,7 @@
 // have worked when a size does not divide a dimension.
 #pragma once
 
+#include <megahost/abi.h>
 #include <megahost/error.hpp>
 
 #include <cstdint>
@@ -29,6 +30,14 @@ inline std::string does_not_divide(const std::string& size_key, int64_t size,
   return size_key + " = " + std::to_string(size) + " does not divide " + what + " = " +
          std::to_string(n) + "; use a size that divides " + std::to_string(n) + " (" +
          divisors(n, limit) + ")";
+}
+
+// The model shape a plan's arguments point to (`args_type` names their
+// struct in the message); arguments without one are refused.
+template <class Args>
+const MH_ModelShape& shape_of(const Args& args, const std::string& args_type) {
+  require(args.shape != nullptr, "the plan's arguments name no model shape (" + args_type + ".shape is NULL)");
+  return *args.shape;
 }
 
 // Every problem found while checking a plan; raise() reports them together,

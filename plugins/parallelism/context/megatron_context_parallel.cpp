@@ -21,7 +21,8 @@ MegatronContextParallel::MegatronContextParallel(const CreateContext& ctx)
       // One rank holds the whole sequence: there is nothing to balance.
       load_balance_(size_ > 1 && ctx.options.get_bool("load_balance")) {}
 
-void MegatronContextParallel::plan(const MH_ModelShape& shape, MH_ContextPlan& out) const {
+void MegatronContextParallel::plan(const MH_ContextPlanArgs& args, MH_ContextPlan& out) const {
+  const MH_ModelShape& shape = plan::shape_of(args, "MH_ContextPlanArgs");
   plan::Problems problems;
   const int64_t chunks = load_balance_ ? 2 * int64_t(size_) : int64_t(size_);
   if (shape.seq_len % chunks != 0)

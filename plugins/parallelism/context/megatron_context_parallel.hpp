@@ -36,7 +36,7 @@ class MegatronContextParallel {
 
   // Fills the plan, or throws MH_INVALID_ARGUMENT listing every dimension
   // the split does not divide.
-  void plan(const MH_ModelShape& shape, MH_ContextPlan& out) const;
+  void plan(const MH_ContextPlanArgs& args, MH_ContextPlan& out) const;
 
  private:
   std::string size_key_, comm_key_;

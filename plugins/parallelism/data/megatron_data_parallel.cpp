@@ -40,13 +40,12 @@ MegatronDataParallel::MegatronDataParallel(const CreateContext& ctx)
           MH_INVALID_ARGUMENT);
 }
 
-void MegatronDataParallel::plan(int32_t data_parallel, std::span<const uint64_t> param_bytes,
-                                MH_DataPlan& out) {
-  require(data_parallel >= 1,
-          "the data-parallel size must be at least 1 (got " + std::to_string(data_parallel) + ")");
-  require(param_bytes.empty() || param_bytes.data() != nullptr, "param_bytes is NULL");
-  bucket_of_ = assign_buckets(param_bytes, bucket_bytes_);
-  out.size = data_parallel;
+void MegatronDataParallel::plan(const MH_DataPlanArgs& args, MH_DataPlan& out) {
+  require(args.data_parallel >= 1,
+          "the data-parallel size must be at least 1 (got " + std::to_string(args.data_parallel) + ")");
+  require(args.num_params == 0 || args.param_bytes != nullptr, "MH_DataPlanArgs.param_bytes is NULL");
+  bucket_of_ = assign_buckets(std::span<const uint64_t>(args.param_bytes, args.num_params), bucket_bytes_);
+  out.size = args.data_parallel;
   out.distributed_optimizer = distributed_optimizer_ ? 1 : 0;
   out.overlap = overlap_ ? 1 : 0;
   out.overlap_param_gather = overlap_param_gather_ ? 1 : 0;

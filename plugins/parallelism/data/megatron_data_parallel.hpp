@@ -39,9 +39,9 @@ class MegatronDataParallel {
 
   explicit MegatronDataParallel(const CreateContext& ctx);
 
-  // param_bytes: each parameter's gradient size, in the order backward
-  // finalises them.
-  void plan(int32_t data_parallel, std::span<const uint64_t> param_bytes, MH_DataPlan& out);
+  // Buckets args.param_bytes, each parameter's gradient size in the order
+  // backward finalises them.
+  void plan(const MH_DataPlanArgs& args, MH_DataPlan& out);
 
  private:
   bool distributed_optimizer_;

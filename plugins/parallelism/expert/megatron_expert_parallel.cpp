@@ -7,7 +7,9 @@ namespace mh::expert {
 MegatronExpertParallel::MegatronExpertParallel(const CreateContext& ctx)
     : size_key_(ctx.options.key("size")), size_(static_cast<int32_t>(ctx.options.get_int("size"))) {}
 
-void MegatronExpertParallel::plan(int64_t experts, int32_t data_parallel, MH_ExpertPlan& out) const {
+void MegatronExpertParallel::plan(const MH_ExpertPlanArgs& args, MH_ExpertPlan& out) const {
+  const int64_t experts = args.experts;
+  const int32_t data_parallel = args.data_parallel;
   require(data_parallel >= 1, "the data-parallel size must be at least 1 (got " + std::to_string(data_parallel) + ")");
   plan::Problems problems;
   if (size_ > 1 && experts == 0)

@@ -28,7 +28,7 @@ class MegatronExpertParallel {
 
   // Fills the plan, or throws MH_INVALID_ARGUMENT listing every number the
   // size does not divide.
-  void plan(int64_t experts, int32_t data_parallel, MH_ExpertPlan& out) const;
+  void plan(const MH_ExpertPlanArgs& args, MH_ExpertPlan& out) const;
 
  private:
   std::string size_key_;

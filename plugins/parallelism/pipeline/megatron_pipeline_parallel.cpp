@@ -121,13 +121,13 @@ std::vector<int32_t> MegatronPipelineParallel::layer_counts(const MH_ModelShape&
   return even_split(shape.layers, chunks);
 }
 
-void MegatronPipelineParallel::plan(const MH_ModelShape& shape, int32_t data_parallel,
-                                    MH_PipelinePlan& out) {
+void MegatronPipelineParallel::plan(const MH_PipelinePlanArgs& args, MH_PipelinePlan& out) {
+  const MH_ModelShape& shape = plan::shape_of(args, "MH_PipelinePlanArgs");
   plan::Problems problems;
   if (shape.world_size % stages_ != 0)
     problems.add(
         plan::does_not_divide(keys_.size, stages_, "the world size", shape.world_size, kMaxSize));
-  int32_t m = microbatches(shape, data_parallel, problems);
+  int32_t m = microbatches(shape, args.data_parallel, problems);
   std::vector<int32_t> counts = layer_counts(shape, problems);
   problems.raise();
 

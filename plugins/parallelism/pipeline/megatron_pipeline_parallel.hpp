@@ -38,7 +38,7 @@ class MegatronPipelineParallel {
 
   // Assigns layers to stages and builds every stage's schedule, or throws
   // MH_INVALID_ARGUMENT listing every reason the combination is impossible.
-  void plan(const MH_ModelShape& shape, int32_t data_parallel, MH_PipelinePlan& out);
+  void plan(const MH_PipelinePlanArgs& args, MH_PipelinePlan& out);
   std::span<const MH_PipeAction> schedule(int32_t stage) const;
 
  private:

@@ -5,22 +5,45 @@
 #include "plan_checks.hpp"
 
 #include <string>
+#include <string_view>
 
 namespace mh::tensor {
 
 namespace {
 
-// Column-parallel weights (QKV, FC1) are split along their output rows,
-// row-parallel ones (PROJ, FC2) along their input columns, so that one
-// attention or MLP block needs a single collective on entry and one on exit.
-// The tied embedding [V, H] is split along the vocabulary.
-void fill_shards(bool sharded, MH_TensorPlan& out) {
-  auto shard = [&](MH_ShardDim dim) { return sharded ? dim : MH_SHARD_NONE; };
-  out.shard[MH_W_EMBEDDING] = shard(MH_SHARD_ROWS);
-  out.shard[MH_W_QKV] = shard(MH_SHARD_ROWS);
-  out.shard[MH_W_PROJ] = shard(MH_SHARD_COLS);
-  out.shard[MH_W_FC1] = shard(MH_SHARD_ROWS);
-  out.shard[MH_W_FC2] = shard(MH_SHARD_COLS);
+// Column-parallel weights (QKV, the gate, FC1) are split along their output
+// rows, row-parallel ones (the projection, FC2) along their input columns,
+// so that one attention or MLP block needs a single collective on entry and
+// one on exit. The embedding [V, H] is split along the vocabulary.
+struct WeightShard {
+  std::string_view name;
+  MH_ShardDim dim;
+};
+constexpr WeightShard kWeightShards[] = {
+    {"embedding", MH_SHARD_ROWS}, {"attention.qkv", MH_SHARD_ROWS}, {"attention.proj", MH_SHARD_COLS},
+    {"mlp.gate", MH_SHARD_ROWS},  {"mlp.fc1", MH_SHARD_ROWS},       {"mlp.fc2", MH_SHARD_COLS},
+};
+
+// The split of weight `name`, or nullptr for a name this plan does not know.
+const WeightShard* find_weight(std::string_view name) {
+  for (const WeightShard& w : kWeightShards)
+    if (w.name == name) return &w;
+  return nullptr;
+}
+
+// A weight sharded wrongly computes another function, so a name this plan
+// does not know is refused rather than replicated.
+void check_weights(const MH_TensorPlanArgs& args, plan::Problems& problems) {
+  for (size_t i = 0; i < args.num_weights; ++i)
+    if (find_weight(args.weights[i]) == nullptr)
+      problems.add("unknown weight '" + std::string(args.weights[i]) +
+                   "': this tensor-parallel plan shards embedding, attention.qkv, attention.proj, mlp.gate, "
+                   "mlp.fc1 and mlp.fc2; use a plan that knows the model's weights");
+}
+
+void fill_shards(bool sharded, const MH_TensorPlanArgs& args, MH_TensorPlan& out) {
+  for (size_t i = 0; i < args.num_weights; ++i)
+    out.shard[i] = sharded ? find_weight(args.weights[i])->dim : MH_SHARD_NONE;
 }
 
 // Megatron's conjugate operators at the region boundaries: f (identity
@@ -51,8 +74,7 @@ MegatronTensorParallel::MegatronTensorParallel(const CreateContext& ctx)
       // parallelism: there is nothing to shard the sequence across.
       sequence_parallel_(size_ > 1 && ctx.options.get_bool("sequence_parallel")) {}
 
-void MegatronTensorParallel::check_divisibility(const MH_ModelShape& shape) const {
-  plan::Problems problems;
+void MegatronTensorParallel::check_divisibility(const MH_ModelShape& shape, plan::Problems& problems) const {
   auto require_divides = [&](int64_t n, const std::string& what, const std::string& alternative) {
     if (n % size_ == 0) return;
     problems.add(plan::does_not_divide(size_key_, size_, what, n, kMaxSize) + alternative);
@@ -74,14 +96,19 @@ void MegatronTensorParallel::check_divisibility(const MH_ModelShape& shape) cons
     require_divides(shape.seq_len, "model.seq_len",
                     ", or set " + sequence_parallel_key_ + " = false");
   require_divides(shape.world_size, "the world size", "");
-  problems.raise();
 }
 
-void MegatronTensorParallel::plan(const MH_ModelShape& shape, MH_TensorPlan& out) const {
-  check_divisibility(shape);
+void MegatronTensorParallel::plan(const MH_TensorPlanArgs& args, MH_TensorPlan& out) const {
+  require(args.num_weights == 0 || (args.weights != nullptr && out.shard != nullptr),
+          "the plan's arguments list " + std::to_string(args.num_weights) +
+              " weights without their names or the host's shard array (MH_TensorPlanArgs.weights, MH_TensorPlan.shard)");
+  plan::Problems problems;
+  check_weights(args, problems);
+  check_divisibility(plan::shape_of(args, "MH_TensorPlanArgs"), problems);
+  problems.raise();
   out.size = size_;
   out.sequence_parallel = sequence_parallel_ ? 1 : 0;
-  fill_shards(size_ > 1, out);
+  fill_shards(size_ > 1, args, out);
   fill_collectives(size_, sequence_parallel_, out);
   // With sequence shards each rank sees only S/t rows, so the layernorm
   // weight and bias gradients are partial sums over the group.

@@ -9,6 +9,10 @@
 #include <cstdint>
 #include <string>
 
+namespace mh::plan {
+class Problems;
+}
+
 namespace mh::tensor {
 
 inline constexpr int64_t kMaxSize = 1024;
@@ -28,12 +32,13 @@ class MegatronTensorParallel {
 
   explicit MegatronTensorParallel(const CreateContext& ctx);
 
-  // Fills the plan, or throws MH_INVALID_ARGUMENT listing every dimension
-  // the size does not divide.
-  void plan(const MH_ModelShape& shape, MH_TensorPlan& out) const;
+  // Fills the plan and the shard of each weight args names, or throws
+  // MH_INVALID_ARGUMENT listing every weight it does not know and every
+  // dimension the size does not divide.
+  void plan(const MH_TensorPlanArgs& args, MH_TensorPlan& out) const;
 
  private:
-  void check_divisibility(const MH_ModelShape& shape) const;
+  void check_divisibility(const MH_ModelShape& shape, plan::Problems& problems) const;
 
   std::string size_key_;
   std::string sequence_parallel_key_;
