@@ -1,9 +1,7 @@
 // Specification of the recompute policies "none", "full" and "selective",
 // exercised through their descriptors and MH_RecomputeApi. A layer's
-// decisions are written as one letter per MH_Activation in enum order,
-// K(eep) or R(ecompute):
-//   LAYER_INPUT LN1 QKV ATTN_SCORES ATTN_MASK ATTN_PROBS CONTEXT
-//   ATTN_DROP_MASK RESIDUAL1 LN2 FC1 GELU MLP_DROP_MASK
+// decisions are written as one letter per activation in the order abi.h
+// lists them (kActivations), K(eep) or R(ecompute).
 #include "component_harness.hpp"
 #include "plugin_module.hpp"
 #include "recompute_policies.hpp"
@@ -19,6 +17,10 @@ using mh::testing::describe;
 using mh::testing::Instance;
 using mh::testing::Overrides;
 
+constexpr const char* kActivations[] = {
+    "layer_input", "norm1", "qkv",   "attn_scores", "attn_mask", "attn_probs",  "attn_context",
+    "attn_out_mask", "residual1", "norm2", "fc1", "mlp_act", "mlp_out_mask"};
+
 constexpr const char* kKeepAll = "KKKKKKKKKKKKK";
 constexpr const char* kInputOnly = "KRRRRRRRRRRRR";
 
@@ -32,16 +34,20 @@ class Policy {
     return describe(instance_.api().decide(instance_.self(), &q, &decision));
   }
 
+  // The decision for `activation` of `layer` in a stage (or chunk) holding
+  // layers [first, first + count).
+  MH_Decision decision(int32_t layer, int32_t first, int32_t count, const char* activation) const {
+    int32_t out = -1;
+    MH_RecomputeQuery q = query(layer, first, count, activation);
+    mh::check(instance_.api().decide(instance_.self(), &q, &out), "decide");
+    return MH_Decision(out);
+  }
+
   // The decisions for every activation of `layer` in a stage (or chunk)
   // holding layers [first, first + count).
   std::string layer(int32_t layer, int32_t first, int32_t count) const {
     std::string out;
-    for (int32_t a = 0; a < MH_ACT_COUNT; ++a) {
-      int32_t decision = -1;
-      MH_RecomputeQuery q = query(layer, first, count, a);
-      mh::check(instance_.api().decide(instance_.self(), &q, &decision), "decide");
-      out += decision == MH_KEEP ? 'K' : 'R';
-    }
+    for (const char* a : kActivations) out += decision(layer, first, count, a) == MH_KEEP ? 'K' : 'R';
     return out;
   }
 
@@ -52,7 +58,7 @@ class Policy {
     return out;
   }
 
-  static MH_RecomputeQuery query(int32_t layer, int32_t first, int32_t count, int32_t activation) {
+  static MH_RecomputeQuery query(int32_t layer, int32_t first, int32_t count, const char* activation) {
     return MH_RecomputeQuery{
         MH_STRUCT_SIZE(MH_RecomputeQuery, bytes), layer, first, count, activation, 1 << 20};
   }
@@ -113,14 +119,22 @@ TEST(RecomputeFull, BlockWithMoreLayersThanTheStageRecomputesEveryLayer) {
 
 TEST(RecomputeQuery, RefusesALayerOutsideItsStage) {
   Policy none(mh::recompute::none_component());
-  EXPECT_EQ(none.status(Policy::query(7, 8, 4, MH_ACT_QKV)),
+  EXPECT_EQ(none.status(Policy::query(7, 8, 4, "qkv")),
             "INVALID_ARGUMENT: layer 7 is outside its stage's layers [8, 12)");
 }
 
-TEST(RecomputeQuery, RefusesAnUnknownActivation) {
+TEST(RecomputeQuery, RefusesAQueryWithoutAnActivation) {
   Policy selective(mh::recompute::selective_component());
-  EXPECT_EQ(selective.status(Policy::query(0, 0, 1, MH_ACT_COUNT)),
-            "INVALID_ARGUMENT: unknown activation 13");
+  EXPECT_EQ(selective.status(Policy::query(0, 0, 1, nullptr)),
+            "INVALID_ARGUMENT: the query names no activation (MH_RecomputeQuery.activation is NULL)");
+}
+
+// A newer host may list an activation the policy does not know: keeping it
+// is always correct.
+TEST(RecomputeQuery, EveryPolicyKeepsAnActivationItDoesNotKnow) {
+  EXPECT_EQ(Policy(mh::recompute::none_component()).decision(0, 0, 1, "router_probs"), MH_KEEP);
+  EXPECT_EQ(Policy(mh::recompute::selective_component()).decision(0, 0, 1, "router_probs"), MH_KEEP);
+  EXPECT_EQ(full("uniform", 1).decision(1, 0, 2, "router_probs"), MH_KEEP);
 }
 
 TEST(RecomputeModule, DeclaresTheNoneFullAndSelectiveComponents) {

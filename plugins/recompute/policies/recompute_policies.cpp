@@ -1,15 +1,32 @@
 #include "recompute_policies.hpp"
 
+#include <algorithm>
+#include <array>
+#include <span>
 #include <string>
+#include <string_view>
 
 namespace mh::recompute {
 
 namespace {
 
+// The activations a layer's forward computes again from its input (abi.h,
+// "Recompute"). A name outside this list is one a newer host added: every
+// policy keeps it, since keeping is always correct and only costs memory.
+constexpr std::array<std::string_view, 13> kLayerActivations = {
+    "layer_input", "norm1", "qkv",  "attn_scores", "attn_mask", "attn_probs",  "attn_context",
+    "attn_out_mask", "residual1", "norm2", "fc1", "mlp_act", "mlp_out_mask"};
+
+// The attention core, which selective recomputation drops.
+constexpr std::array<std::string_view, 3> kAttentionCore = {"attn_scores", "attn_mask", "attn_probs"};
+
+bool listed(std::span<const std::string_view> names, std::string_view name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
 // The layer's position in its stage (chunk), after checking the query.
 int32_t position_in_stage(const MH_RecomputeQuery& q) {
-  require(q.activation >= 0 && q.activation < MH_ACT_COUNT,
-          "unknown activation " + std::to_string(q.activation));
+  require(q.activation != nullptr, "the query names no activation (MH_RecomputeQuery.activation is NULL)");
   require(q.stage_layers >= 1 && q.layer >= q.stage_first_layer &&
               q.layer < q.stage_first_layer + q.stage_layers,
           "layer " + std::to_string(q.layer) + " is outside its stage's layers [" +
@@ -43,19 +60,14 @@ bool FullRecompute::recomputed(int32_t position) const {
 
 MH_Decision FullRecompute::decide(const MH_RecomputeQuery& query) const {
   int32_t position = position_in_stage(query);
-  if (!recomputed(position)) return MH_KEEP;
-  bool kept = query.activation == MH_ACT_LAYER_INPUT && checkpointed(position);
+  if (!recomputed(position) || !listed(kLayerActivations, query.activation)) return MH_KEEP;
+  bool kept = std::string_view(query.activation) == "layer_input" && checkpointed(position);
   return kept ? MH_KEEP : MH_RECOMPUTE;
 }
 
 MH_Decision SelectiveRecompute::decide(const MH_RecomputeQuery& query) const {
   position_in_stage(query);
-  switch (query.activation) {
-    case MH_ACT_ATTN_SCORES:
-    case MH_ACT_ATTN_MASK:
-    case MH_ACT_ATTN_PROBS: return MH_RECOMPUTE;
-    default: return MH_KEEP;
-  }
+  return listed(kAttentionCore, query.activation) ? MH_RECOMPUTE : MH_KEEP;
 }
 
 MH_ComponentDesc none_component() {
