@@ -3,6 +3,8 @@
 // shape: a class per component, MH_PLUGIN listing them.
 #include <megahost/plugin.hpp>
 
+#include <string_view>
+
 namespace {
 
 class MyPolicy {
@@ -15,7 +17,7 @@ class MyPolicy {
   explicit MyPolicy(const mh::CreateContext& ctx) : keep_all_(ctx.options.get_bool("keep_all")) {}
 
   MH_Decision decide(const MH_RecomputeQuery& query) const {
-    return keep_all_ || query.activation == MH_ACT_LAYER_INPUT ? MH_KEEP : MH_RECOMPUTE;
+    return keep_all_ || std::string_view(query.activation) == "layer_input" ? MH_KEEP : MH_RECOMPUTE;
   }
 
  private:

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "../support/engine_env.hpp"
+#include "../support/single_rank_engine.hpp"
 #include "engine/device.hpp"
 #include "engine/grad_buckets.hpp"
 #include "engine/params.hpp"
@@ -29,18 +30,11 @@ ModelDims dims() {
   return d;
 }
 
-MH_TensorPlan one_rank() {
-  MH_TensorPlan p{};
-  p.size = 1;
-  for (auto& s : p.shard) s = MH_SHARD_NONE;
-  return p;
-}
-
 struct Rank {
   Rank()
       : kernels(env.slot(MH_KIND_KERNELS), 1, 0),
         dev(kernels),
-        params(dev, dims(), one_rank(), 1, owned(), ParamStorage{kDataParallel}) {}
+        params(dev, dims(), test::SingleRankEngine::single_rank_plan(), 1, owned(), ParamStorage{kDataParallel}) {}
   static OwnedParts owned() { return OwnedParts{{0, 1, 2}, true, true}; }
   test::EngineEnv env{"[model]\nlayers = 3\n"};
   Instance kernels;

@@ -15,6 +15,7 @@
 #include "engine/model.hpp"
 #include "engine/params.hpp"
 #include "engine/tensor_parallel.hpp"
+#include "engine/tensor_weights.hpp"
 #include "support/engine_env.hpp"
 
 namespace mh::test {
@@ -39,10 +40,16 @@ struct SingleRankEngine {
     for (int64_t l = 0; l < d.layers; ++l) all.layers.push_back(l);
     return all;
   }
+  // One rank: every weight replicated (the shards live as long as the test).
   static MH_TensorPlan single_rank_plan() {
+    static TensorShards replicated = [] {
+      TensorShards s;
+      s.fill(MH_SHARD_NONE);
+      return s;
+    }();
     MH_TensorPlan p{};
     p.size = 1;
-    for (auto& s : p.shard) s = MH_SHARD_NONE;
+    p.shard = replicated.data();
     return p;
   }
 

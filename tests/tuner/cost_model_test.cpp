@@ -134,7 +134,7 @@ TEST(Recompute, AnyKeepTableIsPricedAsTheForwardOpsOfWhatItDrops) {
   const Model model = small();
   const Placement w = Placement::of(l, 8, false);
   KeepTable mlp = builtin_keep("none", model.layers, model.layers, 1);
-  for (LayerKeep& k : mlp) k[MH_ACT_FC1] = k[MH_ACT_GELU] = false;
+  for (LayerKeep& k : mlp) k[kActFc1] = k[kActGelu] = false;
   auto recompute = [&](const KeepTable& keep) { return training_step(m, model, l, w, keep).layer_recompute; };
   const Seconds none = recompute(builtin_keep("none", model.layers, model.layers, 1));
   const Seconds only_mlp = recompute(mlp);

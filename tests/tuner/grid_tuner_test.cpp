@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <span>
+#include <vector>
 
 #include "component_harness.hpp"
 #include "keep_tables.hpp"
@@ -52,9 +54,9 @@ class Search {
     mh::check(api().begin(self(), &s, &t.view()), "begin");
   }
   // Runs the search, answering each candidate with memory(candidate) and
-  // its keep table.
+  // its keep table, whose columns are `columns`.
   template <class Memory>
-  std::vector<MH_Candidate> run(Memory memory) {
+  std::vector<MH_Candidate> run(Memory memory, std::span<const char* const> columns = kActivationNames) {
     TestMachine t;
     MH_ModelShape s = shape();
     begin(s, t);
@@ -71,10 +73,12 @@ class Search {
       e.capacity_bytes = uint64_t(16) << 30;
       e.memory_bytes = memory(c);
       e.fits = e.memory_bytes <= e.capacity_bytes;
-      const std::vector<int32_t> keep = testing::candidate_keep(Model::from(s), c);
+      const std::vector<int32_t> keep = testing::candidate_keep(Model::from(s), c, columns);
       if (c.workload == MH_WORKLOAD_TRAIN) {
         e.keep = keep.data();
         e.keep_layers = s.layers;
+        e.activations = columns.data();
+        e.num_activations = int64_t(columns.size());
       }
       mh::check(api().report(self(), &c, &e), "report");
     }
@@ -92,7 +96,7 @@ class Search {
 
 uint64_t fits(const MH_Candidate&) { return uint64_t(1) << 30; }
 
-TEST(GridTuner, ItsTableIsAbi14) {
+TEST(GridTuner, ItsTableHasEveryEntry) {
   EXPECT_EQ(static_cast<const MH_TunerApi*>(grid().api)->struct_size, MH_STRUCT_SIZE(MH_TunerApi, recompute_policies));
   const std::string abi = std::to_string(MH_ABI_MAJOR) + "." + std::to_string(MH_ABI_MINOR);  // what it was built with
   EXPECT_THAT(mh::testing::describe_module(MH_TEST_PLUGIN), StartsWith("tuner_grid 0.1.0 (ABI " + abi + "): tuner grid [goal"));
@@ -218,6 +222,20 @@ TEST(GridTuner, ATrainingReportWithoutAKeepTableIsRefused) {
   e.capacity_bytes = 1;
   EXPECT_THAT(mh::testing::describe(s.api().report(s.self(), &c, &e)),
               HasSubstr("INVALID_ARGUMENT: report: no keep table for recompute 'selective'"));
+}
+
+// The host names the keep table's columns: the cost model finds the ones
+// it prices by name, in any order, and leaves a column it does not know.
+TEST(GridTuner, FindsTheKeepTableColumnsItPricesByName) {
+  const Overrides options{{"tensor", std::string("8")}, {"pipeline", std::string("1")},
+                          {"micro_batch", std::string("1")}, {"recompute", std::string("selective")},
+                          {"sequence_parallel", std::string("false")}};
+  std::vector<const char*> shuffled(kActivationNames.rbegin(), kActivationNames.rend());
+  shuffled.insert(shuffled.begin() + 3, "router_probs");
+  Search in_order(options), by_name(options);
+  in_order.run(fits);
+  by_name.run(fits, shuffled);
+  EXPECT_DOUBLE_EQ(by_name.results()[0].step_seconds, in_order.results()[0].step_seconds);
 }
 
 TEST(GridTuner, MfuAndDaysFollowFromTheStepTime) {

@@ -8,7 +8,10 @@
 
 #include <megahost/abi.h>
 
+#include <algorithm>
+#include <span>
 #include <stdexcept>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -23,25 +26,32 @@ inline KeepTable builtin_keep(const std::string& policy, int64_t layers, int64_t
     k.fill(true);
     const int64_t position = l % chunk_layers;
     if (policy == "selective") {
-      k[MH_ACT_ATTN_SCORES] = k[MH_ACT_ATTN_MASK] = k[MH_ACT_ATTN_PROBS] = false;
+      k[kActAttnScores] = k[kActAttnMask] = k[kActAttnProbs] = false;
     } else if (policy == "full") {
       k.fill(false);
-      k[MH_ACT_LAYER_INPUT] = position % group == 0;
+      k[kActLayerInput] = position % group == 0;
     } else if (policy != "none") {
       throw std::invalid_argument("no built-in recompute policy '" + policy + "'");
     }
-    if (position == 0 && l > 0) k[MH_ACT_LAYER_INPUT] = true;
+    if (position == 0 && l > 0) k[kActLayerInput] = true;
   }
   return keep;
 }
 
-// MH_Estimate.keep for candidate `c` of `model`.
-inline std::vector<int32_t> candidate_keep(const Model& model, const MH_Candidate& c) {
+// MH_Estimate.keep for candidate `c` of `model`, with the columns `columns`
+// (MH_Estimate.activations, in any order; a name the cost model does not
+// know is kept, as the built-in policies keep it).
+inline std::vector<int32_t> candidate_keep(const Model& model, const MH_Candidate& c,
+                                           std::span<const char* const> columns = kActivationNames) {
   const KeepTable keep = builtin_keep(c.recompute, model.layers, model.layers / (int64_t(c.pipeline) * c.virtual_stages),
                                       c.recompute_layers > 0 ? c.recompute_layers : 1);
   std::vector<int32_t> out;
   for (const LayerKeep& layer : keep)
-    for (bool kept : layer) out.push_back(kept ? MH_KEEP : MH_RECOMPUTE);
+    for (const char* name : columns) {
+      const auto* a = std::find_if(kActivationNames.begin(), kActivationNames.end(),
+                                   [&](const char* known) { return std::string_view(known) == name; });
+      out.push_back(a == kActivationNames.end() || layer[size_t(a - kActivationNames.begin())] ? MH_KEEP : MH_RECOMPUTE);
+    }
   return out;
 }
 

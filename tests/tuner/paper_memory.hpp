@@ -36,15 +36,15 @@ inline ModelDims dims(const Model& m, const MH_Candidate& c) {
 // attention scores, probabilities and mask; full (one layer per group)
 // keeps only the layer's input.
 inline bool kept(const std::string& recompute, int a) {
-  if (recompute == "full") return a == MH_ACT_LAYER_INPUT;
-  if (recompute == "selective") return a != MH_ACT_ATTN_SCORES && a != MH_ACT_ATTN_PROBS && a != MH_ACT_ATTN_MASK;
+  if (recompute == "full") return a == mh::kActLayerInput;
+  if (recompute == "selective") return a != mh::kActAttnScores && a != mh::kActAttnProbs && a != mh::kActAttnMask;
   return true;
 }
 
 inline double layer_bytes(const ModelDims& d, const std::string& recompute) {
   double out = 0;
-  for (int a = 0; a < MH_ACT_COUNT; ++a)
-    if (kept(recompute, a)) out += activation_bytes(d, kActivationBytes, static_cast<MH_Activation>(a));
+  for (int a = 0; a < mh::kActCount; ++a)
+    if (kept(recompute, a)) out += activation_bytes(d, kActivationBytes, static_cast<mh::Activation>(a));
   return out;
 }
 

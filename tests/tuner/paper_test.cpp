@@ -124,6 +124,8 @@ class PaperSearch {
     const std::vector<int32_t> keep = testing::candidate_keep(run_.model, c);
     e.keep = keep.data();
     e.keep_layers = run_.model.layers;
+    e.activations = kActivationNames.data();
+    e.num_activations = kActCount;
     mh::check(api().report(tuner_.self(), &c, &e), "report");
   }
 

@@ -3,8 +3,10 @@
 #include <megahost/struct_size.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
+#include <string_view>
 
 #include "training_cost.hpp"
 
@@ -50,14 +52,33 @@ MH_Candidate candidate_of(const Layout& l, int32_t workload) {
   return c;
 }
 
-// The host's keep table of a report (ABI 1.4), as rows per layer.
+// Where each activation the cost model prices sits among the keep table's
+// columns (MH_Estimate.activations), or -1 where the host lists no such
+// column.
+std::array<int64_t, kActCount> keep_columns(const MH_Estimate& e) {
+  require(e.activations != nullptr && e.num_activations > 0,
+          "report: the keep table names no columns (MH_Estimate.activations is NULL)");
+  std::array<int64_t, kActCount> out;
+  out.fill(-1);
+  for (int64_t c = 0; c < e.num_activations; ++c)
+    for (int a = 0; a < kActCount; ++a)
+      if (std::string_view(e.activations[c]) == kActivationNames[size_t(a)]) out[size_t(a)] = c;
+  return out;
+}
+
+// The host's keep table of a report, as rows per layer of the activations
+// the cost model prices. One the host does not list is one its model does
+// not have: nothing recomputes it, so it counts as kept. A column the cost
+// model does not know is left unpriced.
 std::optional<KeepTable> reported_keep(const MH_Estimate& e, int64_t layers) {
-  if (e.struct_size < MH_STRUCT_SIZE(MH_Estimate, keep_layers) || e.keep == nullptr) return std::nullopt;
+  if (e.struct_size < MH_STRUCT_SIZE(MH_Estimate, num_activations) || e.keep == nullptr) return std::nullopt;
   require(e.keep_layers == layers, "report: the keep table has " + std::to_string(e.keep_layers) +
                                        " layers; the model has " + std::to_string(layers));
+  const std::array<int64_t, kActCount> column = keep_columns(e);
   KeepTable out(static_cast<size_t>(layers));
   for (int64_t l = 0; l < layers; ++l)
-    for (int a = 0; a < MH_ACT_COUNT; ++a) out[size_t(l)][size_t(a)] = e.keep[l * MH_ACT_COUNT + a] == MH_KEEP;
+    for (size_t a = 0; a < kActCount; ++a)
+      out[size_t(l)][a] = column[a] < 0 || e.keep[l * e.num_activations + column[a]] == MH_KEEP;
   return out;
 }
 
@@ -195,7 +216,7 @@ void GridTuner::report(const MH_Candidate& candidate, const MH_Estimate& estimat
     std::optional<KeepTable> keep = reported_keep(estimate, model_.layers);
     require(keep.has_value() || !e->failure.empty(),
             "report: no keep table for recompute '" + e->layout.recompute +
-                "'; the cost model prices a policy from the keep table the host reports (ABI 1.4)",
+                "'; the cost model prices a policy from the keep table the host reports",
             MH_INVALID_ARGUMENT);
     if (keep) predict(*e, *keep);
   }

@@ -35,9 +35,33 @@ struct Model {
   static Model from(const MH_ModelShape& shape);
 };
 
-// keep[l][a]: whether the engine keeps activation a (MH_Activation) of
-// layer l for backward, as the candidate's recompute policy decided.
-using LayerKeep = std::array<bool, MH_ACT_COUNT>;
+// The activations of a layer the cost model prices recomputing, in the
+// order of kActivationNames, the names the host reports them under
+// (MH_Estimate.activations).
+enum Activation : int32_t {
+  kActLayerInput,
+  kActLn1,
+  kActQkv,
+  kActAttnScores,
+  kActAttnMask,
+  kActAttnProbs,
+  kActContext,
+  kActAttnDropMask,
+  kActResidual1,
+  kActLn2,
+  kActFc1,
+  kActGelu,
+  kActMlpDropMask,
+  kActCount
+};
+
+inline constexpr std::array<const char*, kActCount> kActivationNames = {
+    "layer_input", "norm1",     "qkv",  "attn_scores", "attn_mask", "attn_probs",  "attn_context",
+    "attn_out_mask", "residual1", "norm2", "fc1",        "mlp_act",   "mlp_out_mask"};
+
+// keep[l][a]: whether the engine keeps activation a of layer l for
+// backward, as the candidate's recompute policy decided.
+using LayerKeep = std::array<bool, kActCount>;
 using KeepTable = std::vector<LayerKeep>;
 
 struct Layout {

@@ -56,18 +56,18 @@ void Pricer::exit_bwd() {
 
 // QKV, scores, their dropout and the context, each only when missing.
 void Pricer::attention_forward(const LayerKeep& have) {
-  if (!have[MH_ACT_QKV]) {
+  if (!have[kActQkv]) {
     enter_fwd();
     gemm(1, n, ql, h);
     vec("bias_add", n * ql);
     rope();
   }
-  if (!have[MH_ACT_ATTN_SCORES]) {
+  if (!have[kActAttnScores]) {
     gemm(g, s, s, dh);  // scores = Q K^T
     vec("softmax", g * s * s);
   }
-  if (!have[MH_ACT_ATTN_PROBS] || !have[MH_ACT_ATTN_MASK]) dropout(g * s * s);
-  if (!have[MH_ACT_CONTEXT]) gemm(g, s, dh, s);  // context = P V
+  if (!have[kActAttnProbs] || !have[kActAttnMask]) dropout(g * s * s);
+  if (!have[kActContext]) gemm(g, s, dh, s);  // context = P V
 }
 
 // out = residual + dropout(exit(in @ W^T) + bias)
@@ -93,17 +93,17 @@ void Pricer::activation_forward() {
 }
 
 void Pricer::layer_forward(const LayerKeep& have, bool need_output) {
-  if (!have[MH_ACT_LN1]) vec("layernorm", nl * h);
+  if (!have[kActLn1]) vec("layernorm", nl * h);
   attention_forward(have);
-  if (!have[MH_ACT_RESIDUAL1] || !have[MH_ACT_ATTN_DROP_MASK]) residual_branch(hl);
-  if (!have[MH_ACT_LN2]) vec("layernorm", nl * h);
-  if (!have[MH_ACT_FC1]) {
+  if (!have[kActResidual1] || !have[kActAttnDropMask]) residual_branch(hl);
+  if (!have[kActLn2]) vec("layernorm", nl * h);
+  if (!have[kActFc1]) {
     enter_fwd();
     gemm(1, n, f1l, h);
     vec("bias_add", n * f1l);
   }
-  if (!have[MH_ACT_GELU]) activation_forward();
-  if (need_output || !have[MH_ACT_MLP_DROP_MASK]) residual_branch(fl);
+  if (!have[kActGelu]) activation_forward();
+  if (need_output || !have[kActMlpDropMask]) residual_branch(fl);
 }
 
 // dW and dx of y = x @ W^T with W [out, in]; with SP the input is gathered

@@ -37,7 +37,7 @@ class ChunkRecompute {
   void before_backward(int64_t l) {
     LayerKeep& have = have_[size_t(l)];
     if (complete(have)) return;
-    if (!have[MH_ACT_LAYER_INPUT]) {
+    if (!have[kActLayerInput]) {
       if (l == 0) {
         require(first_chunk_, "a chunk's received input is kept; the keep table drops it");
         pr_.embedding_forward();
@@ -46,7 +46,7 @@ class ChunkRecompute {
         before_backward(l - 1);
         forward(l - 1, true);
       }
-      have[MH_ACT_LAYER_INPUT] = true;
+      have[kActLayerInput] = true;
     }
     forward(l, false);
   }
