@@ -41,8 +41,8 @@ struct Model {
       : rank(env, d), dev(rank.dev), params(rank.params),
         model(dev, params, rank.tp, nullptr, d, ChunkSpec{0, d.layers, true, true}, KeepTable(size_t(d.layers), keep_all())) {}
 
-  static std::array<bool, MH_ACT_COUNT> keep_all() {
-    std::array<bool, MH_ACT_COUNT> k{};
+  static std::array<bool, kActCount> keep_all() {
+    std::array<bool, kActCount> k{};
     k.fill(true);
     return k;
   }

@@ -209,9 +209,9 @@ TEST_P(MlpParts, ForwardIsTheDefinitionAndBackwardItsDerivative) {
   const MlpWeights m{t.set(w.fc1_w, 1), t.set(w.fc1_b, 2), t.set(w.gate_w, 3), t.set(w.gate_b, 4)};
   const Vec x = random(size_t(n * h), 5), r = random(size_t(n * f), 6);
   LayerActivations A;
-  A[MH_ACT_LN2] = t.rank.upload(f32(x), MemCategory::kActivations);
+  A[kActLn2] = t.rank.upload(f32(x), MemCategory::kActivations);
   t.parts.mlp->forward(A, w, LayerPass{}, LoraDropout{});
-  expect_close(t.rank.download(A[MH_ACT_GELU].ptr(), n * f), mlp_reference(t.d, x, m), "forward");
+  expect_close(t.rank.download(A[kActGelu].ptr(), n * f), mlp_reference(t.d, x, m), "forward");
 
   Buffer dact = t.rank.upload(f32(r)), dx = t.rank.upload(std::vector<float>(x.size()));
   t.parts.mlp->backward(A, w, LoraDropout{}, dact, dx);
@@ -334,9 +334,9 @@ TEST_P(AttentionParts, FullCoreIsCausalAttentionAndBackwardItsDerivative) {
   const Vec W = t.set(w.qkv_w, 1), b = t.set(w.qkv_b, 2), x = random(size_t(n * h), 3), r = random(size_t(n * h), 4);
   const AttentionPart attention(t.ctx, *t.parts.position);
   LayerActivations A;
-  A[MH_ACT_LN1] = t.rank.upload(f32(x), MemCategory::kActivations);
+  A[kActLn1] = t.rank.upload(f32(x), MemCategory::kActivations);
   attention.forward(A, w, 0, LayerPass{});
-  expect_close(t.rank.download(A[MH_ACT_CONTEXT].ptr(), n * h), attention_reference(t.d, x, W, b, n), "context");
+  expect_close(t.rank.download(A[kActContext].ptr(), n * h), attention_reference(t.d, x, W, b, n), "context");
 
   Buffer dctx = t.rank.upload(f32(r)), dx = t.rank.upload(std::vector<float>(x.size()));
   attention.backward(A, w, 0, LayerPass{}, dctx.ptr(), dx);
@@ -364,9 +364,9 @@ TEST_P(AttentionParts, CachedCoreGivesThePrefillAndEachDecodedRowTheFullContext)
     const PartContext ctx{t.rank.dev, t.rank.params, tp, rows};
     const SequenceRows seq[] = {{0, 0, count, past}};
     LayerActivations A;
-    A[MH_ACT_LN1] = t.rank.upload(f32(Vec(x.begin() + past * h, x.begin() + (past + count) * h)));
+    A[kActLn1] = t.rank.upload(f32(Vec(x.begin() + past * h, x.begin() + (past + count) * h)));
     CachedAttention(ctx, *t.parts.position, cache, seq).forward(A, w, 0, LayerPass{0, 0, 0, 0, true});
-    expect_close(t.rank.download(A[MH_ACT_CONTEXT].ptr(), count * h),
+    expect_close(t.rank.download(A[kActContext].ptr(), count * h),
                  Vec(want.begin() + past * h, want.begin() + (past + count) * h), "context");
     past += count;
   }
@@ -388,12 +388,12 @@ void check_inference_pass(const ModelDims& d) {
   std::vector<float> outputs[2];
   for (bool inference : {false, true}) {
     LayerActivations A;
-    A[MH_ACT_LAYER_INPUT] = t.rank.upload(f32(x), MemCategory::kActivations);
+    A[kActLayerInput] = t.rank.upload(f32(x), MemCategory::kActivations);
     Buffer out;
     layer.forward(A, 0, LayerPass{0, 0, 0, 0, inference}, &out);
     outputs[inference] = t.rank.download(out.ptr(), n * h);
-    for (int a = 0; a < MH_ACT_COUNT; ++a)
-      EXPECT_EQ(A.has(MH_Activation(a)), !inference) << "activation " << a << (inference ? " kept" : " missing");
+    for (int a = 0; a < kActCount; ++a)
+      EXPECT_EQ(A.has(Activation(a)), !inference) << "activation " << a << (inference ? " kept" : " missing");
   }
   EXPECT_EQ(outputs[0], outputs[1]);
 }
