@@ -215,10 +215,12 @@ DataSync RankTrainer::plan_data_sync() const {
   check(data.api<MH_DataParallelApi>()->plan(data.get(), &args, &plan), data.label());
   plan.overlap = plan.overlap != 0 && replicas() > 1;
   const Slot& comm = *s_.assembly->slot(MH_KIND_COMM);
-  require(plan.distributed_optimizer == 0 || replicas() == 1 || comm.component->plugin->desc->abi_minor >= 3,
+  const MH_PluginDesc& built = *comm.component->plugin->desc;
+  require(plan.distributed_optimizer == 0 || replicas() == 1 || built.abi_major > 1 || built.abi_minor >= 3,
           "parallel.data.distributed_optimizer reduce-scatters in place, which communicators support since ABI 1.3; "
-          "comm '" + std::string(comm.component->desc->name) + "' was built against ABI 1." +
-              std::to_string(comm.component->plugin->desc->abi_minor) + ": rebuild it, or turn the option off");
+          "comm '" + std::string(comm.component->desc->name) + "' was built against ABI " +
+              std::to_string(built.abi_major) + "." + std::to_string(built.abi_minor) +
+              ": rebuild it, or turn the option off");
   const bool distributed = plan.distributed_optimizer != 0 && replicas() > 1;
   const bool gather_overlap =
       reaches(plan, &MH_DataPlan::overlap_param_gather) && plan.overlap_param_gather != 0;
