@@ -96,6 +96,15 @@ TEST(ContextParallelPlan, AllToAllRefusesASizeThatDoesNotDivideTheKeyValueHeads)
             "or a size that divides 2 (1, 2)");
 }
 
+TEST(ContextParallelPlan, RefusesArgumentsWithoutAModelShape) {
+  Instance<MH_ContextParallelApi> cp(mh::context::megatron_component(), "parallel.context", {});
+  const MH_ContextPlanArgs args{MH_STRUCT_SIZE(MH_ContextPlanArgs, shape), nullptr, nullptr};
+  MH_ContextPlan plan{};
+  plan.struct_size = sizeof(plan);
+  EXPECT_EQ(describe(cp.api().plan(cp.self(), &args, &plan)),
+            "INVALID_ARGUMENT: the plan's arguments name no model shape (MH_ContextPlanArgs.shape is NULL)");
+}
+
 TEST(ContextParallelPlan, ModuleExportsTheComponentWithItsOptions) {
   EXPECT_EQ(mh::testing::describe_module(MH_TEST_PLUGIN),
             "parallel_context 1.0.0 " + mh::testing::kBuiltAbi +

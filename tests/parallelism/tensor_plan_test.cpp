@@ -90,6 +90,18 @@ TEST(TensorParallelPlan, WritesEachShardAtItsNamesPositionInTheHostsList) {
   EXPECT_EQ(p.shard, (std::map<std::string, int32_t>{{"mlp.fc2", MH_SHARD_COLS}, {"embedding", MH_SHARD_ROWS}}));
 }
 
+TEST(TensorParallelPlan, RefusesWeightsWithoutTheHostsShardArray) {
+  Instance<MH_TensorParallelApi> tp(mh::tensor::megatron_component(), kSection, {});
+  const MH_ModelShape shape = gpt2_small();
+  const MH_TensorPlanArgs args{MH_STRUCT_SIZE(MH_TensorPlanArgs, num_weights), nullptr, &shape,
+                               kGatedWeights.data(), kGatedWeights.size()};
+  MH_TensorPlan plan{};
+  plan.struct_size = sizeof(plan);
+  EXPECT_EQ(describe(tp.api().plan(tp.self(), &args, &plan)),
+            "INVALID_ARGUMENT: the plan's arguments list 6 weights without their names or the host's shard array "
+            "(MH_TensorPlanArgs.weights, MH_TensorPlan.shard is NULL)");
+}
+
 TEST(TensorParallelPlan, RefusesAWeightItDoesNotKnowNamingIt) {
   EXPECT_EQ(plan_with({{"size", int64_t{2}}}, gpt2_small(), {"embedding", "mlp.router"}).status,
             "INVALID_ARGUMENT: unknown weight 'mlp.router': this tensor-parallel plan shards embedding, "

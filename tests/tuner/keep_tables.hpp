@@ -50,7 +50,8 @@ inline std::vector<int32_t> candidate_keep(const Model& model, const MH_Candidat
     for (const char* name : columns) {
       const auto* a = std::find_if(kActivationNames.begin(), kActivationNames.end(),
                                    [&](const char* known) { return std::string_view(known) == name; });
-      out.push_back(a == kActivationNames.end() || layer[size_t(a - kActivationNames.begin())] ? MH_KEEP : MH_RECOMPUTE);
+      const bool kept = a == kActivationNames.end() || layer[size_t(a - kActivationNames.begin())];
+      out.push_back(kept ? MH_KEEP : MH_RECOMPUTE);
     }
   return out;
 }

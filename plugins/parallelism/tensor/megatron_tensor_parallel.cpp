@@ -101,7 +101,8 @@ void MegatronTensorParallel::check_divisibility(const MH_ModelShape& shape, plan
 void MegatronTensorParallel::plan(const MH_TensorPlanArgs& args, MH_TensorPlan& out) const {
   require(args.num_weights == 0 || (args.weights != nullptr && out.shard != nullptr),
           "the plan's arguments list " + std::to_string(args.num_weights) +
-              " weights without their names or the host's shard array (MH_TensorPlanArgs.weights, MH_TensorPlan.shard)");
+              " weights without their names or the host's shard array "
+              "(MH_TensorPlanArgs.weights, MH_TensorPlan.shard is NULL)");
   plan::Problems problems;
   check_weights(args, problems);
   check_divisibility(plan::shape_of(args, "MH_TensorPlanArgs"), problems);

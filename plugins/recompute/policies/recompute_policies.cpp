@@ -10,9 +10,10 @@ namespace mh::recompute {
 
 namespace {
 
-// The activations a layer's forward computes again from its input (abi.h,
-// "Recompute"). A name outside this list is one a newer host added: every
-// policy keeps it, since keeping is always correct and only costs memory.
+// The activations abi.h lists ("Recompute"), which full recomputation
+// rebuilds from a layer's input. A name outside this list is one a newer
+// host added: every policy keeps it, since keeping is always correct and
+// only costs memory.
 constexpr std::array<std::string_view, 13> kLayerActivations = {
     "layer_input", "norm1", "qkv",  "attn_scores", "attn_mask", "attn_probs",  "attn_context",
     "attn_out_mask", "residual1", "norm2", "fc1", "mlp_act", "mlp_out_mask"};
