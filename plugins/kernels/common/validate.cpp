@@ -40,10 +40,10 @@ int64_t numel(const MH_Tensor& t) {
 
 // A caller that forgot struct_size, or one older than the ABI minor that
 // introduced the op (`since`), would hand us fields we must not read.
-void check_struct(const char* op, size_t got, size_t want, const char* since = "1.0") {
+void check_struct(const char* op, size_t got, size_t want) {
   if (got < want)
-    fail(op, "args.struct_size is " + to_string(got) + ", smaller than the " + to_string(want) + " bytes ABI " +
-                 since + " defines (fill it with MH_STRUCT_SIZE)");
+    fail(op, "args.struct_size is " + to_string(got) + ", smaller than the " + to_string(want) +
+                 " bytes abi.h defines (fill it with MH_STRUCT_SIZE)");
 }
 
 // Which dtypes a tensor of the compute dtype may hold instead. Mixed
@@ -471,7 +471,7 @@ XentDims check_xent(const MH_XentArgs& args, const Target& target) {
              {"target_logit", &MH_XentArgs::target_logit}},
             target.device);
   const MH_DType compute = target.compute;
-  // A 1.2 caller's struct ends before id_limit: every column counts.
+  // A caller whose struct ends before id_limit: every column counts.
   const bool has_limit = reaches(args, &MH_XentArgs::id_limit);
   const int64_t id_limit = has_limit ? args.id_limit : 0;
   if (id_limit < 0) fail(op, "id_limit must be >= 0 (0: no limit), got " + to_string(id_limit));
@@ -519,7 +519,7 @@ int64_t check_sum_squares(const MH_SumSquaresArgs& args, const Target& target) {
 
 Matrix check_rmsnorm(const MH_RmsNormArgs& args, const Target& target) {
   const char* op = "rmsnorm";
-  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_RmsNormArgs, eps), "1.3");
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_RmsNormArgs, eps));
   on_device(op, args,
             {{"x", &MH_RmsNormArgs::x},
              {"weight", &MH_RmsNormArgs::weight},
@@ -538,7 +538,7 @@ Matrix check_rmsnorm(const MH_RmsNormArgs& args, const Target& target) {
 
 Matrix check_rmsnorm_bwd(const MH_RmsNormBwdArgs& args, const Target& target) {
   const char* op = "rmsnorm_bwd";
-  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_RmsNormBwdArgs, dweight), "1.3");
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_RmsNormBwdArgs, dweight));
   on_device(op, args,
             {{"dout", &MH_RmsNormBwdArgs::dout},
              {"x", &MH_RmsNormBwdArgs::x},
@@ -589,7 +589,7 @@ RopeDims rope_view(const char* op, const std::string& name, const MH_Tensor& t, 
 
 RopeDims check_rope(const MH_RopeArgs& args, const Target& target) {
   const char* op = "rope";
-  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_RopeArgs, inverse), "1.3");
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_RopeArgs, inverse));
   on_device(op, args, {{"x", &MH_RopeArgs::x}, {"out", &MH_RopeArgs::out}, {"positions", &MH_RopeArgs::positions}},
             target.device);
   const MH_DType compute = target.compute;
@@ -628,7 +628,7 @@ SwigluDims swiglu_input(const char* op, const MH_SwigluArgs& args, MH_DType comp
 
 SwigluDims check_swiglu(const MH_SwigluArgs& args, const Target& target) {
   const char* op = "swiglu";
-  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_SwigluArgs, dx), "1.3");
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_SwigluArgs, dx));
   on_device(op, args,
             {{"x", &MH_SwigluArgs::x},
              {"out", &MH_SwigluArgs::out},
@@ -644,7 +644,7 @@ SwigluDims check_swiglu(const MH_SwigluArgs& args, const Target& target) {
 
 SwigluDims check_swiglu_bwd(const MH_SwigluArgs& args, const Target& target) {
   const char* op = "swiglu_bwd";
-  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_SwigluArgs, dx), "1.3");
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_SwigluArgs, dx));
   on_device(op, args,
             {{"x", &MH_SwigluArgs::x},
              {"out", &MH_SwigluArgs::out},
@@ -667,7 +667,7 @@ SwigluDims check_swiglu_bwd(const MH_SwigluArgs& args, const Target& target) {
 // device).
 StridedCopyDims check_strided_copy(const MH_StridedCopyArgs& args, const Target& target) {
   const char* op = "strided_copy";
-  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_StridedCopyArgs, out), "1.4");
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_StridedCopyArgs, out));
   on_device(op, args, {{"x", &MH_StridedCopyArgs::x}, {"out", &MH_StridedCopyArgs::out}}, target.device);
   if (!is_float(args.x.dtype) && args.x.dtype != MH_I32)
     fail(op, std::string("x is ") + dtype_name(args.x.dtype) + "; strided_copy copies f32, bf16, f16 or i32");
@@ -704,7 +704,7 @@ void same_shape(const char* op, const std::string& name, const MH_Tensor& t, con
 }
 
 AttentionDims attention_inputs(const char* op, const MH_AttentionArgs& args, MH_DType compute) {
-  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_AttentionArgs, dropout_col0), "1.7");
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_AttentionArgs, dropout_col0));
   heads_view(op, "q", args.q, compute);
   const RopeDims k = rope_view(op, "k", args.k, compute);
   const RopeDims v = rope_view(op, "v", args.v, compute);

@@ -28,11 +28,13 @@ inline MH_Tensor placed(MH_Tensor t, Placement where) {
   return t;
 }
 
-// "cpu", "cuda:1"; "device type 7" for a value that is not an MH_DeviceType.
+// "cpu", "cuda:1"; "cpu:1" for an ordinal the CPU never has, "device type
+// 7" for a value that is not an MH_DeviceType.
 inline std::string placement_name(Placement p) {
-  if (p.device == MH_DEVICE_CPU) return "cpu";
-  if (p.device == MH_DEVICE_CUDA) return "cuda:" + std::to_string(p.device_id);
-  return "device type " + std::to_string(p.device);
+  const std::string id = std::to_string(p.device_id);
+  if (p.device == MH_DEVICE_CPU) return p.device_id == 0 ? "cpu" : "cpu:" + id;
+  if (p.device == MH_DEVICE_CUDA) return "cuda:" + id;
+  return "device type " + std::to_string(p.device) + ":" + id;
 }
 
 // Throws MH_INVALID_ARGUMENT unless tensor `t` (`what`: "gemm: a") lies on

@@ -478,7 +478,8 @@ MH_ComponentDesc component_with_table(MH_Kind kind, const char* name, const char
       options.size(),
       [](const MH_CreateArgs* args, MH_Instance** out) -> MH_Error* {
         return guard([&] {
-          CreateContext ctx{Options(args->options), args->ranks_in_process, args->rank, args->inner_options};
+          const MH_Options* inner = reaches(*args, &MH_CreateArgs::inner_options) ? args->inner_options : nullptr;
+          CreateContext ctx{Options(args->options), args->ranks_in_process, args->rank, inner};
           *out = reinterpret_cast<MH_Instance*>(new T(ctx));
         });
       },
