@@ -56,8 +56,8 @@ Device::Device(const Instance& kernels)
           kernels.label() + " has an incomplete kernels table", MH_INTERNAL);
   info_.struct_size = sizeof(info_);
   check(api_->device_info(instance_, &info_), kernels.label() + ": device_info");
-  // MH_DeviceInfo has no ordinal: device 0 is the one a CUDA rank can be
-  // told apart from today (docs/kernels-cuda.md).
+  // MH_DeviceInfo names no ordinal, so the views say device 0: right for
+  // every rank on the CPU and for one CUDA device per process.
   views_placed.store(Placement{info_.device_type, 0}, std::memory_order_relaxed);
 }
 

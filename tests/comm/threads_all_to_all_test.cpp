@@ -93,14 +93,15 @@ TEST_P(ThreadsAllToAll, CountsBeyondTheBufferAreInvalidArgument) {
 
 TEST_P(ThreadsAllToAll, RefusesABufferOnAnotherDevice) {
   Comm comm = make();
-  run_ranks(comm, [&](int32_t rank, MH_Group* world) {
-    const Exchange x = exchange_of(rank, size());
-    std::vector<float> recv(x.want.size());
-    auto a = all_to_all_args<float>(x.send, x.send_counts, recv, x.recv_counts);
+  run_ranks(comm, [&](int32_t, MH_Group* world) {
+    const std::vector<int64_t> counts(size(), 1);
+    std::vector<float> send(size(), 1.0f), recv(size(), -1.0f);
+    auto a = all_to_all_args<float>(send, counts, recv, counts);
     a.send.device = MH_DEVICE_CUDA;
     Status s(comm.api().all_to_all(world, &a));
     EXPECT_EQ(s.code, MH_INVALID_ARGUMENT);
     EXPECT_TRUE(contains(s.message, "send is on cuda:0, but this communicator works on cpu")) << s.message;
+    EXPECT_EQ(recv, std::vector<float>(size(), -1.0f));
   });
 }
 

@@ -123,6 +123,7 @@ class InnerComponent {
   // NULL when it has none.
   template <class Extension>
   const Extension* extension(MH_ExtensionType type) const {
+    if (!reaches(*desc_, &MH_ComponentDesc::extensions)) return nullptr;
     return reinterpret_cast<const Extension*>(MH_FindExtension(desc_->extensions, type));
   }
 
@@ -166,7 +167,7 @@ const MH_KernelsApi* kernels_api() {
                           "(MH_KernelsCapability bits, 0 for none)");
   static_assert(has_attention, "a kernels class needs attention and attention_bwd");
   static const MH_KernelsApi api{
-      sizeof(MH_KernelsApi),
+      MH_STRUCT_SIZE(MH_KernelsApi, attention_bwd),
       T::capabilities,
       [](MH_Instance* self, MH_DeviceInfo* out) -> MH_Error* {
         return guard([&] { detail::fill_out(out, [&](MH_DeviceInfo& i) { detail::as<T>(self)->device_info(i); }); });
@@ -240,7 +241,7 @@ const MH_CommApi* comm_api() {
                 "all_gather_start needs the requests of all_reduce_start (Group::Request)");
   static const MH_CommApi api = [] {
     MH_CommApi a{
-      sizeof(MH_CommApi),
+      MH_STRUCT_SIZE(MH_CommApi, all_to_all),
       [](MH_Instance* self, MH_CommInfo* out) -> MH_Error* {
         return guard([&] { detail::fill_out(out, [&](MH_CommInfo& i) { detail::as<T>(self)->info(i); }); });
       },
@@ -378,7 +379,7 @@ const MH_TunerApi* tuner_api() {
   static constexpr bool searches = requires(T& t) { t.results(); };
   static const MH_TunerApi api = [] {
     MH_TunerApi a{};
-    a.struct_size = sizeof(MH_TunerApi);
+    a.struct_size = MH_STRUCT_SIZE(MH_TunerApi, recompute_policies);
     a.next = Next([](MH_Instance* self, const MH_ModelShape* shape, MH_Candidate* out, int32_t* done) -> MH_Error* {
       return guard([&] {
         bool more = false;
@@ -450,7 +451,7 @@ template <class T>
 const MH_Extension* extensions_for() {
   if constexpr (T::kind == MH_KIND_KERNELS && requires(T& t) { static_cast<void*>(t.stream()); }) {
     static const MH_StreamExtension stream{
-        {sizeof(MH_StreamExtension), MH_EXTENSION_STREAM, nullptr},
+        {MH_STRUCT_SIZE(MH_StreamExtension, stream), MH_EXTENSION_STREAM, nullptr},
         [](MH_Instance* self) -> void* { return detail::as<T>(self)->stream(); },
     };
     return &stream.base;
@@ -469,7 +470,7 @@ MH_ComponentDesc component_with_table(MH_Kind kind, const char* name, const char
                                       std::span<const MH_OptionSpec> options, const void* api,
                                       const MH_Extension* extensions) {
   return MH_ComponentDesc{
-      sizeof(MH_ComponentDesc),
+      MH_STRUCT_SIZE(MH_ComponentDesc, extensions),
       kind,
       name,
       version,
