@@ -766,8 +766,11 @@ typedef struct MH_CommApi {
    * future calls return MH_ABORTED naming it. Thread-safe, never blocks. */
   void (*abort)(MH_Instance* self, int32_t rank, const char* reason);
 
-  /* Non-blocking all_reduce and
-   * reduce_scatter: same arguments and checks as the blocking calls, but
+  /* The entries below may be NULL: the host then reduces and gathers with
+   * the blocking calls, and refuses an expert-parallel layout without
+   * all_to_all, naming the call.
+   *
+   * Non-blocking all_reduce and reduce_scatter: same arguments and checks as the blocking calls, but
    * they return once the collective is posted, with *out set, and the
    * reduction progresses while the rank does other work. The buffers are
    * borrowed until request_wait returns. A group runs its collectives in
@@ -1237,7 +1240,11 @@ typedef struct MH_TunerApi {
    * also for any candidate of results, with measured = 1, after the search. */
   MH_Error* (*report)(MH_Instance* self, const MH_Candidate* candidate,
                       const MH_Estimate* estimate);
-  /* Fills what the host must load and run for this search. */
+  /* The entries below may be NULL (a table that only proposes and hears
+   * candidates): the host lists such a tuner and refuses to tune with it,
+   * naming the entry.
+   *
+   * Fills what the host must load and run for this search. */
   MH_Error* (*needs)(MH_Instance* self, MH_TunerNeeds* out);
   /* Called once before the first next. */
   MH_Error* (*begin)(MH_Instance* self, const MH_ModelShape* shape, const MH_Hardware* hardware);
