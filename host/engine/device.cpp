@@ -81,10 +81,10 @@ uint64_t kernels_capabilities(const MH_KernelsApi& table) { return table.capabil
 const char* kernels_entry_name(size_t end) {
   // The entries after capabilities, in table order.
   static const char* const names[] = {
-      "device_info", "alloc",       "free",        "copy",          "synchronize", "gemm",          "layernorm",
-      "layernorm_bwd", "elementwise", "bias_add",  "bias_bwd",      "softmax",     "softmax_bwd",   "dropout",
-      "dropout_bwd", "embedding",   "embedding_bwd", "xent",        "adamw",       "sum_squares",   "rmsnorm",
-      "rmsnorm_bwd", "rope",        "swiglu",      "swiglu_bwd",    "strided_copy", "attention",    "attention_bwd",
+      "device_info",   "alloc",       "free",          "copy",       "synchronize",  "gemm",        "layernorm",
+      "layernorm_bwd", "elementwise", "bias_add",      "bias_bwd",   "softmax",      "softmax_bwd", "dropout",
+      "dropout_bwd",   "embedding",   "embedding_bwd", "xent",       "adamw",        "sum_squares", "rmsnorm",
+      "rmsnorm_bwd",   "rope",        "swiglu",        "swiglu_bwd", "strided_copy", "attention",   "attention_bwd",
   };
   constexpr size_t first = MH_STRUCT_SIZE(MH_KernelsApi, capabilities);
   static_assert(sizeof(names) / sizeof(names[0]) == (sizeof(MH_KernelsApi) - first) / sizeof(void*));

@@ -111,8 +111,8 @@ class Device {
 
   // Throws MH_INVALID_ARGUMENT (bad input: the run asks for what the plugin
   // cannot do) unless the kernels table has `op`, an op a plugin may leave
-  // out (abi.h) or one built for 1.x predates: 'kernels plugin "cpu" (ABI 1.2) has no
-  // rmsnorm, which <needed_by> needs; rebuild ...'. needed_by names the
+  // out (abi.h) or one built for 1.x may predate: 'kernels plugin "cpu"
+  // (ABI 1.2) has no rmsnorm, which <needed_by> needs; rebuild ...'. needed_by names the
   // config key that asks for it, e.g. model.normalization = "rmsnorm"; empty
   // leaves that clause out.
   template <class Op>
