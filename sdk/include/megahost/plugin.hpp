@@ -293,17 +293,16 @@ MH_Error* (*plan_entry())(MH_Instance*, const Args*, Plan*) {
 }
 
 // Tensor parallelism: plan(const MH_TensorPlanArgs&, MH_TensorPlan&), writing
-// args.num_weights entries of plan.shard (the host's array, kept).
+// args.num_weights entries of plan.shard: the host's array, which the plan
+// it hands over keeps (the class checks it is there).
 template <class T>
 const MH_TensorParallelApi* tensor_parallel_api() {
   static const MH_TensorParallelApi api{
       MH_STRUCT_SIZE(MH_TensorParallelApi, plan),
       [](MH_Instance* self, const MH_TensorPlanArgs* args, MH_TensorPlan* out) -> MH_Error* {
         return guard([&] {
-          require(out != nullptr && out->shard != nullptr, "plan: out->shard is NULL", MH_INVALID_ARGUMENT);
-          int32_t* shard = out->shard;
           detail::fill_out(out, [&](MH_TensorPlan& p) {
-            p.shard = shard;
+            p.shard = out->shard;
             detail::as<T>(self)->plan(*args, p);
           });
         });
@@ -368,15 +367,18 @@ const MH_RecomputeApi* recompute_api() {
 
 // Tuner: bool next(const MH_ModelShape&, MH_Candidate&) (false when done),
 // report(const MH_Candidate&, const MH_Estimate&); to search, also
-// needs(MH_TunerNeeds&), begin(const MH_ModelShape&, const MH_Hardware&),
-// std::span<const MH_TunerResult> results() and
-// recompute_policies(std::span<const char* const> names). Those four are
-// NULL when the class lacks results() (a tuner that only proposes and hears).
+// needs(MH_TunerNeeds&), begin(const MH_ModelShape&, const MH_Hardware&) and
+// std::span<const MH_TunerResult> results() (NULL when the class lacks
+// results(): a tuner that only proposes and hears), and
+// recompute_policies(std::span<const char* const> names) (NULL when the
+// class lacks it).
 template <class T>
 const MH_TunerApi* tuner_api() {
   using Next = MH_Error* (*)(MH_Instance*, const MH_ModelShape*, MH_Candidate*, int32_t*);
   using Report = MH_Error* (*)(MH_Instance*, const MH_Candidate*, const MH_Estimate*);
   static constexpr bool searches = requires(T& t) { t.results(); };
+  static constexpr bool lists_policies =
+      requires(T& t, std::span<const char* const> n) { t.recompute_policies(n); };
   static const MH_TunerApi api = [] {
     MH_TunerApi a{};
     a.struct_size = MH_STRUCT_SIZE(MH_TunerApi, recompute_policies);
@@ -404,10 +406,11 @@ const MH_TunerApi* tuner_api() {
           *count = r.size();
         });
       };
+    }
+    if constexpr (lists_policies)
       a.recompute_policies = [](MH_Instance* self, const char* const* names, size_t count) -> MH_Error* {
         return guard([&] { detail::as<T>(self)->recompute_policies(std::span<const char* const>(names, count)); });
       };
-    }
     return a;
   }();
   return &api;
