@@ -121,6 +121,7 @@ void CudaKernels::device_info(MH_DeviceInfo& out) const {
   out.memory_bytes = memory_bytes_;
   out.compute_dtype = compute_;
   out.dry = 0;
+  out.device_id = device_;
 }
 
 void* CudaKernels::alloc(uint64_t bytes) {
