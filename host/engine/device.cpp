@@ -1,23 +1,12 @@
 #include "engine/device.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <string>
 
 namespace mh {
-namespace {
-
-// Set while a run's ranks are built, read as they run, possibly on other
-// threads than the one that built them (calibration does).
-std::atomic<Placement> views_placed{Placement{}};
-
-}  // namespace
-
-Placement view_placement() { return views_placed.load(std::memory_order_relaxed); }
-
 MH_Tensor view(void* data, int32_t dtype, std::initializer_list<int64_t> shape) {
-  MH_Tensor t = placed(MH_Tensor{}, view_placement());
+  MH_Tensor t{};
   t.data = data;
   t.dtype = dtype;
   t.ndim = static_cast<int32_t>(shape.size());
@@ -56,9 +45,6 @@ Device::Device(const Instance& kernels)
           kernels.label() + " has an incomplete kernels table", MH_INTERNAL);
   info_.struct_size = sizeof(info_);
   check(api_->device_info(instance_, &info_), kernels.label() + ": device_info");
-  // MH_DeviceInfo names no ordinal, so the views say device 0: right for
-  // every rank on the CPU and for one CUDA device per process.
-  views_placed.store(Placement{info_.device_type, 0}, std::memory_order_relaxed);
 }
 
 void* Device::stream() const { return stream_ != nullptr ? stream_->stream(instance_) : nullptr; }

@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "plugins/args_tensors.hpp"
 #include "plugins/assembly.hpp"
 #include "engine/memory.hpp"
 #include "plugins/observer.hpp"
@@ -21,14 +22,9 @@
 
 namespace mh {
 
-// Where the views below say their memory lives (MH_Tensor.device,
-// device_id): the device of this process's kernels component, which every
-// Device sets when it is built (one component drives all of a process's
-// ranks); the CPU before any. A kernels or comm component refuses a tensor
-// placed on another device.
-Placement view_placement();
-
-// A contiguous view of `data` with `shape`.
+// A contiguous view of `data` with `shape`, on no device in particular
+// (MH_Tensor.device is the CPU's zero): the Device and Collectives that pass
+// it to a plugin place it on theirs.
 MH_Tensor view(void* data, int32_t dtype, std::initializer_list<int64_t> shape);
 // A view with explicit element strides (innermost last).
 MH_Tensor view(void* data, int32_t dtype, std::initializer_list<int64_t> shape,
@@ -69,7 +65,11 @@ const char* kernels_entry_name(size_t end);
 // Bytes of every tensor an op's arguments name (data not NULL).
 uint64_t tensor_bytes(const MH_Tensor& t);
 template <class Args>
-uint64_t op_bytes(const Args& a);
+uint64_t op_bytes(const Args& a) {
+  uint64_t bytes = 0;
+  for_each_tensor(a, [&](const MH_Tensor& t) { bytes += tensor_bytes(t); });
+  return bytes;
+}
 
 // 'kernels plugin "cpu" (ABI 1.2) has no rmsnorm, which <needed_by> needs;
 // rebuild ...' for a table of `abi_minor` ending before byte `end`.
@@ -86,6 +86,9 @@ class Device {
   // The native stream the ops are enqueued on (MH_EXTENSION_STREAM), NULL
   // for a component that runs each op before returning.
   void* stream() const;
+  // Where this rank's memory lives: every tensor the host hands the
+  // instance is memory it allocated (MH_Tensor.device).
+  Placement placement() const { return {info_.device_type, info_.device_id}; }
   MemoryTracker& memory() { return memory_; }
   // FLOPs of the GEMMs issued so far (2 m n k per matrix product): the
   // hardware FLOPs, recomputation included.
@@ -104,6 +107,7 @@ class Device {
   void run(MH_Error* (*const MH_KernelsApi::*op)(MH_Instance*, const Args*), Args args, const char* what) {
     require_op(op, what, "");
     args.struct_size = sizeof(Args);
+    for_each_tensor(args, [&](MH_Tensor& t) { t = placed(t, placement()); });
     ScopedPluginCall call(what);
     ObservedCall observed(MH_EVENT_OP, kernels_entry_name(member_end(*api_, op)), nullptr, op_bytes(args));
     check((api_->*op)(instance_, &args), std::string("kernels op ") + what);
@@ -163,35 +167,5 @@ class Buffer {
   int64_t elements_ = 0;
   int32_t dtype_ = MH_F32;
 };
-
-template <class... T>
-uint64_t tensors_bytes(const T&... t) {
-  return (tensor_bytes(t) + ...);
-}
-template <class Args>
-uint64_t op_bytes(const Args& a) {
-  if constexpr (std::is_same_v<Args, MH_GemmArgs>) return tensors_bytes(a.a, a.b, a.c);
-  else if constexpr (std::is_same_v<Args, MH_LayerNormArgs>) return tensors_bytes(a.x, a.weight, a.bias, a.out, a.mean, a.rstd);
-  else if constexpr (std::is_same_v<Args, MH_LayerNormBwdArgs>)
-    return tensors_bytes(a.dout, a.x, a.weight, a.mean, a.rstd, a.dx, a.dweight, a.dbias);
-  else if constexpr (std::is_same_v<Args, MH_ElementwiseArgs>) return tensors_bytes(a.x, a.y, a.out);
-  else if constexpr (std::is_same_v<Args, MH_BiasArgs>) return tensors_bytes(a.x, a.bias, a.out);
-  else if constexpr (std::is_same_v<Args, MH_SoftmaxArgs> || std::is_same_v<Args, MH_SwigluArgs>)
-    return tensors_bytes(a.x, a.out, a.dout, a.dx);
-  else if constexpr (std::is_same_v<Args, MH_DropoutArgs>) return tensors_bytes(a.x, a.residual, a.out, a.mask);
-  else if constexpr (std::is_same_v<Args, MH_EmbeddingArgs>) return tensors_bytes(a.table, a.ids, a.out);
-  else if constexpr (std::is_same_v<Args, MH_XentArgs>)
-    return tensors_bytes(a.logits, a.targets, a.row_max, a.sum_exp, a.target_logit);
-  else if constexpr (std::is_same_v<Args, MH_AdamWArgs>) return tensors_bytes(a.param, a.grad, a.m, a.v);
-  else if constexpr (std::is_same_v<Args, MH_SumSquaresArgs>) return tensors_bytes(a.x, a.out);
-  else if constexpr (std::is_same_v<Args, MH_RmsNormArgs>) return tensors_bytes(a.x, a.weight, a.out, a.rstd);
-  else if constexpr (std::is_same_v<Args, MH_RmsNormBwdArgs>)
-    return tensors_bytes(a.dout, a.x, a.weight, a.rstd, a.dx, a.dweight);
-  else if constexpr (std::is_same_v<Args, MH_RopeArgs> || std::is_same_v<Args, MH_StridedCopyArgs>)
-    return tensors_bytes(a.x, a.out);
-  else if constexpr (std::is_same_v<Args, MH_AttentionArgs>)
-    return tensors_bytes(a.q, a.k, a.v, a.out, a.lse, a.dout, a.dq, a.dk, a.dv, a.starts);
-  else static_assert(sizeof(Args) == 0, "op_bytes: an op's arguments not listed here");
-}
 
 }  // namespace mh
