@@ -72,13 +72,20 @@ size_t table_size_needed(int32_t kind) {
   }
 }
 
+// Where a kind's function pointers start: after struct_size, and after the
+// kernels' capability bits.
+size_t first_entry_offset(int32_t kind) {
+  return kind == MH_KIND_KERNELS ? offsetof(MH_KernelsApi, device_info) : sizeof(size_t);
+}
+
 // The index of the first NULL entry among the `bytes` a kind requires (every
-// one a function pointer after struct_size), or -1. An optional entry may
-// be NULL: the host reads NULL as absent (abi.h 1.5) and never calls it.
-int first_null_entry(const void* table, size_t bytes) {
+// one a function pointer), or -1. An optional entry may be NULL: the host
+// reads NULL as absent and never calls it.
+int first_null_entry(int32_t kind, const void* table, size_t bytes) {
   using Fn = void (*)();
-  const char* base = static_cast<const char*>(table) + sizeof(size_t);
-  for (size_t at = 0; sizeof(size_t) + at + sizeof(Fn) <= bytes; at += sizeof(Fn)) {
+  const size_t first = first_entry_offset(kind);
+  const char* base = static_cast<const char*>(table) + first;
+  for (size_t at = 0; first + at + sizeof(Fn) <= bytes; at += sizeof(Fn)) {
     Fn fn;
     std::memcpy(&fn, base + at, sizeof(Fn));
     if (fn == nullptr) return int(at / sizeof(Fn));
@@ -118,7 +125,7 @@ size_t largest_struct_size(const T* array, size_t stride, size_t count) {
 
 // What is wrong with a component's options, as the rest of "component #i ('x')...".
 std::string options_problem(const MH_PluginDesc& d, const MH_ComponentDesc& c) {
-  const size_t stride = option_stride(d, c);
+  const size_t stride = d.option_size;
   const size_t largest = largest_struct_size(c.options, stride, c.num_options);
   if (std::string problem = stride_problem("option_size", stride, largest); !problem.empty()) return ": " + problem;
   for (size_t o = 0; o < c.num_options; ++o)
@@ -138,9 +145,9 @@ std::string component_problem(const MH_PluginDesc& d, const MH_ComponentDesc& c)
   if (size_t table = *static_cast<const size_t*>(c.api); table < table_size_needed(c.kind))
     return which + " has a function table of " + std::to_string(table) + " bytes; its kind needs " +
            std::to_string(table_size_needed(c.kind));
-  if (int null = first_null_entry(c.api, table_size_needed(c.kind)); null >= 0)
+  if (int null = first_null_entry(c.kind, c.api, table_size_needed(c.kind)); null >= 0)
     return which + " has a NULL entry #" + std::to_string(null) + " among those its kind requires (" +
-           kind_name(c.kind) + "); only an optional entry, one added in a later minor, may be NULL";
+           kind_name(c.kind) + "); only an optional entry may be NULL (abi.h)";
   if (c.num_options == 0) return "";
   if (c.options == nullptr) return which + " has a NULL option list";
   if (std::string problem = options_problem(d, c); !problem.empty()) return which + problem;
@@ -194,7 +201,7 @@ bool is_plugin_file(const fs::path& file) {
 
 std::string descriptor_problem(const MH_PluginDesc* d) {
   if (d == nullptr) return "its entry point returned no descriptor";
-  if (d->struct_size < MH_STRUCT_SIZE(MH_PluginDesc, num_components))
+  if (d->struct_size < MH_STRUCT_SIZE(MH_PluginDesc, option_size))
     return "its descriptor is too small (struct_size " + std::to_string(d->struct_size) + ")";
   if (d->abi_major != MH_ABI_MAJOR)
     return "it was built for plugin ABI " + version_text(d->abi_major, d->abi_minor) +
@@ -203,7 +210,7 @@ std::string descriptor_problem(const MH_PluginDesc* d) {
   if (d->name == nullptr || d->version == nullptr) return "its descriptor has no name or version";
   if (d->num_components == 0) return "";
   if (d->components == nullptr) return "its component list is NULL";
-  const size_t stride = component_stride(*d);
+  const size_t stride = d->component_size;
   const size_t largest = largest_struct_size(d->components, stride, d->num_components);
   if (std::string problem = stride_problem("component_size", stride, largest); !problem.empty()) return problem;
   for (size_t i = 0; i < d->num_components; ++i)
@@ -214,7 +221,8 @@ std::string descriptor_problem(const MH_PluginDesc* d) {
 
 const MH_HostApi* host_api() {
   static const MH_HostApi api{sizeof(MH_HostApi), MH_ABI_MAJOR,          MH_ABI_MINOR,
-                              &log_from_plugin,   &host_find_component, &host_create_component};
+                              &log_from_plugin,   &host_find_component, &host_create_component,
+                              nullptr};
   return &api;
 }
 

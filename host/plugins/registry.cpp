@@ -64,7 +64,7 @@ const char* kind_name(int32_t kind) {
 Registry::Registry(const std::vector<LoadedPlugin>& plugins, Diagnostics& diag) {
   for (const auto& plugin : plugins)
     for (size_t i = 0; i < plugin.desc->num_components; ++i)
-      add(element(plugin.desc->components, component_stride(*plugin.desc), i), plugin, diag);
+      add(element(plugin.desc->components, plugin.desc->component_size, i), plugin, diag);
   serve_composition(this);
 }
 
@@ -74,7 +74,7 @@ void Registry::add(const MH_ComponentDesc& theirs, const LoadedPlugin& plugin, D
   MH_ComponentDesc& c = descs_.emplace_back(in_host_layout(&theirs));
   std::vector<MH_OptionSpec>& specs = options_.emplace_back();
   for (size_t o = 0; o < c.num_options; ++o)
-    specs.push_back(option_in_host_layout(&element(c.options, option_stride(*plugin.desc, c), o)));
+    specs.push_back(option_in_host_layout(&element(c.options, plugin.desc->option_size, o)));
   c.options = specs.data();
   const size_t theirs_size = *static_cast<const size_t*>(c.api), ours_size = table_size(c.kind);
   std::vector<uint64_t>& table = tables_.emplace_back((ours_size + sizeof(uint64_t) - 1) / sizeof(uint64_t), 0);

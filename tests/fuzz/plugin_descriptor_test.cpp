@@ -34,24 +34,24 @@ class OneOptionPlugin {
                    [](const MH_CreateArgs*, MH_Instance**) -> MH_Error* { return nullptr; },
                    [](MH_Instance*) {},
                    &kTable},
-        desc_{MH_STRUCT_SIZE(MH_PluginDesc, num_components), MH_ABI_MAJOR, MH_ABI_MINOR, "p", "1.0", &component_, 1} {}
+        desc_{sizeof(MH_PluginDesc), MH_ABI_MAJOR,           MH_ABI_MINOR,          "p", "1.0", &component_, 1,
+              sizeof(MH_ComponentDesc), sizeof(MH_OptionSpec)} {}
   OneOptionPlugin(const OneOptionPlugin&) = delete;
   OneOptionPlugin& operator=(const OneOptionPlugin&) = delete;
 
   const MH_PluginDesc* desc() const { return &desc_; }
-  // Makes the descriptor a 1.2 one that states its arrays' strides.
   void declare_strides(size_t component_size, size_t option_size) {
-    desc_.struct_size = MH_STRUCT_SIZE(MH_PluginDesc, option_size);
     desc_.component_size = component_size;
     desc_.option_size = option_size;
   }
 
  private:
-  // Every entry set, as the loader requires; none is called.
+  // Every required entry set, as the loader requires; none is called.
   static MH_KernelsApi every_entry_set() {
     MH_KernelsApi table{sizeof(MH_KernelsApi)};
     void (*const stub)() = [] {};
-    for (size_t at = sizeof(size_t); at + sizeof stub <= offsetof(MH_KernelsApi, capabilities); at += sizeof stub)
+    for (size_t at = offsetof(MH_KernelsApi, device_info); at + sizeof stub <= offsetof(MH_KernelsApi, rmsnorm);
+         at += sizeof stub)
       std::memcpy(reinterpret_cast<char*>(&table) + at, &stub, sizeof stub);
     return table;
   }
@@ -105,7 +105,7 @@ TEST(PluginDescriptor, OptionStructSizeEndingInsideDocIsReadWithoutDoc) {
   EXPECT_EQ(k->desc->options[0].doc, nullptr);
 }
 
-// ABI 1.2: the arrays' strides come from the descriptor, and one that would
+// The arrays' strides come from the descriptor, and one that would
 // misalign or overlap the elements is refused rather than followed.
 TEST(PluginDescriptor, DeclaredStridesAreFollowedWhenSound) {
   OneOptionPlugin plugin(opt_int("n", "1", 0, 8, "n"));

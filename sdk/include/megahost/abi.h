@@ -1,5 +1,5 @@
 /*
- * Megahost plugin ABI, version 1.8.
+ * Megahost plugin ABI, version 2.0.
  *
  * This header is the whole contract between the megahost host process and
  * the shared objects it loads. It is plain C: fixed-width integers, plain
@@ -7,16 +7,17 @@
  * the rules with examples.
  *
  * Rules that hold for every declaration below:
- *  1. Versioning. MH_ABI_MAJOR must match between host and plugin; the minor
+ *  1. Versioning. MH_ABI_MAJOR must match between host and plugin (the
+ *     host adapts plugins of the previous major, docs/sdk.md); the minor
  *     may differ in either direction. Every struct that crosses the boundary
  *     starts with `struct_size`, filled with MH_STRUCT_SIZE(type, last_field)
  *     by whoever fills the struct. The reader only touches fields that lie
  *     inside struct_size. New fields are appended, never reordered or retyped.
  *     An array of such structs (components, options) is read with the stride
  *     the plugin compiled it with, never the reader's sizeof: MH_PluginDesc
- *     says it (component_size, option_size; see MH_ARRAY_STRIDE for plugins
- *     older than 1.2). Structs without struct_size (MH_NamedValue,
- *     MH_PipeAction, MH_StageLayers, the MH_*Rate rows) never change.
+ *     says it (component_size, option_size). Structs without struct_size
+ *     (MH_Tensor, MH_NamedValue, MH_PipeAction, MH_StageLayers, the
+ *     MH_*Rate rows) never change within a major.
  *  2. Errors. A fallible call returns MH_Error* (NULL on success). The caller
  *     owns the returned error and releases it with error->destroy(error).
  *  3. Ownership. Whoever creates an object destroys it, through the table
@@ -29,128 +30,28 @@
  *     Strings and tables a plugin returns from its entry point live as long
  *     as the library.
  *
- * Minor version history:
- *   1.0  first release.
- *   1.1  tuner: MH_TunerApi gains needs, begin and results (the host loads a
- *        hardware profile, MH_Hardware, for the tuner's cost model and reads
- *        back ranked and rejected candidates, MH_TunerResult); MH_Candidate
- *        gains workload, MH_Estimate gains capacity_bytes and failure. A 1.0
- *        tuner still loads; tuning needs the 1.1 table.
- *        comm: MH_CommApi gains all_reduce_start, reduce_scatter_start,
- *        request_wait and request_destroy (non-blocking collectives, so data
- *        parallelism can reduce gradient buckets while backward runs). A 1.0
- *        communicator still loads; the host then reduces with the blocking
- *        calls.
- *   1.2  MH_PluginDesc gains component_size and option_size, the strides of
- *        the components and options arrays, so that MH_ComponentDesc and
- *        MH_OptionSpec can grow in a later minor (a host indexing a plugin's
- *        array with its own sizeof reads the wrong bytes from element 1 on).
- *        A plugin without them is read with MH_ARRAY_STRIDE of its elements'
- *        struct_size, which is sizeof for every struct released before 1.2.
- *   1.3  kernels: MH_KernelsApi gains rmsnorm, rmsnorm_bwd, rope, swiglu and
- *        swiglu_bwd (the Llama family's norm, position encoding and MLP);
- *        MH_XentArgs gains id_limit, so the padded vocabulary stays out of
- *        the softmax. A 1.2 kernels plugin still loads and runs GPT-2; the
- *        host names the op it lacks when a model needs one. A 1.2 plugin
- *        reads the shorter MH_XentArgs and so counts padded ids.
- *        MH_ModelShape gains gated_mlp, rotary, kv_heads and untied_output,
- *        the model's parts the planners and the tuner price (docs/models.md).
- *        comm: MH_CommInfo gains ranks_on_node, the ranks of the world that
- *        share this machine's cores and memory, so the host can split them
- *        between processes launched by mpirun or srun. It fits in the struct's
- *        old padding; a 1.2 communicator leaves it 0 (unknown) and the host
- *        then counts only the ranks of its own process. reduce_scatter may
- *        run in place (recv = send + rank * n, as NCCL takes it), as
- *        all_gather already could: the distributed optimizer reduces and
- *        gathers in the parameter and gradient buffers themselves.
- *   1.4  kernels: MH_KernelsApi gains strided_copy (MH_StridedCopyArgs; the
- *        generation engine appends each sequence's keys and values to its KV
- *        cache with it); MH_SoftmaxArgs' scores may be [G, Q, T] with
- *        1 <= Q <= T, the last Q rows of causal [G, T, T] scores (decode
- *        attends with Q = 1), in forward and backward, with no new field. A
- *        1.3 kernels plugin still loads and trains; generation needs 1.4 and
- *        the host names the missing op.
- *        comm: MH_CommApi gains all_gather_start, a non-blocking all_gather
- *        with the request_wait and request_destroy protocol of 1.1, so the
- *        distributed optimizer can gather the updated parameters while the
- *        next forward runs (MH_DataPlan gains overlap_param_gather). A 1.3
- *        communicator still loads; the host then gathers with the blocking
- *        call. tuner: MH_TunerApi gains recompute_policies (the host lists
- *        the recompute components its registry holds, so any can be
- *        searched); MH_Estimate gains keep and keep_layers (the candidate's
- *        keep table, which the cost model prices); MH_Candidate gains
- *        distributed_optimizer and overlap_param_gather. A 1.3 tuner still
- *        loads and searches the policies it names.
- *        Also for the tuner: inference candidates are dry-run and measured with the
- *        generation engine. MH_Estimate gains ttft_seconds and tpot_seconds
- *        (a measured generate run's), MH_TunerResult gains the predicted and
- *        measured ttft_seconds and tpot_seconds, MH_TunerNeeds the request
- *        (prompt_tokens, output_tokens) the host writes prompts for. The host
- *        reads a 1.1-1.3 tuner's results with the stride of their struct_size
- *        and those fields 0; such a tuner reads the shorter MH_Estimate.
- *   1.5  One rule for optional table entries: an entry is absent when it lies
- *        past the table's struct_size OR is NULL; the host checks every
- *        table once at load (a required entry that is NULL refuses the
- *        plugin) and never calls an absent one. Composition: MH_HostApi
- *        gains find_component and create_component (a component creates
- *        another through the host's registry, the one the host resolved on
- *        its plugin path, with options the host validates), MH_OptionSpec a
- *        flag MH_OPTION_INNER (a wrapper's option naming the component it
- *        wraps: the host validates the section's other keys against that
- *        component's options) and MH_CreateArgs inner_options (those
- *        options, for the wrapper to forward). Observation: a kind
- *        MH_KIND_OBSERVER (MH_ObserverApi) receives an MH_Event for every
- *        kernels op and collective a rank issues. Capabilities are explicit:
- *        MH_KernelsApi gains capabilities (MH_KernelsCapability); for an
- *        older table the host derives them as before (a table with
- *        strided_copy takes non-square softmax scores). A 1.4 plugin loads
- *        and runs unchanged.
- *   1.6  kernels: packed documents (several training examples in one
- *        sequence, each attending only to itself and with positions that
- *        restart). MH_SoftmaxArgs gains starts (each row's first visible
- *        column), MH_RopeArgs gains positions (each row's position), both
- *        optional (absent past struct_size or with data NULL: as before), and
- *        a capability MH_KERNELS_CAP_DOCUMENTS says a component reads them.
- *        The host asks for it only when [data] packs documents; a 1.5 plugin
- *        loads and runs everything else unchanged.
- *   1.7  kernels: MH_KernelsApi gains attention and attention_bwd
- *        (MH_AttentionArgs), memory-efficient attention: the FlashAttention
- *        algorithm, tiled over keys with an online softmax, keeping a
- *        per-row log-sum-exp instead of the [S, S] probabilities, which the
- *        backward recomputes block by block. Grouped query heads, causal
- *        with a query offset (a block of a longer sequence: context
- *        parallelism, decode), packed documents and dropout that draws the
- *        mask the dropout op draws. A table that has the entries takes every
- *        feature of the struct; no capability bit. A 1.6 plugin loads and
- *        runs [model] attention_backend = "unfused"; "flash" names the op it
- *        lacks.
- *        Context parallelism: a kind MH_KIND_CONTEXT_PARALLEL
- *        (MH_ContextParallelApi) plans how the sequence is split over the
- *        context group (MH_ContextPlan: its size, how attention exchanges
- *        keys and values, and the causal load balancing). A host older than
- *        1.7 does not know the kind and refuses such a plugin by its kind.
- *        Expert parallelism (mixture-of-experts layers whose experts are
- *        spread over ranks). comm: MH_CommApi gains all_to_all
- *        (MH_AllToAllArgs, per-peer counts like MPI_Alltoallv: the tokens
- *        routed to each expert vary), with the timeout and abort rules of
- *        every collective. A kind MH_KIND_EXPERT_PARALLEL
- *        (MH_ExpertParallelApi) plans the expert group (MH_ExpertPlan). A
- *        1.6 communicator still loads and runs everything but an
- *        expert-parallel layout, which the host refuses naming the call.
- *   1.8  kernels: ring attention (context parallelism, comm_type p2p)
- *        merges the partial results of key blocks. MH_AttentionArgs gains
- *        accumulate: the forward treats out and lse as the running result
- *        of earlier key blocks and merges its own block into them by their
- *        log-sum-exp (the FlashAttention online softmax continued), and a
- *        capability MH_KERNELS_CAP_ATTENTION_ACCUMULATE says a component
- *        reads it. The host asks for it only for comm_type = "p2p"; a 1.7
- *        plugin loads and runs everything else unchanged.
- *        Models: MH_ModelShape gains head_dim, a head's size where the model sets
- *        it apart from hidden / heads (Qwen3, Gemma): Q, K and V are
- *        (heads + 2 kv_heads) head_dim wide and the output projection reads
- *        heads x head_dim. A 1.7 host leaves it out (read it only when
- *        struct_size reaches it), which means hidden / heads; a 1.7 plugin
- *        reads the shorter struct and prices heads of hidden / heads.
+ *  6. Extensions. Optional features that only some plugins or devices have
+ *     hang off an extension chain (`extensions`, a list of MH_Extension
+ *     linked by `next`, each naming its type), as PJRT's do, instead of
+ *     growing every table: a reader walks the chain for the types it knows
+ *     (MH_FindExtension) and skips the rest.
+ *  7. Vocabulary. Weights and activations are named at run time by strings
+ *     (MH_TensorPlanArgs.weights, MH_RecomputeQuery.activation): a model
+ *     that adds one changes no struct. Calls that may grow take one args
+ *     struct that starts with struct_size and extensions.
+ *
+ * Version history (docs/sdk.md, "ABI history", has every minor of major 1):
+ *   2.0  The 1.8 contract, with: the runtime lists of rule 7 for the tensor
+ *        plan's weights (MH_TensorPlan.shard is filled per name the host
+ *        lists) and the recompute decisions and keep tables (activations by
+ *        name; MH_Weight, MH_Activation and their COUNTs are gone); args
+ *        structs for every planning call; the extension chain of rule 6 on
+ *        MH_HostApi, MH_CreateArgs and MH_ComponentDesc, and the kernels'
+ *        native stream moved from MH_KernelsApi into MH_EXTENSION_STREAM;
+ *        MH_KernelsApi.capabilities first, after struct_size; a device in
+ *        every MH_Tensor. A plugin built for major 1 still loads for this
+ *        major's releases: the host adapts its tables (docs/sdk.md, "Plugins
+ *        built for ABI 1.x").
  */
 #ifndef MEGAHOST_ABI_H
 #define MEGAHOST_ABI_H
@@ -162,11 +63,11 @@
 extern "C" {
 #endif
 
-#define MH_ABI_MAJOR 1
-#define MH_ABI_MINOR 8
+#define MH_ABI_MAJOR 2
+#define MH_ABI_MINOR 0
 
-/* The one symbol a plugin exports for ABI major 1 (see MH_EntryFn). */
-#define MH_ENTRY_SYMBOL "mh_plugin_entry_v1"
+/* The one symbol a plugin exports for ABI major 2 (see MH_EntryFn). */
+#define MH_ENTRY_SYMBOL "mh_plugin_entry_v2"
 
 /* Size of a struct up to and including `last`, the field it knew about. */
 #define MH_STRUCT_SIZE(type, last) (offsetof(type, last) + sizeof(((type*)0)->last))
@@ -221,14 +122,43 @@ typedef enum MH_DeviceType { MH_DEVICE_CPU = 0, MH_DEVICE_CUDA = 1 } MH_DeviceTy
 
 /* A view of memory owned by somebody else. Strides are in elements;
  * strides[ndim-1] is 1 for every tensor the kernels accept unless an op says
- * otherwise. Dimensions beyond ndim are ignored. */
+ * otherwise. Dimensions beyond ndim are ignored. `device` says where data
+ * lives: a kernels or comm component refuses (MH_INVALID_ARGUMENT) a tensor
+ * that is not on its device, instead of reading the wrong memory. */
 typedef struct MH_Tensor {
   void* data;
   int32_t dtype;   /* MH_DType */
   int32_t ndim;
   int64_t shape[MH_MAX_DIMS];
   int64_t strides[MH_MAX_DIMS];
+  int32_t device;     /* MH_DeviceType */
+  int32_t device_id;  /* the device's ordinal (CUDA device), 0 on the CPU */
 } MH_Tensor;
+
+/* ------------------------------------------------------------------------
+ * Extensions (rule 6)
+ * --------------------------------------------------------------------- */
+
+typedef enum MH_ExtensionType {
+  /* MH_StreamExtension, on a kernels component: the native stream its ops
+   * are enqueued on. */
+  MH_EXTENSION_STREAM = 1
+} MH_ExtensionType;
+
+/* The head of every extension struct. An extension struct's own fields
+ * follow `next`; struct_size covers them. */
+typedef struct MH_Extension {
+  size_t struct_size;
+  int32_t type;                       /* MH_ExtensionType */
+  const struct MH_Extension* next;    /* NULL ends the chain */
+} MH_Extension;
+
+/* The first extension of `type` in `chain`, or NULL. */
+static inline const MH_Extension* MH_FindExtension(const MH_Extension* chain, int32_t type) {
+  for (; chain != NULL; chain = chain->next)
+    if (chain->type == type) return chain;
+  return NULL;
+}
 
 /* ------------------------------------------------------------------------
  * Options: typed, validated values of a component's TOML section
@@ -245,7 +175,7 @@ enum MH_OptionFlags {
   MH_OPTION_REQUIRED = 1u << 0,  /* no default: the section must set it */
   MH_OPTION_HAS_MIN = 1u << 1,   /* value >= min (INT, DOUBLE) */
   MH_OPTION_HAS_MAX = 1u << 2,   /* value <= max (INT, DOUBLE) */
-  /* 1.5: a STRING option naming the component of the same kind that this
+  /* A STRING option naming the component of the same kind that this
    * one wraps (at most one per component). The host resolves the name in its
    * registry, validates the section's remaining keys against that
    * component's options and hands them over as MH_CreateArgs.inner_options. */
@@ -305,9 +235,8 @@ typedef struct MH_HostApi {
   /* Writes one line to the host's log. Thread-safe. */
   void (*log)(int32_t level, const char* plugin, const char* message);
 
-  /* Since 1.5: composition. Absent (past struct_size or NULL) in an older
-   * host; a wrapper then fails its create with MH_UNIMPLEMENTED. Both run on
-   * the host's main thread, inside a create (rule 4).
+  /* Composition. Both run on the host's main thread, inside a create
+   * (rule 4).
    *
    * The component of `kind` named `name` exactly as a TOML section naming
    * it would get it: from the host's registry of the plugins it loaded from
@@ -325,6 +254,9 @@ typedef struct MH_HostApi {
    * instance is destroyed. */
   MH_Error* (*create_component)(int32_t kind, const char* name, const struct MH_CreateArgs* args,
                                 const struct MH_ComponentDesc** component, struct MH_Instance** out);
+  /* Services of this host beyond the table (rule 6); none are defined in
+   * 2.0, so it is NULL. */
+  const MH_Extension* extensions;
 } MH_HostApi;
 
 /* ------------------------------------------------------------------------
@@ -339,9 +271,9 @@ typedef enum MH_Kind {
   MH_KIND_DATA_PARALLEL = 4,
   MH_KIND_RECOMPUTE = 5,
   MH_KIND_TUNER = 6,
-  MH_KIND_OBSERVER = 7,     /* 1.5: MH_ObserverApi */
-  MH_KIND_CONTEXT_PARALLEL = 8, /* 1.7: MH_ContextParallelApi */
-  MH_KIND_EXPERT_PARALLEL = 9  /* 1.7: MH_ExpertParallelApi */
+  MH_KIND_OBSERVER = 7,     /* MH_ObserverApi */
+  MH_KIND_CONTEXT_PARALLEL = 8, /* MH_ContextParallelApi */
+  MH_KIND_EXPERT_PARALLEL = 9  /* MH_ExpertParallelApi */
 } MH_Kind;
 #define MH_KIND_COUNT 10
 
@@ -354,15 +286,16 @@ typedef struct MH_CreateArgs {
   const MH_Options* options;
   /* Number of ranks that share this machine's cores and memory: the ranks
    * of this process (threads comm: world size), or under mpirun/srun the
-   * ranks on this node (since 1.3; before, 1). Kernels use it to split the
+   * ranks on this node. Kernels use it to split the
    * cores and memory between ranks. */
   int32_t ranks_in_process;
   int32_t rank;             /* global rank the instance serves, -1 if shared */
-  /* 1.5: for a component with an MH_OPTION_INNER option, the validated
+  /* For a component with an MH_OPTION_INNER option, the validated
    * options of the component that option names (its section's other keys,
    * defaults filled in), to forward to create_component; NULL otherwise.
    * Borrowed for the create call. */
   const MH_Options* inner_options;
+  const MH_Extension* extensions;  /* none defined in 2.0: NULL */
 } MH_CreateArgs;
 
 typedef struct MH_ComponentDesc {
@@ -380,6 +313,9 @@ typedef struct MH_ComponentDesc {
   /* The kind's function table: MH_KernelsApi for MH_KIND_KERNELS, etc.
    * Static: lives as long as the library. */
   const void* api;
+  /* The component's optional features (rule 6): static, each one's
+   * functions take the component's instance. */
+  const MH_Extension* extensions;
 } MH_ComponentDesc;
 
 typedef struct MH_PluginDesc {
@@ -390,20 +326,13 @@ typedef struct MH_PluginDesc {
   const char* version;
   const MH_ComponentDesc* components;
   size_t num_components;
-  /* 1.2: sizeof(MH_ComponentDesc) and sizeof(MH_OptionSpec) as the plugin
+  /* sizeof(MH_ComponentDesc) and sizeof(MH_OptionSpec) as the plugin
    * was compiled: the distance between consecutive elements of `components`
    * and of every component's `options`. struct_size is not the stride: it
    * leaves out the tail padding sizeof includes. */
   size_t component_size;
   size_t option_size;
 } MH_PluginDesc;
-
-/* The stride of a plugin's arrays when its MH_PluginDesc predates
- * component_size and option_size: the first element's struct_size rounded up
- * to the alignment of size_t, which every struct released before 1.2 has
- * (each starts with struct_size and holds nothing more aligned). */
-#define MH_ARRAY_STRIDE(struct_size) \
-  (((struct_size) + sizeof(size_t) - 1) / sizeof(size_t) * sizeof(size_t))
 
 /* The exported entry point, named MH_ENTRY_SYMBOL. Called once, on the main
  * thread, right after loading. `host` lives as long as the process. */
@@ -483,14 +412,13 @@ typedef struct MH_BiasArgs {
  * columns 0 .. T - Q + i (training has Q = T, [G, S, S]; decode Q = 1):
  * forward out = softmax(scale * x with x[g, i, j] for j > T - Q + i masked out);
  * backward dx = out * (dout - sum(dout * out)) * scale. Masked entries come
- * out 0 in both. Before 1.4 the scores were square (Q = T); a host gives
- * non-square scores only to a plugin with MH_KERNELS_CAP_PARTIAL_SOFTMAX
- * (which it derives for a 1.4 table from strided_copy). */
+ * out 0 in both. A host gives non-square scores (Q < T) only to a plugin
+ * with MH_KERNELS_CAP_PARTIAL_SOFTMAX. */
 typedef struct MH_SoftmaxArgs {
   size_t struct_size;
   MH_Tensor x, out, dout, dx;  /* forward uses x, out; backward out, dout, dx */
   float scale;
-  /* Since 1.6, with MH_KERNELS_CAP_DOCUMENTS: packed documents. Absent (past
+  /* With MH_KERNELS_CAP_DOCUMENTS: packed documents. Absent (past
    * struct_size, or data NULL): the causal mask alone. Else I32 [B, T] with B
    * dividing G: group g belongs to sample b = g / (G / B), and its row at
    * position p = T - Q + i sees only columns starts[b, p] .. p, where
@@ -546,7 +474,7 @@ typedef struct MH_XentArgs {
   MH_Tensor logits, targets, row_max, sum_exp, target_logit;
   int64_t id_start;
   float scale;
-  int64_t id_limit;         /* since 1.3: global ids >= id_limit (when > 0) are not
+  int64_t id_limit;         /* global ids >= id_limit (when > 0) are not
                              * in the vocabulary: excluded from row_max and sum_exp,
                              * and their gradient is 0 */
 } MH_XentArgs;
@@ -567,7 +495,7 @@ typedef struct MH_SumSquaresArgs {
   MH_Tensor x, out;
 } MH_SumSquaresArgs;
 
-/* Since 1.3. RMSNorm: out[n, :] = x[n, :] * rstd[n] * weight[:],
+/* RMSNorm: out[n, :] = x[n, :] * rstd[n] * weight[:],
  * rstd[n] = 1 / sqrt(mean_c(x[n, c]^2) + eps). x, out: [N, C] in the compute
  * dtype (f32 or bf16); weight: [C] f32; rstd: [N] f32, written for the
  * backward. out may equal x. */
@@ -584,7 +512,7 @@ typedef struct MH_RmsNormBwdArgs {
   MH_Tensor dout, x, weight, rstd, dx, dweight;
 } MH_RmsNormBwdArgs;
 
-/* Since 1.3. Rotary position embedding, "rotate half" convention (GPT-NeoX,
+/* Rotary position embedding, "rotate half" convention (GPT-NeoX,
  * Llama, Hugging Face): x and out are 3-D views [G, S, D] strided like gemm's
  * views (strides[0] batch, strides[1] row, innermost contiguous); row s of
  * every batch is at position p = position_offset + s; for i < D/2 the pair
@@ -601,14 +529,14 @@ typedef struct MH_RopeArgs {
   int64_t position_offset;
   float theta;
   int32_t inverse;
-  /* Since 1.6, with MH_KERNELS_CAP_DOCUMENTS: per-row positions of packed
+  /* With MH_KERNELS_CAP_DOCUMENTS: per-row positions of packed
    * documents. Absent (past struct_size, or data NULL): row s is at
    * position_offset + s as above. Else I32 [B, S] with B dividing G: row s of
    * batch g is at position_offset + positions[g / (G / B), s], each >= 0. */
   MH_Tensor positions;
 } MH_RopeArgs;
 
-/* Since 1.3. SwiGLU over x [N, 2F] holding the gate in columns [0, F) and the
+/* SwiGLU over x [N, 2F] holding the gate in columns [0, F) and the
  * up projection in [F, 2F) of each row (rows may have a leading dimension
  * > 2F per strides[0]):
  *   forward:  out[n, j] = silu(x[n, j]) * x[n, F + j], silu(g) = g / (1 + exp(-g));  out [N, F]
@@ -622,7 +550,7 @@ typedef struct MH_SwigluArgs {
   MH_Tensor x, out, dout, dx;
 } MH_SwigluArgs;
 
-/* Since 1.4. out[g, r, c] = x[g, r, c] over two 3-D views of the same shape and
+/* out[g, r, c] = x[g, r, c] over two 3-D views of the same shape and
  * dtype (f32, bf16, f16 or i32; copied bit for bit, whatever the component computes
  * in), strided as gemm's views (strides[0] between matrices, strides[1] between rows,
  * innermost contiguous, no two rows of a view overlapping); the views do not overlap
@@ -633,7 +561,7 @@ typedef struct MH_StridedCopyArgs {
   MH_Tensor x, out;
 } MH_StridedCopyArgs;
 
-/* Since 1.7. Memory-efficient causal attention (FlashAttention): for every
+/* Memory-efficient causal attention (FlashAttention): for every
  * group g < G (a sample's key/value head) and each of its M query heads h,
  *   P[g, h] = softmax(scale * q[g, h] k[g]^T, masked),  out[g, h] = drop(P) v[g],
  * without storing P: keys are visited in tiles with an online softmax, and
@@ -670,7 +598,7 @@ typedef struct MH_StridedCopyArgs {
  * ACCUMULATES dq += ..., dk += ..., dv += ... (a caller zeroes them first;
  * ring attention adds each key block's share); a query row that sees
  * nothing adds nothing. dq, dk, dv alias none of the inputs.
- * Since 1.8 (MH_KERNELS_CAP_ATTENTION_ACCUMULATE): with accumulate = 1 the
+ * With MH_KERNELS_CAP_ATTENTION_ACCUMULATE: with accumulate = 1 the
  * forward reads out and lse as the result of earlier key blocks (lse -inf
  * and out 0 where a row saw nothing yet) and writes the result over both
  * blocks: lse' = log(exp(lse) + exp(lse_b)), out' = exp(lse - lse') out +
@@ -688,24 +616,28 @@ typedef struct MH_AttentionArgs {
   float dropout_p;               /* 0 <= p < 1 */
   MH_RngSpan rng;
   int64_t dropout_rows, dropout_cols, dropout_row0, dropout_col0;
-  int32_t accumulate;            /* 1.8: 1 merges into out and lse */
+  int32_t accumulate;            /* 1 merges into out and lse */
 } MH_AttentionArgs;
 
-/* What a kernels component accepts beyond each op's 1.0 contract (1.5). */
+/* What a kernels component accepts beyond each op's plain contract. */
 typedef enum MH_KernelsCapability {
   /* softmax and softmax_bwd take [G, Q, T] scores with Q < T (decode). */
   MH_KERNELS_CAP_PARTIAL_SOFTMAX = 1u << 0,
   /* softmax and softmax_bwd read MH_SoftmaxArgs.starts, rope reads
-   * MH_RopeArgs.positions (1.6; packed documents). */
+   * MH_RopeArgs.positions (packed documents). */
   MH_KERNELS_CAP_DOCUMENTS = 1u << 1,
-  /* attention reads MH_AttentionArgs.accumulate (1.8; ring attention). */
+  /* attention reads MH_AttentionArgs.accumulate (ring attention). */
   MH_KERNELS_CAP_ATTENTION_ACCUMULATE = 1u << 2
 } MH_KernelsCapability;
 
 typedef enum MH_CopyKind { MH_HOST_TO_DEVICE = 0, MH_DEVICE_TO_HOST = 1, MH_DEVICE_TO_DEVICE = 2 } MH_CopyKind;
 
+/* Every entry is required but the model-family ops (rmsnorm .. swiglu_bwd,
+ * strided_copy, attention, attention_bwd), which may be NULL: the host then
+ * names the op and refuses only a run whose model needs it. */
 typedef struct MH_KernelsApi {
   size_t struct_size;
+  uint64_t capabilities;         /* MH_KernelsCapability bits */
   MH_Error* (*device_info)(MH_Instance* self, MH_DeviceInfo* out);
   /* Device memory. alloc returns 256-byte aligned memory or
    * MH_RESOURCE_EXHAUSTED; free is NULL-safe. */
@@ -713,9 +645,6 @@ typedef struct MH_KernelsApi {
   void (*free)(MH_Instance* self, void* ptr);
   MH_Error* (*copy)(MH_Instance* self, void* dst, const void* src, uint64_t bytes, int32_t kind);
   MH_Error* (*synchronize)(MH_Instance* self);
-  /* The native stream ops are enqueued on (cudaStream_t), NULL on the CPU.
-   * Communicators that share the device order their work after it. */
-  void* (*stream)(MH_Instance* self);
 
   MH_Error* (*gemm)(MH_Instance* self, const MH_GemmArgs* args);
   MH_Error* (*layernorm)(MH_Instance* self, const MH_LayerNormArgs* args);
@@ -732,30 +661,34 @@ typedef struct MH_KernelsApi {
   MH_Error* (*xent)(MH_Instance* self, const MH_XentArgs* args);
   MH_Error* (*adamw)(MH_Instance* self, const MH_AdamWArgs* args);
   MH_Error* (*sum_squares)(MH_Instance* self, const MH_SumSquaresArgs* args);
-  /* Since 1.3; absent from a 1.2 table (struct_size ends before them). The
-   * host checks struct_size before it calls any of them. */
+  /* The Llama family's norm, position encoding and MLP. */
   MH_Error* (*rmsnorm)(MH_Instance* self, const MH_RmsNormArgs* args);
   MH_Error* (*rmsnorm_bwd)(MH_Instance* self, const MH_RmsNormBwdArgs* args);
   MH_Error* (*rope)(MH_Instance* self, const MH_RopeArgs* args);
   MH_Error* (*swiglu)(MH_Instance* self, const MH_SwigluArgs* args);
   MH_Error* (*swiglu_bwd)(MH_Instance* self, const MH_SwigluArgs* args);
-  /* Since 1.4; absent from a 1.3 table, checked like the 1.3 ops. */
+  /* Generation's KV cache appends. */
   MH_Error* (*strided_copy)(MH_Instance* self, const MH_StridedCopyArgs* args);
-  /* Since 1.5: MH_KernelsCapability bits. The host derives them for an
-   * older table: a 1.4 table that has strided_copy takes non-square
-   * softmax scores. */
-  uint64_t capabilities;
-  /* Since 1.7; absent from a 1.6 table, checked like the 1.3 ops. */
+  /* [model] attention_backend = "flash". */
   MH_Error* (*attention)(MH_Instance* self, const MH_AttentionArgs* args);
   MH_Error* (*attention_bwd)(MH_Instance* self, const MH_AttentionArgs* args);
 } MH_KernelsApi;
+
+/* MH_EXTENSION_STREAM, on a kernels component that enqueues its ops (CUDA):
+ * the native stream (cudaStream_t) of an instance. Communicators that share
+ * the device order their work after it. A component without it runs each
+ * op before returning. */
+typedef struct MH_StreamExtension {
+  MH_Extension base;
+  void* (*stream)(MH_Instance* self);
+} MH_StreamExtension;
 
 /* ------------------------------------------------------------------------
  * Communicators (MH_KIND_COMM)
  *
  * One instance per process. It hosts ranks_in_process ranks; each rank gets
  * its world group from world() and uses it from its own thread. Collective
- * calls are blocking on the CPU (the *_start calls of 1.1 excepted) and
+ * calls are blocking on the CPU (the *_start calls excepted) and
  * stream-ordered on devices. Every call
  * honours the instance's timeout and returns MH_DEADLINE_EXCEEDED, or
  * MH_ABORTED naming the failed rank, instead of hanging.
@@ -763,7 +696,7 @@ typedef struct MH_KernelsApi {
 
 typedef struct MH_Group MH_Group;
 
-/* A non-blocking collective in flight (since 1.1). */
+/* A non-blocking collective in flight. */
 typedef struct MH_Request MH_Request;
 
 typedef enum MH_ReduceOp { MH_REDUCE_SUM = 0, MH_REDUCE_MAX = 1 } MH_ReduceOp;
@@ -774,7 +707,7 @@ typedef struct MH_CommInfo {
   int32_t ranks_in_process;
   int32_t first_rank;       /* global rank of the process's first local rank */
   /* Ranks of the world on this machine, this process's included: under MPI
-   * the size of MPI_COMM_TYPE_SHARED's split (since 1.3; 0 = unknown). */
+   * the size of MPI_COMM_TYPE_SHARED's split (0 = unknown). */
   int32_t ranks_on_node;
 } MH_CommInfo;
 
@@ -783,7 +716,7 @@ typedef struct MH_CommInfo {
  * all_gather:     recv[size * n] = concat of every rank's send[n], rank order
  *                 (in place when send is recv + rank * n)
  * reduce_scatter: recv[n] = slice `rank` of op over ranks of send[size * n]
- *                 (in place when recv is send + rank * n; since 1.3)
+ *                 (in place when recv is send + rank * n)
  * broadcast:      recv = root's send on every rank (root: rank in group)
  * send / recv:    point-to-point with group rank `peer` */
 typedef struct MH_CollectiveArgs {
@@ -794,7 +727,7 @@ typedef struct MH_CollectiveArgs {
   void* stream;             /* the kernels' stream, NULL on the CPU */
 } MH_CollectiveArgs;
 
-/* all_to_all (since 1.7): rank r sends send_counts[p] elements to group rank
+/* all_to_all: rank r sends send_counts[p] elements to group rank
  * p, the block at offset send_counts[0] + ... + send_counts[p - 1] of send,
  * and receives recv_counts[p] elements from rank p into recv at offset
  * recv_counts[0] + ... + recv_counts[p - 1]: MPI_Alltoallv with packed
@@ -833,8 +766,11 @@ typedef struct MH_CommApi {
    * future calls return MH_ABORTED naming it. Thread-safe, never blocks. */
   void (*abort)(MH_Instance* self, int32_t rank, const char* reason);
 
-  /* Since 1.1; absent from a 1.0 table. Non-blocking all_reduce and
-   * reduce_scatter: same arguments and checks as the blocking calls, but
+  /* The entries below may be NULL: the host then reduces and gathers with
+   * the blocking calls, and refuses an expert-parallel layout without
+   * all_to_all, naming the call.
+   *
+   * Non-blocking all_reduce and reduce_scatter: same arguments and checks as the blocking calls, but
    * they return once the collective is posted, with *out set, and the
    * reduction progresses while the rank does other work. The buffers are
    * borrowed until request_wait returns. A group runs its collectives in
@@ -850,13 +786,12 @@ typedef struct MH_CommApi {
    * peers may still read this rank's buffers. NULL-safe. */
   void (*request_destroy)(MH_Request* request);
 
-  /* Since 1.4; absent from older tables. Non-blocking all_gather: same
-   * arguments and checks as the blocking call (in place when send is this
-   * rank's block of recv), the request and ordering rules of the 1.1 calls
-   * above. */
+  /* Non-blocking all_gather: same arguments and checks as the blocking
+   * call (in place when send is this rank's block of recv), the request and
+   * ordering rules of the calls above. */
   MH_Error* (*all_gather_start)(MH_Group* group, const MH_CollectiveArgs* args, MH_Request** out);
 
-  /* Since 1.7; absent from older tables. Blocking all-to-all with per-peer
+  /* Blocking all-to-all with per-peer
    * counts (MH_AllToAllArgs). */
   MH_Error* (*all_to_all)(MH_Group* group, const MH_AllToAllArgs* args);
 } MH_CommApi;
@@ -870,17 +805,12 @@ typedef struct MH_ModelShape {
   int64_t layers, hidden, heads, ffn_hidden, seq_len, vocab;
   int64_t micro_batch, global_batch;
   int32_t world_size;
-  /* Since 1.3 (docs/models.md); a 1.2 host leaves them out, which means a
-   * GeLU MLP, full multi-head attention and a tied output layer. gated_mlp
-   * lies in a 1.2 struct's tail padding: read these only when struct_size
-   * reaches untied_output. */
+  /* The model's parts the planners and the tuner price (docs/models.md). */
   int32_t gated_mlp;             /* 1: SwiGLU, a gate GEMM beside FC1 */
   int32_t rotary;                /* 1: RoPE rotates Q and K (no position table) */
   int64_t kv_heads;              /* key/value heads; heads/kv_heads share each */
   int32_t untied_output;         /* 1: the output layer has its own weight */
-  /* Since 1.8: a head's size; a 1.7 host leaves it out, which means
-   * hidden / heads, as 0 does. */
-  int64_t head_dim;
+  int64_t head_dim;              /* a head's size; 0 means hidden / heads */
 } MH_ModelShape;
 
 /* ------------------------------------------------------------------------
@@ -902,36 +832,48 @@ typedef enum MH_ShardDim {
   MH_SHARD_COLS = 1            /* split along in: row-parallel */
 } MH_ShardDim;
 
-typedef enum MH_Weight {
-  MH_W_EMBEDDING = 0,          /* [V, H], tied with the output */
-  MH_W_QKV = 1,                /* [3H, H] */
-  MH_W_PROJ = 2,               /* [H, H] */
-  MH_W_FC1 = 3,                /* [F, H] */
-  MH_W_FC2 = 4,                /* [H, F] */
-  MH_W_COUNT = 5
-} MH_Weight;
+/* The weights the host asks the plan for, by name (rule 7), each a
+ * [out, in] matrix:
+ *   "embedding"       [V, H], the word embedding, also the output layer's
+ *                     (tied or not): its vocabulary shard
+ *   "attention.qkv"   [(A + 2 A_kv) D, H], the fused Q, K, V projection
+ *   "attention.proj"  [H, A D], attention's output projection
+ *   "mlp.gate"        [F, H], the gated MLP's gate (SwiGLU models only)
+ *   "mlp.fc1"         [F, H]
+ *   "mlp.fc2"         [H, F]
+ * A plan that meets a name it does not know returns MH_INVALID_ARGUMENT
+ * naming it: sharding a weight wrongly computes another function. */
+typedef struct MH_TensorPlanArgs {
+  size_t struct_size;
+  const MH_Extension* extensions;
+  const MH_ModelShape* shape;
+  const char* const* weights;  /* num_weights names, borrowed for the call */
+  size_t num_weights;
+} MH_TensorPlanArgs;
 
 typedef struct MH_TensorPlan {
   size_t struct_size;
   int32_t size;                /* t */
   int32_t sequence_parallel;   /* layernorm/dropout regions hold S/t rows */
-  int32_t shard[MH_W_COUNT];   /* MH_ShardDim per MH_Weight */
+  /* The host's array of num_weights entries: the plan writes the
+   * MH_ShardDim of args->weights[i] into shard[i]. */
+  int32_t* shard;
   /* Entering a column-parallel block (attention, MLP, output logits):
    * forward and backward collectives (f: NONE/ALL_REDUCE, or with SP g:
    * ALL_GATHER/REDUCE_SCATTER). */
   int32_t enter_fwd, enter_bwd;
   /* Leaving a row-parallel block (and the vocabulary-parallel embedding). */
   int32_t exit_fwd, exit_bwd;
-  /* Layernorm weight and bias gradients need an all-reduce over the group
+  /* Norm weight and bias gradients need an all-reduce over the group
    * (true when their inputs are sequence shards). */
   int32_t reduce_norm_grads;
 } MH_TensorPlan;
 
 typedef struct MH_TensorParallelApi {
   size_t struct_size;
-  /* Fills the plan for `shape`, or MH_INVALID_ARGUMENT naming the dimension
-   * the size does not divide. */
-  MH_Error* (*plan)(MH_Instance* self, const MH_ModelShape* shape, MH_TensorPlan* out);
+  /* Fills the plan for args->shape and args->weights, or
+   * MH_INVALID_ARGUMENT naming the dimension the size does not divide. */
+  MH_Error* (*plan)(MH_Instance* self, const MH_TensorPlanArgs* args, MH_TensorPlan* out);
 } MH_TensorParallelApi;
 
 /* ------------------------------------------------------------------------
@@ -970,11 +912,17 @@ typedef struct MH_PipelinePlan {
   size_t num_layers;
 } MH_PipelinePlan;
 
+typedef struct MH_PipelinePlanArgs {
+  size_t struct_size;
+  const MH_Extension* extensions;
+  const MH_ModelShape* shape;
+  int32_t data_parallel;         /* d, for the micro-batches per stage */
+} MH_PipelinePlanArgs;
+
 typedef struct MH_PipelineParallelApi {
   size_t struct_size;
   /* Stage assignment; arrays stay valid until the next plan or destroy. */
-  MH_Error* (*plan)(MH_Instance* self, const MH_ModelShape* shape, int32_t data_parallel,
-                    MH_PipelinePlan* out);
+  MH_Error* (*plan)(MH_Instance* self, const MH_PipelinePlanArgs* args, MH_PipelinePlan* out);
   /* Ordered actions of `stage`; valid until the next call or destroy. */
   MH_Error* (*schedule)(MH_Instance* self, int32_t stage, const MH_PipeAction** actions,
                         size_t* count);
@@ -992,23 +940,29 @@ typedef struct MH_DataPlan {
   int32_t overlap;               /* start a bucket's reduction when it is final */
   const int32_t* bucket_of;      /* bucket index per parameter, owned by the instance */
   int32_t num_buckets;
-  /* Since 1.4 (it fits in a 1.3 struct's tail padding: read it only when
-   * struct_size reaches it). With the distributed optimizer: gather each
+  /* With the distributed optimizer: gather each
    * bucket's updated parameters without blocking after the step, and wait
    * for a bucket just before the next forward first reads it. */
   int32_t overlap_param_gather;
 } MH_DataPlan;
 
+typedef struct MH_DataPlanArgs {
+  size_t struct_size;
+  const MH_Extension* extensions;
+  int32_t data_parallel;         /* d */
+  /* Each parameter's gradient size, in the order backward finalises them;
+   * borrowed for the call. */
+  const uint64_t* param_bytes;
+  size_t num_params;
+} MH_DataPlanArgs;
+
 typedef struct MH_DataParallelApi {
   size_t struct_size;
-  /* param_bytes: each parameter's gradient size, in the order backward
-   * finalises them. */
-  MH_Error* (*plan)(MH_Instance* self, int32_t data_parallel, const uint64_t* param_bytes,
-                    size_t num_params, MH_DataPlan* out);
+  MH_Error* (*plan)(MH_Instance* self, const MH_DataPlanArgs* args, MH_DataPlan* out);
 } MH_DataParallelApi;
 
 /* ------------------------------------------------------------------------
- * Context parallelism (MH_KIND_CONTEXT_PARALLEL, since 1.7): the sequence of
+ * Context parallelism (MH_KIND_CONTEXT_PARALLEL): the sequence of
  * every sample is split over the cp ranks of a context group, each holding
  * s/cp of its rows through every token-wise part; attention exchanges keys
  * and values over the group. Weights are replicated over it, so gradients
@@ -1036,15 +990,21 @@ typedef struct MH_ContextPlan {
   int32_t load_balance;
 } MH_ContextPlan;
 
+typedef struct MH_ContextPlanArgs {
+  size_t struct_size;
+  const MH_Extension* extensions;
+  const MH_ModelShape* shape;
+} MH_ContextPlanArgs;
+
 typedef struct MH_ContextParallelApi {
   size_t struct_size;
-  /* Fills the plan for `shape`, or MH_INVALID_ARGUMENT naming the dimension
-   * the split does not divide. */
-  MH_Error* (*plan)(MH_Instance* self, const MH_ModelShape* shape, MH_ContextPlan* out);
+  /* Fills the plan for args->shape, or MH_INVALID_ARGUMENT naming the
+   * dimension the split does not divide. */
+  MH_Error* (*plan)(MH_Instance* self, const MH_ContextPlanArgs* args, MH_ContextPlan* out);
 } MH_ContextParallelApi;
 
 /* ------------------------------------------------------------------------
- * Expert parallelism (MH_KIND_EXPERT_PARALLEL, since 1.7): how the experts
+ * Expert parallelism (MH_KIND_EXPERT_PARALLEL): how the experts
  * of a mixture-of-experts layer are spread over ranks. As in Megatron-Core,
  * the expert group's ep ranks are drawn from the data-parallel dimension
  * (ep divides d): each owns experts / ep experts, the tokens of every rank
@@ -1060,12 +1020,18 @@ typedef struct MH_ExpertPlan {
   int32_t expert_data_parallel;  /* d / ep */
 } MH_ExpertPlan;
 
+typedef struct MH_ExpertPlanArgs {
+  size_t struct_size;
+  const MH_Extension* extensions;
+  int64_t experts;               /* of each MoE layer; 0: a dense model */
+  int32_t data_parallel;         /* d */
+} MH_ExpertPlanArgs;
+
 typedef struct MH_ExpertParallelApi {
   size_t struct_size;
-  /* Fills the plan for a model of `experts` experts (0: dense) on
-   * `data_parallel` ranks, or MH_INVALID_ARGUMENT naming the key and the
-   * number the size does not divide. */
-  MH_Error* (*plan)(MH_Instance* self, int64_t experts, int32_t data_parallel, MH_ExpertPlan* out);
+  /* Fills the plan, or MH_INVALID_ARGUMENT naming the key and the number the
+   * size does not divide. */
+  MH_Error* (*plan)(MH_Instance* self, const MH_ExpertPlanArgs* args, MH_ExpertPlan* out);
 } MH_ExpertParallelApi;
 
 /* ------------------------------------------------------------------------
@@ -1073,23 +1039,23 @@ typedef struct MH_ExpertParallelApi {
  * would keep for backward, keep it or recompute it from what is kept.
  * --------------------------------------------------------------------- */
 
-typedef enum MH_Activation {
-  MH_ACT_LAYER_INPUT = 0,        /* residual stream entering the layer */
-  MH_ACT_LN1 = 1,                /* first layernorm output (QKV input) */
-  MH_ACT_QKV = 2,                /* Q, K, V */
-  MH_ACT_ATTN_SCORES = 3,        /* softmax output */
-  MH_ACT_ATTN_MASK = 4,          /* attention dropout mask */
-  MH_ACT_ATTN_PROBS = 5,         /* attention dropout output */
-  MH_ACT_CONTEXT = 6,            /* attention output, projection input */
-  MH_ACT_ATTN_DROP_MASK = 7,     /* dropout mask after the projection */
-  MH_ACT_RESIDUAL1 = 8,          /* residual stream after attention */
-  MH_ACT_LN2 = 9,                /* second layernorm output (FC1 input) */
-  MH_ACT_FC1 = 10,               /* GeLU input */
-  MH_ACT_GELU = 11,              /* FC2 input */
-  MH_ACT_MLP_DROP_MASK = 12,     /* dropout mask after FC2 */
-  MH_ACT_COUNT = 13
-} MH_Activation;
-
+/* The activations a layer keeps for backward, by name (rule 7), in the
+ * order the host lists them (MH_Estimate.activations):
+ *   "layer_input"    residual stream entering the layer
+ *   "norm1"          first norm's output (the QKV input)
+ *   "qkv"            Q, K, V
+ *   "attn_scores"    softmax output
+ *   "attn_mask"      attention dropout mask
+ *   "attn_probs"     attention dropout output
+ *   "attn_context"   attention output, the projection's input
+ *   "attn_out_mask"  dropout mask after the projection
+ *   "residual1"      residual stream after attention
+ *   "norm2"          second norm's output (the MLP's input)
+ *   "fc1"            FC1's output (with the gate's, in a gated MLP)
+ *   "mlp_act"        the activation's output, FC2's input
+ *   "mlp_out_mask"   dropout mask after FC2
+ * A policy meeting a name it does not know should keep it: keeping is
+ * always correct and only costs memory. */
 typedef enum MH_Decision { MH_KEEP = 0, MH_RECOMPUTE = 1 } MH_Decision;
 
 typedef struct MH_RecomputeQuery {
@@ -1097,7 +1063,7 @@ typedef struct MH_RecomputeQuery {
   int32_t layer;                 /* global layer index */
   int32_t stage_first_layer;     /* first layer of the stage (chunk) */
   int32_t stage_layers;          /* layers in the stage (chunk) */
-  int32_t activation;            /* MH_Activation */
+  const char* activation;        /* its name, borrowed for the call */
   uint64_t bytes;                /* its size per micro-batch */
 } MH_RecomputeQuery;
 
@@ -1110,7 +1076,7 @@ typedef struct MH_RecomputeApi {
  * Tuner (MH_KIND_TUNER): which configurations to try and which is best.
  * The tuner owns the strategy (the candidates, its cost model, the ranking);
  * the host executes: it loads the hardware profile, dry-runs or measures
- * each candidate with the real engine and writes the results. Since 1.1 a
+ * each candidate with the real engine and writes the results. A
  * search runs in four steps:
  *   1. needs:        the tuner names the target (hardware profile, nodes,
  *                    devices per node) and how many of its best candidates
@@ -1127,7 +1093,7 @@ typedef struct MH_RecomputeApi {
 typedef enum MH_Workload {
   MH_WORKLOAD_TRAIN = 0,         /* the host dry-runs a training step */
   MH_WORKLOAD_INFERENCE = 1      /* the host dry-runs (and measures) a [generate] config of
-                                    batch micro_batch; before 1.4, the tuner modelled it alone */
+                                    batch micro_batch */
 } MH_Workload;
 
 typedef struct MH_Candidate {
@@ -1138,9 +1104,8 @@ typedef struct MH_Candidate {
   const char* recompute;         /* policy name, owned by the tuner */
   int32_t recompute_layers;
   int32_t reserved;
-  int32_t workload;              /* 1.1: MH_Workload */
-  /* 1.4: parallel.data's distributed_optimizer and overlap_param_gather
-   * (1 or 0); a 1.3 tuner leaves them out, and the config's stand. */
+  int32_t workload;              /* MH_Workload */
+  /* parallel.data's distributed_optimizer and overlap_param_gather (1 or 0). */
   int32_t distributed_optimizer;
   int32_t overlap_param_gather;
 } MH_Candidate;
@@ -1152,20 +1117,22 @@ typedef struct MH_Estimate {
   double mfu;
   int32_t fits;                  /* memory fits the device */
   int32_t measured;              /* step_seconds comes from a real run */
-  uint64_t capacity_bytes;       /* 1.1: device memory one rank may use */
-  const char* failure;           /* 1.1: why the host has no estimate (the
+  uint64_t capacity_bytes;       /* device memory one rank may use */
+  const char* failure;           /* why the host has no estimate (the
                                     engine's error), NULL when it has one;
                                     borrowed for the call */
-  /* 1.4: the keep table of the candidate's recompute policy as the engine
-   * uses it: keep[l * MH_ACT_COUNT + a] is the MH_Decision for activation a
+  /* The keep table of the candidate's recompute policy as the engine uses
+   * it: keep[l * num_activations + a] is the MH_Decision for activations[a]
    * of layer l, for the keep_layers layers of the model in order, each
    * asked within its pipeline chunk of the candidate's layout (a chunk's
    * received input is kept whatever the policy says). NULL for inference
    * and for measured reports. Borrowed for the call. */
   const int32_t* keep;
   int64_t keep_layers;
-  double ttft_seconds;           /* 1.4: measured inference: time to first token */
-  double tpot_seconds;           /* 1.4: measured inference: time per output token */
+  double ttft_seconds;           /* measured inference: time to first token */
+  double tpot_seconds;           /* measured inference: time per output token */
+  const char* const* activations;  /* the keep table's columns; NULL with keep */
+  int64_t num_activations;
 } MH_Estimate;
 
 /* A hardware profile (configs/hardware/NAME.toml, docs/tuner.md), loaded by
@@ -1236,8 +1203,8 @@ typedef struct MH_TunerNeeds {
   int32_t devices_per_node;      /* 0: the profile's */
   int32_t measure_top_k;         /* best fitting candidates to run for real; 0: none */
   int32_t measure_steps;         /* optimizer steps of each such run (training) */
-  int64_t prompt_tokens;         /* 1.4: inference: tokens of each prompt */
-  int64_t output_tokens;         /* 1.4: inference: tokens generated for each */
+  int64_t prompt_tokens;         /* inference: tokens of each prompt */
+  int64_t output_tokens;         /* inference: tokens generated for each */
 } MH_TunerNeeds;
 
 typedef enum MH_Verdict { MH_VERDICT_RANKED = 0, MH_VERDICT_REJECTED = 1 } MH_Verdict;
@@ -1257,10 +1224,10 @@ typedef struct MH_TunerResult {
   double days;                   /* to process the tuner's token goal */
   uint64_t memory_bytes;         /* per rank */
   int32_t memory_measured;       /* 1: from the engine's dry run; 0: modelled */
-  double ttft_seconds;           /* 1.4: inference, predicted: time to first token */
-  double tpot_seconds;           /* 1.4: inference, predicted: time per output token */
-  double measured_ttft_seconds;  /* 1.4: inference, from a real run; 0 when not measured */
-  double measured_tpot_seconds;  /* 1.4: as ttft */
+  double ttft_seconds;           /* inference, predicted: time to first token */
+  double tpot_seconds;           /* inference, predicted: time per output token */
+  double measured_ttft_seconds;  /* inference, from a real run; 0 when not measured */
+  double measured_tpot_seconds;  /* as ttft */
 } MH_TunerResult;
 
 typedef struct MH_TunerApi {
@@ -1269,25 +1236,29 @@ typedef struct MH_TunerApi {
    * candidate stays valid until the next call. */
   MH_Error* (*next)(MH_Instance* self, const MH_ModelShape* shape, MH_Candidate* out,
                     int32_t* done);
-  /* The host's estimate for the candidate last returned by next. Since 1.1
+  /* The host's estimate for the candidate last returned by next, and
    * also for any candidate of results, with measured = 1, after the search. */
   MH_Error* (*report)(MH_Instance* self, const MH_Candidate* candidate,
                       const MH_Estimate* estimate);
-  /* 1.1: fills what the host must load and run for this search. */
+  /* The entries below may be NULL (a table that only proposes and hears
+   * candidates): the host lists such a tuner and refuses to tune with it,
+   * naming the entry.
+   *
+   * Fills what the host must load and run for this search. */
   MH_Error* (*needs)(MH_Instance* self, MH_TunerNeeds* out);
-  /* 1.1: called once before the first next. */
+  /* Called once before the first next. */
   MH_Error* (*begin)(MH_Instance* self, const MH_ModelShape* shape, const MH_Hardware* hardware);
-  /* 1.1: every candidate, ranked ones first by rank, then the rejected;
+  /* Every candidate, ranked ones first by rank, then the rejected;
    * valid until the next report or results call. */
   MH_Error* (*results)(MH_Instance* self, const MH_TunerResult** rows, size_t* count);
-  /* 1.4: the names of every recompute policy (MH_KIND_RECOMPUTE component)
+  /* The names of every recompute policy (MH_KIND_RECOMPUTE component)
    * the host's registry holds, a third party's too; called once before
    * begin. `names` is borrowed for the call. */
   MH_Error* (*recompute_policies)(MH_Instance* self, const char* const* names, size_t count);
 } MH_TunerApi;
 
 /* ------------------------------------------------------------------------
- * Observers (MH_KIND_OBSERVER, since 1.5): per-op and per-collective events,
+ * Observers (MH_KIND_OBSERVER): per-op and per-collective events,
  * for profilers. Selected by an [observer] section; without one the host
  * emits nothing. One instance per rank, created with that rank (args->rank)
  * on the host's main thread before the rank's first op and destroyed after
