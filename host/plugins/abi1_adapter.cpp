@@ -2,11 +2,10 @@
 // host, and the 2.0 descriptors whose create wraps each 1.x instance.
 #include "plugins/abi1_adapter.hpp"
 
-#include <megahost/error.hpp>
-
 #include <algorithm>
 #include <array>
 #include <deque>
+#include <megahost/error.hpp>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -49,11 +48,16 @@ const V1HostApi* v1_host_api() {
 // A kind's 1.x table up to the last function a 1.8 host called.
 size_t table_size_needed(int32_t kind) {
   switch (kind) {
-    case MH_KIND_KERNELS: return MH_STRUCT_SIZE(V1KernelsApi, sum_squares);
-    case MH_KIND_COMM: return MH_STRUCT_SIZE(V1CommApi, abort);
-    case MH_KIND_PIPELINE_PARALLEL: return MH_STRUCT_SIZE(V1PipelineParallelApi, schedule);
-    case MH_KIND_TUNER: return MH_STRUCT_SIZE(V1TunerApi, report);
-    default: return 2 * sizeof(void*);  // struct_size and the kind's one call
+    case MH_KIND_KERNELS:
+      return MH_STRUCT_SIZE(V1KernelsApi, sum_squares);
+    case MH_KIND_COMM:
+      return MH_STRUCT_SIZE(V1CommApi, abort);
+    case MH_KIND_PIPELINE_PARALLEL:
+      return MH_STRUCT_SIZE(V1PipelineParallelApi, schedule);
+    case MH_KIND_TUNER:
+      return MH_STRUCT_SIZE(V1TunerApi, report);
+    default:
+      return 2 * sizeof(void*);  // struct_size and the kind's one call
   }
 }
 
@@ -98,7 +102,8 @@ std::string stride_problem(const char* field, size_t stride, size_t largest) {
 template <class T>
 size_t largest_struct_size(const T* array, size_t stride, size_t count) {
   size_t largest = 0;
-  for (size_t i = 0; i < count && largest <= stride; ++i) largest = std::max(largest, element(array, stride, i).struct_size);
+  for (size_t i = 0; i < count && largest <= stride; ++i)
+    largest = std::max(largest, element(array, stride, i).struct_size);
   return largest;
 }
 
@@ -153,7 +158,8 @@ std::string descriptor_problem(const V1PluginDesc* d) {
   if (d->num_components == 0) return "";
   if (d->components == nullptr) return "its component list is NULL";
   const size_t stride = component_stride(*d);
-  if (std::string p = stride_problem("component_size", stride, largest_struct_size(d->components, stride, d->num_components));
+  if (std::string p =
+          stride_problem("component_size", stride, largest_struct_size(d->components, stride, d->num_components));
       !p.empty())
     return p;
   for (size_t i = 0; i < d->num_components; ++i)
@@ -173,7 +179,7 @@ MH_Error* create_instance(const Component& c, const MH_CreateArgs* args, MH_Inst
   // A 1.x create reads 2.0's MH_CreateArgs within its own struct_size: the
   // fields it knew come first, unchanged.
   if (MH_Error* e = c.create(args, &inner)) return e;
-  return guard([&] { *out = reinterpret_cast<MH_Instance*>(new Instance{&c, inner, {}, {}}); });
+  return guard([&] { *out = reinterpret_cast<MH_Instance*>(new Instance{&c, inner, std::nullopt, {}, {}}); });
 }
 
 void destroy_instance(MH_Instance* self) {
@@ -221,15 +227,24 @@ std::vector<uint64_t> table_copy(const void* api, size_t ours) {
 
 size_t v1_table_size(int32_t kind) {
   switch (kind) {
-    case MH_KIND_KERNELS: return sizeof(V1KernelsApi);
-    case MH_KIND_COMM: return sizeof(V1CommApi);
-    case MH_KIND_TENSOR_PARALLEL: return sizeof(V1TensorParallelApi);
-    case MH_KIND_PIPELINE_PARALLEL: return sizeof(V1PipelineParallelApi);
-    case MH_KIND_DATA_PARALLEL: return sizeof(V1DataParallelApi);
-    case MH_KIND_RECOMPUTE: return sizeof(V1RecomputeApi);
-    case MH_KIND_CONTEXT_PARALLEL: return sizeof(V1ContextParallelApi);
-    case MH_KIND_EXPERT_PARALLEL: return sizeof(V1ExpertParallelApi);
-    default: return sizeof(V1TunerApi);
+    case MH_KIND_KERNELS:
+      return sizeof(V1KernelsApi);
+    case MH_KIND_COMM:
+      return sizeof(V1CommApi);
+    case MH_KIND_TENSOR_PARALLEL:
+      return sizeof(V1TensorParallelApi);
+    case MH_KIND_PIPELINE_PARALLEL:
+      return sizeof(V1PipelineParallelApi);
+    case MH_KIND_DATA_PARALLEL:
+      return sizeof(V1DataParallelApi);
+    case MH_KIND_RECOMPUTE:
+      return sizeof(V1RecomputeApi);
+    case MH_KIND_CONTEXT_PARALLEL:
+      return sizeof(V1ContextParallelApi);
+    case MH_KIND_EXPERT_PARALLEL:
+      return sizeof(V1ExpertParallelApi);
+    default:
+      return sizeof(V1TunerApi);
   }
 }
 
@@ -260,9 +275,12 @@ void adapt_calls(const V1ComponentDesc& theirs, Adapted& a, MH_ComponentDesc& ou
   c.create = theirs.create;
   c.destroy = theirs.destroy;
   c.theirs = table_copy(theirs.api, v1_table_size(theirs.kind));
-  if (c.kind == MH_KIND_KERNELS) fill_kernels(c);
-  else if (c.kind == MH_KIND_COMM) fill_comm(c);
-  else fill_planner(c);
+  if (c.kind == MH_KIND_KERNELS)
+    fill_kernels(c);
+  else if (c.kind == MH_KIND_COMM)
+    fill_comm(c);
+  else
+    fill_planner(c);
   slots[slots_used] = &c;
   ours.create = kSlotCreates[slots_used++];
   ours.destroy = &destroy_instance;
@@ -290,15 +308,16 @@ void adapt_component(const V1PluginDesc& d, const V1ComponentDesc& theirs, Adapt
 const MH_PluginDesc* adapt_plugin(EntryFn entry) {
   const V1PluginDesc* desc = nullptr;
   check(entry(v1_host_api(), &desc), "its entry point failed");
-  if (std::string problem = descriptor_problem(desc); !problem.empty()) throw Error(MH_INVALID_ARGUMENT, "refused: " + problem);
+  if (std::string problem = descriptor_problem(desc); !problem.empty())
+    throw Error(MH_INVALID_ARGUMENT, "refused: " + problem);
   std::lock_guard lock(adapted_mutex);
   Adapted& a = all_adapted.emplace_back();
   a.components.reserve(desc->num_components);
   for (size_t i = 0; i < desc->num_components; ++i)
     adapt_component(*desc, element(desc->components, component_stride(*desc), i), a);
-  a.desc = MH_PluginDesc{sizeof(MH_PluginDesc),    desc->abi_major,        desc->abi_minor, desc->name,
-                         desc->version,            a.components.data(),    a.components.size(),
-                         sizeof(MH_ComponentDesc), sizeof(MH_OptionSpec)};
+  a.desc = MH_PluginDesc{sizeof(MH_PluginDesc), desc->abi_major,     desc->abi_minor,     desc->name,
+                         desc->version,         a.components.data(), a.components.size(), sizeof(MH_ComponentDesc),
+                         sizeof(MH_OptionSpec)};
   return &a.desc;
 }
 

@@ -12,12 +12,14 @@ namespace mh::abi1 {
 
 template <>
 struct Layout<MH_CollectiveArgs> {
-  static constexpr std::array tensors{offsetof(MH_CollectiveArgs, send), offsetof(MH_CollectiveArgs, recv)};
+  static constexpr std::array tensors{TensorMember{"send", offsetof(MH_CollectiveArgs, send)},
+                                      TensorMember{"recv", offsetof(MH_CollectiveArgs, recv)}};
   static constexpr size_t v1_sizeof = 184;
 };
 template <>
 struct Layout<MH_AllToAllArgs> {
-  static constexpr std::array tensors{offsetof(MH_AllToAllArgs, send), offsetof(MH_AllToAllArgs, recv)};
+  static constexpr std::array tensors{TensorMember{"send", offsetof(MH_AllToAllArgs, send)},
+                                      TensorMember{"recv", offsetof(MH_AllToAllArgs, recv)}};
   static constexpr size_t v1_sizeof = 192;
 };
 
@@ -78,9 +80,7 @@ MH_Error* start(MH_Group* g, const MH_CollectiveArgs* args, MH_Request** out) {
   return guard([&] { *out = reinterpret_cast<MH_Request*>(new Request{group(g).component, inner}); });
 }
 
-MH_Error* request_wait(MH_Request* r) {
-  return request(r).component->v1<V1CommApi>().request_wait(request(r).inner);
-}
+MH_Error* request_wait(MH_Request* r) { return request(r).component->v1<V1CommApi>().request_wait(request(r).inner); }
 
 void request_destroy(MH_Request* r) {
   if (r == nullptr) return;

@@ -7,15 +7,17 @@
 #pragma once
 
 #include <megahost/abi.h>
-#include <megahost/error.hpp>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <megahost/error.hpp>
+#include <megahost/placement.hpp>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -25,15 +27,14 @@
 namespace mh::abi1 {
 
 // The 2.0 table of a component, whichever its kind.
-using Table = std::variant<MH_KernelsApi, MH_CommApi, MH_TensorParallelApi, MH_PipelineParallelApi,
-                           MH_DataParallelApi, MH_RecomputeApi, MH_TunerApi, MH_ObserverApi, MH_ContextParallelApi,
-                           MH_ExpertParallelApi>;
+using Table = std::variant<MH_KernelsApi, MH_CommApi, MH_TensorParallelApi, MH_PipelineParallelApi, MH_DataParallelApi,
+                           MH_RecomputeApi, MH_TunerApi, MH_ObserverApi, MH_ContextParallelApi, MH_ExpertParallelApi>;
 
 struct Component {
   int32_t kind;
-  std::string name;            // for messages: "kernels 'naive_v1'"
+  std::string name;                                                   // for messages: "kernels 'naive_v1'"
   MH_Error* (*create)(const MH_CreateArgs* args, MH_Instance** out);  // the 1.x component's
-  void (*destroy)(MH_Instance* self);                                  // the 1.x component's
+  void (*destroy)(MH_Instance* self);                                 // the 1.x component's
   std::vector<uint64_t> theirs;  // the 1.x table; the entries past its struct_size read 0 (absent)
   Table ours;                    // the 2.0 table
   MH_StreamExtension stream{};   // kernels: the 1.x stream entry as an extension
@@ -58,6 +59,9 @@ struct Request {
 struct Instance {
   const Component* component;
   MH_Instance* inner;
+  // kernels: the device its tensors must be on, from its device_info (a 1.x
+  // component cannot refuse a tensor placed elsewhere: the adapter does).
+  std::optional<Placement> device;
   // comm: the world groups, which the instance owns (MH_CommApi.world).
   std::mutex mutex;
   std::map<int32_t, std::unique_ptr<Group>> worlds;
@@ -72,17 +76,32 @@ const V1Api& v1(MH_Instance* self) {
   return instance(self).component->v1<V1Api>();
 }
 
-// Where the MH_Tensor members of an args struct lie (ascending offsets),
-// and 1.8's sizeof of it, the golden value its layout is checked against:
-// specialised beside the trampolines that convert it.
+// An MH_Tensor member of an args struct.
+struct TensorMember {
+  const char* name;
+  size_t offset;
+};
+
+// The MH_Tensor members of an args struct (in order), and 1.8's sizeof of
+// it, the golden value its layout is checked against: specialised beside
+// the trampolines that convert it.
 template <class Args>
 struct Layout;
 
 template <class Args>
 constexpr bool layout_is_1_8s() {
   constexpr auto& tensors = Layout<Args>::tensors;
-  return std::is_sorted(tensors.begin(), tensors.end()) &&
+  return std::is_sorted(tensors.begin(), tensors.end(),
+                        [](const TensorMember& a, const TensorMember& b) { return a.offset < b.offset; }) &&
          sizeof(Args) - kTensorGrowth * tensors.size() == Layout<Args>::v1_sizeof;
+}
+
+// The tensor members of `args` within its struct_size, in order.
+template <class Args, class F>
+void for_each_tensor(const Args& args, F&& f) {
+  for (const TensorMember& m : Layout<Args>::tensors)
+    if (m.offset + sizeof(MH_Tensor) <= args.struct_size)
+      f(m.name, *reinterpret_cast<const MH_Tensor*>(reinterpret_cast<const std::byte*>(&args) + m.offset));
 }
 
 // The 1.x form of a 2.0 args struct: the same bytes with each tensor cut to
@@ -97,7 +116,8 @@ class V1Args {
     const auto* in = reinterpret_cast<const std::byte*>(args);
     const size_t size = std::min(args->struct_size, sizeof(Args));
     size_t from = 0, to = 0;
-    for (size_t at : Layout<Args>::tensors) {
+    for (const TensorMember& m : Layout<Args>::tensors) {
+      const size_t at = m.offset;
       if (at + sizeof(V1Tensor) > size) break;
       std::memcpy(bytes_ + to, in + from, at + sizeof(V1Tensor) - from);
       to += at + sizeof(V1Tensor) - from;

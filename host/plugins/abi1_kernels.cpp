@@ -13,109 +13,135 @@ namespace mh::abi1 {
 // Each args struct's tensors, and its sizeof in 1.8.
 template <>
 struct Layout<MH_GemmArgs> {
-  static constexpr std::array tensors{offsetof(MH_GemmArgs, a), offsetof(MH_GemmArgs, b), offsetof(MH_GemmArgs, c)};
+  static constexpr std::array tensors{TensorMember{"a", offsetof(MH_GemmArgs, a)},
+                                      TensorMember{"b", offsetof(MH_GemmArgs, b)},
+                                      TensorMember{"c", offsetof(MH_GemmArgs, c)}};
   static constexpr size_t v1_sizeof = 264;
 };
 template <>
 struct Layout<MH_LayerNormArgs> {
-  static constexpr std::array tensors{offsetof(MH_LayerNormArgs, x),   offsetof(MH_LayerNormArgs, weight),
-                                      offsetof(MH_LayerNormArgs, bias), offsetof(MH_LayerNormArgs, out),
-                                      offsetof(MH_LayerNormArgs, mean), offsetof(MH_LayerNormArgs, rstd)};
+  static constexpr std::array tensors{TensorMember{"x", offsetof(MH_LayerNormArgs, x)},
+                                      TensorMember{"weight", offsetof(MH_LayerNormArgs, weight)},
+                                      TensorMember{"bias", offsetof(MH_LayerNormArgs, bias)},
+                                      TensorMember{"out", offsetof(MH_LayerNormArgs, out)},
+                                      TensorMember{"mean", offsetof(MH_LayerNormArgs, mean)},
+                                      TensorMember{"rstd", offsetof(MH_LayerNormArgs, rstd)}};
   static constexpr size_t v1_sizeof = 496;
 };
 template <>
 struct Layout<MH_LayerNormBwdArgs> {
-  static constexpr std::array tensors{
-      offsetof(MH_LayerNormBwdArgs, dout), offsetof(MH_LayerNormBwdArgs, x),  offsetof(MH_LayerNormBwdArgs, weight),
-      offsetof(MH_LayerNormBwdArgs, mean), offsetof(MH_LayerNormBwdArgs, rstd), offsetof(MH_LayerNormBwdArgs, dx),
-      offsetof(MH_LayerNormBwdArgs, dweight), offsetof(MH_LayerNormBwdArgs, dbias)};
+  static constexpr std::array tensors{TensorMember{"dout", offsetof(MH_LayerNormBwdArgs, dout)},
+                                      TensorMember{"x", offsetof(MH_LayerNormBwdArgs, x)},
+                                      TensorMember{"weight", offsetof(MH_LayerNormBwdArgs, weight)},
+                                      TensorMember{"mean", offsetof(MH_LayerNormBwdArgs, mean)},
+                                      TensorMember{"rstd", offsetof(MH_LayerNormBwdArgs, rstd)},
+                                      TensorMember{"dx", offsetof(MH_LayerNormBwdArgs, dx)},
+                                      TensorMember{"dweight", offsetof(MH_LayerNormBwdArgs, dweight)},
+                                      TensorMember{"dbias", offsetof(MH_LayerNormBwdArgs, dbias)}};
   static constexpr size_t v1_sizeof = 648;
 };
 template <>
 struct Layout<MH_ElementwiseArgs> {
-  static constexpr std::array tensors{offsetof(MH_ElementwiseArgs, x), offsetof(MH_ElementwiseArgs, y),
-                                      offsetof(MH_ElementwiseArgs, out)};
+  static constexpr std::array tensors{TensorMember{"x", offsetof(MH_ElementwiseArgs, x)},
+                                      TensorMember{"y", offsetof(MH_ElementwiseArgs, y)},
+                                      TensorMember{"out", offsetof(MH_ElementwiseArgs, out)}};
   static constexpr size_t v1_sizeof = 264;
 };
 template <>
 struct Layout<MH_BiasArgs> {
-  static constexpr std::array tensors{offsetof(MH_BiasArgs, x), offsetof(MH_BiasArgs, bias), offsetof(MH_BiasArgs, out)};
+  static constexpr std::array tensors{TensorMember{"x", offsetof(MH_BiasArgs, x)},
+                                      TensorMember{"bias", offsetof(MH_BiasArgs, bias)},
+                                      TensorMember{"out", offsetof(MH_BiasArgs, out)}};
   static constexpr size_t v1_sizeof = 248;
 };
 template <>
 struct Layout<MH_SoftmaxArgs> {
-  static constexpr std::array tensors{offsetof(MH_SoftmaxArgs, x), offsetof(MH_SoftmaxArgs, out),
-                                      offsetof(MH_SoftmaxArgs, dout), offsetof(MH_SoftmaxArgs, dx),
-                                      offsetof(MH_SoftmaxArgs, starts)};
+  static constexpr std::array tensors{
+      TensorMember{"x", offsetof(MH_SoftmaxArgs, x)}, TensorMember{"out", offsetof(MH_SoftmaxArgs, out)},
+      TensorMember{"dout", offsetof(MH_SoftmaxArgs, dout)}, TensorMember{"dx", offsetof(MH_SoftmaxArgs, dx)},
+      TensorMember{"starts", offsetof(MH_SoftmaxArgs, starts)}};
   static constexpr size_t v1_sizeof = 416;
 };
 template <>
 struct Layout<MH_DropoutArgs> {
-  static constexpr std::array tensors{offsetof(MH_DropoutArgs, x), offsetof(MH_DropoutArgs, residual),
-                                      offsetof(MH_DropoutArgs, out), offsetof(MH_DropoutArgs, mask)};
+  static constexpr std::array tensors{
+      TensorMember{"x", offsetof(MH_DropoutArgs, x)}, TensorMember{"residual", offsetof(MH_DropoutArgs, residual)},
+      TensorMember{"out", offsetof(MH_DropoutArgs, out)}, TensorMember{"mask", offsetof(MH_DropoutArgs, mask)}};
   static constexpr size_t v1_sizeof = 368;
 };
 template <>
 struct Layout<MH_EmbeddingArgs> {
-  static constexpr std::array tensors{offsetof(MH_EmbeddingArgs, table), offsetof(MH_EmbeddingArgs, ids),
-                                      offsetof(MH_EmbeddingArgs, out)};
+  static constexpr std::array tensors{TensorMember{"table", offsetof(MH_EmbeddingArgs, table)},
+                                      TensorMember{"ids", offsetof(MH_EmbeddingArgs, ids)},
+                                      TensorMember{"out", offsetof(MH_EmbeddingArgs, out)}};
   static constexpr size_t v1_sizeof = 264;
 };
 template <>
 struct Layout<MH_XentArgs> {
-  static constexpr std::array tensors{offsetof(MH_XentArgs, logits), offsetof(MH_XentArgs, targets),
-                                      offsetof(MH_XentArgs, row_max), offsetof(MH_XentArgs, sum_exp),
-                                      offsetof(MH_XentArgs, target_logit)};
+  static constexpr std::array tensors{
+      TensorMember{"logits", offsetof(MH_XentArgs, logits)}, TensorMember{"targets", offsetof(MH_XentArgs, targets)},
+      TensorMember{"row_max", offsetof(MH_XentArgs, row_max)}, TensorMember{"sum_exp", offsetof(MH_XentArgs, sum_exp)},
+      TensorMember{"target_logit", offsetof(MH_XentArgs, target_logit)}};
   static constexpr size_t v1_sizeof = 440;
 };
 template <>
 struct Layout<MH_AdamWArgs> {
-  static constexpr std::array tensors{offsetof(MH_AdamWArgs, param), offsetof(MH_AdamWArgs, grad),
-                                      offsetof(MH_AdamWArgs, m), offsetof(MH_AdamWArgs, v)};
+  static constexpr std::array tensors{
+      TensorMember{"param", offsetof(MH_AdamWArgs, param)}, TensorMember{"grad", offsetof(MH_AdamWArgs, grad)},
+      TensorMember{"m", offsetof(MH_AdamWArgs, m)}, TensorMember{"v", offsetof(MH_AdamWArgs, v)}};
   static constexpr size_t v1_sizeof = 360;
 };
 template <>
 struct Layout<MH_SumSquaresArgs> {
-  static constexpr std::array tensors{offsetof(MH_SumSquaresArgs, x), offsetof(MH_SumSquaresArgs, out)};
+  static constexpr std::array tensors{TensorMember{"x", offsetof(MH_SumSquaresArgs, x)},
+                                      TensorMember{"out", offsetof(MH_SumSquaresArgs, out)}};
   static constexpr size_t v1_sizeof = 168;
 };
 template <>
 struct Layout<MH_RmsNormArgs> {
-  static constexpr std::array tensors{offsetof(MH_RmsNormArgs, x), offsetof(MH_RmsNormArgs, weight),
-                                      offsetof(MH_RmsNormArgs, out), offsetof(MH_RmsNormArgs, rstd)};
+  static constexpr std::array tensors{
+      TensorMember{"x", offsetof(MH_RmsNormArgs, x)}, TensorMember{"weight", offsetof(MH_RmsNormArgs, weight)},
+      TensorMember{"out", offsetof(MH_RmsNormArgs, out)}, TensorMember{"rstd", offsetof(MH_RmsNormArgs, rstd)}};
   static constexpr size_t v1_sizeof = 336;
 };
 template <>
 struct Layout<MH_RmsNormBwdArgs> {
-  static constexpr std::array tensors{offsetof(MH_RmsNormBwdArgs, dout),   offsetof(MH_RmsNormBwdArgs, x),
-                                      offsetof(MH_RmsNormBwdArgs, weight), offsetof(MH_RmsNormBwdArgs, rstd),
-                                      offsetof(MH_RmsNormBwdArgs, dx),     offsetof(MH_RmsNormBwdArgs, dweight)};
+  static constexpr std::array tensors{TensorMember{"dout", offsetof(MH_RmsNormBwdArgs, dout)},
+                                      TensorMember{"x", offsetof(MH_RmsNormBwdArgs, x)},
+                                      TensorMember{"weight", offsetof(MH_RmsNormBwdArgs, weight)},
+                                      TensorMember{"rstd", offsetof(MH_RmsNormBwdArgs, rstd)},
+                                      TensorMember{"dx", offsetof(MH_RmsNormBwdArgs, dx)},
+                                      TensorMember{"dweight", offsetof(MH_RmsNormBwdArgs, dweight)}};
   static constexpr size_t v1_sizeof = 488;
 };
 template <>
 struct Layout<MH_RopeArgs> {
-  static constexpr std::array tensors{offsetof(MH_RopeArgs, x), offsetof(MH_RopeArgs, out),
-                                      offsetof(MH_RopeArgs, positions)};
+  static constexpr std::array tensors{TensorMember{"x", offsetof(MH_RopeArgs, x)},
+                                      TensorMember{"out", offsetof(MH_RopeArgs, out)},
+                                      TensorMember{"positions", offsetof(MH_RopeArgs, positions)}};
   static constexpr size_t v1_sizeof = 264;
 };
 template <>
 struct Layout<MH_SwigluArgs> {
-  static constexpr std::array tensors{offsetof(MH_SwigluArgs, x), offsetof(MH_SwigluArgs, out),
-                                      offsetof(MH_SwigluArgs, dout), offsetof(MH_SwigluArgs, dx)};
+  static constexpr std::array tensors{
+      TensorMember{"x", offsetof(MH_SwigluArgs, x)}, TensorMember{"out", offsetof(MH_SwigluArgs, out)},
+      TensorMember{"dout", offsetof(MH_SwigluArgs, dout)}, TensorMember{"dx", offsetof(MH_SwigluArgs, dx)}};
   static constexpr size_t v1_sizeof = 328;
 };
 template <>
 struct Layout<MH_StridedCopyArgs> {
-  static constexpr std::array tensors{offsetof(MH_StridedCopyArgs, x), offsetof(MH_StridedCopyArgs, out)};
+  static constexpr std::array tensors{TensorMember{"x", offsetof(MH_StridedCopyArgs, x)},
+                                      TensorMember{"out", offsetof(MH_StridedCopyArgs, out)}};
   static constexpr size_t v1_sizeof = 168;
 };
 template <>
 struct Layout<MH_AttentionArgs> {
-  static constexpr std::array tensors{offsetof(MH_AttentionArgs, q),     offsetof(MH_AttentionArgs, k),
-                                      offsetof(MH_AttentionArgs, v),     offsetof(MH_AttentionArgs, out),
-                                      offsetof(MH_AttentionArgs, lse),   offsetof(MH_AttentionArgs, dout),
-                                      offsetof(MH_AttentionArgs, dq),    offsetof(MH_AttentionArgs, dk),
-                                      offsetof(MH_AttentionArgs, dv),    offsetof(MH_AttentionArgs, starts)};
+  static constexpr std::array tensors{
+      TensorMember{"q", offsetof(MH_AttentionArgs, q)},     TensorMember{"k", offsetof(MH_AttentionArgs, k)},
+      TensorMember{"v", offsetof(MH_AttentionArgs, v)},     TensorMember{"out", offsetof(MH_AttentionArgs, out)},
+      TensorMember{"lse", offsetof(MH_AttentionArgs, lse)}, TensorMember{"dout", offsetof(MH_AttentionArgs, dout)},
+      TensorMember{"dq", offsetof(MH_AttentionArgs, dq)},   TensorMember{"dk", offsetof(MH_AttentionArgs, dk)},
+      TensorMember{"dv", offsetof(MH_AttentionArgs, dv)},   TensorMember{"starts", offsetof(MH_AttentionArgs, starts)}};
   static constexpr size_t v1_sizeof = 896;
 };
 
@@ -142,10 +168,30 @@ void* stream(MH_Instance* self) { return v1<V1KernelsApi>(self).stream(instance(
 // Ops: the args converted, the 1.x op called
 // ------------------------------------------------------------------------
 
+// The device the instance's tensors must be on: its device_info's type,
+// ordinal 0, as the engine places its views (engine/device.cpp).
+Placement device_of(Instance& i) {
+  if (!i.device) {
+    MH_DeviceInfo info{};
+    info.struct_size = sizeof(info);
+    check(i.component->v1<V1KernelsApi>().device_info(i.inner, &info), i.component->name + ": device_info");
+    i.device = Placement{info.device_type, 0};
+  }
+  return *i.device;
+}
+
 template <class Args, V1Op V1KernelsApi::*theirs>
 MH_Error* op(MH_Instance* self, const Args* args) {
+  Instance& i = instance(self);
+  if (MH_Error* e = guard([&] {
+        const Placement device = device_of(i);
+        for_each_tensor(*args, [&](const char* name, const MH_Tensor& t) {
+          require_on_device(i.component->name + ", tensor " + name, t, device, "this kernels component");
+        });
+      }))
+    return e;
   const V1Args<Args> converted(args);
-  return (v1<V1KernelsApi>(self).*theirs)(instance(self).inner, converted.get());
+  return (i.component->v1<V1KernelsApi>().*theirs)(i.inner, converted.get());
 }
 
 template <class Entry>
@@ -211,7 +257,8 @@ void fill_kernels(Component& c) {
   route_ops(theirs, t);
   c.ours = t;
   // Every 1.x table has a stream (the entry was required).
-  if (theirs.stream != nullptr) c.stream = MH_StreamExtension{{sizeof(MH_StreamExtension), MH_EXTENSION_STREAM, nullptr}, &stream};
+  if (theirs.stream != nullptr)
+    c.stream = MH_StreamExtension{{sizeof(MH_StreamExtension), MH_EXTENSION_STREAM, nullptr}, &stream};
 }
 
 }  // namespace mh::abi1

@@ -15,16 +15,12 @@ struct WeightName {
   const char* name;
   int32_t index;
 };
-constexpr std::array<WeightName, 6> kWeightNames{{{"embedding", 0},
-                                                  {"attention.qkv", 1},
-                                                  {"attention.proj", 2},
-                                                  {"mlp.gate", 3},
-                                                  {"mlp.fc1", 3},
-                                                  {"mlp.fc2", 4}}};
+constexpr std::array<WeightName, 6> kWeightNames{
+    {{"embedding", 0}, {"attention.qkv", 1}, {"attention.proj", 2}, {"mlp.gate", 3}, {"mlp.fc1", 3}, {"mlp.fc2", 4}}};
 
 constexpr std::array<const char*, kActivations> kActivationNames{
-    "layer_input", "norm1",         "qkv",       "attn_scores", "attn_mask", "attn_probs",  "attn_context",
-    "attn_out_mask", "residual1", "norm2", "fc1", "mlp_act", "mlp_out_mask"};
+    "layer_input",   "norm1",     "qkv",   "attn_scores", "attn_mask", "attn_probs",  "attn_context",
+    "attn_out_mask", "residual1", "norm2", "fc1",         "mlp_act",   "mlp_out_mask"};
 
 }  // namespace
 

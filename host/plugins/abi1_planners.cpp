@@ -5,7 +5,6 @@
 // cannot be planned by a 1.x plan (the plugin must be rebuilt), an
 // activation 1.x never knew is kept (keeping is always correct).
 #include <megahost/error.hpp>
-
 #include <vector>
 
 #include "plugins/abi1_component.hpp"
@@ -23,10 +22,10 @@ std::vector<int32_t> weight_indices(const Component& c, const MH_TensorPlanArgs&
   std::vector<int32_t> indices;
   for (size_t w = 0; w < args.num_weights; ++w) {
     const int32_t index = weight_index(args.weights[w]);
-    require(index >= 0,
-            c.name + " was built for plugin ABI 1.x, whose tensor plans know the weights " + known_weights() +
-                ", not '" + std::string(args.weights[w] != nullptr ? args.weights[w] : "(null)") +
-                "': rebuild the plugin for plugin ABI 2 to shard this model");
+    require(index >= 0, c.name + " was built for plugin ABI 1.x, whose tensor plans know the weights " +
+                            known_weights() + ", not '" +
+                            std::string(args.weights[w] != nullptr ? args.weights[w] : "(null)") +
+                            "': rebuild the plugin for plugin ABI 2 to shard this model");
     indices.push_back(index);
   }
   return indices;
@@ -83,8 +82,8 @@ MH_Error* decide(MH_Instance* self, const MH_RecomputeQuery* query, int32_t* dec
     *decision = MH_KEEP;
     return nullptr;
   }
-  const V1RecomputeQuery theirs{sizeof(theirs), query->layer, query->stage_first_layer, query->stage_layers,
-                                activation,     query->bytes};
+  const V1RecomputeQuery theirs{sizeof(theirs),      query->layer, query->stage_first_layer,
+                                query->stage_layers, activation,   query->bytes};
   return v1<V1RecomputeApi>(self).decide(inner(self), &theirs, decision);
 }
 
@@ -100,7 +99,8 @@ std::vector<int32_t> v1_keep(const MH_Estimate& e) {
   for (int64_t a = 0; a < e.num_activations; ++a) {
     const int32_t index = activation_index(e.activations[a]);
     if (index < 0) continue;
-    for (int64_t l = 0; l < e.keep_layers; ++l) keep[size_t(l * kActivations + index)] = e.keep[l * e.num_activations + a];
+    for (int64_t l = 0; l < e.keep_layers; ++l)
+      keep[size_t(l * kActivations + index)] = e.keep[l * e.num_activations + a];
   }
   return keep;
 }
@@ -149,15 +149,27 @@ MH_TunerApi tuner_table(const V1TunerApi& v) {
 
 void fill_planner(Component& c) {
   switch (c.kind) {
-    case MH_KIND_TENSOR_PARALLEL: c.ours = MH_TensorParallelApi{sizeof(MH_TensorParallelApi), &tensor_plan}; break;
+    case MH_KIND_TENSOR_PARALLEL:
+      c.ours = MH_TensorParallelApi{sizeof(MH_TensorParallelApi), &tensor_plan};
+      break;
     case MH_KIND_PIPELINE_PARALLEL:
       c.ours = MH_PipelineParallelApi{sizeof(MH_PipelineParallelApi), &pipeline_plan, &pipeline_schedule};
       break;
-    case MH_KIND_DATA_PARALLEL: c.ours = MH_DataParallelApi{sizeof(MH_DataParallelApi), &data_plan}; break;
-    case MH_KIND_CONTEXT_PARALLEL: c.ours = MH_ContextParallelApi{sizeof(MH_ContextParallelApi), &context_plan}; break;
-    case MH_KIND_EXPERT_PARALLEL: c.ours = MH_ExpertParallelApi{sizeof(MH_ExpertParallelApi), &expert_plan}; break;
-    case MH_KIND_RECOMPUTE: c.ours = MH_RecomputeApi{sizeof(MH_RecomputeApi), &decide}; break;
-    default: c.ours = tuner_table(c.v1<V1TunerApi>()); break;
+    case MH_KIND_DATA_PARALLEL:
+      c.ours = MH_DataParallelApi{sizeof(MH_DataParallelApi), &data_plan};
+      break;
+    case MH_KIND_CONTEXT_PARALLEL:
+      c.ours = MH_ContextParallelApi{sizeof(MH_ContextParallelApi), &context_plan};
+      break;
+    case MH_KIND_EXPERT_PARALLEL:
+      c.ours = MH_ExpertParallelApi{sizeof(MH_ExpertParallelApi), &expert_plan};
+      break;
+    case MH_KIND_RECOMPUTE:
+      c.ours = MH_RecomputeApi{sizeof(MH_RecomputeApi), &decide};
+      break;
+    default:
+      c.ours = tuner_table(c.v1<V1TunerApi>());
+      break;
   }
 }
 

@@ -80,9 +80,9 @@ struct V1KernelsApi {
   V1Op gemm, layernorm, layernorm_bwd, elementwise, bias_add, bias_bwd, softmax, softmax_bwd, dropout, dropout_bwd,
       embedding, embedding_bwd, xent, adamw, sum_squares;
   V1Op rmsnorm, rmsnorm_bwd, rope, swiglu, swiglu_bwd;  // 1.3
-  V1Op strided_copy;                                   // 1.4
-  uint64_t capabilities;                               // 1.5
-  V1Op attention, attention_bwd;                       // 1.7
+  V1Op strided_copy;                                    // 1.4
+  uint64_t capabilities;                                // 1.5
+  V1Op attention, attention_bwd;                        // 1.7
 };
 
 // MH_CommApi of 1.8: 2.0's entries in 2.0's order, whose collectives take
@@ -181,10 +181,10 @@ struct V1TunerApi {
   size_t struct_size;
   MH_Error* (*next)(MH_Instance* self, const MH_ModelShape* shape, MH_Candidate* out, int32_t* done);
   MH_Error* (*report)(MH_Instance* self, const MH_Candidate* candidate, const V1Estimate* estimate);
-  MH_Error* (*needs)(MH_Instance* self, MH_TunerNeeds* out);                                      // 1.1
+  MH_Error* (*needs)(MH_Instance* self, MH_TunerNeeds* out);                                       // 1.1
   MH_Error* (*begin)(MH_Instance* self, const MH_ModelShape* shape, const MH_Hardware* hardware);  // 1.1
-  MH_Error* (*results)(MH_Instance* self, const MH_TunerResult** rows, size_t* count);            // 1.1
-  MH_Error* (*recompute_policies)(MH_Instance* self, const char* const* names, size_t count);     // 1.4
+  MH_Error* (*results)(MH_Instance* self, const MH_TunerResult** rows, size_t* count);             // 1.1
+  MH_Error* (*recompute_policies)(MH_Instance* self, const char* const* names, size_t count);      // 1.4
 };
 
 // MH_ObserverApi and MH_Event are the same in 1.8 and 2.0: an observer

@@ -4,10 +4,10 @@
 // generates, the host reaching it through its 1.x adapter.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -47,7 +47,8 @@ std::vector<double> losses(const std::string& metrics) {
 // Three steps' losses with `kernels`, dropout on (its masks must agree too).
 std::vector<double> trained_losses(const std::string& kernels) {
   mh::data::testing::TempDir dir;
-  Outcome o = run_tiny(dir, "kernels_v1", kernels, {"train.steps=3", "model.dropout=0.1", "output.metrics=" + dir.file("m.jsonl")});
+  Outcome o = run_tiny(dir, "kernels_v1", kernels,
+                       {"train.steps=3", "model.dropout=0.1", "output.metrics=" + dir.file("m.jsonl")});
   EXPECT_EQ(o.status, 0) << o.err;
   return losses(dir.file("m.jsonl"));
 }
@@ -82,7 +83,8 @@ TEST(KernelsBuiltForAbi1, TrainGpt2ToTheLossesOfTheCpuKernels) {
 // cache with strided_copy: both 1.4 features, read from the 1.8 table.
 TEST(KernelsBuiltForAbi1, Generate) {
   mh::data::testing::TempDir dir;
-  Outcome o = run_tiny(dir, "kernels_v1", std::string(kNaive) + "[generate]\nprompt = \"Hi\"\nmax_new_tokens = 4\n", {});
+  Outcome o =
+      run_tiny(dir, "kernels_v1", std::string(kNaive) + "[generate]\nprompt = \"Hi\"\nmax_new_tokens = 4\n", {});
   EXPECT_EQ(o.status, 0) << o.err;
   EXPECT_THAT(o.err, HasSubstr("generated 4 tokens"));
 }
@@ -96,7 +98,8 @@ TEST(KernelsBuiltForAbi1, TargetingAbi12TrainAndRefuseGenerationNamingTheOp) {
   EXPECT_EQ(trained.status, 0) << trained.err;
   Outcome refused = run_tiny(dir, "kernels_v1_2", toml + "[generate]\nprompt = \"Hi\"\n", {});
   EXPECT_EQ(refused.status, 2) << refused.err;
-  EXPECT_THAT(refused.err, HasSubstr("kernels plugin \"naive_v1_2\" (ABI 1.2) has no strided_copy"));
+  EXPECT_THAT(refused.err, HasSubstr("kernels plugin \"naive_v1_2\""));
+  EXPECT_THAT(refused.err, HasSubstr("has no strided_copy"));
 }
 
 // The Llama ops are absent from its table: the host names the one a model
