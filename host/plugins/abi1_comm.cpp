@@ -27,6 +27,16 @@ namespace {
 
 const V1CommApi& v1_of(const MH_Group* g) { return group(g).component->v1<V1CommApi>(); }
 
+// A 1.x communicator cannot refuse a tensor placed off its device, and 1.x
+// never said which device that is: a call whose send and recv lie on
+// different devices is refused here.
+MH_Error* on_one_device(const MH_Group* g, const MH_Tensor& send, const MH_Tensor& recv) {
+  if (recv.data == nullptr) return nullptr;
+  return guard([&] {
+    require_on_device(group(g).component->name + ", tensor send", send, placement_of(recv), "the call's recv");
+  });
+}
+
 MH_Group* wrap(const Component* c, MH_Group* inner) { return reinterpret_cast<MH_Group*>(new Group{c, inner}); }
 
 MH_Error* info(MH_Instance* self, MH_CommInfo* out) { return v1<V1CommApi>(self).info(instance(self).inner, out); }
@@ -62,6 +72,7 @@ int32_t group_size(const MH_Group* g) { return v1_of(g).group_size(group(g).inne
 
 template <MH_Error* (*V1CommApi::*theirs)(MH_Group*, const void*)>
 MH_Error* collective(MH_Group* g, const MH_CollectiveArgs* args) {
+  if (MH_Error* e = on_one_device(g, args->send, args->recv)) return e;
   const V1Args<MH_CollectiveArgs> converted(args);
   return (v1_of(g).*theirs)(group(g).inner, converted.get());
 }
@@ -74,6 +85,7 @@ void abort_rank(MH_Instance* self, int32_t rank, const char* reason) {
 
 template <MH_Error* (*V1CommApi::*theirs)(MH_Group*, const void*, MH_Request**)>
 MH_Error* start(MH_Group* g, const MH_CollectiveArgs* args, MH_Request** out) {
+  if (MH_Error* e = on_one_device(g, args->send, args->recv)) return e;
   const V1Args<MH_CollectiveArgs> converted(args);
   MH_Request* inner = nullptr;
   if (MH_Error* e = (v1_of(g).*theirs)(group(g).inner, converted.get(), &inner)) return e;
@@ -89,6 +101,7 @@ void request_destroy(MH_Request* r) {
 }
 
 MH_Error* all_to_all(MH_Group* g, const MH_AllToAllArgs* args) {
+  if (MH_Error* e = on_one_device(g, args->send, args->recv)) return e;
   const V1Args<MH_AllToAllArgs> converted(args);
   return v1_of(g).all_to_all(group(g).inner, converted.get());
 }

@@ -39,8 +39,8 @@ class Abi1Adapter : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     plugins_ = new std::vector<LoadedPlugin>(
-        load_plugins({fixture("kernels_v1"), fixture("kernels_v1_4"), fixture("planners_v1"), fixture("older_minor"),
-                      fixture("older_tuner")},
+        load_plugins({fixture("kernels_v1"), fixture("kernels_v1_4"), fixture("planners_v1"), fixture("comm_v1"),
+                      fixture("older_minor"), fixture("older_tuner")},
                      diag_));
     registry_ = new Registry(*plugins_, diag_);
   }
@@ -97,6 +97,37 @@ TEST_F(Abi1Adapter, AdaptedKernelsHaveThe18OpsTheStreamAsAnExtensionAndTheirCapa
 
   const auto& older = *static_cast<const MH_KernelsApi*>(component(MH_KIND_KERNELS, "naive_v1_4").api);
   EXPECT_EQ(older.capabilities, uint64_t{MH_KERNELS_CAP_PARTIAL_SOFTMAX});
+}
+
+// ------------------------------------------------------------------------
+// Comm: groups, requests and the collectives' args
+// ------------------------------------------------------------------------
+
+TEST_F(Abi1Adapter, AdaptedCommunicatorPassesTheSdksConformanceChecks) {
+  const MH_ComponentDesc& c = component(MH_KIND_COMM, "single_v1");
+  const mh::conformance::ComponentOptions options(c, {});
+  EXPECT_THAT(mh::conformance::check_comm(c, options.get()), IsEmpty());
+}
+
+// A split group and a non-blocking collective are the adapter's wrappers
+// around the 1.x ones, released with them.
+TEST_F(Abi1Adapter, AdaptedCommunicatorSplitsAndRunsNonBlockingCollectives) {
+  Made comm(component(MH_KIND_COMM, "single_v1"), {});
+  const auto& api = comm.api<MH_CommApi>();
+  MH_Group* world = nullptr;
+  check(api.world(comm.get(), 0, &world));
+  MH_Group* split = nullptr;
+  check(api.split(world, 0, 0, &split));
+  EXPECT_EQ(api.group_size(split), 1);
+  std::vector<float> send{1, 2, 3}, recv(3);
+  const MH_CollectiveArgs args{sizeof(args), mh::conformance::f32_vector(send.data(), 3),
+                               mh::conformance::f32_vector(recv.data(), 3), MH_REDUCE_SUM, 0, nullptr};
+  MH_Request* request = nullptr;
+  check(api.all_reduce_start(split, &args, &request));
+  check(api.request_wait(request));
+  api.request_destroy(request);
+  api.group_destroy(split);
+  EXPECT_EQ(recv, send);
 }
 
 // ------------------------------------------------------------------------
