@@ -1,7 +1,8 @@
-// A kernels plugin built with the ABI 1.8 SDK (tests/fixtures/kernels_v1.c,
-// plain C against the frozen 1.8 header): it is listed with the ABI it was
-// built for, trains GPT-2 to the losses of this host's own cpu kernels and
-// generates, the host reaching it through its 1.x adapter.
+// Plugins built with the ABI 1.8 SDK (tests/fixtures/kernels_v1.c and
+// planners_v1.c, plain C against the frozen 1.8 header), run by megahost
+// through its 1.x adapter: the kernels are listed with the ABI they were
+// built for, train GPT-2 to the losses of this host's own cpu kernels and
+// generate; a tensor plan trains as the built-in one.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -109,6 +110,24 @@ TEST(KernelsBuiltForAbi1, AModelNeedingAnOpTheyLackIsRefusedNamingIt) {
   Outcome o = run_tiny(dir, "kernels_v1", kNaive, {"train.steps=1", "model.normalization=\"rmsnorm\""});
   EXPECT_EQ(o.status, 2) << o.err;
   EXPECT_THAT(o.err, HasSubstr("has no rmsnorm"));
+}
+
+// A tensor plan built with the 1.8 SDK (tests/fixtures/planners_v1.c,
+// Megatron's plan): asked for this host's weights by name, it shards them
+// as the built-in plan does, so two tensor-parallel ranks train to the same
+// losses, step for step.
+TEST(PlannersBuiltForAbi1, TensorPlanTrainsTwoRanksAsTheBuiltInPlanDoes) {
+  std::vector<std::vector<double>> runs;
+  for (const char* plan : {"megatron", "megatron_v1"}) {
+    mh::data::testing::TempDir dir;
+    const std::string toml = std::string(kCpu) + "[parallel.tensor]\nplugin = \"" + plan +
+                             "\"\nsize = 2\n[comm]\nworld_size = 2\n";
+    Outcome o = run_tiny(dir, "planners_v1", toml, {"train.steps=3", "output.metrics=" + dir.file("m.jsonl")});
+    EXPECT_EQ(o.status, 0) << o.err;
+    runs.push_back(losses(dir.file("m.jsonl")));
+  }
+  ASSERT_EQ(runs[0].size(), 3u);
+  EXPECT_EQ(runs[1], runs[0]);
 }
 
 }  // namespace
