@@ -48,16 +48,11 @@ const V1HostApi* v1_host_api() {
 // A kind's 1.x table up to the last function a 1.8 host called.
 size_t table_size_needed(int32_t kind) {
   switch (kind) {
-    case MH_KIND_KERNELS:
-      return MH_STRUCT_SIZE(V1KernelsApi, sum_squares);
-    case MH_KIND_COMM:
-      return MH_STRUCT_SIZE(V1CommApi, abort);
-    case MH_KIND_PIPELINE_PARALLEL:
-      return MH_STRUCT_SIZE(V1PipelineParallelApi, schedule);
-    case MH_KIND_TUNER:
-      return MH_STRUCT_SIZE(V1TunerApi, report);
-    default:
-      return 2 * sizeof(void*);  // struct_size and the kind's one call
+    case MH_KIND_KERNELS: return MH_STRUCT_SIZE(V1KernelsApi, sum_squares);
+    case MH_KIND_COMM: return MH_STRUCT_SIZE(V1CommApi, abort);
+    case MH_KIND_PIPELINE_PARALLEL: return MH_STRUCT_SIZE(V1PipelineParallelApi, schedule);
+    case MH_KIND_TUNER: return MH_STRUCT_SIZE(V1TunerApi, report);
+    default: return 2 * sizeof(void*);  // struct_size and the kind's one call
   }
 }
 
@@ -227,24 +222,15 @@ std::vector<uint64_t> table_copy(const void* api, size_t ours) {
 
 size_t v1_table_size(int32_t kind) {
   switch (kind) {
-    case MH_KIND_KERNELS:
-      return sizeof(V1KernelsApi);
-    case MH_KIND_COMM:
-      return sizeof(V1CommApi);
-    case MH_KIND_TENSOR_PARALLEL:
-      return sizeof(V1TensorParallelApi);
-    case MH_KIND_PIPELINE_PARALLEL:
-      return sizeof(V1PipelineParallelApi);
-    case MH_KIND_DATA_PARALLEL:
-      return sizeof(V1DataParallelApi);
-    case MH_KIND_RECOMPUTE:
-      return sizeof(V1RecomputeApi);
-    case MH_KIND_CONTEXT_PARALLEL:
-      return sizeof(V1ContextParallelApi);
-    case MH_KIND_EXPERT_PARALLEL:
-      return sizeof(V1ExpertParallelApi);
-    default:
-      return sizeof(V1TunerApi);
+    case MH_KIND_KERNELS: return sizeof(V1KernelsApi);
+    case MH_KIND_COMM: return sizeof(V1CommApi);
+    case MH_KIND_TENSOR_PARALLEL: return sizeof(V1TensorParallelApi);
+    case MH_KIND_PIPELINE_PARALLEL: return sizeof(V1PipelineParallelApi);
+    case MH_KIND_DATA_PARALLEL: return sizeof(V1DataParallelApi);
+    case MH_KIND_RECOMPUTE: return sizeof(V1RecomputeApi);
+    case MH_KIND_CONTEXT_PARALLEL: return sizeof(V1ContextParallelApi);
+    case MH_KIND_EXPERT_PARALLEL: return sizeof(V1ExpertParallelApi);
+    default: return sizeof(V1TunerApi);
   }
 }
 

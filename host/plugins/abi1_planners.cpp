@@ -149,27 +149,15 @@ MH_TunerApi tuner_table(const V1TunerApi& v) {
 
 void fill_planner(Component& c) {
   switch (c.kind) {
-    case MH_KIND_TENSOR_PARALLEL:
-      c.ours = MH_TensorParallelApi{sizeof(MH_TensorParallelApi), &tensor_plan};
-      break;
+    case MH_KIND_TENSOR_PARALLEL: c.ours = MH_TensorParallelApi{sizeof(MH_TensorParallelApi), &tensor_plan}; break;
     case MH_KIND_PIPELINE_PARALLEL:
       c.ours = MH_PipelineParallelApi{sizeof(MH_PipelineParallelApi), &pipeline_plan, &pipeline_schedule};
       break;
-    case MH_KIND_DATA_PARALLEL:
-      c.ours = MH_DataParallelApi{sizeof(MH_DataParallelApi), &data_plan};
-      break;
-    case MH_KIND_CONTEXT_PARALLEL:
-      c.ours = MH_ContextParallelApi{sizeof(MH_ContextParallelApi), &context_plan};
-      break;
-    case MH_KIND_EXPERT_PARALLEL:
-      c.ours = MH_ExpertParallelApi{sizeof(MH_ExpertParallelApi), &expert_plan};
-      break;
-    case MH_KIND_RECOMPUTE:
-      c.ours = MH_RecomputeApi{sizeof(MH_RecomputeApi), &decide};
-      break;
-    default:
-      c.ours = tuner_table(c.v1<V1TunerApi>());
-      break;
+    case MH_KIND_DATA_PARALLEL: c.ours = MH_DataParallelApi{sizeof(MH_DataParallelApi), &data_plan}; break;
+    case MH_KIND_CONTEXT_PARALLEL: c.ours = MH_ContextParallelApi{sizeof(MH_ContextParallelApi), &context_plan}; break;
+    case MH_KIND_EXPERT_PARALLEL: c.ours = MH_ExpertParallelApi{sizeof(MH_ExpertParallelApi), &expert_plan}; break;
+    case MH_KIND_RECOMPUTE: c.ours = MH_RecomputeApi{sizeof(MH_RecomputeApi), &decide}; break;
+    default: c.ours = tuner_table(c.v1<V1TunerApi>()); break;
   }
 }
 

@@ -120,8 +120,12 @@ TEST_F(Abi1Adapter, AdaptedCommunicatorSplitsAndRunsNonBlockingCollectives) {
   check(api.split(world, 0, 0, &split));
   EXPECT_EQ(api.group_size(split), 1);
   std::vector<float> send{1, 2, 3}, recv(3);
-  const MH_CollectiveArgs args{sizeof(args), mh::conformance::f32_vector(send.data(), 3),
-                               mh::conformance::f32_vector(recv.data(), 3), MH_REDUCE_SUM, 0, nullptr};
+  const MH_CollectiveArgs args{sizeof(args),
+                               mh::conformance::f32_vector(send.data(), 3),
+                               mh::conformance::f32_vector(recv.data(), 3),
+                               MH_REDUCE_SUM,
+                               0,
+                               nullptr};
   MH_Request* request = nullptr;
   check(api.all_reduce_start(split, &args, &request));
   check(api.request_wait(request));

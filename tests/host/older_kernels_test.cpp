@@ -120,8 +120,8 @@ TEST(PlannersBuiltForAbi1, TensorPlanTrainsTwoRanksAsTheBuiltInPlanDoes) {
   std::vector<std::vector<double>> runs;
   for (const char* plan : {"megatron", "megatron_v1"}) {
     mh::data::testing::TempDir dir;
-    const std::string toml = std::string(kCpu) + "[parallel.tensor]\nplugin = \"" + plan +
-                             "\"\nsize = 2\n[comm]\nworld_size = 2\n";
+    const std::string toml =
+        std::string(kCpu) + "[parallel.tensor]\nplugin = \"" + plan + "\"\nsize = 2\n[comm]\nworld_size = 2\n";
     Outcome o = run_tiny(dir, "planners_v1", toml, {"train.steps=3", "output.metrics=" + dir.file("m.jsonl")});
     EXPECT_EQ(o.status, 0) << o.err;
     runs.push_back(losses(dir.file("m.jsonl")));
