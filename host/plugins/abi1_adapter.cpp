@@ -2,10 +2,11 @@
 // host, and the 2.0 descriptors whose create wraps each 1.x instance.
 #include "plugins/abi1_adapter.hpp"
 
+#include <megahost/error.hpp>
+
 #include <algorithm>
 #include <array>
 #include <deque>
-#include <megahost/error.hpp>
 #include <memory>
 #include <mutex>
 #include <utility>

@@ -12,14 +12,12 @@ namespace mh::abi1 {
 
 template <>
 struct Layout<MH_CollectiveArgs> {
-  static constexpr std::array tensors{TensorMember{"send", offsetof(MH_CollectiveArgs, send)},
-                                      TensorMember{"recv", offsetof(MH_CollectiveArgs, recv)}};
+  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_CollectiveArgs, send), MH_ABI1_TENSOR(MH_CollectiveArgs, recv)};
   static constexpr size_t v1_sizeof = 184;
 };
 template <>
 struct Layout<MH_AllToAllArgs> {
-  static constexpr std::array tensors{TensorMember{"send", offsetof(MH_AllToAllArgs, send)},
-                                      TensorMember{"recv", offsetof(MH_AllToAllArgs, recv)}};
+  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_AllToAllArgs, send), MH_ABI1_TENSOR(MH_AllToAllArgs, recv)};
   static constexpr size_t v1_sizeof = 192;
 };
 

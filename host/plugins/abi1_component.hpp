@@ -7,14 +7,14 @@
 #pragma once
 
 #include <megahost/abi.h>
+#include <megahost/error.hpp>
+#include <megahost/placement.hpp>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <map>
-#include <megahost/error.hpp>
-#include <megahost/placement.hpp>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -81,6 +81,8 @@ struct TensorMember {
   const char* name;
   size_t offset;
 };
+#define MH_ABI1_TENSOR(Args, member) \
+  ::mh::abi1::TensorMember { #member, offsetof(Args, member) }
 
 // The MH_Tensor members of an args struct (in order), and 1.8's sizeof of
 // it, the golden value its layout is checked against: specialised beside

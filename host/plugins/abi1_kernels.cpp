@@ -13,135 +13,113 @@ namespace mh::abi1 {
 // Each args struct's tensors, and its sizeof in 1.8.
 template <>
 struct Layout<MH_GemmArgs> {
-  static constexpr std::array tensors{TensorMember{"a", offsetof(MH_GemmArgs, a)},
-                                      TensorMember{"b", offsetof(MH_GemmArgs, b)},
-                                      TensorMember{"c", offsetof(MH_GemmArgs, c)}};
+  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_GemmArgs, a), MH_ABI1_TENSOR(MH_GemmArgs, b),
+                                      MH_ABI1_TENSOR(MH_GemmArgs, c)};
   static constexpr size_t v1_sizeof = 264;
 };
 template <>
 struct Layout<MH_LayerNormArgs> {
-  static constexpr std::array tensors{TensorMember{"x", offsetof(MH_LayerNormArgs, x)},
-                                      TensorMember{"weight", offsetof(MH_LayerNormArgs, weight)},
-                                      TensorMember{"bias", offsetof(MH_LayerNormArgs, bias)},
-                                      TensorMember{"out", offsetof(MH_LayerNormArgs, out)},
-                                      TensorMember{"mean", offsetof(MH_LayerNormArgs, mean)},
-                                      TensorMember{"rstd", offsetof(MH_LayerNormArgs, rstd)}};
+  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_LayerNormArgs, x),    MH_ABI1_TENSOR(MH_LayerNormArgs, weight),
+                                      MH_ABI1_TENSOR(MH_LayerNormArgs, bias), MH_ABI1_TENSOR(MH_LayerNormArgs, out),
+                                      MH_ABI1_TENSOR(MH_LayerNormArgs, mean), MH_ABI1_TENSOR(MH_LayerNormArgs, rstd)};
   static constexpr size_t v1_sizeof = 496;
 };
 template <>
 struct Layout<MH_LayerNormBwdArgs> {
-  static constexpr std::array tensors{TensorMember{"dout", offsetof(MH_LayerNormBwdArgs, dout)},
-                                      TensorMember{"x", offsetof(MH_LayerNormBwdArgs, x)},
-                                      TensorMember{"weight", offsetof(MH_LayerNormBwdArgs, weight)},
-                                      TensorMember{"mean", offsetof(MH_LayerNormBwdArgs, mean)},
-                                      TensorMember{"rstd", offsetof(MH_LayerNormBwdArgs, rstd)},
-                                      TensorMember{"dx", offsetof(MH_LayerNormBwdArgs, dx)},
-                                      TensorMember{"dweight", offsetof(MH_LayerNormBwdArgs, dweight)},
-                                      TensorMember{"dbias", offsetof(MH_LayerNormBwdArgs, dbias)}};
+  static constexpr std::array tensors{
+      MH_ABI1_TENSOR(MH_LayerNormBwdArgs, dout),    MH_ABI1_TENSOR(MH_LayerNormBwdArgs, x),
+      MH_ABI1_TENSOR(MH_LayerNormBwdArgs, weight),  MH_ABI1_TENSOR(MH_LayerNormBwdArgs, mean),
+      MH_ABI1_TENSOR(MH_LayerNormBwdArgs, rstd),    MH_ABI1_TENSOR(MH_LayerNormBwdArgs, dx),
+      MH_ABI1_TENSOR(MH_LayerNormBwdArgs, dweight), MH_ABI1_TENSOR(MH_LayerNormBwdArgs, dbias)};
   static constexpr size_t v1_sizeof = 648;
 };
 template <>
 struct Layout<MH_ElementwiseArgs> {
-  static constexpr std::array tensors{TensorMember{"x", offsetof(MH_ElementwiseArgs, x)},
-                                      TensorMember{"y", offsetof(MH_ElementwiseArgs, y)},
-                                      TensorMember{"out", offsetof(MH_ElementwiseArgs, out)}};
+  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_ElementwiseArgs, x), MH_ABI1_TENSOR(MH_ElementwiseArgs, y),
+                                      MH_ABI1_TENSOR(MH_ElementwiseArgs, out)};
   static constexpr size_t v1_sizeof = 264;
 };
 template <>
 struct Layout<MH_BiasArgs> {
-  static constexpr std::array tensors{TensorMember{"x", offsetof(MH_BiasArgs, x)},
-                                      TensorMember{"bias", offsetof(MH_BiasArgs, bias)},
-                                      TensorMember{"out", offsetof(MH_BiasArgs, out)}};
+  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_BiasArgs, x), MH_ABI1_TENSOR(MH_BiasArgs, bias),
+                                      MH_ABI1_TENSOR(MH_BiasArgs, out)};
   static constexpr size_t v1_sizeof = 248;
 };
 template <>
 struct Layout<MH_SoftmaxArgs> {
-  static constexpr std::array tensors{
-      TensorMember{"x", offsetof(MH_SoftmaxArgs, x)}, TensorMember{"out", offsetof(MH_SoftmaxArgs, out)},
-      TensorMember{"dout", offsetof(MH_SoftmaxArgs, dout)}, TensorMember{"dx", offsetof(MH_SoftmaxArgs, dx)},
-      TensorMember{"starts", offsetof(MH_SoftmaxArgs, starts)}};
+  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_SoftmaxArgs, x), MH_ABI1_TENSOR(MH_SoftmaxArgs, out),
+                                      MH_ABI1_TENSOR(MH_SoftmaxArgs, dout), MH_ABI1_TENSOR(MH_SoftmaxArgs, dx),
+                                      MH_ABI1_TENSOR(MH_SoftmaxArgs, starts)};
   static constexpr size_t v1_sizeof = 416;
 };
 template <>
 struct Layout<MH_DropoutArgs> {
-  static constexpr std::array tensors{
-      TensorMember{"x", offsetof(MH_DropoutArgs, x)}, TensorMember{"residual", offsetof(MH_DropoutArgs, residual)},
-      TensorMember{"out", offsetof(MH_DropoutArgs, out)}, TensorMember{"mask", offsetof(MH_DropoutArgs, mask)}};
+  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_DropoutArgs, x), MH_ABI1_TENSOR(MH_DropoutArgs, residual),
+                                      MH_ABI1_TENSOR(MH_DropoutArgs, out), MH_ABI1_TENSOR(MH_DropoutArgs, mask)};
   static constexpr size_t v1_sizeof = 368;
 };
 template <>
 struct Layout<MH_EmbeddingArgs> {
-  static constexpr std::array tensors{TensorMember{"table", offsetof(MH_EmbeddingArgs, table)},
-                                      TensorMember{"ids", offsetof(MH_EmbeddingArgs, ids)},
-                                      TensorMember{"out", offsetof(MH_EmbeddingArgs, out)}};
+  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_EmbeddingArgs, table), MH_ABI1_TENSOR(MH_EmbeddingArgs, ids),
+                                      MH_ABI1_TENSOR(MH_EmbeddingArgs, out)};
   static constexpr size_t v1_sizeof = 264;
 };
 template <>
 struct Layout<MH_XentArgs> {
-  static constexpr std::array tensors{
-      TensorMember{"logits", offsetof(MH_XentArgs, logits)}, TensorMember{"targets", offsetof(MH_XentArgs, targets)},
-      TensorMember{"row_max", offsetof(MH_XentArgs, row_max)}, TensorMember{"sum_exp", offsetof(MH_XentArgs, sum_exp)},
-      TensorMember{"target_logit", offsetof(MH_XentArgs, target_logit)}};
+  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_XentArgs, logits), MH_ABI1_TENSOR(MH_XentArgs, targets),
+                                      MH_ABI1_TENSOR(MH_XentArgs, row_max), MH_ABI1_TENSOR(MH_XentArgs, sum_exp),
+                                      MH_ABI1_TENSOR(MH_XentArgs, target_logit)};
   static constexpr size_t v1_sizeof = 440;
 };
 template <>
 struct Layout<MH_AdamWArgs> {
-  static constexpr std::array tensors{
-      TensorMember{"param", offsetof(MH_AdamWArgs, param)}, TensorMember{"grad", offsetof(MH_AdamWArgs, grad)},
-      TensorMember{"m", offsetof(MH_AdamWArgs, m)}, TensorMember{"v", offsetof(MH_AdamWArgs, v)}};
+  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_AdamWArgs, param), MH_ABI1_TENSOR(MH_AdamWArgs, grad),
+                                      MH_ABI1_TENSOR(MH_AdamWArgs, m), MH_ABI1_TENSOR(MH_AdamWArgs, v)};
   static constexpr size_t v1_sizeof = 360;
 };
 template <>
 struct Layout<MH_SumSquaresArgs> {
-  static constexpr std::array tensors{TensorMember{"x", offsetof(MH_SumSquaresArgs, x)},
-                                      TensorMember{"out", offsetof(MH_SumSquaresArgs, out)}};
+  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_SumSquaresArgs, x), MH_ABI1_TENSOR(MH_SumSquaresArgs, out)};
   static constexpr size_t v1_sizeof = 168;
 };
 template <>
 struct Layout<MH_RmsNormArgs> {
-  static constexpr std::array tensors{
-      TensorMember{"x", offsetof(MH_RmsNormArgs, x)}, TensorMember{"weight", offsetof(MH_RmsNormArgs, weight)},
-      TensorMember{"out", offsetof(MH_RmsNormArgs, out)}, TensorMember{"rstd", offsetof(MH_RmsNormArgs, rstd)}};
+  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_RmsNormArgs, x), MH_ABI1_TENSOR(MH_RmsNormArgs, weight),
+                                      MH_ABI1_TENSOR(MH_RmsNormArgs, out), MH_ABI1_TENSOR(MH_RmsNormArgs, rstd)};
   static constexpr size_t v1_sizeof = 336;
 };
 template <>
 struct Layout<MH_RmsNormBwdArgs> {
-  static constexpr std::array tensors{TensorMember{"dout", offsetof(MH_RmsNormBwdArgs, dout)},
-                                      TensorMember{"x", offsetof(MH_RmsNormBwdArgs, x)},
-                                      TensorMember{"weight", offsetof(MH_RmsNormBwdArgs, weight)},
-                                      TensorMember{"rstd", offsetof(MH_RmsNormBwdArgs, rstd)},
-                                      TensorMember{"dx", offsetof(MH_RmsNormBwdArgs, dx)},
-                                      TensorMember{"dweight", offsetof(MH_RmsNormBwdArgs, dweight)}};
+  static constexpr std::array tensors{
+      MH_ABI1_TENSOR(MH_RmsNormBwdArgs, dout),   MH_ABI1_TENSOR(MH_RmsNormBwdArgs, x),
+      MH_ABI1_TENSOR(MH_RmsNormBwdArgs, weight), MH_ABI1_TENSOR(MH_RmsNormBwdArgs, rstd),
+      MH_ABI1_TENSOR(MH_RmsNormBwdArgs, dx),     MH_ABI1_TENSOR(MH_RmsNormBwdArgs, dweight)};
   static constexpr size_t v1_sizeof = 488;
 };
 template <>
 struct Layout<MH_RopeArgs> {
-  static constexpr std::array tensors{TensorMember{"x", offsetof(MH_RopeArgs, x)},
-                                      TensorMember{"out", offsetof(MH_RopeArgs, out)},
-                                      TensorMember{"positions", offsetof(MH_RopeArgs, positions)}};
+  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_RopeArgs, x), MH_ABI1_TENSOR(MH_RopeArgs, out),
+                                      MH_ABI1_TENSOR(MH_RopeArgs, positions)};
   static constexpr size_t v1_sizeof = 264;
 };
 template <>
 struct Layout<MH_SwigluArgs> {
-  static constexpr std::array tensors{
-      TensorMember{"x", offsetof(MH_SwigluArgs, x)}, TensorMember{"out", offsetof(MH_SwigluArgs, out)},
-      TensorMember{"dout", offsetof(MH_SwigluArgs, dout)}, TensorMember{"dx", offsetof(MH_SwigluArgs, dx)}};
+  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_SwigluArgs, x), MH_ABI1_TENSOR(MH_SwigluArgs, out),
+                                      MH_ABI1_TENSOR(MH_SwigluArgs, dout), MH_ABI1_TENSOR(MH_SwigluArgs, dx)};
   static constexpr size_t v1_sizeof = 328;
 };
 template <>
 struct Layout<MH_StridedCopyArgs> {
-  static constexpr std::array tensors{TensorMember{"x", offsetof(MH_StridedCopyArgs, x)},
-                                      TensorMember{"out", offsetof(MH_StridedCopyArgs, out)}};
+  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_StridedCopyArgs, x), MH_ABI1_TENSOR(MH_StridedCopyArgs, out)};
   static constexpr size_t v1_sizeof = 168;
 };
 template <>
 struct Layout<MH_AttentionArgs> {
-  static constexpr std::array tensors{
-      TensorMember{"q", offsetof(MH_AttentionArgs, q)},     TensorMember{"k", offsetof(MH_AttentionArgs, k)},
-      TensorMember{"v", offsetof(MH_AttentionArgs, v)},     TensorMember{"out", offsetof(MH_AttentionArgs, out)},
-      TensorMember{"lse", offsetof(MH_AttentionArgs, lse)}, TensorMember{"dout", offsetof(MH_AttentionArgs, dout)},
-      TensorMember{"dq", offsetof(MH_AttentionArgs, dq)},   TensorMember{"dk", offsetof(MH_AttentionArgs, dk)},
-      TensorMember{"dv", offsetof(MH_AttentionArgs, dv)},   TensorMember{"starts", offsetof(MH_AttentionArgs, starts)}};
+  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_AttentionArgs, q),   MH_ABI1_TENSOR(MH_AttentionArgs, k),
+                                      MH_ABI1_TENSOR(MH_AttentionArgs, v),   MH_ABI1_TENSOR(MH_AttentionArgs, out),
+                                      MH_ABI1_TENSOR(MH_AttentionArgs, lse), MH_ABI1_TENSOR(MH_AttentionArgs, dout),
+                                      MH_ABI1_TENSOR(MH_AttentionArgs, dq),  MH_ABI1_TENSOR(MH_AttentionArgs, dk),
+                                      MH_ABI1_TENSOR(MH_AttentionArgs, dv),  MH_ABI1_TENSOR(MH_AttentionArgs, starts)};
   static constexpr size_t v1_sizeof = 896;
 };
 

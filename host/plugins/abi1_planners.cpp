@@ -5,6 +5,7 @@
 // cannot be planned by a 1.x plan (the plugin must be rebuilt), an
 // activation 1.x never knew is kept (keeping is always correct).
 #include <megahost/error.hpp>
+
 #include <vector>
 
 #include "plugins/abi1_component.hpp"
