@@ -99,6 +99,40 @@ TEST_F(Abi1Adapter, AdaptedKernelsHaveThe18OpsTheStreamAsAnExtensionAndTheirCapa
   EXPECT_EQ(older.capabilities, uint64_t{MH_KERNELS_CAP_PARTIAL_SOFTMAX});
 }
 
+// A view of host floats (the CPU is device 0 of type 0, what a zeroed
+// tensor says).
+MH_Tensor view(void* data, int32_t dtype, std::vector<int64_t> shape) {
+  MH_Tensor t{};
+  t.data = data;
+  t.dtype = dtype;
+  t.ndim = int32_t(shape.size());
+  int64_t stride = 1;
+  for (int32_t i = t.ndim - 1; i >= 0; --i)
+    t.shape[i] = shape[size_t(i)], t.strides[i] = stride, stride *= shape[size_t(i)];
+  return t;
+}
+
+// Softmax's starts is its args' last tensor, optional by struct_size: the
+// converted 1.x args carry it when the caller's struct reaches it (row 1's
+// document starting at column 1 sees only itself) and leave it out when it
+// does not (row 1 sees both columns).
+TEST_F(Abi1Adapter, AnOptionalTensorReachesThe1xOpOnlyWhenTheCallersStructSizeReachesIt) {
+  Made k(component(MH_KIND_KERNELS, "naive_v1"), {});
+  std::vector<float> x(4, 0.0f), out(4, -1.0f);
+  std::vector<int32_t> starts{0, 1};
+  MH_SoftmaxArgs a{};
+  a.struct_size = sizeof(a);
+  a.x = view(x.data(), MH_F32, {1, 2, 2});
+  a.out = view(out.data(), MH_F32, {1, 2, 2});
+  a.scale = 1.0f;
+  a.starts = view(starts.data(), MH_I32, {1, 2});
+  check(k.api<MH_KernelsApi>().softmax(k.get(), &a));
+  EXPECT_THAT(out, ElementsAre(1.0f, 0.0f, 0.0f, 1.0f));
+  a.struct_size = MH_STRUCT_SIZE(MH_SoftmaxArgs, scale);
+  check(k.api<MH_KernelsApi>().softmax(k.get(), &a));
+  EXPECT_THAT(out, ElementsAre(1.0f, 0.0f, 0.5f, 0.5f));
+}
+
 // ------------------------------------------------------------------------
 // Comm: groups, requests and the collectives' args
 // ------------------------------------------------------------------------
