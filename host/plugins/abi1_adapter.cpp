@@ -109,7 +109,8 @@ std::string option_problem(const MH_OptionSpec& o) {
   if (o.name == nullptr) return "has no name";
   MH_OptionSpec ours{};
   std::memcpy(&ours, &o, std::min(o.struct_size, sizeof(ours)));
-  if (std::string problem = default_problem(ours); !problem.empty()) return "'" + std::string(o.name) + "': " + problem;
+  if (std::string problem = default_problem(ours); !problem.empty())
+    return std::string("'").append(o.name).append("': ").append(problem);
   return "";
 }
 
