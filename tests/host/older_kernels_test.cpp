@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -110,6 +111,20 @@ TEST(KernelsBuiltForAbi1, AModelNeedingAnOpTheyLackIsRefusedNamingIt) {
   Outcome o = run_tiny(dir, "kernels_v1", kNaive, {"train.steps=1", "model.normalization=\"rmsnorm\""});
   EXPECT_EQ(o.status, 2) << o.err;
   EXPECT_THAT(o.err, HasSubstr("has no rmsnorm"));
+}
+
+// Composition runs the other way: a 2.0 wrapper ("traced") creates the 1.x
+// kernels through the host's registry, with their option forwarded and
+// validated, and counts the calls that reach them.
+TEST(KernelsBuiltForAbi1, AreWrappedByAWrapperBuiltFor2) {
+  mh::data::testing::TempDir dir;
+  const std::string toml = "[kernels]\nplugin = \"traced\"\ninner = \"naive_v1\"\ncounts_dir = \"" + dir.file("") +
+                           "\"\npeak_gflops = 5\n";
+  Outcome o = run_tiny(dir, "kernels_v1", toml, {"train.steps=1"});
+  EXPECT_EQ(o.status, 0) << o.err;
+  std::ifstream counts(dir.file("traced-rank0.tsv"));
+  std::string all((std::istreambuf_iterator<char>(counts)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(all, HasSubstr("gemm\t"));
 }
 
 // A tensor plan built with the 1.8 SDK (tests/fixtures/planners_v1.c,
