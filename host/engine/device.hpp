@@ -5,6 +5,7 @@
 #include <megahost/abi.h>
 #include <megahost/dtype.hpp>
 #include <megahost/error.hpp>
+#include <megahost/placement.hpp>
 #include <megahost/struct_size.hpp>
 
 #include <cstdint>
@@ -19,6 +20,13 @@
 #include "plugins/plugin_calls.hpp"
 
 namespace mh {
+
+// Where the views below say their memory lives (MH_Tensor.device,
+// device_id): the device of this process's kernels component, which every
+// Device sets when it is built (one component drives all of a process's
+// ranks); the CPU before any. A kernels or comm component refuses a tensor
+// placed on another device.
+Placement view_placement();
 
 // A contiguous view of `data` with `shape`.
 MH_Tensor view(void* data, int32_t dtype, std::initializer_list<int64_t> shape);
@@ -45,15 +53,13 @@ struct TypedPtr {
 };
 
 // Whether a table has entry `op`: inside its struct_size and not NULL, the
-// one rule for optional entries (abi.h 1.5).
+// one rule for optional entries.
 template <class Table, class Op>
 bool has_entry(const Table& table, Op Table::*op) {
   return reaches(table, op) && table.*op != nullptr;
 }
 
-// The kernels table's capabilities: its own from 1.5 on; derived for an
-// older table as the host did before (a 1.4 table with strided_copy takes
-// non-square softmax scores).
+// The kernels table's capabilities (MH_KernelsCapability bits).
 uint64_t kernels_capabilities(const MH_KernelsApi& table);
 
 // The MH_KernelsApi member whose bytes end at `end` ("gemm", "softmax_bwd"),
@@ -77,6 +83,9 @@ class Device {
   const MH_DeviceInfo& info() const { return info_; }
   const MH_KernelsApi& api() const { return *api_; }
   MH_Instance* instance() const { return instance_; }
+  // The native stream the ops are enqueued on (MH_EXTENSION_STREAM), NULL
+  // for a component that runs each op before returning.
+  void* stream() const;
   MemoryTracker& memory() { return memory_; }
   // FLOPs of the GEMMs issued so far (2 m n k per matrix product): the
   // hardware FLOPs, recomputation included.
@@ -90,7 +99,7 @@ class Device {
   void synchronize();
 
   // Calls one op of the table with struct_size filled in; throws mh::Error
-  // naming the op when it fails, or when the plugin's table predates it.
+  // naming the op when it fails, or when the plugin's table lacks it.
   template <class Args>
   void run(MH_Error* (*const MH_KernelsApi::*op)(MH_Instance*, const Args*), Args args, const char* what) {
     require_op(op, what, "");
@@ -101,9 +110,9 @@ class Device {
   }
 
   // Throws MH_INVALID_ARGUMENT (bad input: the run asks for what the plugin
-  // cannot do) unless the kernels table reaches `op`, a member added in a
-  // later minor than the plugin's: 'kernels plugin "cpu" (ABI 1.2) has no
-  // rmsnorm, which <needed_by> needs; rebuild ...'. needed_by names the
+  // cannot do) unless the kernels table has `op`, an op a plugin may leave
+  // out (abi.h) or one built for 1.x may predate: 'kernels plugin "cpu"
+  // (ABI 1.2) has no rmsnorm, which <needed_by> needs; rebuild ...'. needed_by names the
   // config key that asks for it, e.g. model.normalization = "rmsnorm"; empty
   // leaves that clause out.
   template <class Op>
@@ -119,6 +128,7 @@ class Device {
   [[noreturn]] void throw_missing_op(const char* name, size_t end, const std::string& needed_by) const;
 
   const MH_KernelsApi* api_;
+  const MH_StreamExtension* stream_;  // NULL: the component has none
   std::string component_;  // the kernels component's name, for messages
   uint32_t abi_minor_;     // the minor its plugin was built against
   MH_Instance* instance_;
