@@ -67,7 +67,7 @@ uint64_t tensor_bytes(const MH_Tensor& t);
 template <class Args>
 uint64_t op_bytes(const Args& a) {
   uint64_t bytes = 0;
-  for_each_tensor(a, [&](const MH_Tensor& t) { bytes += tensor_bytes(t); });
+  for_each_tensor(a, [&](const char*, const MH_Tensor& t) { bytes += tensor_bytes(t); });
   return bytes;
 }
 
@@ -107,7 +107,7 @@ class Device {
   void run(MH_Error* (*const MH_KernelsApi::*op)(MH_Instance*, const Args*), Args args, const char* what) {
     require_op(op, what, "");
     args.struct_size = sizeof(Args);
-    for_each_tensor(args, [&](MH_Tensor& t) { t = placed(t, placement()); });
+    for_each_tensor(args, [&](const char*, MH_Tensor& t) { t = placed(t, placement()); });
     ScopedPluginCall call(what);
     ObservedCall observed(MH_EVENT_OP, kernels_entry_name(member_end(*api_, op)), nullptr, op_bytes(args));
     check((api_->*op)(instance_, &args), std::string("kernels op ") + what);

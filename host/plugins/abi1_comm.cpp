@@ -11,15 +11,9 @@
 namespace mh::abi1 {
 
 template <>
-struct Layout<MH_CollectiveArgs> {
-  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_CollectiveArgs, send), MH_ABI1_TENSOR(MH_CollectiveArgs, recv)};
-  static constexpr size_t v1_sizeof = 184;
-};
+constexpr size_t kV1Sizeof<MH_CollectiveArgs> = 184;
 template <>
-struct Layout<MH_AllToAllArgs> {
-  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_AllToAllArgs, send), MH_ABI1_TENSOR(MH_AllToAllArgs, recv)};
-  static constexpr size_t v1_sizeof = 192;
-};
+constexpr size_t kV1Sizeof<MH_AllToAllArgs> = 192;
 
 namespace {
 

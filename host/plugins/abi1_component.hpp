@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "plugins/abi1_types.hpp"
+#include "plugins/args_tensors.hpp"
 
 namespace mh::abi1 {
 
@@ -76,34 +77,18 @@ const V1Api& v1(MH_Instance* self) {
   return instance(self).component->v1<V1Api>();
 }
 
-// An MH_Tensor member of an args struct.
-struct TensorMember {
-  const char* name;
-  size_t offset;
-};
-#define MH_ABI1_TENSOR(Args, member) \
-  ::mh::abi1::TensorMember { #member, offsetof(Args, member) }
-
-// The MH_Tensor members of an args struct (in order), and 1.8's sizeof of
-// it, the golden value its layout is checked against: specialised beside
-// the trampolines that convert it.
+// 1.8's sizeof of an args struct that carries tensors, the golden value
+// its converted layout is checked against: specialised beside the
+// trampolines that convert it.
 template <class Args>
-struct Layout;
+constexpr size_t kV1Sizeof = 0;
 
 template <class Args>
 constexpr bool layout_is_1_8s() {
-  constexpr auto& tensors = Layout<Args>::tensors;
-  return std::is_sorted(tensors.begin(), tensors.end(),
-                        [](const TensorMember& a, const TensorMember& b) { return a.offset < b.offset; }) &&
-         sizeof(Args) - kTensorGrowth * tensors.size() == Layout<Args>::v1_sizeof;
-}
-
-// The tensor members of `args` within its struct_size, in order.
-template <class Args, class F>
-void for_each_tensor(const Args& args, F&& f) {
-  for (const TensorMember& m : Layout<Args>::tensors)
-    if (m.offset + sizeof(MH_Tensor) <= args.struct_size)
-      f(m.name, *reinterpret_cast<const MH_Tensor*>(reinterpret_cast<const std::byte*>(&args) + m.offset));
+  constexpr auto& fields = ArgsTensors<Args>::fields;
+  return std::is_sorted(fields.begin(), fields.end(),
+                        [](const TensorField& a, const TensorField& b) { return a.offset < b.offset; }) &&
+         sizeof(Args) - kTensorGrowth * fields.size() == kV1Sizeof<Args>;
 }
 
 // The 1.x form of a 2.0 args struct: the same bytes with each tensor cut to
@@ -114,12 +99,12 @@ template <class Args>
 class V1Args {
  public:
   explicit V1Args(const Args* args) {
-    static_assert(layout_is_1_8s<Args>(), "an args struct's tensors or its 1.8 size are wrong in Layout");
+    static_assert(layout_is_1_8s<Args>(), "an args struct's tensors (args_tensors.hpp) or its 1.8 size are wrong");
     const auto* in = reinterpret_cast<const std::byte*>(args);
     const size_t size = std::min(args->struct_size, sizeof(Args));
     size_t from = 0, to = 0;
-    for (const TensorMember& m : Layout<Args>::tensors) {
-      const size_t at = m.offset;
+    for (const TensorField& field : ArgsTensors<Args>::fields) {
+      const size_t at = field.offset;
       if (at + sizeof(V1Tensor) > size) break;
       std::memcpy(bytes_ + to, in + from, at + sizeof(V1Tensor) - from);
       to += at + sizeof(V1Tensor) - from;

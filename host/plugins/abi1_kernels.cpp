@@ -10,118 +10,41 @@
 
 namespace mh::abi1 {
 
-// Each args struct's tensors, and its sizeof in 1.8.
+// Each args struct's sizeof in 1.8.
 template <>
-struct Layout<MH_GemmArgs> {
-  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_GemmArgs, a), MH_ABI1_TENSOR(MH_GemmArgs, b),
-                                      MH_ABI1_TENSOR(MH_GemmArgs, c)};
-  static constexpr size_t v1_sizeof = 264;
-};
+constexpr size_t kV1Sizeof<MH_GemmArgs> = 264;
 template <>
-struct Layout<MH_LayerNormArgs> {
-  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_LayerNormArgs, x),    MH_ABI1_TENSOR(MH_LayerNormArgs, weight),
-                                      MH_ABI1_TENSOR(MH_LayerNormArgs, bias), MH_ABI1_TENSOR(MH_LayerNormArgs, out),
-                                      MH_ABI1_TENSOR(MH_LayerNormArgs, mean), MH_ABI1_TENSOR(MH_LayerNormArgs, rstd)};
-  static constexpr size_t v1_sizeof = 496;
-};
+constexpr size_t kV1Sizeof<MH_LayerNormArgs> = 496;
 template <>
-struct Layout<MH_LayerNormBwdArgs> {
-  static constexpr std::array tensors{
-      MH_ABI1_TENSOR(MH_LayerNormBwdArgs, dout),    MH_ABI1_TENSOR(MH_LayerNormBwdArgs, x),
-      MH_ABI1_TENSOR(MH_LayerNormBwdArgs, weight),  MH_ABI1_TENSOR(MH_LayerNormBwdArgs, mean),
-      MH_ABI1_TENSOR(MH_LayerNormBwdArgs, rstd),    MH_ABI1_TENSOR(MH_LayerNormBwdArgs, dx),
-      MH_ABI1_TENSOR(MH_LayerNormBwdArgs, dweight), MH_ABI1_TENSOR(MH_LayerNormBwdArgs, dbias)};
-  static constexpr size_t v1_sizeof = 648;
-};
+constexpr size_t kV1Sizeof<MH_LayerNormBwdArgs> = 648;
 template <>
-struct Layout<MH_ElementwiseArgs> {
-  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_ElementwiseArgs, x), MH_ABI1_TENSOR(MH_ElementwiseArgs, y),
-                                      MH_ABI1_TENSOR(MH_ElementwiseArgs, out)};
-  static constexpr size_t v1_sizeof = 264;
-};
+constexpr size_t kV1Sizeof<MH_ElementwiseArgs> = 264;
 template <>
-struct Layout<MH_BiasArgs> {
-  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_BiasArgs, x), MH_ABI1_TENSOR(MH_BiasArgs, bias),
-                                      MH_ABI1_TENSOR(MH_BiasArgs, out)};
-  static constexpr size_t v1_sizeof = 248;
-};
+constexpr size_t kV1Sizeof<MH_BiasArgs> = 248;
 template <>
-struct Layout<MH_SoftmaxArgs> {
-  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_SoftmaxArgs, x), MH_ABI1_TENSOR(MH_SoftmaxArgs, out),
-                                      MH_ABI1_TENSOR(MH_SoftmaxArgs, dout), MH_ABI1_TENSOR(MH_SoftmaxArgs, dx),
-                                      MH_ABI1_TENSOR(MH_SoftmaxArgs, starts)};
-  static constexpr size_t v1_sizeof = 416;
-};
+constexpr size_t kV1Sizeof<MH_SoftmaxArgs> = 416;
 template <>
-struct Layout<MH_DropoutArgs> {
-  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_DropoutArgs, x), MH_ABI1_TENSOR(MH_DropoutArgs, residual),
-                                      MH_ABI1_TENSOR(MH_DropoutArgs, out), MH_ABI1_TENSOR(MH_DropoutArgs, mask)};
-  static constexpr size_t v1_sizeof = 368;
-};
+constexpr size_t kV1Sizeof<MH_DropoutArgs> = 368;
 template <>
-struct Layout<MH_EmbeddingArgs> {
-  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_EmbeddingArgs, table), MH_ABI1_TENSOR(MH_EmbeddingArgs, ids),
-                                      MH_ABI1_TENSOR(MH_EmbeddingArgs, out)};
-  static constexpr size_t v1_sizeof = 264;
-};
+constexpr size_t kV1Sizeof<MH_EmbeddingArgs> = 264;
 template <>
-struct Layout<MH_XentArgs> {
-  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_XentArgs, logits), MH_ABI1_TENSOR(MH_XentArgs, targets),
-                                      MH_ABI1_TENSOR(MH_XentArgs, row_max), MH_ABI1_TENSOR(MH_XentArgs, sum_exp),
-                                      MH_ABI1_TENSOR(MH_XentArgs, target_logit)};
-  static constexpr size_t v1_sizeof = 440;
-};
+constexpr size_t kV1Sizeof<MH_XentArgs> = 440;
 template <>
-struct Layout<MH_AdamWArgs> {
-  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_AdamWArgs, param), MH_ABI1_TENSOR(MH_AdamWArgs, grad),
-                                      MH_ABI1_TENSOR(MH_AdamWArgs, m), MH_ABI1_TENSOR(MH_AdamWArgs, v)};
-  static constexpr size_t v1_sizeof = 360;
-};
+constexpr size_t kV1Sizeof<MH_AdamWArgs> = 360;
 template <>
-struct Layout<MH_SumSquaresArgs> {
-  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_SumSquaresArgs, x), MH_ABI1_TENSOR(MH_SumSquaresArgs, out)};
-  static constexpr size_t v1_sizeof = 168;
-};
+constexpr size_t kV1Sizeof<MH_SumSquaresArgs> = 168;
 template <>
-struct Layout<MH_RmsNormArgs> {
-  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_RmsNormArgs, x), MH_ABI1_TENSOR(MH_RmsNormArgs, weight),
-                                      MH_ABI1_TENSOR(MH_RmsNormArgs, out), MH_ABI1_TENSOR(MH_RmsNormArgs, rstd)};
-  static constexpr size_t v1_sizeof = 336;
-};
+constexpr size_t kV1Sizeof<MH_RmsNormArgs> = 336;
 template <>
-struct Layout<MH_RmsNormBwdArgs> {
-  static constexpr std::array tensors{
-      MH_ABI1_TENSOR(MH_RmsNormBwdArgs, dout),   MH_ABI1_TENSOR(MH_RmsNormBwdArgs, x),
-      MH_ABI1_TENSOR(MH_RmsNormBwdArgs, weight), MH_ABI1_TENSOR(MH_RmsNormBwdArgs, rstd),
-      MH_ABI1_TENSOR(MH_RmsNormBwdArgs, dx),     MH_ABI1_TENSOR(MH_RmsNormBwdArgs, dweight)};
-  static constexpr size_t v1_sizeof = 488;
-};
+constexpr size_t kV1Sizeof<MH_RmsNormBwdArgs> = 488;
 template <>
-struct Layout<MH_RopeArgs> {
-  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_RopeArgs, x), MH_ABI1_TENSOR(MH_RopeArgs, out),
-                                      MH_ABI1_TENSOR(MH_RopeArgs, positions)};
-  static constexpr size_t v1_sizeof = 264;
-};
+constexpr size_t kV1Sizeof<MH_RopeArgs> = 264;
 template <>
-struct Layout<MH_SwigluArgs> {
-  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_SwigluArgs, x), MH_ABI1_TENSOR(MH_SwigluArgs, out),
-                                      MH_ABI1_TENSOR(MH_SwigluArgs, dout), MH_ABI1_TENSOR(MH_SwigluArgs, dx)};
-  static constexpr size_t v1_sizeof = 328;
-};
+constexpr size_t kV1Sizeof<MH_SwigluArgs> = 328;
 template <>
-struct Layout<MH_StridedCopyArgs> {
-  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_StridedCopyArgs, x), MH_ABI1_TENSOR(MH_StridedCopyArgs, out)};
-  static constexpr size_t v1_sizeof = 168;
-};
+constexpr size_t kV1Sizeof<MH_StridedCopyArgs> = 168;
 template <>
-struct Layout<MH_AttentionArgs> {
-  static constexpr std::array tensors{MH_ABI1_TENSOR(MH_AttentionArgs, q),   MH_ABI1_TENSOR(MH_AttentionArgs, k),
-                                      MH_ABI1_TENSOR(MH_AttentionArgs, v),   MH_ABI1_TENSOR(MH_AttentionArgs, out),
-                                      MH_ABI1_TENSOR(MH_AttentionArgs, lse), MH_ABI1_TENSOR(MH_AttentionArgs, dout),
-                                      MH_ABI1_TENSOR(MH_AttentionArgs, dq),  MH_ABI1_TENSOR(MH_AttentionArgs, dk),
-                                      MH_ABI1_TENSOR(MH_AttentionArgs, dv),  MH_ABI1_TENSOR(MH_AttentionArgs, starts)};
-  static constexpr size_t v1_sizeof = 896;
-};
+constexpr size_t kV1Sizeof<MH_AttentionArgs> = 896;
 
 namespace {
 
