@@ -39,7 +39,7 @@ Device::Device(const Instance& kernels)
     : api_(kernels.api<MH_KernelsApi>()),
       stream_(stream_extension(*kernels.component().desc)),
       component_(kernels.component().desc->name),
-      abi_minor_(kernels.component().plugin->desc->abi_minor),
+      plugin_(kernels.component().plugin->desc),
       instance_(kernels.get()) {
   require(api_->struct_size >= MH_STRUCT_SIZE(MH_KernelsApi, sum_squares),
           kernels.label() + " has an incomplete kernels table", MH_INTERNAL);
@@ -95,15 +95,18 @@ void Device::require_fits(MemCategory category, uint64_t bytes) const {
                   "(kernels.memory_gb sets a cpu rank's share)");
 }
 
-std::string missing_op_message(const std::string& component, uint32_t abi_minor, const char* name, size_t end,
-                               const std::string& needed_by) {
-  return "kernels plugin \"" + component + "\" (ABI " + std::to_string(MH_ABI_MAJOR) + "." + std::to_string(abi_minor) +
-         ") has no " + name + (needed_by.empty() ? "" : ", which " + needed_by + " needs") +
-         "; rebuild the plugin against SDK " + minor_adding(end) + " or later";
+std::string missing_op_message(const std::string& component, const MH_PluginDesc& plugin, const char* name,
+                               size_t end, const std::string& needed_by) {
+  const std::string fix = plugin.abi_major == 1 ? std::string("rebuild the plugin against SDK ") + minor_adding(end) +
+                                                      " or later"
+                                                : "choose kernels that implement it (megahost --list_plugins)";
+  return "kernels plugin \"" + component + "\" (ABI " + std::to_string(plugin.abi_major) + "." +
+         std::to_string(plugin.abi_minor) + ") has no " + name +
+         (needed_by.empty() ? "" : ", which " + needed_by + " needs") + "; " + fix;
 }
 
 void Device::throw_missing_op(const char* name, size_t end, const std::string& needed_by) const {
-  throw Error(MH_INVALID_ARGUMENT, missing_op_message(component_, abi_minor_, name, end, needed_by));
+  throw Error(MH_INVALID_ARGUMENT, missing_op_message(component_, *plugin_, name, end, needed_by));
 }
 
 void* Device::alloc(MemCategory category, uint64_t bytes) {

@@ -71,10 +71,11 @@ uint64_t op_bytes(const Args& a) {
   return bytes;
 }
 
-// 'kernels plugin "cpu" (ABI 1.2) has no rmsnorm, which <needed_by> needs;
-// rebuild ...' for a table of `abi_minor` ending before byte `end`.
-std::string missing_op_message(const std::string& component, uint32_t abi_minor, const char* name, size_t end,
-                               const std::string& needed_by);
+// 'kernels plugin "cpu" (ABI 2.0) has no rmsnorm, which <needed_by> needs;
+// choose ...' for a table of `plugin` that lacks the op ending at byte
+// `end`; for a plugin built for 1.x, the SDK minor that added it.
+std::string missing_op_message(const std::string& component, const MH_PluginDesc& plugin, const char* name,
+                               size_t end, const std::string& needed_by);
 
 class Device {
  public:
@@ -134,7 +135,7 @@ class Device {
   const MH_KernelsApi* api_;
   const MH_StreamExtension* stream_;  // NULL: the component has none
   std::string component_;  // the kernels component's name, for messages
-  uint32_t abi_minor_;     // the minor its plugin was built against
+  const MH_PluginDesc* plugin_;  // its plugin, for the ABI version it was built against
   MH_Instance* instance_;
   MH_DeviceInfo info_{};
   MemoryTracker memory_;
