@@ -28,7 +28,8 @@ class CountedComm {
     // The host calls the non-blocking collectives this table offers; it
     // offers them all, so the inner communicator must have them.
     mh::require(inner_.api().all_gather_start != nullptr && inner_.api().request_destroy != nullptr,
-                "counted_comm wraps communicators of ABI 1.4 or later; " + inner_.name() + " is older",
+                "counted_comm wraps communicators with the non-blocking collectives; " + inner_.name() +
+                    " has none",
                 MH_INVALID_ARGUMENT);
     inner_api.store(&inner_.api());
   }
@@ -83,4 +84,4 @@ const MH_CommApi kApi{
 MH_PLUGIN("counted_comm", "1.0.0",
           mh::component_with_table<CountedComm>(MH_KIND_COMM, "counted_comm", "1.0.0",
                                                 "counts the collectives of the communicator it wraps",
-                                                CountedComm::options, &kApi))
+                                                CountedComm::options, &kApi, nullptr))

@@ -37,7 +37,12 @@ class TimedKernels {
     mh::check(inner_.api().copy(inner_.get(), dst, src, bytes, kind));
   }
   void synchronize() { mh::check(inner_.api().synchronize(inner_.get())); }
-  void* stream() { return inner_.api().stream(inner_.get()); }
+  // The inner component's stream (NULL if it has none), so collectives stay
+  // ordered after the ops this forwards.
+  void* stream() {
+    const auto* inner = inner_.extension<MH_StreamExtension>(MH_EXTENSION_STREAM);
+    return inner != nullptr ? inner->stream(inner_.get()) : nullptr;
+  }
 
 #define TIMED(name, Args) \
   void name(const Args& a) { time(#name, &MH_KernelsApi::name, a); }
@@ -69,7 +74,7 @@ class TimedKernels {
  private:
   template <class Args>
   void time(const char* name, MH_Error* (*const MH_KernelsApi::*op)(MH_Instance*, const Args*), const Args& a) {
-    const auto fn = inner_.api().*op;  // NULL when the inner plugin's minor lacks it
+    const auto fn = inner_.api().*op;  // NULL when the inner component leaves the op out
     mh::require(fn != nullptr, inner_.name() + " has no " + name, MH_UNIMPLEMENTED);
     const auto start = std::chrono::steady_clock::now();
     mh::check(fn(inner_.get(), &a));

@@ -33,6 +33,7 @@ Collectives& Collectives::operator=(Collectives&& other) noexcept {
   std::swap(owned_, other.owned_);
   std::swap(dry_, other.dry_);
   std::swap(stream_, other.stream_);
+  std::swap(placement_, other.placement_);
   return *this;
 }
 
@@ -44,8 +45,8 @@ MH_CollectiveArgs Collectives::args(TypedPtr send, int64_t send_n, TypedPtr recv
                                     int32_t peer) const {
   MH_CollectiveArgs args{};
   args.struct_size = sizeof(args);
-  args.send = send.t({send_n});
-  args.recv = recv.t({recv_n});
+  args.send = placed(send.t({send_n}), placement_);
+  args.recv = placed(recv.t({recv_n}), placement_);
   args.op = op;
   args.peer = peer;
   args.stream = stream_;
@@ -145,8 +146,8 @@ void Collectives::all_to_all(TypedPtr send, const std::vector<int64_t>& send_cou
   const auto sum = [](const std::vector<int64_t>& counts) { return std::accumulate(counts.begin(), counts.end(), int64_t{0}); };
   MH_AllToAllArgs a{};
   a.struct_size = sizeof(a);
-  a.send = send.t({sum(send_counts)});
-  a.recv = recv.t({sum(recv_counts)});
+  a.send = placed(send.t({sum(send_counts)}), placement_);
+  a.recv = placed(recv.t({sum(recv_counts)}), placement_);
   a.send_counts = send_counts.data();
   a.recv_counts = recv_counts.data();
   a.stream = stream_;
@@ -154,14 +155,17 @@ void Collectives::all_to_all(TypedPtr send, const std::vector<int64_t>& send_cou
   check(api_->all_to_all(group_, &a), context("all-to-all"));
 }
 
-// Without the stream: host buffers are not the device's work, and the
-// communicators that move host memory refuse any call that names a stream.
+// Without the stream and on the CPU: host buffers are not the device's
+// work, and the communicators that move host memory refuse any call that
+// names a stream.
 void Collectives::all_gather_host(const float* send, float* recv, int64_t n) {
   const bool dry = std::exchange(dry_, false);
   void* stream = std::exchange(stream_, nullptr);
+  const Placement where = std::exchange(placement_, Placement{});
   all_gather(send, recv, n);
   dry_ = dry;
   stream_ = stream;
+  placement_ = where;
 }
 
 void Collectives::barrier() { check(api_->barrier(group_), context("barrier")); }
@@ -171,7 +175,7 @@ Collectives Collectives::split(int32_t color, int32_t key, std::string name) {
   check(api_->split(group_, color, key, &out), "splitting the " + name_ + " group");
   Collectives group(api_, out, std::move(name), true);
   group.set_dry(dry_);
-  group.set_stream(stream_);
+  group.set_device(stream_, placement_);
   return group;
 }
 

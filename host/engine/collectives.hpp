@@ -37,9 +37,13 @@ class Collectives {
   // In a dry run buffers are fake addresses: data calls become no-ops while
   // groups are still built for real. Groups split from this one inherit it.
   void set_dry(bool dry) { dry_ = dry; }
-  // The kernels' stream, which a device communicator orders its work after
-  // (MH_CollectiveArgs.stream); NULL on the CPU. Split groups inherit it.
-  void set_stream(void* stream) { stream_ = stream; }
+  // The kernels' device: the stream a device communicator orders its work
+  // after (MH_CollectiveArgs.stream; NULL on the CPU) and where the buffers
+  // lie (MH_Tensor.device). Split groups inherit both.
+  void set_device(void* stream, Placement where) {
+    stream_ = stream;
+    placement_ = where;
+  }
   Collectives(Collectives&& other) noexcept;
   Collectives& operator=(Collectives&& other) noexcept;
   ~Collectives();
@@ -94,6 +98,7 @@ class Collectives {
   bool owned_ = false;
   bool dry_ = false;
   void* stream_ = nullptr;
+  Placement placement_;
 };
 
 // Every rank's `mine` (the same length on each), rank after rank: exact

@@ -5,7 +5,6 @@
 #include <string>
 
 namespace mh {
-
 MH_Tensor view(void* data, int32_t dtype, std::initializer_list<int64_t> shape) {
   MH_Tensor t{};
   t.data = data;
@@ -27,10 +26,20 @@ MH_Tensor view(void* data, int32_t dtype, std::initializer_list<int64_t> shape,
   return t;
 }
 
+namespace {
+
+const MH_StreamExtension* stream_extension(const MH_ComponentDesc& desc) {
+  if (!reaches(desc, &MH_ComponentDesc::extensions)) return nullptr;
+  return reinterpret_cast<const MH_StreamExtension*>(MH_FindExtension(desc.extensions, MH_EXTENSION_STREAM));
+}
+
+}  // namespace
+
 Device::Device(const Instance& kernels)
     : api_(kernels.api<MH_KernelsApi>()),
+      stream_(stream_extension(*kernels.component().desc)),
       component_(kernels.component().desc->name),
-      abi_minor_(kernels.component().plugin->desc->abi_minor),
+      plugin_(kernels.component().plugin->desc),
       instance_(kernels.get()) {
   require(api_->struct_size >= MH_STRUCT_SIZE(MH_KernelsApi, sum_squares),
           kernels.label() + " has an incomplete kernels table", MH_INTERNAL);
@@ -38,42 +47,35 @@ Device::Device(const Instance& kernels)
   check(api_->device_info(instance_, &info_), kernels.label() + ": device_info");
 }
 
+void* Device::stream() const { return stream_ != nullptr ? stream_->stream(instance_) : nullptr; }
+
 namespace {
 
-// The minor that added the table member ending at byte `end`: every member
-// before rmsnorm was in 1.0 (the constructor requires them).
+// The SDK that added the table member ending at byte `end`, for a plugin
+// built for 1.x (docs/sdk.md, "ABI history"): every member up to
+// sum_squares was in 1.0 (the constructor requires them).
 const char* minor_adding(size_t end) {
-  if (end > MH_STRUCT_SIZE(MH_KernelsApi, capabilities)) return "1.7";
+  if (end > MH_STRUCT_SIZE(MH_KernelsApi, strided_copy)) return "1.7";
   if (end > MH_STRUCT_SIZE(MH_KernelsApi, swiglu_bwd)) return "1.4";
   return end > MH_STRUCT_SIZE(MH_KernelsApi, sum_squares) ? "1.3" : "1.0";
 }
 
 }  // namespace
 
-uint64_t kernels_capabilities(const MH_KernelsApi& table) {
-  if (reaches(table, &MH_KernelsApi::capabilities)) return table.capabilities;
-  return has_entry(table, &MH_KernelsApi::strided_copy) ? uint64_t{MH_KERNELS_CAP_PARTIAL_SOFTMAX} : 0;
-}
+uint64_t kernels_capabilities(const MH_KernelsApi& table) { return table.capabilities; }
 
 const char* kernels_entry_name(size_t end) {
+  // The entries after capabilities, in table order.
   static const char* const names[] = {
-      "device_info", "alloc",   "free",          "copy",    "synchronize",   "stream",        "gemm",
-      "layernorm",   "layernorm_bwd", "elementwise", "bias_add", "bias_bwd", "softmax",     "softmax_bwd",
-      "dropout",     "dropout_bwd",   "embedding", "embedding_bwd", "xent", "adamw",       "sum_squares",
-      "rmsnorm",     "rmsnorm_bwd",   "rope",      "swiglu",  "swiglu_bwd",    "strided_copy",
+      "device_info",   "alloc",       "free",          "copy",       "synchronize",  "gemm",        "layernorm",
+      "layernorm_bwd", "elementwise", "bias_add",      "bias_bwd",   "softmax",      "softmax_bwd", "dropout",
+      "dropout_bwd",   "embedding",   "embedding_bwd", "xent",       "adamw",        "sum_squares", "rmsnorm",
+      "rmsnorm_bwd",   "rope",        "swiglu",        "swiglu_bwd", "strided_copy", "attention",   "attention_bwd",
   };
-  static_assert(sizeof(names) / sizeof(names[0]) ==
-                (offsetof(MH_KernelsApi, capabilities) - sizeof(size_t)) / sizeof(void*));
-  // The ops after capabilities (1.7 on), in table order.
-  static const char* const later[] = {"attention", "attention_bwd"};
-  static_assert(sizeof(later) / sizeof(later[0]) ==
-                (sizeof(MH_KernelsApi) - MH_STRUCT_SIZE(MH_KernelsApi, capabilities)) / sizeof(void*));
-  if (end > MH_STRUCT_SIZE(MH_KernelsApi, capabilities)) {
-    const size_t index = (end - MH_STRUCT_SIZE(MH_KernelsApi, capabilities)) / sizeof(void*) - 1;
-    return index < sizeof(later) / sizeof(later[0]) ? later[index] : "?";
-  }
-  const size_t index = (end - sizeof(size_t)) / sizeof(void*) - 1;
-  return index < sizeof(names) / sizeof(names[0]) ? names[index] : "?";
+  constexpr size_t first = MH_STRUCT_SIZE(MH_KernelsApi, capabilities);
+  static_assert(sizeof(names) / sizeof(names[0]) == (sizeof(MH_KernelsApi) - first) / sizeof(void*));
+  const size_t index = (end - first) / sizeof(void*) - 1;
+  return end > first && index < sizeof(names) / sizeof(names[0]) ? names[index] : "?";
 }
 
 uint64_t tensor_bytes(const MH_Tensor& t) {
@@ -93,15 +95,18 @@ void Device::require_fits(MemCategory category, uint64_t bytes) const {
                   "(kernels.memory_gb sets a cpu rank's share)");
 }
 
-std::string missing_op_message(const std::string& component, uint32_t abi_minor, const char* name, size_t end,
-                               const std::string& needed_by) {
-  return "kernels plugin \"" + component + "\" (ABI " + std::to_string(MH_ABI_MAJOR) + "." + std::to_string(abi_minor) +
-         ") has no " + name + (needed_by.empty() ? "" : ", which " + needed_by + " needs") +
-         "; rebuild the plugin against SDK " + minor_adding(end) + " or later";
+std::string missing_op_message(const std::string& component, const MH_PluginDesc& plugin, const char* name,
+                               size_t end, const std::string& needed_by) {
+  const std::string fix = plugin.abi_major == 1 ? std::string("rebuild the plugin against SDK ") + minor_adding(end) +
+                                                      " or later"
+                                                : "choose kernels that implement it (megahost --list_plugins)";
+  return "kernels plugin \"" + component + "\" (ABI " + std::to_string(plugin.abi_major) + "." +
+         std::to_string(plugin.abi_minor) + ") has no " + name +
+         (needed_by.empty() ? "" : ", which " + needed_by + " needs") + "; " + fix;
 }
 
 void Device::throw_missing_op(const char* name, size_t end, const std::string& needed_by) const {
-  throw Error(MH_INVALID_ARGUMENT, missing_op_message(component_, abi_minor_, name, end, needed_by));
+  throw Error(MH_INVALID_ARGUMENT, missing_op_message(component_, *plugin_, name, end, needed_by));
 }
 
 void* Device::alloc(MemCategory category, uint64_t bytes) {

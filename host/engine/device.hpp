@@ -5,6 +5,7 @@
 #include <megahost/abi.h>
 #include <megahost/dtype.hpp>
 #include <megahost/error.hpp>
+#include <megahost/placement.hpp>
 #include <megahost/struct_size.hpp>
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "plugins/args_tensors.hpp"
 #include "plugins/assembly.hpp"
 #include "engine/memory.hpp"
 #include "plugins/observer.hpp"
@@ -20,7 +22,9 @@
 
 namespace mh {
 
-// A contiguous view of `data` with `shape`.
+// A contiguous view of `data` with `shape`, on no device in particular
+// (MH_Tensor.device is the CPU's zero): the Device and Collectives that pass
+// it to a plugin place it on theirs.
 MH_Tensor view(void* data, int32_t dtype, std::initializer_list<int64_t> shape);
 // A view with explicit element strides (innermost last).
 MH_Tensor view(void* data, int32_t dtype, std::initializer_list<int64_t> shape,
@@ -45,15 +49,13 @@ struct TypedPtr {
 };
 
 // Whether a table has entry `op`: inside its struct_size and not NULL, the
-// one rule for optional entries (abi.h 1.5).
+// one rule for optional entries.
 template <class Table, class Op>
 bool has_entry(const Table& table, Op Table::*op) {
   return reaches(table, op) && table.*op != nullptr;
 }
 
-// The kernels table's capabilities: its own from 1.5 on; derived for an
-// older table as the host did before (a 1.4 table with strided_copy takes
-// non-square softmax scores).
+// The kernels table's capabilities (MH_KernelsCapability bits).
 uint64_t kernels_capabilities(const MH_KernelsApi& table);
 
 // The MH_KernelsApi member whose bytes end at `end` ("gemm", "softmax_bwd"),
@@ -63,12 +65,17 @@ const char* kernels_entry_name(size_t end);
 // Bytes of every tensor an op's arguments name (data not NULL).
 uint64_t tensor_bytes(const MH_Tensor& t);
 template <class Args>
-uint64_t op_bytes(const Args& a);
+uint64_t op_bytes(const Args& a) {
+  uint64_t bytes = 0;
+  for_each_tensor(a, [&](const char*, const MH_Tensor& t) { bytes += tensor_bytes(t); });
+  return bytes;
+}
 
-// 'kernels plugin "cpu" (ABI 1.2) has no rmsnorm, which <needed_by> needs;
-// rebuild ...' for a table of `abi_minor` ending before byte `end`.
-std::string missing_op_message(const std::string& component, uint32_t abi_minor, const char* name, size_t end,
-                               const std::string& needed_by);
+// 'kernels plugin "cpu" (ABI 2.0) has no rmsnorm, which <needed_by> needs;
+// choose ...' for a table of `plugin` that lacks the op ending at byte
+// `end`; for a plugin built for 1.x, the SDK minor that added it.
+std::string missing_op_message(const std::string& component, const MH_PluginDesc& plugin, const char* name,
+                               size_t end, const std::string& needed_by);
 
 class Device {
  public:
@@ -77,6 +84,12 @@ class Device {
   const MH_DeviceInfo& info() const { return info_; }
   const MH_KernelsApi& api() const { return *api_; }
   MH_Instance* instance() const { return instance_; }
+  // The native stream the ops are enqueued on (MH_EXTENSION_STREAM), NULL
+  // for a component that runs each op before returning.
+  void* stream() const;
+  // Where this rank's memory lives: every tensor the host hands the
+  // instance is memory it allocated (MH_Tensor.device).
+  Placement placement() const { return {info_.device_type, info_.device_id}; }
   MemoryTracker& memory() { return memory_; }
   // FLOPs of the GEMMs issued so far (2 m n k per matrix product): the
   // hardware FLOPs, recomputation included.
@@ -90,20 +103,21 @@ class Device {
   void synchronize();
 
   // Calls one op of the table with struct_size filled in; throws mh::Error
-  // naming the op when it fails, or when the plugin's table predates it.
+  // naming the op when it fails, or when the plugin's table lacks it.
   template <class Args>
   void run(MH_Error* (*const MH_KernelsApi::*op)(MH_Instance*, const Args*), Args args, const char* what) {
     require_op(op, what, "");
     args.struct_size = sizeof(Args);
+    for_each_tensor(args, [&](const char*, MH_Tensor& t) { t = placed(t, placement()); });
     ScopedPluginCall call(what);
     ObservedCall observed(MH_EVENT_OP, kernels_entry_name(member_end(*api_, op)), nullptr, op_bytes(args));
     check((api_->*op)(instance_, &args), std::string("kernels op ") + what);
   }
 
   // Throws MH_INVALID_ARGUMENT (bad input: the run asks for what the plugin
-  // cannot do) unless the kernels table reaches `op`, a member added in a
-  // later minor than the plugin's: 'kernels plugin "cpu" (ABI 1.2) has no
-  // rmsnorm, which <needed_by> needs; rebuild ...'. needed_by names the
+  // cannot do) unless the kernels table has `op`, an op a plugin may leave
+  // out (abi.h) or one built for 1.x may predate: 'kernels plugin "cpu"
+  // (ABI 1.2) has no rmsnorm, which <needed_by> needs; rebuild ...'. needed_by names the
   // config key that asks for it, e.g. model.normalization = "rmsnorm"; empty
   // leaves that clause out.
   template <class Op>
@@ -119,8 +133,9 @@ class Device {
   [[noreturn]] void throw_missing_op(const char* name, size_t end, const std::string& needed_by) const;
 
   const MH_KernelsApi* api_;
+  const MH_StreamExtension* stream_;  // NULL: the component has none
   std::string component_;  // the kernels component's name, for messages
-  uint32_t abi_minor_;     // the minor its plugin was built against
+  const MH_PluginDesc* plugin_;  // its plugin, for the ABI version it was built against
   MH_Instance* instance_;
   MH_DeviceInfo info_{};
   MemoryTracker memory_;
@@ -153,35 +168,5 @@ class Buffer {
   int64_t elements_ = 0;
   int32_t dtype_ = MH_F32;
 };
-
-template <class... T>
-uint64_t tensors_bytes(const T&... t) {
-  return (tensor_bytes(t) + ...);
-}
-template <class Args>
-uint64_t op_bytes(const Args& a) {
-  if constexpr (std::is_same_v<Args, MH_GemmArgs>) return tensors_bytes(a.a, a.b, a.c);
-  else if constexpr (std::is_same_v<Args, MH_LayerNormArgs>) return tensors_bytes(a.x, a.weight, a.bias, a.out, a.mean, a.rstd);
-  else if constexpr (std::is_same_v<Args, MH_LayerNormBwdArgs>)
-    return tensors_bytes(a.dout, a.x, a.weight, a.mean, a.rstd, a.dx, a.dweight, a.dbias);
-  else if constexpr (std::is_same_v<Args, MH_ElementwiseArgs>) return tensors_bytes(a.x, a.y, a.out);
-  else if constexpr (std::is_same_v<Args, MH_BiasArgs>) return tensors_bytes(a.x, a.bias, a.out);
-  else if constexpr (std::is_same_v<Args, MH_SoftmaxArgs> || std::is_same_v<Args, MH_SwigluArgs>)
-    return tensors_bytes(a.x, a.out, a.dout, a.dx);
-  else if constexpr (std::is_same_v<Args, MH_DropoutArgs>) return tensors_bytes(a.x, a.residual, a.out, a.mask);
-  else if constexpr (std::is_same_v<Args, MH_EmbeddingArgs>) return tensors_bytes(a.table, a.ids, a.out);
-  else if constexpr (std::is_same_v<Args, MH_XentArgs>)
-    return tensors_bytes(a.logits, a.targets, a.row_max, a.sum_exp, a.target_logit);
-  else if constexpr (std::is_same_v<Args, MH_AdamWArgs>) return tensors_bytes(a.param, a.grad, a.m, a.v);
-  else if constexpr (std::is_same_v<Args, MH_SumSquaresArgs>) return tensors_bytes(a.x, a.out);
-  else if constexpr (std::is_same_v<Args, MH_RmsNormArgs>) return tensors_bytes(a.x, a.weight, a.out, a.rstd);
-  else if constexpr (std::is_same_v<Args, MH_RmsNormBwdArgs>)
-    return tensors_bytes(a.dout, a.x, a.weight, a.rstd, a.dx, a.dweight);
-  else if constexpr (std::is_same_v<Args, MH_RopeArgs> || std::is_same_v<Args, MH_StridedCopyArgs>)
-    return tensors_bytes(a.x, a.out);
-  else if constexpr (std::is_same_v<Args, MH_AttentionArgs>)
-    return tensors_bytes(a.q, a.k, a.v, a.out, a.lse, a.dout, a.dq, a.dk, a.dv, a.starts);
-  else static_assert(sizeof(Args) == 0, "op_bytes: an op's arguments not listed here");
-}
 
 }  // namespace mh

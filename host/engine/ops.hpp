@@ -50,7 +50,8 @@ void embedding(Device& d, TypedPtr table, int64_t table_rows, const int32_t* ids
 void embedding_bwd(Device& d, TypedPtr dtable, int64_t table_rows, const int32_t* ids, TypedPtr dout, int64_t n,
                    int64_t h, int64_t id_start);
 
-// Since ABI 1.3; a caller checks Device::require_op before a model needs them.
+// Ops a plugin may leave out (abi.h): a caller checks Device::require_op
+// before a model needs them.
 // out [n, c] = x * rstd * weight (RMSNorm); weight f32 [c]; rstd f32 [n], kept for the backward.
 void rmsnorm(Device& d, TypedPtr x, const float* weight, TypedPtr out, float* rstd, int64_t n, int64_t c, float eps);
 // dx [n, c] += ..., dweight [c] += ... (both f32).
@@ -62,7 +63,8 @@ void rmsnorm_bwd(Device& d, TypedPtr dout, TypedPtr x, const float* weight, cons
 // data NULL for rows at position_offset + row.
 void rope(Device& d, MH_Tensor heads, int64_t position_offset, const MH_Tensor& positions, float theta, bool inverse);
 
-// Since ABI 1.4 (the generation engine checks Device::require_op first).
+// An op a plugin may leave out (the generation engine checks
+// Device::require_op first).
 // out = x over two [G, R, C] views of one dtype, gemm-style strides, not
 // overlapping: appends keys and values to a KV cache.
 void strided_copy(Device& d, MH_Tensor x, MH_Tensor out);

@@ -40,7 +40,7 @@ Collectives world_group(const MH_CommApi* api, MH_Instance* comm, int32_t local,
   check(api->world(comm, local, &world), "comm world group");
   Collectives g(api, world, "world", false);
   g.set_dry(dry);
-  g.set_stream(device.api().stream(device.instance()));
+  g.set_device(device.stream(), device.placement());
   return g;
 }
 

@@ -60,7 +60,7 @@ class RankContext {
   int32_t rank;
   RankCoordinates coords;
   // Before the device, so the observer sees the device's first call and,
-  // destroyed after it, its last (ABI 1.5, [observer]).
+  // destroyed after it, its last ([observer]).
   RankObserver observer;
   RankDevice device;
   Device& dev;

@@ -12,6 +12,7 @@
 #include <megahost/error.hpp>
 
 #include "config/config.hpp"
+#include "plugins/abi1_adapter.hpp"
 #include "plugins/composition.hpp"
 #include "plugins/descriptor_arrays.hpp"
 #include "plugins/registry.hpp"
@@ -167,6 +168,17 @@ bool load_one(const fs::path& file, LoadedPlugin& out, Diagnostics& diag) {
   } catch (const std::exception& e) {
     diag.error(where, std::string("cannot load plugin: ") + e.what());
     return false;
+  }
+  if (!out.library.has(MH_ENTRY_SYMBOL) && out.library.has(abi1::kEntrySymbol)) {
+    // Built for ABI 1.x: the 1.x adapter reads it (docs/sdk.md).
+    try {
+      out.desc = abi1::adapt_plugin(out.library.get<std::remove_pointer_t<abi1::EntryFn>>(abi1::kEntrySymbol));
+    } catch (const Error& e) {
+      diag.error(where, e.what());
+      return false;
+    }
+    out.file = file;
+    return true;
   }
   if (!out.library.has(MH_ENTRY_SYMBOL)) {
     diag.error(where, "refused: " + other_major_hint(out.library));

@@ -28,8 +28,6 @@ class Mpi : public ::testing::Test {
   int32_t size() const { return api().group_size(world()); }
 };
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 float value(int32_t rank, int64_t i) { return static_cast<float>(rank * 1000 + i % 997); }
 
 std::vector<float> values_of(int32_t rank, int64_t n) {
@@ -223,6 +221,17 @@ TEST_F(Mpi, BadArgumentsAreRefusedBeforeAnythingIsSent) {
   auto h = args<uint16_t>(half, half_out);
   h.send.dtype = h.recv.dtype = MH_F16;
   EXPECT_EQ(Status(api().all_reduce(world(), &h)).code, MH_UNIMPLEMENTED);
+  EXPECT_TRUE(Status(api().barrier(world())).ok());
+}
+
+TEST_F(Mpi, ABufferOnAnotherDeviceIsRefusedBeforeAnythingIsSent) {
+  std::vector<float> send(2), recv(2);
+  auto a = args<float>(send, recv);
+  a.send.device = MH_DEVICE_CUDA;
+  Status s(api().all_reduce(world(), &a));
+  EXPECT_EQ(s.code, MH_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(s.message, "all_reduce on group world")) << s.message;
+  EXPECT_TRUE(contains(s.message, "send is on cuda:0, but this communicator works on cpu")) << s.message;
   EXPECT_TRUE(Status(api().barrier(world())).ok());
 }
 

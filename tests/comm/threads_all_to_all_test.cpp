@@ -15,8 +15,6 @@ using std::chrono::steady_clock;
 class ThreadsAllToAll : public ThreadsTest {};
 MH_THREADS_WORLD_SIZES(ThreadsAllToAll);
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 // Elements rank `from` sends rank `to`: 0 for some pairs, so empty blocks are covered.
 int64_t block(int32_t from, int32_t to) { return (from + 2 * to) % 3; }
 
@@ -90,6 +88,20 @@ TEST_P(ThreadsAllToAll, CountsBeyondTheBufferAreInvalidArgument) {
     Status s(comm.api().all_to_all(world, &a));
     EXPECT_EQ(s.code, MH_INVALID_ARGUMENT);
     EXPECT_TRUE(contains(s.message, "send_counts sum to " + std::to_string(2 * size()))) << s.message;
+  });
+}
+
+TEST_P(ThreadsAllToAll, RefusesABufferOnAnotherDevice) {
+  Comm comm = make();
+  run_ranks(comm, [&](int32_t, MH_Group* world) {
+    const std::vector<int64_t> counts(size(), 1);
+    std::vector<float> send(size(), 1.0f), recv(size(), -1.0f);
+    auto a = all_to_all_args<float>(send, counts, recv, counts);
+    a.send.device = MH_DEVICE_CUDA;
+    Status s(comm.api().all_to_all(world, &a));
+    EXPECT_EQ(s.code, MH_INVALID_ARGUMENT);
+    EXPECT_TRUE(contains(s.message, "send is on cuda:0, but this communicator works on cpu")) << s.message;
+    EXPECT_EQ(recv, std::vector<float>(size(), -1.0f));
   });
 }
 

@@ -202,6 +202,26 @@ TEST_P(ThreadsCollectives, EmptyBuffersAreAllowed) {
   });
 }
 
+// abi.h: a buffer whose MH_Tensor says it lives elsewhere is refused before
+// anything moves, on every rank, naming the call, the buffer and both
+// devices; an empty one (data NULL) holds nothing and is not checked.
+TEST_P(ThreadsCollectives, RefusesABufferOnAnotherDevice) {
+  Comm comm = make();
+  run_ranks(comm, [&](int32_t rank, MH_Group* world) {
+    std::vector<float> send = values_of(rank, 3), recv(3, -1.0f);
+    auto a = args<float>(send, recv);
+    a.recv.device = MH_DEVICE_CUDA;
+    Status s(comm.api().all_reduce(world, &a));
+    EXPECT_EQ(s.code, MH_INVALID_ARGUMENT);
+    EXPECT_TRUE(contains(s.message, "all_reduce on group world")) << s.message;
+    EXPECT_TRUE(contains(s.message, "recv is on cuda:0, but this communicator works on cpu")) << s.message;
+    EXPECT_EQ(recv, std::vector<float>(3, -1.0f));
+    auto empty = args<float>({}, {});
+    empty.send.device = empty.recv.device = MH_DEVICE_CUDA;
+    EXPECT_TRUE(Status(comm.api().all_reduce(world, &empty)).ok());
+  });
+}
+
 TEST_P(ThreadsCollectives, ManyCollectivesInARowStayInStep) {
   Comm comm = make();
   run_ranks(comm, [&](int32_t rank, MH_Group* world) {

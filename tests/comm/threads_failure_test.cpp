@@ -14,8 +14,6 @@ using std::chrono::steady_clock;
 class ThreadsFailure : public ThreadsTest {};
 MH_THREADS_WORLD_SIZES(ThreadsFailure);
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 Status all_reduce(const Comm& comm, MH_Group* group, int64_t n = 4) {
   std::vector<float> send(n, 1.0f), recv(n);
   auto a = args<float>(send, recv);

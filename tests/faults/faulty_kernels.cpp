@@ -13,8 +13,8 @@
 //          and into the sum, as a gradient gone non-finite would.
 // Its cross-entropy statistics are ones, so that the loss of a run that
 // computes nothing is 0, a finite number.
-// It has the ops of ABI 1.2 only (GPT-2 training).
-#define MH_PLUGIN_MINOR 2
+// Its model-family ops (Llama's, the KV cache's, flash attention) compute
+// nothing either, like every other op.
 #include <megahost/plugin.hpp>
 
 #include <algorithm>
@@ -34,6 +34,7 @@ constexpr uint64_t kAlignment = 256;
 class FaultyKernels {
  public:
   static constexpr MH_Kind kind = MH_KIND_KERNELS;
+  static constexpr uint64_t capabilities = 0;
   static constexpr MH_OptionSpec options[] = {
       mh::opt_choice("fault", "\"error\"", "error|throw|stall|kill|stop|nonfinite", "what the faulting call does"),
       mh::opt("op", MH_VALUE_STRING, "\"any\"", "the call that faults: any, or a table entry (gemm, copy, ...)"),
@@ -71,7 +72,6 @@ class FaultyKernels {
     std::memmove(dst, src, bytes);
   }
   void synchronize() { hit("synchronize"); }
-  void* stream() { return nullptr; }
 
 #define FAULTY_OP(name, Args) \
   void name(const Args&) { hit(#name); }
@@ -88,6 +88,14 @@ class FaultyKernels {
   FAULTY_OP(embedding, MH_EmbeddingArgs)
   FAULTY_OP(embedding_bwd, MH_EmbeddingArgs)
   FAULTY_OP(adamw, MH_AdamWArgs)
+  FAULTY_OP(rmsnorm, MH_RmsNormArgs)
+  FAULTY_OP(rmsnorm_bwd, MH_RmsNormBwdArgs)
+  FAULTY_OP(rope, MH_RopeArgs)
+  FAULTY_OP(swiglu, MH_SwigluArgs)
+  FAULTY_OP(swiglu_bwd, MH_SwigluArgs)
+  FAULTY_OP(strided_copy, MH_StridedCopyArgs)
+  FAULTY_OP(attention, MH_AttentionArgs)
+  FAULTY_OP(attention_bwd, MH_AttentionArgs)
 #undef FAULTY_OP
   void xent(const MH_XentArgs& a) {
     hit("xent");

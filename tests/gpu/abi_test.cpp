@@ -16,10 +16,11 @@ std::vector<std::string> option_names(const MH_ComponentDesc& c) {
   return names;
 }
 
-// Every entry of a function table after its struct_size is set.
+// Every entry of a function table from byte `first` (past struct_size and
+// any data fields) to its struct_size is set.
 template <class Table>
-void expect_every_entry_set(const Table& table) {
-  const size_t first = sizeof(size_t), entries = (table.struct_size - first) / sizeof(void*);
+void expect_every_entry_set(const Table& table, size_t first = sizeof(size_t)) {
+  const size_t entries = (table.struct_size - first) / sizeof(void*);
   ASSERT_EQ(first + entries * sizeof(void*), table.struct_size);
   for (size_t i = 0; i < entries; ++i) {
     void* entry = nullptr;
@@ -54,7 +55,7 @@ TEST(CudaKernelsModule, DescribesTheCudaKernelsComponent) {
   EXPECT_STREQ(plugin.name, "kernels_cuda");
   ASSERT_EQ(plugin.num_components, 1u);
   const MH_ComponentDesc& c = plugin.components[0];
-  EXPECT_EQ(c.struct_size, MH_STRUCT_SIZE(MH_ComponentDesc, api));
+  EXPECT_EQ(c.struct_size, MH_STRUCT_SIZE(MH_ComponentDesc, extensions));
   EXPECT_EQ(c.kind, MH_KIND_KERNELS);
   EXPECT_STREQ(c.name, "cuda");
   ASSERT_EQ(option_names(c), (std::vector<std::string>{"device", "dtype", "peak_tflops"}));
@@ -64,7 +65,13 @@ TEST(CudaKernelsModule, DescribesTheCudaKernelsComponent) {
   expect_option(c, 2, "peak_tflops", MH_VALUE_DOUBLE, "0");
   const auto& api = *static_cast<const MH_KernelsApi*>(c.api);
   EXPECT_EQ(api.struct_size, MH_STRUCT_SIZE(MH_KernelsApi, attention_bwd));
-  expect_every_entry_set(api);
+  expect_every_entry_set(api, MH_STRUCT_SIZE(MH_KernelsApi, capabilities));
+  // Its ops are enqueued on a stream, which the host reads from the chain.
+  const auto* stream =
+      reinterpret_cast<const MH_StreamExtension*>(MH_FindExtension(c.extensions, MH_EXTENSION_STREAM));
+  ASSERT_NE(stream, nullptr);
+  EXPECT_EQ(stream->base.struct_size, MH_STRUCT_SIZE(MH_StreamExtension, stream));
+  EXPECT_NE(stream->stream, nullptr);
 }
 
 TEST(CudaKernelsModule, CreateWithoutADeviceIsUnavailable) {
@@ -84,7 +91,7 @@ TEST(NcclCommModule, DescribesTheNcclComponent) {
   expect_option(c, 0, "world_size", MH_VALUE_INT, "1");
   expect_option(c, 1, "timeout_s", MH_VALUE_DOUBLE, "30");
   const auto& api = *static_cast<const MH_CommApi*>(c.api);
-  EXPECT_EQ(api.struct_size, MH_STRUCT_SIZE(MH_CommApi, all_to_all));  // the 1.7 table
+  EXPECT_EQ(api.struct_size, MH_STRUCT_SIZE(MH_CommApi, all_to_all));
   expect_every_entry_set(api);
 }
 

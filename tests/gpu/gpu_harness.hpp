@@ -8,6 +8,7 @@
 #include <megahost/abi.h>
 #include <megahost/dtype.hpp>
 #include <megahost/error.hpp>
+#include <megahost/placement.hpp>
 
 #include <dlfcn.h>
 
@@ -30,8 +31,8 @@ inline const MH_PluginDesc& load_plugin(const char* path) {
   if (library == nullptr) throw std::runtime_error(dlerror());
   auto entry = reinterpret_cast<MH_EntryFn>(dlsym(library, MH_ENTRY_SYMBOL));
   if (entry == nullptr) throw std::runtime_error(std::string(path) + " has no " + MH_ENTRY_SYMBOL);
-  static const MH_HostApi host{MH_STRUCT_SIZE(MH_HostApi, log), MH_ABI_MAJOR, MH_ABI_MINOR,
-                               [](int32_t, const char*, const char*) {}};
+  static const MH_HostApi host{sizeof(MH_HostApi), MH_ABI_MAJOR, MH_ABI_MINOR,
+                               [](int32_t, const char*, const char*) {}, nullptr, nullptr, nullptr};
   const MH_PluginDesc* desc = nullptr;
   mh::check(entry(&host, &desc), path);
   return *desc;
@@ -88,7 +89,7 @@ struct Created {
 
 inline Created create(const MH_ComponentDesc& desc, const Overrides& overrides, int32_t rank = 0) {
   OptionValues options(desc, overrides);
-  const MH_CreateArgs args{MH_STRUCT_SIZE(MH_CreateArgs, rank), options.get(), 1, rank};
+  const MH_CreateArgs args{sizeof(MH_CreateArgs), options.get(), 1, rank, nullptr, nullptr};
   Created out;
   out.error.reset(desc.create(&args, &out.self));
   return out;
@@ -97,16 +98,25 @@ inline Created create(const MH_ComponentDesc& desc, const Overrides& overrides, 
 template <class Args>
 using Op = MH_Error* (*MH_KernelsApi::*)(MH_Instance*, const Args*);
 
-// A kernels instance, destroyed with the object.
+// A kernels instance on device `where`, destroyed with the object.
 class Kernels {
  public:
-  Kernels(const MH_ComponentDesc& desc, MH_Instance* self) : desc_(desc), self_(self) {}
+  Kernels(const MH_ComponentDesc& desc, MH_Instance* self, Placement where)
+      : desc_(desc), self_(self), where_(where) {}
   ~Kernels() { desc_.destroy(self_); }
   Kernels(const Kernels&) = delete;
   Kernels& operator=(const Kernels&) = delete;
 
   const MH_KernelsApi& api() const { return *static_cast<const MH_KernelsApi*>(desc_.api); }
   MH_Instance* self() const { return self_; }
+  const MH_ComponentDesc& desc() const { return desc_; }
+  Placement placement() const { return where_; }
+  // The stream its ops are enqueued on (MH_EXTENSION_STREAM), NULL without one.
+  void* stream() const {
+    const auto* ext = reinterpret_cast<const MH_StreamExtension*>(
+        MH_FindExtension(desc_.extensions, MH_EXTENSION_STREAM));
+    return ext != nullptr ? ext->stream(self_) : nullptr;
+  }
 
   template <class Args>
   void run(Op<Args> op, const Args& args) const {
@@ -137,6 +147,7 @@ class Kernels {
  private:
   const MH_ComponentDesc& desc_;
   MH_Instance* self_;
+  Placement where_;
 };
 
 // A cuda kernels instance, or why there is none: the tests that need a
@@ -146,12 +157,16 @@ struct CudaOrReason {
   std::string reason;
 };
 
+// Its device is the `device` option's, else device 0: the default picks the
+// rank's modulo the device count, and only rank 0 goes without the option.
 inline CudaOrReason open_cuda(const Overrides& overrides, int32_t rank = 0) {
   const MH_ComponentDesc& desc = only_component(MH_KERNELS_CUDA_MODULE);
   Created c = create(desc, overrides, rank);
   if (c.error && c.error->code == MH_UNAVAILABLE) return {nullptr, c.error->message};
   mh::check(c.error.release(), "create kernels cuda");
-  return {std::make_unique<Kernels>(desc, c.self), ""};
+  const auto device = overrides.find("device");
+  const Placement where{MH_DEVICE_CUDA, device != overrides.end() ? std::stoi(device->second) : 0};
+  return {std::make_unique<Kernels>(desc, c.self, where), ""};
 }
 
 // bf16 as its top 16 bits, rounded to nearest even, as the device rounds.
@@ -162,9 +177,9 @@ inline uint16_t to_bf16(float value) {
 }
 inline float from_bf16(uint16_t bits) { return std::bit_cast<float>(uint32_t{bits} << 16); }
 
-// A contiguous row-major view.
-inline MH_Tensor view(void* data, int32_t dtype, const std::vector<int64_t>& shape) {
-  MH_Tensor t{};
+// A contiguous row-major view of memory on `where` (host memory by default).
+inline MH_Tensor view(void* data, int32_t dtype, const std::vector<int64_t>& shape, Placement where = {}) {
+  MH_Tensor t = placed(MH_Tensor{}, where);
   t.data = data;
   t.dtype = dtype;
   t.ndim = static_cast<int32_t>(shape.size());
@@ -232,6 +247,10 @@ class DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
   void* data() const { return data_; }
+  // A contiguous view of the buffer, placed on its kernels' device.
+  MH_Tensor view(int32_t dtype, const std::vector<int64_t>& shape) const {
+    return gpu_test::view(data_, dtype, shape, kernels_->placement());
+  }
   void upload(const std::vector<uint8_t>& bytes) const {
     kernels_->copy(data_, bytes.data(), bytes.size(), MH_HOST_TO_DEVICE);
   }

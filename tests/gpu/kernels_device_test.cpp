@@ -29,7 +29,7 @@ TEST_F(CudaDevice, ReportsTheDeviceTheDtypeAndTheGivenPeak) {
     EXPECT_GT(info.memory_bytes, 0u);
     EXPECT_EQ(info.dry, 0);
     EXPECT_EQ(std::string(info.name).rfind("cuda: ", 0), 0u) << info.name;
-    EXPECT_NE(gpu_->api().stream(gpu_->self()), nullptr);
+    EXPECT_NE(gpu_->stream(), nullptr) << "its ops are enqueued: the stream is an extension";
   }
 }
 
@@ -65,7 +65,7 @@ TEST_F(CudaDevice, ExhaustionIsResourceExhaustedAndLeavesTheDeviceUsable) {
   MH_ElementwiseArgs fill{};
   fill.struct_size = sizeof(fill);
   fill.op = MH_FILL;
-  fill.out = view(buffer.data(), MH_F32, {64});
+  fill.out = buffer.view(MH_F32, {64});
   fill.alpha = 2.0f;
   gpu_->run(&MH_KernelsApi::elementwise, fill);
   EXPECT_EQ(decode(buffer.download(), MH_F32), std::vector<float>(64, 2.0f));
@@ -91,13 +91,37 @@ TEST_F(CudaDevice, RefusesGemmInputsOfAnotherDtype) {
   DeviceBuffer buffer(*gpu_, 1024);
   MH_GemmArgs g{};
   g.struct_size = sizeof(g);
-  g.a = view(buffer.data(), MH_F32, {1, 4, 4});
-  g.b = view(buffer.data(), MH_BF16, {1, 4, 4});
-  g.c = view(buffer.data(), MH_F32, {1, 4, 4});
+  g.a = buffer.view(MH_F32, {1, 4, 4});
+  g.b = buffer.view(MH_BF16, {1, 4, 4});
+  g.c = buffer.view(MH_F32, {1, 4, 4});
   const mh::ErrorPtr error = gpu_->fails(&MH_KernelsApi::gemm, g);
   ASSERT_NE(error, nullptr);
   EXPECT_EQ(error->code, MH_UNIMPLEMENTED);
   EXPECT_STREQ(error->message, "gemm: a is f32, but this kernels component computes in bf16 only");
+}
+
+// Host memory handed to the device's kernels (a view that says cpu) is
+// refused by name before any kernel reads it; so is another device's.
+TEST_F(CudaDevice, RefusesATensorOnAnotherDevice) {
+  open({{"peak_tflops", "1"}, {"dtype", "\"fp32\""}});
+  if (IsSkipped()) return;
+  DeviceBuffer buffer(*gpu_, 64 * sizeof(float));
+  std::vector<float> host(64, 1.0f);
+  MH_ElementwiseArgs add{};
+  add.struct_size = sizeof(add);
+  add.op = MH_ADD;
+  add.x = view(host.data(), MH_F32, {64});
+  add.y = add.out = buffer.view(MH_F32, {64});
+  mh::ErrorPtr error = gpu_->fails(&MH_KernelsApi::elementwise, add);
+  ASSERT_NE(error, nullptr);
+  EXPECT_EQ(error->code, MH_INVALID_ARGUMENT);
+  EXPECT_STREQ(error->message,
+               "elementwise: x is on cpu, but this kernels component works on cuda:0 (MH_Tensor.device, "
+               "device_id): copy it there first");
+  add.x = placed(buffer.view(MH_F32, {64}), {MH_DEVICE_CUDA, 1});
+  error = gpu_->fails(&MH_KernelsApi::elementwise, add);
+  ASSERT_NE(error, nullptr);
+  EXPECT_EQ(error->code, MH_INVALID_ARGUMENT);
 }
 
 }  // namespace

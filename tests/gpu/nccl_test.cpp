@@ -41,11 +41,11 @@ class NcclWorld : public ::testing::Test {
                          int64_t recv_n, int32_t op = MH_REDUCE_SUM, int32_t peer = 0) const {
     MH_CollectiveArgs a{};
     a.struct_size = sizeof(a);
-    a.send = view(send != nullptr ? send->data() : nullptr, MH_F32, {send_n});
-    a.recv = view(recv != nullptr ? recv->data() : nullptr, MH_F32, {recv_n});
+    a.send = send != nullptr ? send->view(MH_F32, {send_n}) : view(nullptr, MH_F32, {send_n});
+    a.recv = recv != nullptr ? recv->view(MH_F32, {recv_n}) : view(nullptr, MH_F32, {recv_n});
     a.op = op;
     a.peer = peer;
-    a.stream = kernels_[size_t(rank)]->api().stream(kernels_[size_t(rank)]->self());
+    a.stream = kernels(rank).stream();
     return a;
   }
   const Kernels& kernels(int32_t rank) const { return *kernels_[size_t(rank)]; }
@@ -144,11 +144,11 @@ TEST_F(NcclWorld, AllToAllDeliversBlocksOfPerPeerCountsInRankOrder) {
     auto recv = floats(rank, std::vector<float>(want.size(), -1.0f));
     MH_AllToAllArgs a{};
     a.struct_size = sizeof(a);
-    a.send = view(send->data(), MH_F32, {int64_t(sent.size())});
-    a.recv = view(recv->data(), MH_F32, {int64_t(want.size())});
+    a.send = send->view(MH_F32, {int64_t(sent.size())});
+    a.recv = recv->view(MH_F32, {int64_t(want.size())});
     a.send_counts = send_counts.data();
     a.recv_counts = recv_counts.data();
-    a.stream = kernels(rank).api().stream(kernels(rank).self());
+    a.stream = kernels(rank).stream();
     Status s(comm_->api().all_to_all(group, &a));
     ASSERT_TRUE(s.ok()) << s.message;
     EXPECT_EQ(read(*recv), want);
@@ -177,12 +177,21 @@ TEST_F(NcclWorld, SplitsByColorOrderedByKey) {
   });
 }
 
+// Host memory is refused whether its tensors say so (MH_Tensor.device) or
+// claim the rank's device (the memory itself is checked too).
 TEST_F(NcclWorld, RefusesHostMemoryAndStaysUsable) {
   start();
   comm::testing::run_ranks(*comm_, [&](int32_t rank, MH_Group* group) {
     std::vector<float> host(8, 1.0f);
     MH_CollectiveArgs a = args(rank, nullptr, 8, nullptr, 8);
     a.send.data = a.recv.data = host.data();
+    Status said(comm_->api().all_reduce(group, &a));
+    EXPECT_EQ(said.code, MH_INVALID_ARGUMENT);
+    EXPECT_NE(said.message.find("send is on cpu, but this communicator works on cuda:" + std::to_string(rank)),
+              std::string::npos)
+        << said.message;
+    a.send = placed(a.send, kernels(rank).placement());
+    a.recv = placed(a.recv, kernels(rank).placement());
     Status refused(comm_->api().all_reduce(group, &a));
     EXPECT_EQ(refused.code, MH_INVALID_ARGUMENT);
     EXPECT_NE(refused.message.find("is not memory of CUDA device"), std::string::npos) << refused.message;

@@ -68,7 +68,7 @@ class Pair {
   }
 
   MH_Tensor on(Side side) {
-    return side == Side::kCpu ? view(host_.data(), host_dtype_, shape_) : view(device_.data(), dtype_, shape_);
+    return side == Side::kCpu ? view(host_.data(), host_dtype_, shape_) : device_.view(dtype_, shape_);
   }
   // A view with its own shape and strides, starting `offset` elements in.
   MH_Tensor strided(Side side, const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
@@ -109,7 +109,7 @@ class Parity : public ::testing::TestWithParam<std::string> {
     const MH_ComponentDesc& desc = only_component(MH_KERNELS_CPU_MODULE);
     Created c = create(desc, {{"threads", "2"}, {"peak_gflops", "1"}});
     mh::check(c.error.release(), "create kernels cpu");
-    cpu_ = std::make_unique<Kernels>(desc, c.self);
+    cpu_ = std::make_unique<Kernels>(desc, c.self, Placement{});
     seed_ = std::random_device{}();
     gen_.seed(seed_);
   }

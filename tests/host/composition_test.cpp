@@ -131,19 +131,21 @@ TEST(Composition, AWrapperCannotWrapAWrapper) {
   EXPECT_THAT(o.err, HasSubstr("names 'traced', itself a wrapper"));
 }
 
-constexpr const char* kKernels14 = "[kernels]\nplugin = \"cpu_1_4\"\nthreads = 1\n";
+constexpr const char* kKernels14 = "[kernels]\nplugin = \"naive_v1_4\"\n";
 
+// A kernels plugin built with the 1.x SDK for minor 4 (tests/fixtures/kernels_v1.c),
+// reached through the host's 1.x adapter.
 TEST(PreviousMinor, APluginTargetingAbi14LoadsTrainsAndGenerates) {
   mh::data::testing::TempDir dir;
-  Outcome listed_out = run_megahost({"--plugin_path", fixture("kernels_1_4"), "--list_plugins"});
+  Outcome listed_out = run_megahost({"--plugin_path", fixture("kernels_v1_4"), "--list_plugins"});
   EXPECT_EQ(listed_out.status, 0) << listed_out.err;
-  EXPECT_EQ(listed(listed_out.out, "kernels", "cpu_1_4").at(3), "1.4");
-  Outcome trained = run_with(dir, kKernels14, {"--plugin_path", fixture("kernels_1_4"), "train.steps=2"});
+  EXPECT_EQ(listed(listed_out.out, "kernels", "naive_v1_4").at(3), "1.4");
+  Outcome trained = run_with(dir, kKernels14, {"--plugin_path", fixture("kernels_v1_4"), "train.steps=2"});
   EXPECT_EQ(trained.status, 0) << trained.err;
   // Decoding gives softmax non-square scores: allowed to a 1.4 table,
   // whose strided_copy said so before capabilities did.
   Outcome generated = run_with(dir, std::string(kKernels14) + "[generate]\nprompt = \"Hi\"\nmax_new_tokens = 4\n",
-                               {"--plugin_path", fixture("kernels_1_4")});
+                               {"--plugin_path", fixture("kernels_v1_4")});
   EXPECT_EQ(generated.status, 0) << generated.err;
 }
 
@@ -152,7 +154,7 @@ TEST(PreviousMinor, APluginTargetingAbi14LoadsTrainsAndGenerates) {
 TEST(PreviousMinor, PackedDocumentsAreRefusedOnKernelsWithoutTheDocumentsCapability) {
   mh::data::testing::TempDir dir;
   Outcome o = run_with(dir, kKernels14,
-                       {"--plugin_path", fixture("kernels_1_4"), "train.steps=1", "data.reset_attention_mask=true"});
+                       {"--plugin_path", fixture("kernels_v1_4"), "train.steps=1", "data.reset_attention_mask=true"});
   EXPECT_EQ(o.status, 2) << o.err;
   EXPECT_THAT(o.err, HasSubstr("data.reset_attention_mask needs kernels with MH_KERNELS_CAP_DOCUMENTS"));
 }

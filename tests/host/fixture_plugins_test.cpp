@@ -4,8 +4,10 @@
 // whatever their create does.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <megahost/abi.h>
 
 #include <filesystem>
+#include <map>
 
 #include "data/temp_dir.hpp"
 #include "megahost_process.hpp"
@@ -37,13 +39,14 @@ TEST(FixturePlugins, PluginOfAnotherAbiMajorIsRefusedNamingBothVersions) {
   Outcome o = list_plugins(fixture("other_major"));
   EXPECT_EQ(o.status, 2);
   EXPECT_THAT(o.err, HasSubstr(fixture("other_major") + "/mh_other_major.so: refused: it was built for plugin ABI "
-                                                        "major 2, this host speaks " + abi_version()));
+                                                        "major 3, this host speaks " + abi_version()));
 }
 
+// Neither 2.0's entry point nor 1.x's (which the 1.x adapter would take).
 TEST(FixturePlugins, SharedObjectWithoutEntryPointIsRefusedByName) {
   Outcome o = list_plugins(fixture("no_entry"));
   EXPECT_EQ(o.status, 2);
-  EXPECT_THAT(o.err, HasSubstr(fixture("no_entry") + "/mh_no_entry.so: refused: it has no symbol mh_plugin_entry_v1"));
+  EXPECT_THAT(o.err, HasSubstr(fixture("no_entry") + "/mh_no_entry.so: refused: it has no symbol " MH_ENTRY_SYMBOL));
 }
 
 // A plugin's own helper library (here a copy of a plugin under a name
@@ -129,37 +132,43 @@ TEST(FixturePlugins, PluginWrittenInPlainCRunsAsARecomputePolicy) {
 }
 
 // The garbage folder holds one plugin per defect; each is refused alone.
-class GarbageDescriptor : public ::testing::Test {
+// garbage_v1 holds the same plugins built with the 1.8 SDK, which the 1.x
+// adapter refuses for the same reasons.
+class GarbageDescriptor : public ::testing::TestWithParam<std::string> {
  protected:
-  static void SetUpTestSuite() { outcome_ = list_plugins(fixture("garbage")); }
-  static std::string refused(const std::string& defect) {
-    return fixture("garbage") + "/mh_garbage_" + defect + ".so: refused: component #0 ";
+  const Outcome& outcome() {
+    static std::map<std::string, Outcome> listed;
+    auto it = listed.find(GetParam());
+    if (it == listed.end()) it = listed.emplace(GetParam(), list_plugins(fixture(GetParam()))).first;
+    return it->second;
   }
-  static inline Outcome outcome_;
+  std::string refused(const std::string& defect) {
+    return fixture(GetParam()) + "/mh_" + GetParam() + "_" + defect + ".so: refused: component #0 ";
+  }
 };
 
-TEST_F(GarbageDescriptor, NullCreateIsRefused) {
-  EXPECT_EQ(outcome_.status, 2);
-  EXPECT_THAT(outcome_.err,
+TEST_P(GarbageDescriptor, NullCreateIsRefused) {
+  EXPECT_EQ(outcome().status, 2);
+  EXPECT_THAT(outcome().err,
               HasSubstr(refused("no_create") + "('no_create') lacks create, destroy or its function table"));
 }
 
-TEST_F(GarbageDescriptor, KindOutOfRangeIsRefused) {
-  EXPECT_THAT(outcome_.err, HasSubstr(refused("bad_kind") + "has unknown kind 42"));
+TEST_P(GarbageDescriptor, KindOutOfRangeIsRefused) {
+  EXPECT_THAT(outcome().err, HasSubstr(refused("bad_kind") + "has unknown kind 42"));
 }
 
-TEST_F(GarbageDescriptor, OptionCountWithNullOptionListIsRefused) {
-  EXPECT_THAT(outcome_.err, HasSubstr(refused("null_options") + "('null_options') has a NULL option list"));
+TEST_P(GarbageDescriptor, OptionCountWithNullOptionListIsRefused) {
+  EXPECT_THAT(outcome().err, HasSubstr(refused("null_options") + "('null_options') has a NULL option list"));
 }
 
-TEST_F(GarbageDescriptor, FunctionTableShorterThanItsKindNeedsIsRefused) {
-  EXPECT_THAT(outcome_.err, HasSubstr(refused("short_table") + "('short_table') has a function table of 8 bytes; "
-                                                               "its kind needs 16"));
+TEST_P(GarbageDescriptor, FunctionTableShorterThanItsKindNeedsIsRefused) {
+  EXPECT_THAT(outcome().err, HasSubstr(refused("short_table") + "('short_table') has a function table of 8 bytes; "
+                                                                "its kind needs 16"));
 }
 
-TEST_F(GarbageDescriptor, NoneOfThemIsListed) {
-  EXPECT_THAT(outcome_.out, Not(HasSubstr("garbage")));
-}
+TEST_P(GarbageDescriptor, NoneOfThemIsListed) { EXPECT_THAT(outcome().out, Not(HasSubstr("garbage"))); }
+
+INSTANTIATE_TEST_SUITE_P(EachMajor, GarbageDescriptor, ::testing::Values("garbage", "garbage_v1"));
 
 }  // namespace
 }  // namespace mh::host::testing

@@ -1,18 +1,20 @@
-// A kernels plugin built against ABI 1.2 (tests/fixtures/kernels_1_2.cpp):
-// it loads, GPT-2 trains with it, and the host names each 1.3 and 1.4 op it
-// lacks instead of calling past the end of its table.
+// Plugins built with the ABI 1.8 SDK (tests/fixtures/kernels_v1.c and
+// planners_v1.c, plain C against the frozen 1.8 header), run by megahost
+// through its 1.x adapter: the kernels are listed with the ABI they were
+// built for, train GPT-2 to the losses of this host's own cpu kernels and
+// generate; a tensor plan trains as the built-in one.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <functional>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "data/temp_dir.hpp"
-#include "engine/device.hpp"
-#include "engine/ops.hpp"
 #include "megahost_process.hpp"
-#include "support/engine_env.hpp"
 
 namespace mh::host::testing {
 namespace {
@@ -20,107 +22,127 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr const char* kOlderKernels = "[kernels]\nplugin = \"cpu_1_2\"\npeak_gflops = 50\n";
+constexpr const char* kNaive = "[kernels]\nplugin = \"naive_v1\"\n";
+constexpr const char* kCpu = "[kernels]\nplugin = \"cpu\"\nthreads = 1\n";
 
-TEST(OlderKernels, IsListedWithTheAbiItWasBuiltFor) {
-  Outcome o = run_megahost({"--plugin_path", fixture("kernels_1_2"), "--list_plugins"});
-  EXPECT_EQ(o.status, 0) << o.err;
-  EXPECT_THAT(listed(o.out, "kernels", "cpu_1_2"),
-              ElementsAre("kernels", "cpu_1_2", "0.1.0", "1.2", fixture("kernels_1_2") + "/mh_kernels_1_2.so"));
-}
-
-TEST(OlderKernels, Gpt2TrainsAndDryRunsWithIt) {
-  mh::data::testing::TempDir dir;
-  for (const char* mode : {"train.steps=2", "--dry_run"}) {
-    SCOPED_TRACE(mode);
-    std::vector<std::string> args{"--plugin_path", fixture("kernels_1_2"), "--config", dir.write("run.toml", kOlderKernels),
-                                  mode, "output.metrics=" + dir.file("metrics.jsonl")};
-    for (const auto& o : tiny_run()) args.push_back(o);
-    Outcome o = run_megahost(args);
-    EXPECT_EQ(o.status, 0) << o.err;
-  }
-}
-
-TEST(OlderKernels, GenerationIsRefusedBeforeAnythingRunsNamingTheOp) {
-  mh::data::testing::TempDir dir;
-  std::vector<std::string> args{"--plugin_path", fixture("kernels_1_2"), "--config",
-                                dir.write("run.toml", std::string(kOlderKernels) + "[generate]\nprompt = \"Hi\"\n")};
+// A run of the tiny model with the plugins of fixture folder `folder`.
+Outcome run_tiny(const mh::data::testing::TempDir& dir, const std::string& folder, const std::string& toml,
+                 std::vector<std::string> extra) {
+  std::vector<std::string> args{"--plugin_path", fixture(folder), "--config", dir.write("run.toml", toml)};
   for (const auto& o : tiny_run()) args.push_back(o);
-  Outcome o = run_megahost(args);
-  EXPECT_EQ(o.status, 2) << o.err;
-  EXPECT_THAT(o.err, HasSubstr("kernels plugin \"cpu_1_2\" (ABI 1.2) has no strided_copy, which [generate] (its KV "
-                               "cache) needs; rebuild the plugin against SDK 1.4 or later"));
+  for (auto& e : extra) args.push_back(std::move(e));
+  return run_megahost(args);
 }
 
-class OlderKernelsDevice : public ::testing::Test {
- protected:
-  OlderKernelsDevice() : env_(kOlderKernels, {}, {fixture("kernels_1_2")}), kernels_(env_.slot(MH_KIND_KERNELS), 1, 0) {}
-
-  mh::test::EngineEnv env_;
-  Instance kernels_;
-};
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), MH_INVALID_ARGUMENT) << e.what();
-    return e.what();
+// The loss of each step a metrics file records, in order.
+std::vector<double> losses(const std::string& metrics) {
+  std::ifstream in(metrics);
+  EXPECT_TRUE(in.good()) << "no " << metrics;
+  std::vector<double> out;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line);
+    if (record.contains("loss")) out.push_back(record["loss"].get<double>());
   }
-  return "(nothing thrown)";
+  return out;
 }
 
-TEST_F(OlderKernelsDevice, RequireOpNamesTheMissingOpAndTheKeyThatNeedsIt) {
-  Device dev(kernels_);
-  EXPECT_NO_THROW(dev.require_op(&MH_KernelsApi::layernorm, "layernorm", "model.normalization = \"layernorm\""));
-  EXPECT_EQ(message_of([&] {
-              dev.require_op(&MH_KernelsApi::rmsnorm, "rmsnorm", "model.normalization = \"rmsnorm\"");
-            }),
-            "kernels plugin \"cpu_1_2\" (ABI 1.2) has no rmsnorm, which model.normalization = \"rmsnorm\" needs; "
-            "rebuild the plugin against SDK 1.3 or later");
+// Three steps' losses with `kernels`, dropout on (its masks must agree too).
+std::vector<double> trained_losses(const std::string& kernels) {
+  mh::data::testing::TempDir dir;
+  Outcome o = run_tiny(dir, "kernels_v1", kernels,
+                       {"train.steps=3", "model.dropout=0.1", "output.metrics=" + dir.file("m.jsonl")});
+  EXPECT_EQ(o.status, 0) << o.err;
+  return losses(dir.file("m.jsonl"));
 }
 
-// The fixture's 1.3 and 1.4 slots abort: reaching this test's end shows the
-// host never called them.
-TEST_F(OlderKernelsDevice, RunningAnOpPastTheTableFailsWithoutCallingIt) {
-  Device dev(kernels_);
-  Buffer x(dev, MemCategory::kWorkspace, 8), out(dev, MemCategory::kWorkspace, 4);
-  EXPECT_EQ(message_of([&] { ops::swiglu(dev, x.ptr(), out.ptr(), 2, 2); }),
-            "kernels plugin \"cpu_1_2\" (ABI 1.2) has no swiglu; rebuild the plugin against SDK 1.3 or later");
-  EXPECT_THAT(message_of([&] { ops::rope(dev, x.t({1, 2, 4}), 0, MH_Tensor{}, 10000.0f, false); }),
-              HasSubstr("has no rope"));
-  EXPECT_THAT(message_of([&] { ops::strided_copy(dev, x.t({1, 1, 4}), out.t({1, 1, 4})); }),
-              HasSubstr("kernels plugin \"cpu_1_2\" (ABI 1.2) has no strided_copy"));
+TEST(KernelsBuiltForAbi1, AreListedWithTheAbiTheyWereBuiltFor) {
+  Outcome o = run_megahost({"--plugin_path", fixture("kernels_v1"), "--list_plugins"});
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_THAT(listed(o.out, "kernels", "naive_v1"),
+              ElementsAre("kernels", "naive_v1", "1.0.0", "1.8", fixture("kernels_v1") + "/mh_kernels_v1.so"));
 }
 
-TEST(CurrentKernels, HaveEveryOpOfAbi14) {
-  mh::test::EngineEnv env("[kernels]\npeak_gflops = 50\n");
-  Instance kernels(env.slot(MH_KIND_KERNELS), 1, 0);
-  Device dev(kernels);
-  EXPECT_NO_THROW(dev.require_op(&MH_KernelsApi::rmsnorm, "rmsnorm", ""));
-  EXPECT_NO_THROW(dev.require_op(&MH_KernelsApi::rmsnorm_bwd, "rmsnorm_bwd", ""));
-  EXPECT_NO_THROW(dev.require_op(&MH_KernelsApi::rope, "rope", ""));
-  EXPECT_NO_THROW(dev.require_op(&MH_KernelsApi::swiglu, "swiglu", ""));
-  EXPECT_NO_THROW(dev.require_op(&MH_KernelsApi::swiglu_bwd, "swiglu_bwd", ""));
-  EXPECT_NO_THROW(dev.require_op(&MH_KernelsApi::strided_copy, "strided_copy", ""));
+// The two components compute the same function in f32 in different orders:
+// naive_v1 sums each GEMM's K <= 256 products in one left-to-right loop and
+// uses libm's expf and tanhf, the cpu kernels block their sums (OpenBLAS)
+// and use exp and tanh polynomials within 1e-7 relative. Each result then
+// differs by at most about K u = 256 * 6e-8 = 1.5e-5 relative (u the f32
+// unit roundoff), and the loss, a mean of log-sum-exps of such logits, by as
+// much; three AdamW steps of lr <= 1e-4 move the parameters by at most 3e-4
+// each, so a difference in an update's direction (a gradient near 0 that
+// flips sign) changes the loss by far less still. Dropout draws the same
+// masks (the same Philox counters), so it adds no difference. 1e-4 relative
+// leaves a margin of several times that bound.
+TEST(KernelsBuiltForAbi1, TrainGpt2ToTheLossesOfTheCpuKernels) {
+  const std::vector<double> naive = trained_losses(kNaive), cpu = trained_losses(kCpu);
+  ASSERT_EQ(naive.size(), 3u);
+  ASSERT_EQ(cpu.size(), 3u);
+  for (size_t step = 0; step < cpu.size(); ++step)
+    EXPECT_NEAR(naive[step], cpu[step], 1e-4 * std::abs(cpu[step])) << "step " << step + 1;
 }
 
-// ops::strided_copy fills the args the 1.4 op reads: two new [2, 1, 3] rows
-// land at position 1 of a [2, 3, 3] cache.
-TEST(CurrentKernels, StridedCopyAppendsToACache) {
-  mh::test::EngineEnv env("[kernels]\npeak_gflops = 50\n");
-  Instance kernels(env.slot(MH_KIND_KERNELS), 1, 0);
-  Device dev(kernels);
-  Buffer fresh(dev, MemCategory::kWorkspace, 6), cache(dev, MemCategory::kWorkspace, 18);
-  for (int i = 0; i < 6; ++i) fresh.f32()[i] = float(i + 1);
-  for (int i = 0; i < 18; ++i) cache.f32()[i] = 0.0f;
-  MH_Tensor at_1 = cache.t({2, 1, 3});
-  at_1.data = cache.f32() + 3;
-  at_1.strides[0] = 9;
-  ops::strided_copy(dev, fresh.t({2, 1, 3}), at_1);
-  dev.synchronize();
-  EXPECT_EQ(std::vector<float>(cache.f32(), cache.f32() + 18),
-            (std::vector<float>{0, 0, 0, 1, 2, 3, 0, 0, 0, 0, 0, 0, 4, 5, 6, 0, 0, 0}));
+// Decoding gives softmax the last row of the scores and appends to the KV
+// cache with strided_copy: both 1.4 features, read from the 1.8 table.
+TEST(KernelsBuiltForAbi1, Generate) {
+  mh::data::testing::TempDir dir;
+  Outcome o =
+      run_tiny(dir, "kernels_v1", std::string(kNaive) + "[generate]\nprompt = \"Hi\"\nmax_new_tokens = 4\n", {});
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("generated 4 tokens"));
+}
+
+// Built for 1.2, its table ends before strided_copy (and holds traps past
+// its struct_size): training runs, and generation is refused naming the op.
+TEST(KernelsBuiltForAbi1, TargetingAbi12TrainAndRefuseGenerationNamingTheOp) {
+  mh::data::testing::TempDir dir;
+  const std::string toml = "[kernels]\nplugin = \"naive_v1_2\"\n";
+  Outcome trained = run_tiny(dir, "kernels_v1_2", toml, {"train.steps=2"});
+  EXPECT_EQ(trained.status, 0) << trained.err;
+  Outcome refused = run_tiny(dir, "kernels_v1_2", toml + "[generate]\nprompt = \"Hi\"\n", {});
+  EXPECT_EQ(refused.status, 2) << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("kernels plugin \"naive_v1_2\""));
+  EXPECT_THAT(refused.err, HasSubstr("has no strided_copy"));
+}
+
+// The Llama ops are absent from its table: the host names the one a model
+// needs before anything runs.
+TEST(KernelsBuiltForAbi1, AModelNeedingAnOpTheyLackIsRefusedNamingIt) {
+  mh::data::testing::TempDir dir;
+  Outcome o = run_tiny(dir, "kernels_v1", kNaive, {"train.steps=1", "model.normalization=\"rmsnorm\""});
+  EXPECT_EQ(o.status, 2) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("has no rmsnorm"));
+}
+
+// Composition runs the other way: a 2.0 wrapper ("traced") creates the 1.x
+// kernels through the host's registry, with their option forwarded and
+// validated, and counts the calls that reach them.
+TEST(KernelsBuiltForAbi1, AreWrappedByAWrapperBuiltFor2) {
+  mh::data::testing::TempDir dir;
+  const std::string toml = "[kernels]\nplugin = \"traced\"\ninner = \"naive_v1\"\ncounts_dir = \"" + dir.file("") +
+                           "\"\npeak_gflops = 5\n";
+  Outcome o = run_tiny(dir, "kernels_v1", toml, {"train.steps=1"});
+  EXPECT_EQ(o.status, 0) << o.err;
+  std::ifstream counts(dir.file("traced-rank0.tsv"));
+  std::string all((std::istreambuf_iterator<char>(counts)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(all, HasSubstr("gemm\t"));
+}
+
+// A tensor plan built with the 1.8 SDK (tests/fixtures/planners_v1.c,
+// Megatron's plan): asked for this host's weights by name, it shards them
+// as the built-in plan does, so two tensor-parallel ranks train to the same
+// losses, step for step.
+TEST(PlannersBuiltForAbi1, TensorPlanTrainsTwoRanksAsTheBuiltInPlanDoes) {
+  std::vector<std::vector<double>> runs;
+  for (const char* plan : {"megatron", "megatron_v1"}) {
+    mh::data::testing::TempDir dir;
+    const std::string toml =
+        std::string(kCpu) + "[parallel.tensor]\nplugin = \"" + plan + "\"\nsize = 2\n[comm]\nworld_size = 2\n";
+    Outcome o = run_tiny(dir, "planners_v1", toml, {"train.steps=3", "output.metrics=" + dir.file("m.jsonl")});
+    EXPECT_EQ(o.status, 0) << o.err;
+    runs.push_back(losses(dir.file("m.jsonl")));
+  }
+  ASSERT_EQ(runs[0].size(), 3u);
+  EXPECT_EQ(runs[1], runs[0]);
 }
 
 }  // namespace

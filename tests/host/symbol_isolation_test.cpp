@@ -20,7 +20,7 @@ int32_t decision_of(const Registry& registry, const std::string& name) {
   if (component == nullptr) throw std::runtime_error("no recompute component " + name);
   Slot slot{"recompute", MH_KIND_RECOMPUTE, component, OptionValues()};
   Instance policy(slot, 1, 0);
-  MH_RecomputeQuery query{sizeof(MH_RecomputeQuery), 0, 0, 1, MH_ACT_QKV, 0};
+  MH_RecomputeQuery query{sizeof(MH_RecomputeQuery), 0, 0, 1, "qkv", 0};
   int32_t decision = -1;
   check(policy.api<MH_RecomputeApi>()->decide(policy.get(), &query, &decision), name);
   return decision;

@@ -35,6 +35,7 @@ void expect_kernels_plugin(const MH_PluginDesc& desc, const char* plugin, const 
   EXPECT_EQ(names, options);
   ASSERT_NE(c.api, nullptr);
   EXPECT_EQ(static_cast<const MH_KernelsApi*>(c.api)->struct_size, MH_STRUCT_SIZE(MH_KernelsApi, attention_bwd));
+  EXPECT_EQ(c.extensions, nullptr) << "host kernels run each op before returning: no stream to expose";
 }
 
 TEST(PluginEntry, CpuModuleListsTheCpuKernels) {

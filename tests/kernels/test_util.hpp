@@ -39,7 +39,7 @@ class Instance {
       values.push_back(parse(spec, it != overrides.end() ? it->second : spec.default_value));
     }
     const MH_Options options{MH_STRUCT_SIZE(MH_Options, section), values.data(), values.size(), "kernels"};
-    const MH_CreateArgs args{MH_STRUCT_SIZE(MH_CreateArgs, rank), &options, ranks_in_process, 0};
+    const MH_CreateArgs args{sizeof(MH_CreateArgs), &options, ranks_in_process, 0, nullptr, nullptr};
     mh::check(desc_.create(&args, &self_), "create");
   }
   ~Instance() { desc_.destroy(self_); }
@@ -47,6 +47,7 @@ class Instance {
   Instance& operator=(const Instance&) = delete;
 
   const MH_KernelsApi& api() const { return *static_cast<const MH_KernelsApi*>(desc_.api); }
+  const MH_ComponentDesc& desc() const { return desc_; }
   MH_Instance* self() const { return self_; }
 
   // Runs an op; an error comes back as an mh::Error exception, which gtest

@@ -207,7 +207,7 @@ const BadCall kBadCalls[] = {
        e.xent.id_limit = -1;
        return api.xent(self, &e.xent);
      }},
-    {"rmsnorm_struct_size", MH_INVALID_ARGUMENT, "bytes ABI 1.3 defines (fill it with MH_STRUCT_SIZE)",
+    {"rmsnorm_struct_size", MH_INVALID_ARGUMENT, "bytes abi.h defines (fill it with MH_STRUCT_SIZE)",
      [](auto& api, auto* self, ExampleArgs& e) {
        e.rmsnorm.struct_size = MH_STRUCT_SIZE(MH_RmsNormArgs, rstd);
        return api.rmsnorm(self, &e.rmsnorm);
@@ -260,7 +260,7 @@ const BadCall kBadCalls[] = {
        return api.swiglu_bwd(self, &e.swiglu);
      }},
     {"strided_copy_struct_size", MH_INVALID_ARGUMENT,
-     "strided_copy: args.struct_size is 88, smaller than the 168 bytes ABI 1.4 defines",
+     "strided_copy: args.struct_size is 96, smaller than the 184 bytes abi.h defines",
      [](auto& api, auto* self, ExampleArgs& e) {
        e.strided_copy.struct_size = MH_STRUCT_SIZE(MH_StridedCopyArgs, x);
        return api.strided_copy(self, &e.strided_copy);
@@ -305,6 +305,23 @@ const BadCall kBadCalls[] = {
                                          {20, 4, 1});
        return api.strided_copy(self, &e.strided_copy);
      }},
+    {"gemm_a_on_another_device", MH_INVALID_ARGUMENT,
+     "gemm: a is on cuda:0, but this kernels component works on cpu (MH_Tensor.device, device_id)",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.gemm.a.device = MH_DEVICE_CUDA;
+       return api.gemm(self, &e.gemm);
+     }},
+    {"adamw_v_on_another_device_id", MH_INVALID_ARGUMENT,
+     "adamw: v is on cpu:1, but this kernels component works on cpu",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.adamw.v.device_id = 1;
+       return api.adamw(self, &e.adamw);
+     }},
+    {"dropout_optional_residual_on_another_device", MH_INVALID_ARGUMENT, "dropout: residual is on cuda:0",
+     [](auto& api, auto* self, ExampleArgs& e) {
+       e.dropout.residual.device = MH_DEVICE_CUDA;
+       return api.dropout(self, &e.dropout);
+     }},
     {"copy_kind", MH_INVALID_ARGUMENT, "copy: kind 5 is not an MH_CopyKind (0 to 2)",
      [](auto& api, auto* self, ExampleArgs& e) { return api.copy(self, e.gemm.a.data, e.gemm.b.data, 4, 5); }},
 };
@@ -345,6 +362,21 @@ TEST_P(Validation, CpuAndDryRejectTheCallAlike) {
 
 INSTANTIATE_TEST_SUITE_P(BadCalls, Validation, ::testing::ValuesIn(kBadCalls),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// An optional tensor left out (data NULL) holds nothing to read, so where it
+// says it lives does not matter.
+TEST(Validation, AnOptionalTensorWithoutDataIsNotCheckedForItsDevice) {
+  HostBuffers host;
+  ExampleArgs e([&] { return host(); });
+  e.dropout.residual = MH_Tensor{};
+  e.dropout.residual.device = MH_DEVICE_CUDA;
+  e.softmax.struct_size = sizeof(MH_SoftmaxArgs);
+  e.softmax.starts = MH_Tensor{};
+  e.softmax.starts.device = MH_DEVICE_CUDA;
+  const Cpu cpu(1);
+  cpu.run(&MH_KernelsApi::dropout, e.dropout);
+  cpu.run(&MH_KernelsApi::softmax, e.softmax);
+}
 
 // The bad calls above break one field of these; unbroken, every op accepts them.
 TEST(ExampleArgs, AreValidForEveryOp) {

@@ -10,6 +10,8 @@ namespace mh::comm {
 
 namespace {
 
+constexpr const char* kWho = "this communicator";
+
 size_t element_size(int32_t dtype) {
   const size_t bytes = dtype_size(dtype);
   if (bytes == 0) throw Error(MH_INVALID_ARGUMENT, "unknown dtype " + std::to_string(dtype));
@@ -116,7 +118,7 @@ int64_t offset_of(const std::vector<int64_t>& counts, int32_t peer) {
   return std::accumulate(counts.begin(), counts.begin() + peer, int64_t{0});
 }
 
-Call validate(const MH_AllToAllArgs& args, int32_t size) {
+Call validate(const MH_AllToAllArgs& args, int32_t size, Placement device) {
   require(args.struct_size >= MH_STRUCT_SIZE(MH_AllToAllArgs, recv_counts),
           "MH_AllToAllArgs.struct_size is " + std::to_string(args.struct_size) + ", too small for ABI " +
               std::to_string(MH_ABI_MAJOR) + "." + std::to_string(MH_ABI_MINOR));
@@ -124,6 +126,8 @@ Call validate(const MH_AllToAllArgs& args, int32_t size) {
           "stream is set, but this communicator moves host memory only; device buffers need the "
           "nccl communicator",
           MH_UNIMPLEMENTED);
+  require_on_device("send", args.send, device, kWho);
+  require_on_device("recv", args.recv, device, kWho);
   const int64_t send_n = numel(args.send, "send"), recv_n = numel(args.recv, "recv");
   require(args.send.dtype == args.recv.dtype, std::string("send is ") + dtype_name(args.send.dtype) +
                                                   " but recv is " + dtype_name(args.recv.dtype));
@@ -163,11 +167,13 @@ bool reduces(Collective c) { return c == Collective::kAllReduce || c == Collecti
 
 bool reducible(int32_t dtype) { return dtype == MH_F32 || dtype == MH_I32 || dtype == MH_I64; }
 
-Call validate(Collective kind, const MH_CollectiveArgs& args, int32_t rank, int32_t size) {
+Call validate(Collective kind, const MH_CollectiveArgs& args, int32_t rank, int32_t size, Placement device) {
   check_header(kind, args);
   const bool rooted = kind == Collective::kBroadcast || kind == Collective::kSend || kind == Collective::kRecv;
   if (rooted) check_peer(kind, args.peer, size);
   const Shape shape = shape_of(kind, rank, args.peer);
+  if (shape.send) require_on_device("send", args.send, device, kWho);
+  if (shape.recv) require_on_device("recv", args.recv, device, kWho);
   const int64_t send_n = shape.send ? numel(args.send, "send") : 0;
   const int64_t recv_n = shape.recv ? numel(args.recv, "recv") : 0;
   const int32_t dtype = shape.send ? args.send.dtype : args.recv.dtype;

@@ -5,6 +5,7 @@
 
 #include <megahost/abi.h>
 #include <megahost/dtype.hpp>
+#include <megahost/placement.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +14,9 @@
 namespace mh::comm {
 
 enum class Collective { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kSend, kRecv, kBarrier, kSplit, kAllToAll };
+
+// Where the host communicators (threads, mpi) move memory from and to.
+inline constexpr Placement kHostMemory{MH_DEVICE_CPU, 0};
 
 // The call's name in MH_CommApi: "all_reduce", "send", ...
 const char* name(Collective c);
@@ -44,15 +48,17 @@ struct Call {
 // Checks `args` for collective `kind` called by group rank `rank` of a group
 // of `size`: contiguous buffers, element counts that fit the collective,
 // equal dtypes, a reduction op and dtype the communicators implement, a
-// root or peer inside the group, host memory (stream NULL). Throws
+// root or peer inside the group, host memory (stream NULL), and buffers on
+// `device`, the communicator's (MH_Tensor.device, device_id). Throws
 // mh::Error (INVALID_ARGUMENT, or UNIMPLEMENTED for an unsupported reduction
 // dtype) whose message names the buffer and the numbers, without context.
-Call validate(Collective kind, const MH_CollectiveArgs& args, int32_t rank, int32_t size);
+Call validate(Collective kind, const MH_CollectiveArgs& args, int32_t rank, int32_t size, Placement device);
 
 // The checks of validate() for all_to_all: both count arrays present with
 // non-negative entries, buffers that hold their sums, equal dtypes, host
-// memory. That the counts match pairwise only the peers can tell.
-Call validate(const MH_AllToAllArgs& args, int32_t size);
+// memory, buffers on `device`. That the counts match pairwise only the peers
+// can tell.
+Call validate(const MH_AllToAllArgs& args, int32_t size, Placement device);
 
 // An all_to_all block's offset: the sum of counts[0, peer).
 int64_t offset_of(const std::vector<int64_t>& counts, int32_t peer);

@@ -190,7 +190,7 @@ void MpiComm::Group::broadcast(const MH_CollectiveArgs& args) {
 
 void MpiComm::Group::all_to_all(const MH_AllToAllArgs& args) {
   enter(Collective::kAllToAll);
-  const Call c = with_context(id_, Collective::kAllToAll, [&] { return validate(args, size()); });
+  const Call c = with_context(id_, Collective::kAllToAll, [&] { return validate(args, size(), kHostMemory); });
   const Blocks out = with_context(id_, c.kind, [&] { return blocks(c.send_counts); });
   const Blocks in = with_context(id_, c.kind, [&] { return blocks(c.recv_counts); });
   run(c.kind, -1, [&](MPI_Request* r) {
@@ -236,7 +236,7 @@ void MpiComm::Group::enter(Collective what) {
 
 Call MpiComm::Group::enter(Collective what, const MH_CollectiveArgs& args) {
   enter(what);
-  return with_context(id_, what, [&] { return validate(what, args, rank_, size()); });
+  return with_context(id_, what, [&] { return validate(what, args, rank_, size(), kHostMemory); });
 }
 
 template <class Start>

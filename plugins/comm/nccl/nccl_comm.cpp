@@ -199,7 +199,7 @@ Call NcclComm::Group::enter(Collective what, const MH_CollectiveArgs& args) {
     MH_CollectiveArgs checked{};
     std::memcpy(&checked, &args, std::min(args.struct_size, sizeof(checked)));
     checked.stream = nullptr;
-    const Call call = validate(what, checked, rank_, size());
+    const Call call = validate(what, checked, rank_, size(), {MH_DEVICE_CUDA, device_});
     require_on_device(call);
     return call;
   });
@@ -217,7 +217,7 @@ void NcclComm::Group::all_to_all(const MH_AllToAllArgs& args) {
     MH_AllToAllArgs checked{};  // as in enter(): the device is checked instead of the stream
     std::memcpy(&checked, &args, std::min(args.struct_size, sizeof(checked)));
     checked.stream = nullptr;
-    const Call call = validate(checked, size());
+    const Call call = validate(checked, size(), {MH_DEVICE_CUDA, device_});
     require_on_device(call);
     return call;
   });

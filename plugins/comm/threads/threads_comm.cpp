@@ -26,13 +26,13 @@ ThreadsComm::Group* ThreadsComm::Group::split(int32_t color, int32_t key) {
 void ThreadsComm::Group::send(const MH_CollectiveArgs& args) {
   progress_.drain();
   state_->send(rank_, with_context(state_->id(), Collective::kSend,
-                                   [&] { return validate(Collective::kSend, args, rank_, size()); }));
+                                   [&] { return validate(Collective::kSend, args, rank_, size(), kHostMemory); }));
 }
 
 void ThreadsComm::Group::recv(const MH_CollectiveArgs& args) {
   progress_.drain();
   state_->recv(rank_, with_context(state_->id(), Collective::kRecv,
-                                   [&] { return validate(Collective::kRecv, args, rank_, size()); }));
+                                   [&] { return validate(Collective::kRecv, args, rank_, size(), kHostMemory); }));
 }
 
 void ThreadsComm::Group::barrier() {
@@ -53,11 +53,11 @@ std::unique_ptr<ThreadsComm::Group::Request> ThreadsComm::Group::start(Collectiv
 
 void ThreadsComm::Group::all_to_all(const MH_AllToAllArgs& args) {
   progress_.drain();
-  rendezvous(Collective::kAllToAll, [&] { return validate(args, size()); });
+  rendezvous(Collective::kAllToAll, [&] { return validate(args, size(), kHostMemory); });
 }
 
 void ThreadsComm::Group::collective(Collective kind, const MH_CollectiveArgs& args) {
-  rendezvous(kind, [&] { return validate(kind, args, rank_, size()); });
+  rendezvous(kind, [&] { return validate(kind, args, rank_, size(), kHostMemory); });
 }
 
 template <class Validate>

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <utility>
 
@@ -39,10 +40,10 @@ int64_t numel(const MH_Tensor& t) {
 
 // A caller that forgot struct_size, or one older than the ABI minor that
 // introduced the op (`since`), would hand us fields we must not read.
-void check_struct(const char* op, size_t got, size_t want, const char* since = "1.0") {
+void check_struct(const char* op, size_t got, size_t want) {
   if (got < want)
-    fail(op, "args.struct_size is " + to_string(got) + ", smaller than the " + to_string(want) + " bytes ABI " +
-                 since + " defines (fill it with MH_STRUCT_SIZE)");
+    fail(op, "args.struct_size is " + to_string(got) + ", smaller than the " + to_string(want) +
+                 " bytes abi.h defines (fill it with MH_STRUCT_SIZE)");
 }
 
 // Which dtypes a tensor of the compute dtype may hold instead. Mixed
@@ -227,15 +228,28 @@ bool per_sample(const char* op, const std::string& name, const MH_Tensor& t, int
   return true;
 }
 
+// abi.h: a component refuses a tensor that is not on its device, before it
+// reads any. `tensors` names every tensor member of the args; one past the
+// caller's struct_size (an optional later field) or without data is skipped.
+template <class Args>
+void on_device(const char* op, const Args& args,
+               std::initializer_list<std::pair<const char*, MH_Tensor Args::*>> tensors, Placement device) {
+  for (const auto& [name, member] : tensors)
+    if (reaches(args, member))
+      require_on_device(std::string(op) + ": " + name, args.*member, device, "this kernels component");
+}
+
 void check_p(const char* op, float p) {
   if (!(p >= 0.0f && p < 1.0f)) fail(op, "p must be in [0, 1), got " + to_string(p));
 }
 
 }  // namespace
 
-GemmDims check_gemm(const MH_GemmArgs& args, MH_DType compute) {
+GemmDims check_gemm(const MH_GemmArgs& args, const Target& target) {
   const char* op = "gemm";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_GemmArgs, beta));
+  on_device(op, args, {{"a", &MH_GemmArgs::a}, {"b", &MH_GemmArgs::b}, {"c", &MH_GemmArgs::c}}, target.device);
+  const MH_DType compute = target.compute;
   const Matrix a = gemm_operand(op, "a", args.a, compute, Floats::kComputeOnly);
   const Matrix b = gemm_operand(op, "b", args.b, compute, Floats::kComputeOnly);
   const Matrix c = gemm_operand(op, "c", args.c, compute, Floats::kComputeOrF32);
@@ -257,9 +271,18 @@ GemmDims check_gemm(const MH_GemmArgs& args, MH_DType compute) {
   return {batch, m, n, k};
 }
 
-Matrix check_layernorm(const MH_LayerNormArgs& args, MH_DType compute) {
+Matrix check_layernorm(const MH_LayerNormArgs& args, const Target& target) {
   const char* op = "layernorm";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_LayerNormArgs, eps));
+  on_device(op, args,
+            {{"x", &MH_LayerNormArgs::x},
+             {"weight", &MH_LayerNormArgs::weight},
+             {"bias", &MH_LayerNormArgs::bias},
+             {"out", &MH_LayerNormArgs::out},
+             {"mean", &MH_LayerNormArgs::mean},
+             {"rstd", &MH_LayerNormArgs::rstd}},
+            target.device);
+  const MH_DType compute = target.compute;
   const Matrix x = matrix(op, "x", args.x, compute, compute);
   vector(op, "weight", args.weight, x.cols, compute, compute);
   vector(op, "bias", args.bias, x.cols, compute, compute);
@@ -271,9 +294,20 @@ Matrix check_layernorm(const MH_LayerNormArgs& args, MH_DType compute) {
   return x;
 }
 
-Matrix check_layernorm_bwd(const MH_LayerNormBwdArgs& args, MH_DType compute) {
+Matrix check_layernorm_bwd(const MH_LayerNormBwdArgs& args, const Target& target) {
   const char* op = "layernorm_bwd";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_LayerNormBwdArgs, dbias));
+  on_device(op, args,
+            {{"dout", &MH_LayerNormBwdArgs::dout},
+             {"x", &MH_LayerNormBwdArgs::x},
+             {"weight", &MH_LayerNormBwdArgs::weight},
+             {"mean", &MH_LayerNormBwdArgs::mean},
+             {"rstd", &MH_LayerNormBwdArgs::rstd},
+             {"dx", &MH_LayerNormBwdArgs::dx},
+             {"dweight", &MH_LayerNormBwdArgs::dweight},
+             {"dbias", &MH_LayerNormBwdArgs::dbias}},
+            target.device);
+  const MH_DType compute = target.compute;
   const Matrix x = matrix(op, "x", args.x, compute, compute);
   same_matrix(op, "dout", args.dout, x, "x", compute);
   same_matrix(op, "dx", args.dx, x, "x", compute);
@@ -286,9 +320,12 @@ Matrix check_layernorm_bwd(const MH_LayerNormBwdArgs& args, MH_DType compute) {
   return x;
 }
 
-int64_t check_elementwise(const MH_ElementwiseArgs& args, MH_DType compute) {
+int64_t check_elementwise(const MH_ElementwiseArgs& args, const Target& target) {
   const char* op = "elementwise";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_ElementwiseArgs, alpha));
+  on_device(op, args, {{"x", &MH_ElementwiseArgs::x}, {"y", &MH_ElementwiseArgs::y}, {"out", &MH_ElementwiseArgs::out}},
+            target.device);
+  const MH_DType compute = target.compute;
   if (args.op < MH_GELU || args.op > MH_AXPY)
     fail(op, "op " + to_string(args.op) + " is not an MH_UnaryOp (0 to 6)");
   const int64_t n = elements(op, "out", args.out, compute, compute);
@@ -303,9 +340,12 @@ int64_t check_elementwise(const MH_ElementwiseArgs& args, MH_DType compute) {
   return n;
 }
 
-Matrix check_bias_add(const MH_BiasArgs& args, MH_DType compute) {
+Matrix check_bias_add(const MH_BiasArgs& args, const Target& target) {
   const char* op = "bias_add";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_BiasArgs, out));
+  on_device(op, args, {{"x", &MH_BiasArgs::x}, {"bias", &MH_BiasArgs::bias}, {"out", &MH_BiasArgs::out}},
+            target.device);
+  const MH_DType compute = target.compute;
   const Matrix x = matrix(op, "x", args.x, compute, compute);
   vector(op, "bias", args.bias, x.cols, compute, compute);
   same_matrix(op, "out", args.out, x, "x", compute);
@@ -313,17 +353,28 @@ Matrix check_bias_add(const MH_BiasArgs& args, MH_DType compute) {
   return x;
 }
 
-Matrix check_bias_bwd(const MH_BiasArgs& args, MH_DType compute) {
+Matrix check_bias_bwd(const MH_BiasArgs& args, const Target& target) {
   const char* op = "bias_bwd";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_BiasArgs, out));
+  on_device(op, args, {{"x", &MH_BiasArgs::x}, {"bias", &MH_BiasArgs::bias}, {"out", &MH_BiasArgs::out}},
+            target.device);
+  const MH_DType compute = target.compute;
   const Matrix dout = matrix(op, "out (dout)", args.out, compute, compute);
   vector(op, "bias (dbias)", args.bias, dout.cols, compute, compute);
   return dout;
 }
 
-SoftmaxDims check_softmax(const MH_SoftmaxArgs& args, MH_DType compute) {
+SoftmaxDims check_softmax(const MH_SoftmaxArgs& args, const Target& target) {
   const char* op = "softmax";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_SoftmaxArgs, scale));
+  on_device(op, args,
+            {{"x", &MH_SoftmaxArgs::x},
+             {"out", &MH_SoftmaxArgs::out},
+             {"dout", &MH_SoftmaxArgs::dout},
+             {"dx", &MH_SoftmaxArgs::dx},
+             {"starts", &MH_SoftmaxArgs::starts}},
+            target.device);
+  const MH_DType compute = target.compute;
   const SoftmaxDims x = scores(op, "x", args.x, compute);
   same_scores(op, "out", args.out, x, "x", compute);
   same_dtype_if_aliased(op, "out", args.out, "x", args.x);
@@ -331,9 +382,17 @@ SoftmaxDims check_softmax(const MH_SoftmaxArgs& args, MH_DType compute) {
   return x;
 }
 
-SoftmaxDims check_softmax_bwd(const MH_SoftmaxArgs& args, MH_DType compute) {
+SoftmaxDims check_softmax_bwd(const MH_SoftmaxArgs& args, const Target& target) {
   const char* op = "softmax_bwd";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_SoftmaxArgs, scale));
+  on_device(op, args,
+            {{"x", &MH_SoftmaxArgs::x},
+             {"out", &MH_SoftmaxArgs::out},
+             {"dout", &MH_SoftmaxArgs::dout},
+             {"dx", &MH_SoftmaxArgs::dx},
+             {"starts", &MH_SoftmaxArgs::starts}},
+            target.device);
+  const MH_DType compute = target.compute;
   const SoftmaxDims out = scores(op, "out", args.out, compute);
   same_scores(op, "dout", args.dout, out, "out", compute);
   same_scores(op, "dx", args.dx, out, "out", compute);
@@ -342,9 +401,16 @@ SoftmaxDims check_softmax_bwd(const MH_SoftmaxArgs& args, MH_DType compute) {
   return out;
 }
 
-int64_t check_dropout(const MH_DropoutArgs& args, MH_DType compute) {
+int64_t check_dropout(const MH_DropoutArgs& args, const Target& target) {
   const char* op = "dropout";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_DropoutArgs, rng));
+  on_device(op, args,
+            {{"x", &MH_DropoutArgs::x},
+             {"residual", &MH_DropoutArgs::residual},
+             {"out", &MH_DropoutArgs::out},
+             {"mask", &MH_DropoutArgs::mask}},
+            target.device);
+  const MH_DType compute = target.compute;
   const int64_t n = elements(op, "x", args.x, compute, compute);
   vector(op, "out", args.out, n, compute, compute);
   vector(op, "mask", args.mask, n, MH_U8, compute);
@@ -364,9 +430,16 @@ int64_t check_dropout(const MH_DropoutArgs& args, MH_DType compute) {
   return n;
 }
 
-int64_t check_dropout_bwd(const MH_DropoutArgs& args, MH_DType compute) {
+int64_t check_dropout_bwd(const MH_DropoutArgs& args, const Target& target) {
   const char* op = "dropout_bwd";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_DropoutArgs, rng));
+  on_device(op, args,
+            {{"x", &MH_DropoutArgs::x},
+             {"residual", &MH_DropoutArgs::residual},
+             {"out", &MH_DropoutArgs::out},
+             {"mask", &MH_DropoutArgs::mask}},
+            target.device);
+  const MH_DType compute = target.compute;
   const int64_t n = elements(op, "out (dout)", args.out, compute, compute);
   vector(op, "x (dx)", args.x, n, compute, compute);
   same_dtype_if_aliased(op, "x (dx)", args.x, "out (dout)", args.out);
@@ -375,18 +448,30 @@ int64_t check_dropout_bwd(const MH_DropoutArgs& args, MH_DType compute) {
   return n;
 }
 
-EmbeddingDims check_embedding(const MH_EmbeddingArgs& args, MH_DType compute, const char* op) {
+EmbeddingDims check_embedding(const MH_EmbeddingArgs& args, const Target& target, const char* op) {
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_EmbeddingArgs, accumulate));
+  on_device(op, args,
+            {{"table", &MH_EmbeddingArgs::table}, {"ids", &MH_EmbeddingArgs::ids}, {"out", &MH_EmbeddingArgs::out}},
+            target.device);
+  const MH_DType compute = target.compute;
   const Matrix table = matrix(op, "table", args.table, compute, compute);
   const int64_t tokens = elements(op, "ids", args.ids, MH_I32, compute);
   same_matrix(op, "out", args.out, {tokens, table.cols}, "ids x table columns", compute);
   return {tokens, table.rows, table.cols};
 }
 
-XentDims check_xent(const MH_XentArgs& args, MH_DType compute) {
+XentDims check_xent(const MH_XentArgs& args, const Target& target) {
   const char* op = "xent";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_XentArgs, scale));
-  // A 1.2 caller's struct ends before id_limit: every column counts.
+  on_device(op, args,
+            {{"logits", &MH_XentArgs::logits},
+             {"targets", &MH_XentArgs::targets},
+             {"row_max", &MH_XentArgs::row_max},
+             {"sum_exp", &MH_XentArgs::sum_exp},
+             {"target_logit", &MH_XentArgs::target_logit}},
+            target.device);
+  const MH_DType compute = target.compute;
+  // A caller whose struct ends before id_limit: every column counts.
   const bool has_limit = reaches(args, &MH_XentArgs::id_limit);
   const int64_t id_limit = has_limit ? args.id_limit : 0;
   if (id_limit < 0) fail(op, "id_limit must be >= 0 (0: no limit), got " + to_string(id_limit));
@@ -403,9 +488,15 @@ XentDims check_xent(const MH_XentArgs& args, MH_DType compute) {
   return {logits.rows, logits.cols, in_vocab};
 }
 
-int64_t check_adamw(const MH_AdamWArgs& args) {
+int64_t check_adamw(const MH_AdamWArgs& args, const Target& target) {
   const char* op = "adamw";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_AdamWArgs, step));
+  on_device(op, args,
+            {{"param", &MH_AdamWArgs::param},
+             {"grad", &MH_AdamWArgs::grad},
+             {"m", &MH_AdamWArgs::m},
+             {"v", &MH_AdamWArgs::v}},
+            target.device);
   const int64_t n = elements(op, "param", args.param, MH_F32, MH_F32);
   vector(op, "grad", args.grad, n, MH_F32, MH_F32);
   vector(op, "m", args.m, n, MH_F32, MH_F32);
@@ -416,17 +507,26 @@ int64_t check_adamw(const MH_AdamWArgs& args) {
   return n;
 }
 
-int64_t check_sum_squares(const MH_SumSquaresArgs& args, MH_DType compute) {
+int64_t check_sum_squares(const MH_SumSquaresArgs& args, const Target& target) {
   const char* op = "sum_squares";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_SumSquaresArgs, out));
+  on_device(op, args, {{"x", &MH_SumSquaresArgs::x}, {"out", &MH_SumSquaresArgs::out}}, target.device);
+  const MH_DType compute = target.compute;
   const int64_t n = elements(op, "x", args.x, compute, compute);
   vector(op, "out", args.out, 1, MH_F32, compute);
   return n;
 }
 
-Matrix check_rmsnorm(const MH_RmsNormArgs& args, MH_DType compute) {
+Matrix check_rmsnorm(const MH_RmsNormArgs& args, const Target& target) {
   const char* op = "rmsnorm";
-  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_RmsNormArgs, eps), "1.3");
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_RmsNormArgs, eps));
+  on_device(op, args,
+            {{"x", &MH_RmsNormArgs::x},
+             {"weight", &MH_RmsNormArgs::weight},
+             {"out", &MH_RmsNormArgs::out},
+             {"rstd", &MH_RmsNormArgs::rstd}},
+            target.device);
+  const MH_DType compute = target.compute;
   const Matrix x = matrix(op, "x", args.x, compute, compute);
   vector(op, "weight", args.weight, x.cols, MH_F32, compute);
   same_matrix(op, "out", args.out, x, "x", compute);
@@ -436,9 +536,18 @@ Matrix check_rmsnorm(const MH_RmsNormArgs& args, MH_DType compute) {
   return x;
 }
 
-Matrix check_rmsnorm_bwd(const MH_RmsNormBwdArgs& args, MH_DType compute) {
+Matrix check_rmsnorm_bwd(const MH_RmsNormBwdArgs& args, const Target& target) {
   const char* op = "rmsnorm_bwd";
-  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_RmsNormBwdArgs, dweight), "1.3");
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_RmsNormBwdArgs, dweight));
+  on_device(op, args,
+            {{"dout", &MH_RmsNormBwdArgs::dout},
+             {"x", &MH_RmsNormBwdArgs::x},
+             {"weight", &MH_RmsNormBwdArgs::weight},
+             {"rstd", &MH_RmsNormBwdArgs::rstd},
+             {"dx", &MH_RmsNormBwdArgs::dx},
+             {"dweight", &MH_RmsNormBwdArgs::dweight}},
+            target.device);
+  const MH_DType compute = target.compute;
   const Matrix x = matrix(op, "x", args.x, compute, compute);
   same_matrix(op, "dout", args.dout, x, "x", compute);
   same_matrix(op, "dx", args.dx, x, "x", compute, MH_F32);
@@ -478,9 +587,12 @@ RopeDims rope_view(const char* op, const std::string& name, const MH_Tensor& t, 
 
 }  // namespace
 
-RopeDims check_rope(const MH_RopeArgs& args, MH_DType compute) {
+RopeDims check_rope(const MH_RopeArgs& args, const Target& target) {
   const char* op = "rope";
-  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_RopeArgs, inverse), "1.3");
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_RopeArgs, inverse));
+  on_device(op, args, {{"x", &MH_RopeArgs::x}, {"out", &MH_RopeArgs::out}, {"positions", &MH_RopeArgs::positions}},
+            target.device);
+  const MH_DType compute = target.compute;
   const RopeDims x = rope_view(op, "x", args.x, compute);
   const RopeDims out = rope_view(op, "out", args.out, compute);
   if (out.groups != x.groups || out.seq != x.seq || out.dim != x.dim)
@@ -514,18 +626,32 @@ SwigluDims swiglu_input(const char* op, const MH_SwigluArgs& args, MH_DType comp
 
 }  // namespace
 
-SwigluDims check_swiglu(const MH_SwigluArgs& args, MH_DType compute) {
+SwigluDims check_swiglu(const MH_SwigluArgs& args, const Target& target) {
   const char* op = "swiglu";
-  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_SwigluArgs, dx), "1.3");
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_SwigluArgs, dx));
+  on_device(op, args,
+            {{"x", &MH_SwigluArgs::x},
+             {"out", &MH_SwigluArgs::out},
+             {"dout", &MH_SwigluArgs::dout},
+             {"dx", &MH_SwigluArgs::dx}},
+            target.device);
+  const MH_DType compute = target.compute;
   const SwigluDims d = swiglu_input(op, args, compute);
   same_matrix(op, "out", args.out, {d.rows, d.ffn}, "x's rows x half its columns", compute);
   disjoint_from(op, "out", args.out, "x", args.x);
   return d;
 }
 
-SwigluDims check_swiglu_bwd(const MH_SwigluArgs& args, MH_DType compute) {
+SwigluDims check_swiglu_bwd(const MH_SwigluArgs& args, const Target& target) {
   const char* op = "swiglu_bwd";
-  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_SwigluArgs, dx), "1.3");
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_SwigluArgs, dx));
+  on_device(op, args,
+            {{"x", &MH_SwigluArgs::x},
+             {"out", &MH_SwigluArgs::out},
+             {"dout", &MH_SwigluArgs::dout},
+             {"dx", &MH_SwigluArgs::dx}},
+            target.device);
+  const MH_DType compute = target.compute;
   const SwigluDims d = swiglu_input(op, args, compute);
   same_matrix(op, "dout", args.dout, {d.rows, d.ffn}, "x's rows x half its columns", compute);
   const Matrix dx = strided_rows(op, "dx", args.dx, compute);
@@ -539,9 +665,10 @@ SwigluDims check_swiglu_bwd(const MH_SwigluArgs& args, MH_DType compute) {
 // A byte copy, so every component takes every dtype a KV cache or an id
 // buffer holds, whatever it computes in (f16 for a dry run modelling an f16
 // device).
-StridedCopyDims check_strided_copy(const MH_StridedCopyArgs& args) {
+StridedCopyDims check_strided_copy(const MH_StridedCopyArgs& args, const Target& target) {
   const char* op = "strided_copy";
-  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_StridedCopyArgs, out), "1.4");
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_StridedCopyArgs, out));
+  on_device(op, args, {{"x", &MH_StridedCopyArgs::x}, {"out", &MH_StridedCopyArgs::out}}, target.device);
   if (!is_float(args.x.dtype) && args.x.dtype != MH_I32)
     fail(op, std::string("x is ") + dtype_name(args.x.dtype) + "; strided_copy copies f32, bf16, f16 or i32");
   if (args.out.dtype != args.x.dtype)
@@ -577,7 +704,7 @@ void same_shape(const char* op, const std::string& name, const MH_Tensor& t, con
 }
 
 AttentionDims attention_inputs(const char* op, const MH_AttentionArgs& args, MH_DType compute) {
-  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_AttentionArgs, dropout_col0), "1.7");
+  check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_AttentionArgs, dropout_col0));
   heads_view(op, "q", args.q, compute);
   const RopeDims k = rope_view(op, "k", args.k, compute);
   const RopeDims v = rope_view(op, "v", args.v, compute);
@@ -621,9 +748,21 @@ AttentionDims attention_inputs(const char* op, const MH_AttentionArgs& args, MH_
 
 }  // namespace
 
-AttentionDims check_attention(const MH_AttentionArgs& args, MH_DType compute) {
+AttentionDims check_attention(const MH_AttentionArgs& args, const Target& target) {
   const char* op = "attention";
-  const AttentionDims d = attention_inputs(op, args, compute);
+  const AttentionDims d = attention_inputs(op, args, target.compute);
+  on_device(op, args,
+            {{"q", &MH_AttentionArgs::q},
+             {"k", &MH_AttentionArgs::k},
+             {"v", &MH_AttentionArgs::v},
+             {"out", &MH_AttentionArgs::out},
+             {"lse", &MH_AttentionArgs::lse},
+             {"dout", &MH_AttentionArgs::dout},
+             {"dq", &MH_AttentionArgs::dq},
+             {"dk", &MH_AttentionArgs::dk},
+             {"dv", &MH_AttentionArgs::dv},
+             {"starts", &MH_AttentionArgs::starts}},
+            target.device);
   for (const auto& [name, t] : {std::pair{"q", args.q}, {"k", args.k}, {"v", args.v}}) {
     disjoint_from(op, "out", args.out, name, t);
     disjoint_from(op, "lse", args.lse, name, t);
@@ -631,17 +770,29 @@ AttentionDims check_attention(const MH_AttentionArgs& args, MH_DType compute) {
   return d;
 }
 
-AttentionDims check_attention_bwd(const MH_AttentionArgs& args, MH_DType compute) {
+AttentionDims check_attention_bwd(const MH_AttentionArgs& args, const Target& target) {
   const char* op = "attention_bwd";
-  const AttentionDims d = attention_inputs(op, args, compute);
-  heads_view(op, "dout", args.dout, compute);
+  const AttentionDims d = attention_inputs(op, args, target.compute);
+  on_device(op, args,
+            {{"q", &MH_AttentionArgs::q},
+             {"k", &MH_AttentionArgs::k},
+             {"v", &MH_AttentionArgs::v},
+             {"out", &MH_AttentionArgs::out},
+             {"lse", &MH_AttentionArgs::lse},
+             {"dout", &MH_AttentionArgs::dout},
+             {"dq", &MH_AttentionArgs::dq},
+             {"dk", &MH_AttentionArgs::dk},
+             {"dv", &MH_AttentionArgs::dv},
+             {"starts", &MH_AttentionArgs::starts}},
+            target.device);
+  heads_view(op, "dout", args.dout, target.compute);
   same_shape(op, "dout", args.dout, "q", args.q);
-  heads_view(op, "dq", args.dq, compute);
+  heads_view(op, "dq", args.dq, target.compute);
   same_shape(op, "dq", args.dq, "q", args.q);
   same_shape(op, "dk", args.dk, "k", args.k);
   same_shape(op, "dv", args.dv, "v", args.v);
-  rope_view(op, "dk", args.dk, compute);
-  rope_view(op, "dv", args.dv, compute);
+  rope_view(op, "dk", args.dk, target.compute);
+  rope_view(op, "dv", args.dv, target.compute);
   for (const auto& [grad, g] : {std::pair{"dq", args.dq}, {"dk", args.dk}, {"dv", args.dv}})
     for (const auto& [name, t] : {std::pair{"q", args.q}, {"k", args.k}, {"v", args.v}, {"out", args.out},
                                   {"dout", args.dout}, {"lse", args.lse}})

@@ -5,19 +5,28 @@
 // Each check reads one op's arguments as abi.h documents them and returns the
 // sizes the op runs over. It throws mh::Error with MH_INVALID_ARGUMENT naming
 // the op, the tensor and the mismatch, or MH_UNIMPLEMENTED when a tensor holds
-// a floating dtype the component does not take. `compute` is the dtype the
-// component computes in; a float tensor holds it or, for mixed precision
-// (master weights, gradients, statistics), f32; only GEMM inputs a and b must
-// hold exactly `compute`. With compute f32 every float tensor is f32. An
-// output that aliases an input must share its dtype.
+// a floating dtype the component does not take. A tensor with data that is
+// not on the component's device (target.device) is refused first, by name.
+// target.compute is the dtype the component computes in; a float tensor
+// holds it or, for mixed precision (master weights, gradients, statistics),
+// f32; only GEMM inputs a and b must hold exactly the compute dtype. With
+// compute f32 every float tensor is f32. An output that aliases an input must
+// share its dtype.
 #pragma once
 
 #include <megahost/abi.h>
 #include <megahost/dtype.hpp>
+#include <megahost/placement.hpp>
 
 #include <cstdint>
 
 namespace mh::kernels {
+
+// The component an op runs on: what it computes in and where its memory is.
+struct Target {
+  MH_DType compute;
+  Placement device;
+};
 
 // A contiguous tensor read as [rows, cols] by its last dimension.
 struct Matrix {
@@ -68,38 +77,38 @@ struct SwigluDims {
 struct AttentionDims {
   int64_t groups, heads, sq, sk, dim;
   int64_t rows, cols, row0, col0;
-  bool accumulate;  // 1.8: the forward merges into out and lse
+  bool accumulate;  // the forward merges into out and lse
 };
 
-GemmDims check_gemm(const MH_GemmArgs& args, MH_DType compute);
-Matrix check_layernorm(const MH_LayerNormArgs& args, MH_DType compute);
-Matrix check_layernorm_bwd(const MH_LayerNormBwdArgs& args, MH_DType compute);
-int64_t check_elementwise(const MH_ElementwiseArgs& args, MH_DType compute);
-Matrix check_bias_add(const MH_BiasArgs& args, MH_DType compute);
+GemmDims check_gemm(const MH_GemmArgs& args, const Target& target);
+Matrix check_layernorm(const MH_LayerNormArgs& args, const Target& target);
+Matrix check_layernorm_bwd(const MH_LayerNormBwdArgs& args, const Target& target);
+int64_t check_elementwise(const MH_ElementwiseArgs& args, const Target& target);
+Matrix check_bias_add(const MH_BiasArgs& args, const Target& target);
 // Backward reads dout from `out` and accumulates dbias into `bias`.
-Matrix check_bias_bwd(const MH_BiasArgs& args, MH_DType compute);
-SoftmaxDims check_softmax(const MH_SoftmaxArgs& args, MH_DType compute);
-SoftmaxDims check_softmax_bwd(const MH_SoftmaxArgs& args, MH_DType compute);
-int64_t check_dropout(const MH_DropoutArgs& args, MH_DType compute);
+Matrix check_bias_bwd(const MH_BiasArgs& args, const Target& target);
+SoftmaxDims check_softmax(const MH_SoftmaxArgs& args, const Target& target);
+SoftmaxDims check_softmax_bwd(const MH_SoftmaxArgs& args, const Target& target);
+int64_t check_dropout(const MH_DropoutArgs& args, const Target& target);
 // Backward reads dout from `out` and writes dx into `x`.
-int64_t check_dropout_bwd(const MH_DropoutArgs& args, MH_DType compute);
+int64_t check_dropout_bwd(const MH_DropoutArgs& args, const Target& target);
 // Forward and backward (dtable in `table`, dout in `out`) take the same views.
-EmbeddingDims check_embedding(const MH_EmbeddingArgs& args, MH_DType compute, const char* op);
+EmbeddingDims check_embedding(const MH_EmbeddingArgs& args, const Target& target, const char* op);
 // logits as [N, V]; checks the tensors the step reads and writes.
-XentDims check_xent(const MH_XentArgs& args, MH_DType compute);
-int64_t check_adamw(const MH_AdamWArgs& args);
-int64_t check_sum_squares(const MH_SumSquaresArgs& args, MH_DType compute);
-Matrix check_rmsnorm(const MH_RmsNormArgs& args, MH_DType compute);
-Matrix check_rmsnorm_bwd(const MH_RmsNormBwdArgs& args, MH_DType compute);
-RopeDims check_rope(const MH_RopeArgs& args, MH_DType compute);
+XentDims check_xent(const MH_XentArgs& args, const Target& target);
+int64_t check_adamw(const MH_AdamWArgs& args, const Target& target);
+int64_t check_sum_squares(const MH_SumSquaresArgs& args, const Target& target);
+Matrix check_rmsnorm(const MH_RmsNormArgs& args, const Target& target);
+Matrix check_rmsnorm_bwd(const MH_RmsNormBwdArgs& args, const Target& target);
+RopeDims check_rope(const MH_RopeArgs& args, const Target& target);
 // Forward reads x and writes out; backward reads x and dout and writes dx.
-SwigluDims check_swiglu(const MH_SwigluArgs& args, MH_DType compute);
-SwigluDims check_swiglu_bwd(const MH_SwigluArgs& args, MH_DType compute);
-StridedCopyDims check_strided_copy(const MH_StridedCopyArgs& args);
+SwigluDims check_swiglu(const MH_SwigluArgs& args, const Target& target);
+SwigluDims check_swiglu_bwd(const MH_SwigluArgs& args, const Target& target);
+StridedCopyDims check_strided_copy(const MH_StridedCopyArgs& args, const Target& target);
 // Forward reads q, k, v (starts) and writes out, lse; backward also reads
 // out, dout, lse and accumulates into dq, dk, dv.
-AttentionDims check_attention(const MH_AttentionArgs& args, MH_DType compute);
-AttentionDims check_attention_bwd(const MH_AttentionArgs& args, MH_DType compute);
+AttentionDims check_attention(const MH_AttentionArgs& args, const Target& target);
+AttentionDims check_attention_bwd(const MH_AttentionArgs& args, const Target& target);
 void check_copy(const void* dst, const void* src, uint64_t bytes, int32_t kind);
 
 }  // namespace mh::kernels

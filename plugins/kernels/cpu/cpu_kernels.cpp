@@ -122,7 +122,7 @@ void CpuKernels::copy(void* dst, const void* src, uint64_t bytes, MH_CopyKind ki
 }
 
 void CpuKernels::gemm(const MH_GemmArgs& args) {
-  const GemmDims d = check_gemm(args, compute_);
+  const GemmDims d = check_gemm(args, target());
   const bool streams_b = args.b.dtype == MH_BF16 && cpu::streams_b(d.m, args.trans_a != 0, args.trans_b != 0);
   // One row against a weight (single-stream decode) reads the weight once at
   // memory speed on the streaming kernel, where oneDNN would pack it first
@@ -158,7 +158,7 @@ void CpuKernels::gemm(const MH_GemmArgs& args) {
 // of the list over the block's rows.
 
 void CpuKernels::layernorm(const MH_LayerNormArgs& args) {
-  const Matrix x = check_layernorm(args, compute_);
+  const Matrix x = check_layernorm(args, target());
   const int64_t C = x.cols;
   const cpu::F32Vector weight(args.weight, C), bias(args.bias, C);
   float* mean = f32(args.mean);
@@ -171,7 +171,7 @@ void CpuKernels::layernorm(const MH_LayerNormArgs& args) {
 }
 
 void CpuKernels::layernorm_bwd(const MH_LayerNormBwdArgs& args) {
-  const Matrix x = check_layernorm_bwd(args, compute_);
+  const Matrix x = check_layernorm_bwd(args, target());
   const int64_t C = x.cols;
   const cpu::F32Vector weight(args.weight, C);
   cpu::Partials dweight(threads_, C), dbias(threads_, C);
@@ -189,7 +189,7 @@ void CpuKernels::layernorm_bwd(const MH_LayerNormBwdArgs& args) {
 }
 
 void CpuKernels::elementwise(const MH_ElementwiseArgs& args) {
-  const int64_t n = check_elementwise(args, compute_);
+  const int64_t n = check_elementwise(args, target());
   if (args.op == MH_COPY) return cpu::convert(args.out.data, args.out.dtype, args.x.data, args.x.dtype, n, threads_);
   const float alpha = args.alpha;
   const std::array<cpu::FlatView, 3> views{flat(args.out, false, true), flat(args.x, true, false),
@@ -209,7 +209,7 @@ void CpuKernels::elementwise(const MH_ElementwiseArgs& args) {
 }
 
 void CpuKernels::bias_add(const MH_BiasArgs& args) {
-  const Matrix x = check_bias_add(args, compute_);
+  const Matrix x = check_bias_add(args, target());
   const int64_t C = x.cols;
   const cpu::F32Vector bias(args.bias, C);
   cpu::for_row_blocks<2>(threads_, 1, x.rows, {rows_of(args.out, C, C, false, true), rows_of(args.x, C, C, true, false)},
@@ -219,7 +219,7 @@ void CpuKernels::bias_add(const MH_BiasArgs& args) {
 }
 
 void CpuKernels::bias_bwd(const MH_BiasArgs& args) {
-  const Matrix dout = check_bias_bwd(args, compute_);
+  const Matrix dout = check_bias_bwd(args, target());
   const int64_t C = dout.cols;
   cpu::Partials dbias(threads_, C);
   cpu::for_row_blocks<1>(threads_, 1, dout.rows, {rows_of(args.out, C, C, true, false)},
@@ -230,7 +230,7 @@ void CpuKernels::bias_bwd(const MH_BiasArgs& args) {
 }
 
 void CpuKernels::softmax(const MH_SoftmaxArgs& args) {
-  const SoftmaxDims d = check_softmax(args, compute_);
+  const SoftmaxDims d = check_softmax(args, target());
   const int64_t Q = d.rows, T = d.cols;
   const MH_Tensor starts = documents(args, &MH_SoftmaxArgs::starts);
   cpu::for_row_blocks<2>(threads_, d.groups, Q,
@@ -242,7 +242,7 @@ void CpuKernels::softmax(const MH_SoftmaxArgs& args) {
 }
 
 void CpuKernels::softmax_bwd(const MH_SoftmaxArgs& args) {
-  const SoftmaxDims d = check_softmax_bwd(args, compute_);
+  const SoftmaxDims d = check_softmax_bwd(args, target());
   const int64_t Q = d.rows, T = d.cols;
   const MH_Tensor starts = documents(args, &MH_SoftmaxArgs::starts);
   cpu::for_row_blocks<3>(threads_, d.groups, Q,
@@ -255,7 +255,7 @@ void CpuKernels::softmax_bwd(const MH_SoftmaxArgs& args) {
 }
 
 void CpuKernels::dropout(const MH_DropoutArgs& args) {
-  const int64_t n = check_dropout(args, compute_);
+  const int64_t n = check_dropout(args, target());
   uint8_t* mask = u8(args.mask);
   const std::array<cpu::FlatView, 3> views{flat(args.out, false, true), flat(args.x, true, false),
                                            flat(args.residual, true, false)};
@@ -265,7 +265,7 @@ void CpuKernels::dropout(const MH_DropoutArgs& args) {
 }
 
 void CpuKernels::dropout_bwd(const MH_DropoutArgs& args) {
-  const int64_t n = check_dropout_bwd(args, compute_);
+  const int64_t n = check_dropout_bwd(args, target());
   const uint8_t* mask = u8(args.mask);
   const std::array<cpu::FlatView, 2> views{flat(args.x, false, true), flat(args.out, true, false)};
   cpu::for_flat_blocks(threads_, n, views, [&](auto& b, int64_t first, int64_t count, int) {
@@ -274,7 +274,7 @@ void CpuKernels::dropout_bwd(const MH_DropoutArgs& args) {
 }
 
 void CpuKernels::embedding(const MH_EmbeddingArgs& args) {
-  const EmbeddingDims d = check_embedding(args, compute_, "embedding");
+  const EmbeddingDims d = check_embedding(args, target(), "embedding");
   cpu::F32Staging s(threads_);
   if (args.table.dtype == MH_BF16)
     cpu::embedding_forward_bf16(s.out(args.out), static_cast<const uint16_t*>(args.table.data), i32(args.ids),
@@ -286,7 +286,7 @@ void CpuKernels::embedding(const MH_EmbeddingArgs& args) {
 }
 
 void CpuKernels::embedding_bwd(const MH_EmbeddingArgs& args) {
-  const EmbeddingDims d = check_embedding(args, compute_, "embedding_bwd");
+  const EmbeddingDims d = check_embedding(args, target(), "embedding_bwd");
   cpu::F32Staging s(threads_);
   cpu::embedding_backward(s.out(args.table), s.in(args.out), i32(args.ids), args.id_start, d.tokens, d.rows, d.cols,
                           threads_);
@@ -294,7 +294,7 @@ void CpuKernels::embedding_bwd(const MH_EmbeddingArgs& args) {
 }
 
 void CpuKernels::xent(const MH_XentArgs& args) {
-  const XentDims d = check_xent(args, compute_);
+  const XentDims d = check_xent(args, target());
   cpu::F32Staging s(threads_);
   switch (args.step) {
     case MH_XENT_MAX: cpu::xent_max(f32(args.row_max), s.in(args.logits), d.rows, d.cols, d.in_vocab, threads_); break;
@@ -311,19 +311,19 @@ void CpuKernels::xent(const MH_XentArgs& args) {
 }
 
 void CpuKernels::adamw(const MH_AdamWArgs& args) {
-  const int64_t n = check_adamw(args);
+  const int64_t n = check_adamw(args, target());
   cpu::adamw(f32(args.param), f32(args.m), f32(args.v), f32(args.grad), args.lr, args.beta1, args.beta2, args.eps,
              args.weight_decay, args.step, n, threads_);
 }
 
 void CpuKernels::sum_squares(const MH_SumSquaresArgs& args) {
-  const int64_t n = check_sum_squares(args, compute_);
+  const int64_t n = check_sum_squares(args, target());
   cpu::F32Staging s(threads_);
   cpu::sum_squares(f32(args.out), s.in(args.x), n, threads_);
 }
 
 void CpuKernels::rmsnorm(const MH_RmsNormArgs& args) {
-  const Matrix x = check_rmsnorm(args, compute_);
+  const Matrix x = check_rmsnorm(args, target());
   const int64_t C = x.cols;
   float* rstd = f32(args.rstd);
   cpu::for_row_blocks<2>(threads_, 1, x.rows, {rows_of(args.out, C, C, false, true), rows_of(args.x, C, C, true, false)},
@@ -333,7 +333,7 @@ void CpuKernels::rmsnorm(const MH_RmsNormArgs& args) {
 }
 
 void CpuKernels::rmsnorm_bwd(const MH_RmsNormBwdArgs& args) {
-  const Matrix x = check_rmsnorm_bwd(args, compute_);
+  const Matrix x = check_rmsnorm_bwd(args, target());
   const int64_t C = x.cols;
   cpu::Partials dweight(threads_, C);
   const float* rstd = f32(args.rstd);
@@ -347,7 +347,7 @@ void CpuKernels::rmsnorm_bwd(const MH_RmsNormBwdArgs& args) {
 }
 
 void CpuKernels::rope(const MH_RopeArgs& args) {
-  const RopeDims d = check_rope(args, compute_);
+  const RopeDims d = check_rope(args, target());
   const MH_Tensor positions = documents(args, &MH_RopeArgs::positions);
   // The table holds every position a row is at: 0 .. S - 1, or up to the
   // largest of `positions`.
@@ -372,7 +372,7 @@ void CpuKernels::rope(const MH_RopeArgs& args) {
 }
 
 void CpuKernels::swiglu(const MH_SwigluArgs& args) {
-  const SwigluDims d = check_swiglu(args, compute_);
+  const SwigluDims d = check_swiglu(args, target());
   const int64_t F = d.ffn;
   cpu::for_row_blocks<2>(threads_, 1, d.rows,
                          {rows_of(args.out, F, F, false, true), rows_of(args.x, 2 * F, args.x.strides[0], true, false)},
@@ -382,7 +382,7 @@ void CpuKernels::swiglu(const MH_SwigluArgs& args) {
 }
 
 void CpuKernels::swiglu_bwd(const MH_SwigluArgs& args) {
-  const SwigluDims d = check_swiglu_bwd(args, compute_);
+  const SwigluDims d = check_swiglu_bwd(args, target());
   const int64_t F = d.ffn;
   cpu::for_row_blocks<3>(threads_, 1, d.rows,
                          {rows_of(args.dx, 2 * F, args.dx.strides[0], false, true),
@@ -394,7 +394,7 @@ void CpuKernels::swiglu_bwd(const MH_SwigluArgs& args) {
 
 // A byte copy in every dtype: no staging through f32.
 void CpuKernels::strided_copy(const MH_StridedCopyArgs& args) {
-  const StridedCopyDims d = check_strided_copy(args);
+  const StridedCopyDims d = check_strided_copy(args, target());
   cpu::strided_copy(args.out.data, {args.out.strides[0], args.out.strides[1]}, args.x.data,
                     {args.x.strides[0], args.x.strides[1]}, d.groups, d.rows, d.cols * d.element_bytes,
                     d.element_bytes, threads_);
@@ -435,11 +435,11 @@ cpu::AttentionProblem attention_problem(const MH_AttentionArgs& args, const Atte
 // Tiles are widened from bf16 as they are loaded (ops/attention.cpp), so
 // both dtypes take the same f32 loop.
 void CpuKernels::attention(const MH_AttentionArgs& args) {
-  cpu::attention_forward(attention_problem(args, check_attention(args, compute_)), threads_);
+  cpu::attention_forward(attention_problem(args, check_attention(args, target())), threads_);
 }
 
 void CpuKernels::attention_bwd(const MH_AttentionArgs& args) {
-  cpu::attention_backward(attention_problem(args, check_attention_bwd(args, compute_)), threads_);
+  cpu::attention_backward(attention_problem(args, check_attention_bwd(args, target())), threads_);
 }
 
 }  // namespace mh::kernels

@@ -9,6 +9,7 @@
 
 #include "bf16_gemm.hpp"
 #include "block_cache.hpp"
+#include "validate.hpp"
 
 #include <optional>
 #include <string>
@@ -47,7 +48,6 @@ class CpuKernels {
   void free(void* ptr) noexcept;
   void copy(void* dst, const void* src, uint64_t bytes, MH_CopyKind kind);
   void synchronize() {}
-  void* stream() { return nullptr; }
 
   void gemm(const MH_GemmArgs& args);
   void layernorm(const MH_LayerNormArgs& args);
@@ -74,6 +74,9 @@ class CpuKernels {
   void attention_bwd(const MH_AttentionArgs& args);
 
  private:
+  // Host memory; every op runs before it returns, so there is no stream.
+  Target target() const { return {compute_, {MH_DEVICE_CPU, 0}}; }
+
   MH_DType compute_;
   int threads_;
   int ranks_in_process_;

@@ -16,8 +16,8 @@ cudaDataType_t data_type(const MH_Tensor& t) { return t.dtype == MH_BF16 ? CUDA_
 
 cublasOperation_t transposition(int32_t trans) { return trans != 0 ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
-MH_Tensor square(void* data, MH_DType dtype, int64_t n) {
-  MH_Tensor t{};
+MH_Tensor square(void* data, MH_DType dtype, int64_t n, int device) {
+  MH_Tensor t = placed(MH_Tensor{}, {MH_DEVICE_CUDA, device});
   t.data = data;
   t.dtype = dtype;
   t.ndim = 3;
@@ -83,9 +83,9 @@ double measure_gemm_flops(Blas& blas, CachingAllocator& memory, cudaStream_t str
   gpu::fill_uniform(stream, {b, dtype == MH_BF16}, n * n, 2);
   MH_GemmArgs g{};
   g.struct_size = sizeof(g);
-  g.a = square(a, dtype, n);
-  g.b = square(b, dtype, n);
-  g.c = square(c, dtype, n);
+  g.a = square(a, dtype, n, memory.device());
+  g.b = square(b, dtype, n, memory.device());
+  g.c = square(c, dtype, n, memory.device());
   g.alpha = 1.0f;
   Event start, stop;
   float best_ms = 1e30f;

@@ -30,6 +30,7 @@ class CachingAllocator {
 
   // The most bytes taken from the device at once (blocks in use and cached).
   uint64_t peak_reserved() const { return peak_; }
+  int device() const { return device_; }
 
  private:
   void* fresh(uint64_t size, uint64_t requested);

@@ -121,6 +121,7 @@ void CudaKernels::device_info(MH_DeviceInfo& out) const {
   out.memory_bytes = memory_bytes_;
   out.compute_dtype = compute_;
   out.dry = 0;
+  out.device_id = device_;
 }
 
 void* CudaKernels::alloc(uint64_t bytes) {
@@ -145,19 +146,19 @@ void CudaKernels::copy(void* dst, const void* src, uint64_t bytes, MH_CopyKind k
 void CudaKernels::synchronize() { check_cuda(cudaStreamSynchronize(on_device()), "synchronize"); }
 
 void CudaKernels::gemm(const MH_GemmArgs& args) {
-  const GemmDims d = check_gemm(args, compute_);
+  const GemmDims d = check_gemm(args, target());
   on_device();
   blas_.gemm(args, d);
 }
 
 void CudaKernels::layernorm(const MH_LayerNormArgs& a) {
-  const Matrix x = check_layernorm(a, compute_);
+  const Matrix x = check_layernorm(a, target());
   gpu::layernorm_forward(on_device(), floats(a.out), f32(a.mean), f32(a.rstd), floats(a.x), floats(a.weight),
                          floats(a.bias), x.rows, x.cols, a.eps);
 }
 
 void CudaKernels::layernorm_bwd(const MH_LayerNormBwdArgs& a) {
-  const Matrix x = check_layernorm_bwd(a, compute_);
+  const Matrix x = check_layernorm_bwd(a, target());
   cudaStream_t stream = on_device();
   gpu::layernorm_backward(stream, floats(a.dx), floats(a.dweight), floats(a.dbias), floats(a.dout), floats(a.x),
                           floats(a.weight), f32(a.mean), f32(a.rstd), x.rows, x.cols,
@@ -165,58 +166,58 @@ void CudaKernels::layernorm_bwd(const MH_LayerNormBwdArgs& a) {
 }
 
 void CudaKernels::elementwise(const MH_ElementwiseArgs& a) {
-  const int64_t n = check_elementwise(a, compute_);
+  const int64_t n = check_elementwise(a, target());
   gpu::elementwise(on_device(), a.op, floats(a.out), floats(a.x), floats(a.y), a.alpha, n);
 }
 
 void CudaKernels::bias_add(const MH_BiasArgs& a) {
-  const Matrix x = check_bias_add(a, compute_);
+  const Matrix x = check_bias_add(a, target());
   gpu::bias_forward(on_device(), floats(a.out), floats(a.x), floats(a.bias), x.rows, x.cols);
 }
 
 void CudaKernels::bias_bwd(const MH_BiasArgs& a) {
-  const Matrix dout = check_bias_bwd(a, compute_);
+  const Matrix dout = check_bias_bwd(a, target());
   cudaStream_t stream = on_device();
   gpu::bias_backward(stream, floats(a.bias), floats(a.out), dout.rows, dout.cols,
                      scratch(gpu::column_scratch_bytes(dout.cols)));
 }
 
 void CudaKernels::softmax(const MH_SoftmaxArgs& a) {
-  const SoftmaxDims d = check_softmax(a, compute_);
+  const SoftmaxDims d = check_softmax(a, target());
   gpu::softmax_forward(on_device(), floats(a.out), floats(a.x), a.scale, d.groups, d.rows, d.cols,
                        sample_table(a, &MH_SoftmaxArgs::starts, d.groups));
 }
 
 void CudaKernels::softmax_bwd(const MH_SoftmaxArgs& a) {
-  const SoftmaxDims d = check_softmax_bwd(a, compute_);
+  const SoftmaxDims d = check_softmax_bwd(a, target());
   gpu::softmax_backward(on_device(), floats(a.dx), floats(a.out), floats(a.dout), a.scale, d.groups, d.rows, d.cols,
                         sample_table(a, &MH_SoftmaxArgs::starts, d.groups));
 }
 
 void CudaKernels::dropout(const MH_DropoutArgs& a) {
-  const int64_t n = check_dropout(a, compute_);
+  const int64_t n = check_dropout(a, target());
   gpu::dropout_forward(on_device(), floats(a.out), u8(a.mask), floats(a.x), floats(a.residual), a.p, a.rng, n);
 }
 
 void CudaKernels::dropout_bwd(const MH_DropoutArgs& a) {
-  const int64_t n = check_dropout_bwd(a, compute_);
+  const int64_t n = check_dropout_bwd(a, target());
   gpu::dropout_backward(on_device(), floats(a.x), floats(a.out), u8(a.mask), a.p, n);
 }
 
 void CudaKernels::embedding(const MH_EmbeddingArgs& a) {
-  const EmbeddingDims d = check_embedding(a, compute_, "embedding");
+  const EmbeddingDims d = check_embedding(a, target(), "embedding");
   gpu::embedding_forward(on_device(), floats(a.out), floats(a.table), i32(a.ids), a.id_start, a.accumulate != 0,
                          d.tokens, d.rows, d.cols);
 }
 
 void CudaKernels::embedding_bwd(const MH_EmbeddingArgs& a) {
-  const EmbeddingDims d = check_embedding(a, compute_, "embedding_bwd");
+  const EmbeddingDims d = check_embedding(a, target(), "embedding_bwd");
   gpu::embedding_backward(on_device(), floats(a.table), floats(a.out), i32(a.ids), a.id_start, d.tokens, d.rows,
                           d.cols);
 }
 
 void CudaKernels::xent(const MH_XentArgs& a) {
-  const XentDims d = check_xent(a, compute_);
+  const XentDims d = check_xent(a, target());
   cudaStream_t stream = on_device();
   switch (a.step) {
     case MH_XENT_MAX: gpu::xent_max(stream, f32(a.row_max), floats(a.logits), d.rows, d.cols, d.in_vocab); break;
@@ -232,7 +233,7 @@ void CudaKernels::xent(const MH_XentArgs& a) {
 }
 
 void CudaKernels::adamw(const MH_AdamWArgs& a) {
-  const int64_t n = check_adamw(a);
+  const int64_t n = check_adamw(a, target());
   // In double: 1 - 0.999^t loses most of its digits in f32 for small t.
   const auto correction = [&](float beta) {
     return static_cast<float>(1.0 - std::pow(static_cast<double>(beta), static_cast<double>(a.step)));
@@ -242,43 +243,43 @@ void CudaKernels::adamw(const MH_AdamWArgs& a) {
 }
 
 void CudaKernels::sum_squares(const MH_SumSquaresArgs& a) {
-  const int64_t n = check_sum_squares(a, compute_);
+  const int64_t n = check_sum_squares(a, target());
   cudaStream_t stream = on_device();
   gpu::sum_squares(stream, f32(a.out), floats(a.x), n, scratch(gpu::kSumScratchBytes));
 }
 
 void CudaKernels::rmsnorm(const MH_RmsNormArgs& a) {
-  const Matrix x = check_rmsnorm(a, compute_);
+  const Matrix x = check_rmsnorm(a, target());
   gpu::rmsnorm_forward(on_device(), floats(a.out), f32(a.rstd), floats(a.x), f32(a.weight), x.rows, x.cols, a.eps);
 }
 
 void CudaKernels::rmsnorm_bwd(const MH_RmsNormBwdArgs& a) {
-  const Matrix x = check_rmsnorm_bwd(a, compute_);
+  const Matrix x = check_rmsnorm_bwd(a, target());
   cudaStream_t stream = on_device();
   gpu::rmsnorm_backward(stream, f32(a.dx), f32(a.dweight), floats(a.dout), floats(a.x), f32(a.weight), f32(a.rstd),
                         x.rows, x.cols, scratch(gpu::column_scratch_bytes(x.cols)));
 }
 
 void CudaKernels::rope(const MH_RopeArgs& a) {
-  const RopeDims d = check_rope(a, compute_);
+  const RopeDims d = check_rope(a, target());
   gpu::rope(on_device(), floats(a.out), {a.out.strides[0], a.out.strides[1]}, floats(a.x),
             {a.x.strides[0], a.x.strides[1]}, d.groups, d.seq, d.dim, a.position_offset, a.theta, a.inverse != 0,
             sample_table(a, &MH_RopeArgs::positions, d.groups));
 }
 
 void CudaKernels::swiglu(const MH_SwigluArgs& a) {
-  const SwigluDims d = check_swiglu(a, compute_);
+  const SwigluDims d = check_swiglu(a, target());
   gpu::swiglu_forward(on_device(), floats(a.out), floats(a.x), a.x.strides[0], d.rows, d.ffn);
 }
 
 void CudaKernels::swiglu_bwd(const MH_SwigluArgs& a) {
-  const SwigluDims d = check_swiglu_bwd(a, compute_);
+  const SwigluDims d = check_swiglu_bwd(a, target());
   gpu::swiglu_backward(on_device(), floats(a.dx), a.dx.strides[0], floats(a.x), a.x.strides[0], floats(a.dout),
                        d.rows, d.ffn);
 }
 
 void CudaKernels::strided_copy(const MH_StridedCopyArgs& a) {
-  const StridedCopyDims d = check_strided_copy(a);
+  const StridedCopyDims d = check_strided_copy(a, target());
   gpu::strided_copy(on_device(), a.out.data, {a.out.strides[0], a.out.strides[1]}, a.x.data,
                     {a.x.strides[0], a.x.strides[1]}, d.groups, d.rows, d.cols, d.element_bytes);
 }
@@ -304,13 +305,13 @@ gpu::AttentionShape attention_shape(const MH_AttentionArgs& a, const AttentionDi
 }  // namespace
 
 void CudaKernels::attention(const MH_AttentionArgs& a) {
-  const AttentionDims d = check_attention(a, compute_);
+  const AttentionDims d = check_attention(a, target());
   gpu::attention_forward(on_device(), attention_shape(a, d), attention_view(a.q), attention_view(a.k),
                          attention_view(a.v), attention_view(a.out), f32(a.lse));
 }
 
 void CudaKernels::attention_bwd(const MH_AttentionArgs& a) {
-  const AttentionDims d = check_attention_bwd(a, compute_);
+  const AttentionDims d = check_attention_bwd(a, target());
   const gpu::AttentionShape shape = attention_shape(a, d);
   cudaStream_t stream = on_device();
   gpu::attention_backward(stream, shape, attention_view(a.q), attention_view(a.k), attention_view(a.v),

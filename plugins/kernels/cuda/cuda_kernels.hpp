@@ -6,6 +6,7 @@
 
 #include "blas.hpp"
 #include "caching_allocator.hpp"
+#include "validate.hpp"
 
 #include <megahost/plugin.hpp>
 
@@ -40,6 +41,7 @@ class CudaKernels {
   void free(void* ptr) noexcept;
   void copy(void* dst, const void* src, uint64_t bytes, MH_CopyKind kind);
   void synchronize();
+  // Ops are enqueued on it (MH_EXTENSION_STREAM, plugin.hpp).
   void* stream() { return stream_.get(); }
 
   void gemm(const MH_GemmArgs& args);
@@ -77,6 +79,7 @@ class CudaKernels {
   // Device scratch of at least `bytes` for an op's partial sums, kept
   // between calls; ops are ordered on the stream, so one buffer serves all.
   void* scratch(uint64_t bytes);
+  Target target() const { return {compute_, {MH_DEVICE_CUDA, device_}}; }
 
   int device_;
   MH_DType compute_;

@@ -1,5 +1,5 @@
 // Kernels "traced": wraps the kernels component its `inner` option names,
-// as the host resolved it (MH_HostApi::create_component, ABI 1.5), forwards
+// as the host resolved it (MH_HostApi::create_component), forwards
 // every call to it and counts them; at destroy it writes the counts. The
 // section's other keys are the inner component's options, which the host
 // validates and this component forwards untouched:
@@ -70,7 +70,13 @@ class TracedKernels {
     ++calls_["synchronize"];
     mh::check(inner_.api().synchronize(inner_.get()));
   }
-  void* stream() { return inner_.api().stream(inner_.get()); }
+  // The inner component's stream, so the host orders collectives after the
+  // ops it forwards. The extension chain is static, so traced always has
+  // one; NULL when the inner component runs each op before returning.
+  void* stream() {
+    const auto* inner = inner_.extension<MH_StreamExtension>(MH_EXTENSION_STREAM);
+    return inner != nullptr ? inner->stream(inner_.get()) : nullptr;
+  }
 
 #define TRACED_OP(name, Args) \
   void name(const Args& a) { forward(#name, &MH_KernelsApi::name, a); }
@@ -100,8 +106,8 @@ class TracedKernels {
 #undef TRACED_OP
 
  private:
-  // The table the host hands over is in its own layout: an entry the inner
-  // plugin's minor lacks reads NULL.
+  // The table the host hands over is in its own layout: an op the inner
+  // component leaves out (abi.h allows the model-family ops to) reads NULL.
   template <class Args>
   void forward(const char* name, MH_Error* (*const MH_KernelsApi::*op)(MH_Instance*, const Args*), const Args& a) {
     ++calls_[name];

@@ -356,6 +356,10 @@ typedef struct MH_DeviceInfo {
   uint64_t memory_bytes;    /* device memory capacity, 0 if unknown */
   int32_t compute_dtype;    /* MH_DType of activations and GEMM inputs */
   int32_t dry;              /* nonzero: allocates and computes nothing */
+  /* The device's ordinal (the CUDA device of this instance), 0 on the
+   * CPU: the host places the tensors it hands this instance there
+   * (MH_Tensor.device_id). */
+  int32_t device_id;
 } MH_DeviceInfo;
 
 /* C = alpha * op(A) @ op(B) + beta * C, for each of `batch` matrices.
@@ -680,6 +684,8 @@ typedef struct MH_KernelsApi {
  * op before returning. */
 typedef struct MH_StreamExtension {
   MH_Extension base;
+  /* NULL when this instance has no stream after all (a wrapper's chain is
+   * fixed per component, but what it wraps is chosen per run). */
   void* (*stream)(MH_Instance* self);
 } MH_StreamExtension;
 

@@ -9,11 +9,13 @@
 // (a handful of f32 operations, each within half an ulp, 6e-8). Kernels are
 // checked on whatever device they drive, through alloc and copy; comm
 // components on host memory (stream NULL), the ranks of one process each on
-// its own thread.
+// its own thread. Both must refuse a tensor placed on another device than
+// theirs (abi.h, MH_Tensor) with MH_INVALID_ARGUMENT.
 #pragma once
 
 #include <megahost/abi.h>
 #include <megahost/error.hpp>
+#include <megahost/placement.hpp>
 #include <megahost/struct_size.hpp>
 
 #include <dlfcn.h>
@@ -81,11 +83,11 @@ inline const MH_ComponentDesc& load_component(const std::string& file, MH_Kind k
   if (library == nullptr) throw Error(MH_NOT_FOUND, "cannot load " + file + ": " + dlerror());
   auto entry = reinterpret_cast<MH_EntryFn>(dlsym(library, MH_ENTRY_SYMBOL));
   require(entry != nullptr, file + " has no " MH_ENTRY_SYMBOL, MH_NOT_FOUND);
-  static const MH_HostApi host{MH_STRUCT_SIZE(MH_HostApi, log), MH_ABI_MAJOR, MH_ABI_MINOR,
+  static const MH_HostApi host{sizeof(MH_HostApi), MH_ABI_MAJOR, MH_ABI_MINOR,
                                [](int32_t, const char* plugin, const char* message) {
                                  std::fprintf(stderr, "[%s] %s\n", plugin ? plugin : "?", message ? message : "");
                                },
-                               nullptr, nullptr};
+                               nullptr, nullptr, nullptr};
   const MH_PluginDesc* desc = nullptr;
   check(entry(&host, &desc), "the entry point of " + file);
   const size_t stride = desc->component_size;
@@ -100,7 +102,7 @@ inline const MH_ComponentDesc& load_component(const std::string& file, MH_Kind k
 class Created {
  public:
   Created(const MH_ComponentDesc& c, const MH_Options* options, int32_t ranks, int32_t rank) : c_(c) {
-    MH_CreateArgs args{sizeof(MH_CreateArgs), options, ranks, rank, nullptr};
+    MH_CreateArgs args{sizeof(MH_CreateArgs), options, ranks, rank, nullptr, nullptr};
     check(c.create(&args, &self_), std::string("creating '") + c.name + "'");
   }
   ~Created() { c_.destroy(self_); }
@@ -131,8 +133,9 @@ class Checks {
   std::vector<std::string> failures_;
 };
 
-inline MH_Tensor f32_vector(void* data, int64_t n) {
-  MH_Tensor t{};
+// n floats at `data` on `where`.
+inline MH_Tensor f32_vector(void* data, int64_t n, Placement where = {}) {
+  MH_Tensor t = placed(MH_Tensor{}, where);
   t.data = data;
   t.dtype = MH_F32;
   t.ndim = 1;
@@ -141,17 +144,41 @@ inline MH_Tensor f32_vector(void* data, int64_t n) {
   return t;
 }
 
+// Another device than `own`, for the refusal checks.
+inline Placement elsewhere(Placement own) {
+  return own.device == MH_DEVICE_CPU ? Placement{MH_DEVICE_CUDA, 0} : Placement{MH_DEVICE_CPU, 0};
+}
+
+// Releases `e`, which must be an error of `code`.
+inline void expect_error(MH_Error* e, MH_ErrorCode code, const std::string& what) {
+  require(e != nullptr, what + " succeeded; it must fail with code " + std::to_string(code));
+  const int32_t got = e->code;
+  const std::string message = e->message != nullptr ? e->message : "";
+  e->destroy(e);
+  require(got == code, what + " failed with code " + std::to_string(got) + " (" + message + "), expected " +
+                           std::to_string(code));
+}
+
 inline void expect_equal(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
   for (size_t i = 0; i < want.size(); ++i)
     require(got[i] == want[i], what + ": element " + std::to_string(i) + " is " + std::to_string(got[i]) +
                                    ", expected " + std::to_string(want[i]));
 }
 
+// Where a kernels instance's memory lives: the device its device_info
+// names (the first of its kind: an instance created for rank 0 drives it).
+inline Placement kernels_placement(const MH_KernelsApi& k, MH_Instance* self) {
+  MH_DeviceInfo info{};
+  info.struct_size = sizeof(info);
+  check(k.device_info(self, &info), "device_info");
+  return {info.device_type, 0};
+}
+
 // Device memory of one kernels instance holding f32 values.
 class DeviceFloats {
  public:
   DeviceFloats(const MH_KernelsApi& k, MH_Instance* self, const std::vector<float>& values)
-      : k_(k), self_(self), n_(values.size()) {
+      : k_(k), self_(self), n_(values.size()), where_(kernels_placement(k, self)) {
     check(k.alloc(self, n_ * sizeof(float), &data_), "alloc");
     require(reinterpret_cast<uintptr_t>(data_) % 256 == 0, "alloc returned memory not aligned to 256 bytes");
     check(k.copy(self, data_, values.data(), n_ * sizeof(float), MH_HOST_TO_DEVICE), "copy to device");
@@ -159,7 +186,7 @@ class DeviceFloats {
   ~DeviceFloats() { k_.free(self_, data_); }
   DeviceFloats(const DeviceFloats&) = delete;
   DeviceFloats& operator=(const DeviceFloats&) = delete;
-  MH_Tensor t() const { return f32_vector(data_, int64_t(n_)); }
+  MH_Tensor t() const { return f32_vector(data_, int64_t(n_), where_); }
   std::vector<float> read() const {
     std::vector<float> out(n_);
     check(k_.synchronize(self_), "synchronize");
@@ -171,6 +198,7 @@ class DeviceFloats {
   const MH_KernelsApi& k_;
   MH_Instance* self_;
   size_t n_;
+  Placement where_;
   void* data_ = nullptr;
 };
 
@@ -183,6 +211,15 @@ inline void check_elementwise(const MH_KernelsApi& k, MH_Instance* self) {
   a.alpha = 2;
   check(k.elementwise(self, &a), "elementwise AXPY");
   expect_equal(out.read(), {12, 24, 36, 48, 60}, "elementwise AXPY");
+}
+
+// elementwise with x placed on another device: refused (a dry component
+// too, which checks what a computing one would).
+inline void check_refuses_other_device(const MH_KernelsApi& k, MH_Instance* self) {
+  DeviceFloats x(k, self, {1, 2}), y(k, self, {3, 4}), out(k, self, {7, 7});
+  MH_ElementwiseArgs a{sizeof(MH_ElementwiseArgs), MH_ADD, x.t(), y.t(), out.t(), 0};
+  a.x = placed(a.x, elsewhere(placement_of(a.out)));
+  expect_error(k.elementwise(self, &a), MH_INVALID_ARGUMENT, "elementwise with x on another device");
 }
 
 inline void check_sum_squares(const MH_KernelsApi& k, MH_Instance* self) {
@@ -235,7 +272,7 @@ inline MH_Tensor pair_view(const DeviceFloats& d, int32_t ndim) {
   return t;
 }
 
-// attention (1.7) in f32 compute over one key, where every result is exact:
+// attention in f32 compute over one key, where every result is exact:
 // the only probability is 1, so out = v, lse = scale q.k, the backward adds
 // dout to dv and nothing to dq and dk (dS = P (dout.v - dout.out) = 0).
 inline void check_attention(const MH_KernelsApi& k, MH_Instance* self) {
@@ -255,7 +292,7 @@ inline void check_attention(const MH_KernelsApi& k, MH_Instance* self) {
   expect_equal(dk.read(), {2, 2}, "attention_bwd over one key adds nothing to dk");
 }
 
-// 1.8 (MH_KERNELS_CAP_ATTENTION_ACCUMULATE): a second key block with the
+// MH_KERNELS_CAP_ATTENTION_ACCUMULATE: a second key block with the
 // same score as the first merges into out and lse by equal weights.
 inline void check_attention_accumulate(const MH_KernelsApi& k, MH_Instance* self) {
   DeviceFloats q(k, self, {1, 2}), key(k, self, {2, 0.5f}), v(k, self, {3, -1}), v2(k, self, {5, 1}),
@@ -280,10 +317,9 @@ inline std::vector<std::string> check_kernels(const MH_ComponentDesc& c, const M
   const auto& k = *static_cast<const MH_KernelsApi*>(c.api);
   checks.run("table", [&] {
     require(k.struct_size >= MH_STRUCT_SIZE(MH_KernelsApi, sum_squares), "the table ends before sum_squares");
-    if (reaches(k, &MH_KernelsApi::capabilities))
-      require((k.capabilities & ~uint64_t{MH_KERNELS_CAP_PARTIAL_SOFTMAX | MH_KERNELS_CAP_DOCUMENTS |
-                                          MH_KERNELS_CAP_ATTENTION_ACCUMULATE}) == 0,
-              "capabilities has unknown bits");
+    require((k.capabilities & ~uint64_t{MH_KERNELS_CAP_PARTIAL_SOFTMAX | MH_KERNELS_CAP_DOCUMENTS |
+                                        MH_KERNELS_CAP_ATTENTION_ACCUMULATE}) == 0,
+            "capabilities has unknown bits");
   });
   Created instance(c, options, 1, 0);
   MH_DeviceInfo info{};
@@ -292,6 +328,7 @@ inline std::vector<std::string> check_kernels(const MH_ComponentDesc& c, const M
     check(k.device_info(instance.get(), &info), "device_info");
     require(info.name != nullptr && info.peak_flops > 0, "device_info gives no name or no peak_flops");
   });
+  checks.run("refuses another device", [&] { check_refuses_other_device(k, instance.get()); });
   if (info.dry != 0) return checks.failures();  // a dry component computes nothing to compare
   checks.run("free", [&] { k.free(instance.get(), nullptr); });
   checks.run("elementwise", [&] { check_elementwise(k, instance.get()); });
@@ -301,8 +338,7 @@ inline std::vector<std::string> check_kernels(const MH_ComponentDesc& c, const M
   if (info.compute_dtype == MH_F32 && reaches(k, &MH_KernelsApi::attention_bwd) && k.attention != nullptr &&
       k.attention_bwd != nullptr)
     checks.run("attention", [&] { check_attention(k, instance.get()); });
-  if (info.compute_dtype == MH_F32 && reaches(k, &MH_KernelsApi::capabilities) &&
-      (k.capabilities & MH_KERNELS_CAP_ATTENTION_ACCUMULATE) != 0)
+  if (info.compute_dtype == MH_F32 && (k.capabilities & MH_KERNELS_CAP_ATTENTION_ACCUMULATE) != 0)
     checks.run("attention accumulate", [&] { check_attention_accumulate(k, instance.get()); });
   return checks.failures();
 }
@@ -353,6 +389,9 @@ inline void check_rank_collectives(const MH_CommApi& api, MH_Group* world, int32
   check(api.broadcast(world, &a), "broadcast");
   expect_equal(b, {42}, "broadcast from rank 0");
   check(api.barrier(world), "barrier");
+  a.send = f32_vector(send.data(), 2, elsewhere(Placement{}));
+  a.recv = f32_vector(recv.data(), 2);
+  expect_error(api.all_reduce(world, &a), MH_INVALID_ARGUMENT, "all_reduce with send on another device");
   if (reaches(api, &MH_CommApi::all_to_all) && api.all_to_all != nullptr)
     check_rank_all_to_all(api, world, world_size);
 }

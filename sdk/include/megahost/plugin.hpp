@@ -14,12 +14,15 @@
 //
 // The method set each kind needs is listed next to its table below.
 //
-// A plugin targets one ABI minor: MH_PLUGIN_MINOR, defined before this
-// header is included, else this SDK's MH_ABI_MINOR. Every table is built to
-// that minor's length and the descriptor says that minor; an entry the
-// minor makes optional (the non-blocking collectives, the tuner's later
-// calls) is NULL when the class lacks its method, while a kernels class
-// that lacks an op its minor requires fails to compile, naming the op.
+// A plugin targets one minor of ABI major 2: MH_PLUGIN_MINOR, defined before
+// this header is included, else this SDK's MH_ABI_MINOR; the descriptor says
+// it. (Plugins built for major 1 are the host's adapter's business, not this
+// header's.) Every table is built whole; an entry abi.h lets be NULL (the
+// non-blocking collectives, all_to_all, the tuner's search calls) is NULL
+// when the class lacks its method, while a kernels class that lacks an op
+// fails to compile, naming the op. A component's optional features (the
+// extension chain, abi.h rule 6) come from its methods likewise: see
+// extensions_for below.
 #pragma once
 
 #include <megahost/abi.h>
@@ -31,13 +34,14 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #ifndef MH_PLUGIN_MINOR
 #define MH_PLUGIN_MINOR MH_ABI_MINOR
 #endif
 static_assert(MH_PLUGIN_MINOR >= 0 && MH_PLUGIN_MINOR <= MH_ABI_MINOR,
-              "MH_PLUGIN_MINOR names a minor this SDK does not know (0 .. MH_ABI_MINOR)");
+              "MH_PLUGIN_MINOR names a minor of ABI 2 this SDK does not know (0 .. MH_ABI_MINOR)");
 
 namespace mh {
 
@@ -48,8 +52,8 @@ struct CreateContext {
   Options options;
   int32_t ranks_in_process;
   int32_t rank;
-  // ABI 1.5: the options of the component this one wraps (its
-  // MH_OPTION_INNER option names it); NULL otherwise. Borrowed for create.
+  // The options of the component this one wraps (its MH_OPTION_INNER option
+  // names it); NULL otherwise. Borrowed for create.
   const MH_Options* inner_options = nullptr;
 };
 
@@ -84,8 +88,8 @@ inline void log(MH_LogLevel level, const std::string& message) {
 }
 
 // An instance of another component, created through the host's registry
-// (MH_HostApi::create_component, ABI 1.5) and destroyed with this object:
-// what a wrapper holds of the component it wraps. Api is the kind's table
+// (MH_HostApi::create_component) and destroyed with this object: what a
+// wrapper holds of the component it wraps. Api is the kind's table
 // (MH_KernelsApi, MH_CommApi, ...), read in the host's layout, so a member
 // past the inner plugin's struct_size reads NULL.
 template <class Api>
@@ -95,9 +99,8 @@ class InnerComponent {
   // by the host against the component's specs, defaults filled in.
   InnerComponent(MH_Kind kind, const std::string& name, const CreateContext& ctx, const MH_Options* options) {
     const MH_HostApi* host = detail::host_api;
-    require(host != nullptr && reaches(*host, &MH_HostApi::create_component) && host->create_component != nullptr,
-            "wrapping '" + name + "' needs a host of plugin ABI 1.5 or later (MH_HostApi::create_component)",
-            MH_UNIMPLEMENTED);
+    require(host != nullptr && host->create_component != nullptr,
+            "wrapping '" + name + "' needs a host with MH_HostApi::create_component", MH_UNIMPLEMENTED);
     MH_CreateArgs args{};
     args.struct_size = sizeof(args);
     args.options = options;
@@ -116,6 +119,13 @@ class InnerComponent {
   MH_Instance* get() const { return instance_; }
   const std::string& name() const { return name_; }
   const MH_ComponentDesc& desc() const { return *desc_; }
+  // The inner component's extension of `type` (MH_StreamExtension, ...), or
+  // NULL when it has none.
+  template <class Extension>
+  const Extension* extension(MH_ExtensionType type) const {
+    if (!reaches(*desc_, &MH_ComponentDesc::extensions)) return nullptr;
+    return reinterpret_cast<const Extension*>(MH_FindExtension(desc_->extensions, type));
+  }
 
  private:
   const MH_ComponentDesc* desc_ = nullptr;
@@ -129,44 +139,36 @@ class InnerComponent {
   }
 
 // Kernels: device_info(MH_DeviceInfo&), void* alloc(uint64_t), free(void*)
-// noexcept, copy(dst, src, bytes, MH_CopyKind), synchronize(), void* stream(),
-// and one method per op taking its args struct by const reference. A class
-// targeting ABI 1.3 or later has the ops of 1.3 (rmsnorm, rmsnorm_bwd, rope,
-// swiglu, swiglu_bwd), 1.4 or later also strided_copy, 1.5 or later
-// declares `static constexpr uint64_t capabilities` (MH_KernelsCapability
-// bits, 0 for none), and 1.7 or later has attention and attention_bwd: each
-// is a static_assert, so a misspelt op is an error, not an older table.
+// noexcept, copy(dst, src, bytes, MH_CopyKind), synchronize(), `static
+// constexpr uint64_t capabilities` (MH_KernelsCapability bits, 0 for none)
+// and one method per op taking its args struct by const reference, every op
+// of MH_KernelsApi: each group is a static_assert, so a misspelt op is an
+// error, not a NULL entry. A class whose ops are enqueued also has
+// `void* stream()` (extensions_for).
 template <class T>
 const MH_KernelsApi* kernels_api() {
-  static constexpr bool has_1_3 = requires(T& t, const MH_RmsNormArgs& n, const MH_RmsNormBwdArgs& nb,
-                                           const MH_RopeArgs& r, const MH_SwigluArgs& s) {
+  static constexpr bool has_family = requires(T& t, const MH_RmsNormArgs& n, const MH_RmsNormBwdArgs& nb,
+                                              const MH_RopeArgs& r, const MH_SwigluArgs& s) {
     t.rmsnorm(n);
     t.rmsnorm_bwd(nb);
     t.rope(r);
     t.swiglu(s);
     t.swiglu_bwd(s);
   };
-  static constexpr bool has_1_4 = requires(T& t, const MH_StridedCopyArgs& c) { t.strided_copy(c); };
+  static constexpr bool has_copy = requires(T& t, const MH_StridedCopyArgs& c) { t.strided_copy(c); };
   static constexpr bool has_caps = requires { uint64_t{T::capabilities}; };
-  static constexpr bool has_1_7 = requires(T& t, const MH_AttentionArgs& a) {
+  static constexpr bool has_attention = requires(T& t, const MH_AttentionArgs& a) {
     t.attention(a);
     t.attention_bwd(a);
   };
-  static_assert(kPluginMinor < 3 || has_1_3,
-                "a kernels class targeting ABI 1.3 or later needs rmsnorm, rmsnorm_bwd, rope, swiglu and swiglu_bwd "
-                "(or #define MH_PLUGIN_MINOR 2 before including megahost/plugin.hpp)");
-  static_assert(kPluginMinor < 4 || has_1_4, "a kernels class targeting ABI 1.4 or later needs strided_copy");
-  static_assert(kPluginMinor < 5 || has_caps,
-                "a kernels class targeting ABI 1.5 or later declares static constexpr uint64_t capabilities "
-                "(MH_KernelsCapability bits, 0 for none)");
-  static_assert(kPluginMinor < 7 || has_1_7, "a kernels class targeting ABI 1.7 or later needs attention and attention_bwd");
-  static const MH_KernelsApi api = [] {
-    MH_KernelsApi a{
-      kPluginMinor >= 7   ? sizeof(MH_KernelsApi)
-      : kPluginMinor >= 5 ? MH_STRUCT_SIZE(MH_KernelsApi, capabilities)
-      : kPluginMinor == 4 ? MH_STRUCT_SIZE(MH_KernelsApi, strided_copy)
-      : kPluginMinor == 3 ? MH_STRUCT_SIZE(MH_KernelsApi, swiglu_bwd)
-                          : MH_STRUCT_SIZE(MH_KernelsApi, sum_squares),
+  static_assert(has_family, "a kernels class needs rmsnorm, rmsnorm_bwd, rope, swiglu and swiglu_bwd");
+  static_assert(has_copy, "a kernels class needs strided_copy");
+  static_assert(has_caps, "a kernels class declares static constexpr uint64_t capabilities "
+                          "(MH_KernelsCapability bits, 0 for none)");
+  static_assert(has_attention, "a kernels class needs attention and attention_bwd");
+  static const MH_KernelsApi api{
+      MH_STRUCT_SIZE(MH_KernelsApi, attention_bwd),
+      T::capabilities,
       [](MH_Instance* self, MH_DeviceInfo* out) -> MH_Error* {
         return guard([&] { detail::fill_out(out, [&](MH_DeviceInfo& i) { detail::as<T>(self)->device_info(i); }); });
       },
@@ -178,7 +180,6 @@ const MH_KernelsApi* kernels_api() {
         return guard([&] { detail::as<T>(self)->copy(dst, src, bytes, static_cast<MH_CopyKind>(kind)); });
       },
       [](MH_Instance* self) -> MH_Error* { return guard([&] { detail::as<T>(self)->synchronize(); }); },
-      [](MH_Instance* self) -> void* { return detail::as<T>(self)->stream(); },
       MH_TRAMPOLINE(T, gemm, MH_GemmArgs),
       MH_TRAMPOLINE(T, layernorm, MH_LayerNormArgs),
       MH_TRAMPOLINE(T, layernorm_bwd, MH_LayerNormBwdArgs),
@@ -194,26 +195,15 @@ const MH_KernelsApi* kernels_api() {
       MH_TRAMPOLINE(T, xent, MH_XentArgs),
       MH_TRAMPOLINE(T, adamw, MH_AdamWArgs),
       MH_TRAMPOLINE(T, sum_squares, MH_SumSquaresArgs),
-      nullptr, nullptr, nullptr, nullptr, nullptr,  // the 1.3 ops, filled below when the target has them
-      nullptr,                                      // the 1.4 op, likewise
-      0,                                            // the 1.5 capabilities, likewise
-      nullptr, nullptr,                             // the 1.7 ops, likewise
-    };
-    if constexpr (kPluginMinor >= 3) {
-      a.rmsnorm = MH_TRAMPOLINE(T, rmsnorm, MH_RmsNormArgs);
-      a.rmsnorm_bwd = MH_TRAMPOLINE(T, rmsnorm_bwd, MH_RmsNormBwdArgs);
-      a.rope = MH_TRAMPOLINE(T, rope, MH_RopeArgs);
-      a.swiglu = MH_TRAMPOLINE(T, swiglu, MH_SwigluArgs);
-      a.swiglu_bwd = MH_TRAMPOLINE(T, swiglu_bwd, MH_SwigluArgs);
-    }
-    if constexpr (kPluginMinor >= 4) a.strided_copy = MH_TRAMPOLINE(T, strided_copy, MH_StridedCopyArgs);
-    if constexpr (kPluginMinor >= 5) a.capabilities = T::capabilities;
-    if constexpr (kPluginMinor >= 7) {
-      a.attention = MH_TRAMPOLINE(T, attention, MH_AttentionArgs);
-      a.attention_bwd = MH_TRAMPOLINE(T, attention_bwd, MH_AttentionArgs);
-    }
-    return a;
-  }();
+      MH_TRAMPOLINE(T, rmsnorm, MH_RmsNormArgs),
+      MH_TRAMPOLINE(T, rmsnorm_bwd, MH_RmsNormBwdArgs),
+      MH_TRAMPOLINE(T, rope, MH_RopeArgs),
+      MH_TRAMPOLINE(T, swiglu, MH_SwigluArgs),
+      MH_TRAMPOLINE(T, swiglu_bwd, MH_SwigluArgs),
+      MH_TRAMPOLINE(T, strided_copy, MH_StridedCopyArgs),
+      MH_TRAMPOLINE(T, attention, MH_AttentionArgs),
+      MH_TRAMPOLINE(T, attention_bwd, MH_AttentionArgs),
+  };
   return &api;
 }
 
@@ -234,26 +224,24 @@ const MH_KernelsApi* kernels_api() {
 // with Group* split(color, key), rank(), size(), all_reduce, all_gather,
 // reduce_scatter, broadcast, send, recv (each taking MH_CollectiveArgs) and
 // barrier(). Groups from split are deleted by group_destroy; world groups
-// belong to the instance. Since ABI 1.1 a Group may also offer
+// belong to the instance. A Group may also offer
 // std::unique_ptr<Request> all_reduce_start(args) and reduce_scatter_start(args),
 // with a nested class Group::Request that has wait() and whose destructor
-// waits for a request still in flight; without them those entries are NULL
-// (the host then reduces with the blocking calls). Since ABI 1.4 also
-// all_gather_start(args), returning the same Request. Since ABI 1.7 also
-// all_to_all(const MH_AllToAllArgs&).
+// waits for a request still in flight, then all_gather_start(args) returning
+// the same Request, and all_to_all(const MH_AllToAllArgs&); the entries of
+// those it lacks are NULL (abi.h: the host falls back or names the call).
 template <class T>
 const MH_CommApi* comm_api() {
   using G = typename T::Group;
-  static constexpr bool v1_1 = requires(G& g, const MH_CollectiveArgs& a) { g.all_reduce_start(a).release(); };
-  static constexpr bool v1_4 = requires(G& g, const MH_CollectiveArgs& a) { g.all_gather_start(a).release(); };
-  static constexpr bool v1_7 = requires(G& g, const MH_AllToAllArgs& a) { g.all_to_all(a); };
-  static_assert(v1_1 || !v1_4, "all_gather_start needs the 1.1 requests (all_reduce_start, Group::Request)");
+  static constexpr bool has_start = requires(G& g, const MH_CollectiveArgs& a) { g.all_reduce_start(a).release(); };
+  static constexpr bool has_gather_start =
+      requires(G& g, const MH_CollectiveArgs& a) { g.all_gather_start(a).release(); };
+  static constexpr bool has_all_to_all = requires(G& g, const MH_AllToAllArgs& a) { g.all_to_all(a); };
+  static_assert(has_start || !has_gather_start,
+                "all_gather_start needs the requests of all_reduce_start (Group::Request)");
   static const MH_CommApi api = [] {
     MH_CommApi a{
-      kPluginMinor >= 7   ? MH_STRUCT_SIZE(MH_CommApi, all_to_all)
-      : kPluginMinor >= 4 ? MH_STRUCT_SIZE(MH_CommApi, all_gather_start)
-      : kPluginMinor >= 1 ? MH_STRUCT_SIZE(MH_CommApi, request_destroy)
-                          : MH_STRUCT_SIZE(MH_CommApi, abort),
+      MH_STRUCT_SIZE(MH_CommApi, all_to_all),
       [](MH_Instance* self, MH_CommInfo* out) -> MH_Error* {
         return guard([&] { detail::fill_out(out, [&](MH_CommInfo& i) { detail::as<T>(self)->info(i); }); });
       },
@@ -274,19 +262,19 @@ const MH_CommApi* comm_api() {
       MH_GROUP_TRAMPOLINE(G, recv),
       [](MH_Group* group) -> MH_Error* { return guard([&] { reinterpret_cast<G*>(group)->barrier(); }); },
       [](MH_Instance* self, int32_t rank, const char* reason) { detail::as<T>(self)->abort(rank, reason); },
-      nullptr, nullptr, nullptr, nullptr,  // the 1.1 calls, filled below when G has them
-      nullptr,                             // the 1.4 call, likewise
-      nullptr,                             // the 1.7 call, likewise
+      nullptr, nullptr, nullptr, nullptr,  // the non-blocking calls, filled below when G has them
+      nullptr,                             // all_gather_start, likewise
+      nullptr,                             // all_to_all, likewise
     };
-    if constexpr (v1_1 && kPluginMinor >= 1) {
+    if constexpr (has_start) {
       using R = typename G::Request;
       a.all_reduce_start = MH_GROUP_START_TRAMPOLINE(G, all_reduce_start);
       a.reduce_scatter_start = MH_GROUP_START_TRAMPOLINE(G, reduce_scatter_start);
       a.request_wait = [](MH_Request* r) -> MH_Error* { return guard([&] { reinterpret_cast<R*>(r)->wait(); }); };
       a.request_destroy = [](MH_Request* r) { delete reinterpret_cast<R*>(r); };
     }
-    if constexpr (v1_4 && kPluginMinor >= 4) a.all_gather_start = MH_GROUP_START_TRAMPOLINE(G, all_gather_start);
-    if constexpr (v1_7 && kPluginMinor >= 7)
+    if constexpr (has_gather_start) a.all_gather_start = MH_GROUP_START_TRAMPOLINE(G, all_gather_start);
+    if constexpr (has_all_to_all)
       a.all_to_all = [](MH_Group* group, const MH_AllToAllArgs* args) -> MH_Error* {
         return guard([&] { reinterpret_cast<G*>(group)->all_to_all(*args); });
       };
@@ -295,40 +283,49 @@ const MH_CommApi* comm_api() {
   return &api;
 }
 
-// Tensor parallelism: plan(const MH_ModelShape&, MH_TensorPlan&).
+// The planning kinds' one call, plan(const Args&, Plan&) with the kind's
+// args struct (MH_TensorPlanArgs, ...): the class fills a zeroed plan.
+template <class T, class Args, class Plan>
+MH_Error* (*plan_entry())(MH_Instance*, const Args*, Plan*) {
+  return [](MH_Instance* self, const Args* args, Plan* out) -> MH_Error* {
+    return guard([&] { detail::fill_out(out, [&](Plan& p) { detail::as<T>(self)->plan(*args, p); }); });
+  };
+}
+
+// Tensor parallelism: plan(const MH_TensorPlanArgs&, MH_TensorPlan&), writing
+// args.num_weights entries of plan.shard: the host's array, which the plan
+// it hands over keeps (the class checks it is there).
 template <class T>
 const MH_TensorParallelApi* tensor_parallel_api() {
   static const MH_TensorParallelApi api{
       MH_STRUCT_SIZE(MH_TensorParallelApi, plan),
-      [](MH_Instance* self, const MH_ModelShape* shape, MH_TensorPlan* out) -> MH_Error* {
-        return guard([&] { detail::fill_out(out, [&](MH_TensorPlan& p) { detail::as<T>(self)->plan(*shape, p); }); });
+      [](MH_Instance* self, const MH_TensorPlanArgs* args, MH_TensorPlan* out) -> MH_Error* {
+        return guard([&] {
+          detail::fill_out(out, [&](MH_TensorPlan& p) {
+            p.shard = out->shard;
+            detail::as<T>(self)->plan(*args, p);
+          });
+        });
       },
   };
   return &api;
 }
 
-// Expert parallelism: plan(int64_t experts, int32_t data_parallel, MH_ExpertPlan&).
+// Expert parallelism: plan(const MH_ExpertPlanArgs&, MH_ExpertPlan&).
 template <class T>
 const MH_ExpertParallelApi* expert_parallel_api() {
-  static const MH_ExpertParallelApi api{
-      MH_STRUCT_SIZE(MH_ExpertParallelApi, plan),
-      [](MH_Instance* self, int64_t experts, int32_t dp, MH_ExpertPlan* out) -> MH_Error* {
-        return guard(
-            [&] { detail::fill_out(out, [&](MH_ExpertPlan& p) { detail::as<T>(self)->plan(experts, dp, p); }); });
-      },
-  };
+  static const MH_ExpertParallelApi api{MH_STRUCT_SIZE(MH_ExpertParallelApi, plan),
+                                        plan_entry<T, MH_ExpertPlanArgs, MH_ExpertPlan>()};
   return &api;
 }
 
-// Pipeline parallelism: plan(const MH_ModelShape&, int32_t dp, MH_PipelinePlan&),
+// Pipeline parallelism: plan(const MH_PipelinePlanArgs&, MH_PipelinePlan&),
 // std::span<const MH_PipeAction> schedule(int32_t stage).
 template <class T>
 const MH_PipelineParallelApi* pipeline_parallel_api() {
   static const MH_PipelineParallelApi api{
       MH_STRUCT_SIZE(MH_PipelineParallelApi, schedule),
-      [](MH_Instance* self, const MH_ModelShape* shape, int32_t dp, MH_PipelinePlan* out) -> MH_Error* {
-        return guard([&] { detail::fill_out(out, [&](MH_PipelinePlan& p) { detail::as<T>(self)->plan(*shape, dp, p); }); });
-      },
+      plan_entry<T, MH_PipelinePlanArgs, MH_PipelinePlan>(),
       [](MH_Instance* self, int32_t stage, const MH_PipeAction** actions, size_t* count) -> MH_Error* {
         return guard([&] {
           std::span<const MH_PipeAction> s = detail::as<T>(self)->schedule(stage);
@@ -340,29 +337,19 @@ const MH_PipelineParallelApi* pipeline_parallel_api() {
   return &api;
 }
 
-// Data parallelism: plan(int32_t dp, std::span<const uint64_t> param_bytes, MH_DataPlan&).
+// Data parallelism: plan(const MH_DataPlanArgs&, MH_DataPlan&).
 template <class T>
 const MH_DataParallelApi* data_parallel_api() {
-  static const MH_DataParallelApi api{
-      MH_STRUCT_SIZE(MH_DataParallelApi, plan),
-      [](MH_Instance* self, int32_t dp, const uint64_t* bytes, size_t n, MH_DataPlan* out) -> MH_Error* {
-        return guard([&] {
-          detail::fill_out(out, [&](MH_DataPlan& p) { detail::as<T>(self)->plan(dp, std::span<const uint64_t>(bytes, n), p); });
-        });
-      },
-  };
+  static const MH_DataParallelApi api{MH_STRUCT_SIZE(MH_DataParallelApi, plan),
+                                      plan_entry<T, MH_DataPlanArgs, MH_DataPlan>()};
   return &api;
 }
 
-// Context parallelism: plan(const MH_ModelShape&, MH_ContextPlan&).
+// Context parallelism: plan(const MH_ContextPlanArgs&, MH_ContextPlan&).
 template <class T>
 const MH_ContextParallelApi* context_parallel_api() {
-  static const MH_ContextParallelApi api{
-      MH_STRUCT_SIZE(MH_ContextParallelApi, plan),
-      [](MH_Instance* self, const MH_ModelShape* shape, MH_ContextPlan* out) -> MH_Error* {
-        return guard([&] { detail::fill_out(out, [&](MH_ContextPlan& p) { detail::as<T>(self)->plan(*shape, p); }); });
-      },
-  };
+  static const MH_ContextParallelApi api{MH_STRUCT_SIZE(MH_ContextParallelApi, plan),
+                                         plan_entry<T, MH_ContextPlanArgs, MH_ContextPlan>()};
   return &api;
 }
 
@@ -379,23 +366,22 @@ const MH_RecomputeApi* recompute_api() {
 }
 
 // Tuner: bool next(const MH_ModelShape&, MH_Candidate&) (false when done),
-// report(const MH_Candidate&, const MH_Estimate&); since ABI 1.1 also
+// report(const MH_Candidate&, const MH_Estimate&); to search, also
 // needs(MH_TunerNeeds&), begin(const MH_ModelShape&, const MH_Hardware&) and
-// std::span<const MH_TunerResult> results(); since ABI 1.4 also
-// recompute_policies(std::span<const char* const> names). The table has
-// the target minor's length; an entry whose method the class lacks is NULL.
+// std::span<const MH_TunerResult> results() (NULL when the class lacks
+// results(): a tuner that only proposes and hears), and
+// recompute_policies(std::span<const char* const> names) (NULL when the
+// class lacks it).
 template <class T>
 const MH_TunerApi* tuner_api() {
   using Next = MH_Error* (*)(MH_Instance*, const MH_ModelShape*, MH_Candidate*, int32_t*);
   using Report = MH_Error* (*)(MH_Instance*, const MH_Candidate*, const MH_Estimate*);
-  static constexpr bool v1_1 = requires(T& t) { t.results(); };
-  static constexpr bool v1_4 = requires(T& t, std::span<const char* const> n) { t.recompute_policies(n); };
-  static_assert(v1_1 || !v1_4, "recompute_policies needs the 1.1 methods");
+  static constexpr bool searches = requires(T& t) { t.results(); };
+  static constexpr bool lists_policies =
+      requires(T& t, std::span<const char* const> n) { t.recompute_policies(n); };
   static const MH_TunerApi api = [] {
     MH_TunerApi a{};
-    a.struct_size = kPluginMinor >= 4   ? MH_STRUCT_SIZE(MH_TunerApi, recompute_policies)
-                    : kPluginMinor >= 1 ? MH_STRUCT_SIZE(MH_TunerApi, results)
-                                        : MH_STRUCT_SIZE(MH_TunerApi, report);
+    a.struct_size = MH_STRUCT_SIZE(MH_TunerApi, recompute_policies);
     a.next = Next([](MH_Instance* self, const MH_ModelShape* shape, MH_Candidate* out, int32_t* done) -> MH_Error* {
       return guard([&] {
         bool more = false;
@@ -406,7 +392,7 @@ const MH_TunerApi* tuner_api() {
     a.report = Report([](MH_Instance* self, const MH_Candidate* c, const MH_Estimate* e) -> MH_Error* {
       return guard([&] { detail::as<T>(self)->report(*c, *e); });
     });
-    if constexpr (v1_1 && kPluginMinor >= 1) {
+    if constexpr (searches) {
       a.needs = [](MH_Instance* self, MH_TunerNeeds* out) -> MH_Error* {
         return guard([&] { detail::fill_out(out, [&](MH_TunerNeeds& n) { detail::as<T>(self)->needs(n); }); });
       };
@@ -421,7 +407,7 @@ const MH_TunerApi* tuner_api() {
         });
       };
     }
-    if constexpr (v1_4 && kPluginMinor >= 4)
+    if constexpr (lists_policies)
       a.recompute_policies = [](MH_Instance* self, const char* const* names, size_t count) -> MH_Error* {
         return guard([&] { detail::as<T>(self)->recompute_policies(std::span<const char* const>(names, count)); });
       };
@@ -430,11 +416,10 @@ const MH_TunerApi* tuner_api() {
   return &api;
 }
 
-// Observer (ABI 1.5): void on_event(const MH_Event&); an exception it
-// throws is logged and dropped (the call has no error to return).
+// Observer: void on_event(const MH_Event&); an exception it throws is logged
+// and dropped (the call has no error to return).
 template <class T>
 const MH_ObserverApi* observer_api() {
-  static_assert(kPluginMinor >= 5 || sizeof(T) == 0, "observers need ABI 1.5 (MH_PLUGIN_MINOR)");
   static const MH_ObserverApi api{
       MH_STRUCT_SIZE(MH_ObserverApi, on_event),
       [](MH_Instance* self, const MH_Event* event) {
@@ -461,15 +446,34 @@ const void* api_for() {
   else return tuner_api<T>();
 }
 
+// The extension chain of component class T (abi.h rule 6), built from its
+// methods as the tables are: a kernels class with `void* stream()` (its ops
+// are enqueued on that native stream) has MH_EXTENSION_STREAM. NULL when it
+// has none.
+template <class T>
+const MH_Extension* extensions_for() {
+  if constexpr (T::kind == MH_KIND_KERNELS && requires(T& t) { static_cast<void*>(t.stream()); }) {
+    static const MH_StreamExtension stream{
+        {MH_STRUCT_SIZE(MH_StreamExtension, stream), MH_EXTENSION_STREAM, nullptr},
+        [](MH_Instance* self) -> void* { return detail::as<T>(self)->stream(); },
+    };
+    return &stream.base;
+  } else {
+    return nullptr;
+  }
+}
+
 // The descriptor of a component class T whose function table `api` is
 // written by hand (a wrapper forwarding C calls whose handles are another
-// component's, say); create and destroy are component<T>'s. `api` and
-// `options` must outlive the library (static).
+// component's, say), with the extension chain `extensions` (NULL for none);
+// create and destroy are component<T>'s. `api`, `options` and `extensions`
+// must outlive the library (static).
 template <class T>
 MH_ComponentDesc component_with_table(MH_Kind kind, const char* name, const char* version, const char* description,
-                                      std::span<const MH_OptionSpec> options, const void* api) {
+                                      std::span<const MH_OptionSpec> options, const void* api,
+                                      const MH_Extension* extensions) {
   return MH_ComponentDesc{
-      MH_STRUCT_SIZE(MH_ComponentDesc, api),
+      MH_STRUCT_SIZE(MH_ComponentDesc, extensions),
       kind,
       name,
       version,
@@ -485,22 +489,26 @@ MH_ComponentDesc component_with_table(MH_Kind kind, const char* name, const char
       },
       [](MH_Instance* self) { delete detail::as<T>(self); },
       api,
+      extensions,
   };
 }
 
-// The descriptor of component class T, its table built from its methods
-// (above); `options` must outlive the library (a static array).
+// The descriptor of component class T, its table and extensions built from
+// its methods (above); `options` must outlive the library (a static array).
 template <class T>
 MH_ComponentDesc component(const char* name, const char* version, const char* description,
                            std::span<const MH_OptionSpec> options = {}) {
-  return component_with_table<T>(T::kind, name, version, description, options, api_for<T>());
+  return component_with_table<T>(T::kind, name, version, description, options, api_for<T>(), extensions_for<T>());
 }
 
 }  // namespace mh
 
+static_assert(std::string_view(MH_ENTRY_SYMBOL) == "mh_plugin_entry_v2",
+              "MH_PLUGIN below defines the entry point of another major than abi.h's MH_ENTRY_SYMBOL");
+
 // Defines the plugin's entry point (MH_ENTRY_SYMBOL) listing its components.
 #define MH_PLUGIN(mh_name, mh_version, ...)                                          \
-  extern "C" MH_EXPORT MH_Error* mh_plugin_entry_v1(const MH_HostApi* host,                 \
+  extern "C" MH_EXPORT MH_Error* mh_plugin_entry_v2(const MH_HostApi* host,                 \
                                                     const MH_PluginDesc** out) {            \
     return ::mh::guard([&] {                                                                 \
       ::mh::detail::host_api = host;                                                         \

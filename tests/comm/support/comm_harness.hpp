@@ -61,7 +61,7 @@ class Comm {
  public:
   Comm(const MH_ComponentDesc& desc, const Overrides& overrides) : desc_(desc) {
     OptionValues options(desc, overrides);
-    MH_CreateArgs args{MH_STRUCT_SIZE(MH_CreateArgs, rank), options.get(), 1, -1};
+    MH_CreateArgs args{sizeof(MH_CreateArgs), options.get(), 1, -1, nullptr, nullptr};
     check(desc.create(&args, &self_), std::string("create ") + desc.name);
   }
   ~Comm() { desc_.destroy(self_); }
@@ -102,6 +102,8 @@ struct Status {
   }
   bool ok() const { return code == MH_OK; }
 };
+
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 template <class T>
 constexpr int32_t dtype_of() {
