@@ -48,11 +48,11 @@ void check_kernel_ops(const Config& config, const Assembly& assembly, const Mode
   const Slot* kernels = assembly.slot(MH_KIND_KERNELS);
   if (kernels == nullptr) return;
   const auto* table = static_cast<const MH_KernelsApi*>(kernels->component->desc->api);
-  const uint32_t minor = kernels->component->plugin->desc->abi_minor;
+  const MH_PluginDesc& plugin = *kernels->component->plugin->desc;
   for (const NeededOp& op : needed_ops(*table, spec, assembly.generates))
     if (!op.present)
       diag.error(config.where(find_table(config.root(), "model")),
-                 missing_op_message(kernels->component->desc->name, minor, op.name, op.end, op.needed_by));
+                 missing_op_message(kernels->component->desc->name, plugin, op.name, op.end, op.needed_by));
   // The cached attention's decode gives softmax [G, Q, T] scores with Q < T.
   if (assembly.generates && (kernels_capabilities(*table) & MH_KERNELS_CAP_PARTIAL_SOFTMAX) == 0)
     diag.error(config.where(find_table(config.root(), "kernels")),
