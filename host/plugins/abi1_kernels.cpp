@@ -52,8 +52,16 @@ namespace {
 // Device memory: the same calls on the 1.x instance
 // ------------------------------------------------------------------------
 
+// 1.8's MH_DeviceInfo ends at `dry`: the 1.x plugin fills that much, and
+// device_id stays 0 (1.x could not name a CUDA ordinal).
 MH_Error* device_info(MH_Instance* self, MH_DeviceInfo* out) {
-  return v1<V1KernelsApi>(self).device_info(instance(self).inner, out);
+  MH_DeviceInfo theirs{};
+  theirs.struct_size = MH_STRUCT_SIZE(MH_DeviceInfo, dry);
+  if (MH_Error* error = v1<V1KernelsApi>(self).device_info(instance(self).inner, &theirs)) return error;
+  const size_t size = out->struct_size;
+  std::memcpy(out, &theirs, std::min(size, sizeof theirs));
+  out->struct_size = size;
+  return nullptr;
 }
 MH_Error* alloc(MH_Instance* self, uint64_t bytes, void** out) {
   return v1<V1KernelsApi>(self).alloc(instance(self).inner, bytes, out);

@@ -1,9 +1,10 @@
 // The structs of plugin ABI 1.8 that the 1.x adapter reads or fills, as the
 // 1.8 SDK laid them out (its header, frozen, is tests/fixtures/sdk1). Only
 // what differs from 2.0 is declared here: structs 2.0 kept byte for byte
-// (MH_Error, MH_OptionSpec, MH_Options, MH_ModelShape, MH_DeviceInfo, the
+// (MH_Error, MH_OptionSpec, MH_Options, MH_ModelShape, the
 // pipeline, data, context and expert plans, MH_Candidate, the tuner's other
-// structs, MH_Event) are 2.0's own. The golden sizes and offsets below are
+// structs, MH_Event) are 2.0's own, and MH_DeviceInfo is 2.0's up to `dry`
+// (2.0 appended device_id). The golden sizes and offsets below are
 // 1.8's on LP64, so a slip here fails the build, not a run.
 #pragma once
 
@@ -209,7 +210,7 @@ static_assert(sizeof(V1TunerApi) == 56 && offsetof(V1TunerApi, report) == 16 &&
 // The structs 2.0 kept: still 1.8's sizes.
 static_assert(sizeof(MH_PipelinePlan) == 40 && sizeof(MH_DataPlan) == 40 && sizeof(MH_ContextPlan) == 24 &&
               sizeof(MH_ExpertPlan) == 24 && sizeof(MH_ModelShape) == 112 && sizeof(MH_Candidate) == 64 &&
-              sizeof(MH_DeviceInfo) == 48 && sizeof(MH_Event) == 56 && sizeof(MH_TunerResult) == 128 &&
+              MH_STRUCT_SIZE(MH_DeviceInfo, dry) == 48 && sizeof(MH_Event) == 56 && sizeof(MH_TunerResult) == 128 &&
               sizeof(MH_TunerNeeds) == 48 && sizeof(MH_Hardware) == 104 && sizeof(MH_CommInfo) == 24);
 static_assert(offsetof(MH_Estimate, tpot_seconds) == offsetof(V1Estimate, tpot_seconds));
 
