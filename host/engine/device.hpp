@@ -14,7 +14,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "plugins/args_tensors.hpp"
+#include <megahost/args_tensors.hpp>
 #include "plugins/assembly.hpp"
 #include "engine/memory.hpp"
 #include "plugins/observer.hpp"

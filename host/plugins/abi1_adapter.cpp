@@ -13,7 +13,7 @@
 
 #include "config/config.hpp"
 #include "plugins/abi1_component.hpp"
-#include "plugins/descriptor_arrays.hpp"
+#include "plugins/descriptor_checks.hpp"
 #include "plugins/plugin_loader.hpp"
 #include "plugins/registry.hpp"
 
@@ -57,19 +57,6 @@ size_t table_size_needed(int32_t kind) {
   }
 }
 
-// The index of the first NULL among the function pointers after struct_size
-// in the first `bytes` of `table`, or -1.
-int first_null_entry(const void* table, size_t bytes) {
-  using Fn = void (*)();
-  const char* base = static_cast<const char*>(table) + sizeof(size_t);
-  for (size_t at = 0; sizeof(size_t) + at + sizeof(Fn) <= bytes; at += sizeof(Fn)) {
-    Fn fn;
-    std::memcpy(&fn, base + at, sizeof(Fn));
-    if (fn == nullptr) return int(at / sizeof(Fn));
-  }
-  return -1;
-}
-
 // Before 1.2 a descriptor did not say its arrays' strides: the first
 // element's struct_size rounded up to size_t's alignment, which was sizeof
 // for every struct released before 1.2.
@@ -85,46 +72,6 @@ size_t option_stride(const V1PluginDesc& d, const V1ComponentDesc& c) {
   return has_strides(d) ? d.option_size : array_stride(c.options[0].struct_size);
 }
 
-std::string stride_problem(const char* field, size_t stride, size_t largest) {
-  if (stride % alignof(size_t) != 0)
-    return "its " + std::string(field) + " " + std::to_string(stride) + " is not a multiple of " +
-           std::to_string(alignof(size_t)) + " (it is sizeof of the struct)";
-  if (stride < largest)
-    return "its " + std::string(field) + " " + std::to_string(stride) + " is smaller than an element's struct_size " +
-           std::to_string(largest) + ": the elements would overlap";
-  return "";
-}
-
-template <class T>
-size_t largest_struct_size(const T* array, size_t stride, size_t count) {
-  size_t largest = 0;
-  for (size_t i = 0; i < count && largest <= stride; ++i)
-    largest = std::max(largest, element(array, stride, i).struct_size);
-  return largest;
-}
-
-std::string option_problem(const MH_OptionSpec& o) {
-  if (o.struct_size < MH_STRUCT_SIZE(MH_OptionSpec, choices))
-    return "is too small (struct_size " + std::to_string(o.struct_size) + ")";
-  if (o.name == nullptr) return "has no name";
-  MH_OptionSpec ours{};
-  std::memcpy(&ours, &o, std::min(o.struct_size, sizeof(ours)));
-  if (std::string problem = default_problem(ours); !problem.empty())
-    return std::string("'").append(o.name).append("': ").append(problem);
-  return "";
-}
-
-std::string options_problem(const V1PluginDesc& d, const V1ComponentDesc& c) {
-  const size_t stride = option_stride(d, c);
-  if (std::string p = stride_problem("option_size", stride, largest_struct_size(c.options, stride, c.num_options));
-      !p.empty())
-    return ": " + p;
-  for (size_t o = 0; o < c.num_options; ++o)
-    if (std::string problem = option_problem(element(c.options, stride, o)); !problem.empty())
-      return ": option #" + std::to_string(o) + " " + problem;
-  return "";
-}
-
 std::string component_problem(const V1PluginDesc& d, const V1ComponentDesc& c) {
   if (c.struct_size < MH_STRUCT_SIZE(V1ComponentDesc, api)) return " has a descriptor that is too small";
   if (c.kind < 0 || c.kind >= MH_KIND_COUNT) return " has unknown kind " + std::to_string(c.kind);
@@ -135,12 +82,12 @@ std::string component_problem(const V1PluginDesc& d, const V1ComponentDesc& c) {
   if (size_t table = *static_cast<const size_t*>(c.api); table < table_size_needed(c.kind))
     return which + " has a function table of " + std::to_string(table) + " bytes; its kind needs " +
            std::to_string(table_size_needed(c.kind));
-  if (int null = first_null_entry(c.api, table_size_needed(c.kind)); null >= 0)
+  if (int null = first_null_entry(c.api, sizeof(size_t), table_size_needed(c.kind)); null >= 0)
     return which + " has a NULL entry #" + std::to_string(null) + " among those its kind requires (" +
            kind_name(c.kind) + "); only an optional entry, one added in a later minor, may be NULL";
   if (c.num_options == 0) return "";
   if (c.options == nullptr) return which + " has a NULL option list";
-  const std::string problem = options_problem(d, c);
+  const std::string problem = options_problem(c.options, c.num_options, option_stride(d, c));
   return problem.empty() ? "" : which + problem;
 }
 

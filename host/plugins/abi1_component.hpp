@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "plugins/abi1_types.hpp"
-#include "plugins/args_tensors.hpp"
+#include <megahost/args_tensors.hpp>
 
 namespace mh::abi1 {
 

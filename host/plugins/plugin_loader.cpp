@@ -14,7 +14,7 @@
 #include "config/config.hpp"
 #include "plugins/abi1_adapter.hpp"
 #include "plugins/composition.hpp"
-#include "plugins/descriptor_arrays.hpp"
+#include "plugins/descriptor_checks.hpp"
 #include "plugins/registry.hpp"
 
 namespace mh {
@@ -79,62 +79,6 @@ size_t first_entry_offset(int32_t kind) {
   return kind == MH_KIND_KERNELS ? offsetof(MH_KernelsApi, device_info) : sizeof(size_t);
 }
 
-// The index of the first NULL entry among the `bytes` a kind requires (every
-// one a function pointer), or -1. An optional entry may be NULL: the host
-// reads NULL as absent and never calls it.
-int first_null_entry(int32_t kind, const void* table, size_t bytes) {
-  using Fn = void (*)();
-  const size_t first = first_entry_offset(kind);
-  const char* base = static_cast<const char*>(table) + first;
-  for (size_t at = 0; first + at + sizeof(Fn) <= bytes; at += sizeof(Fn)) {
-    Fn fn;
-    std::memcpy(&fn, base + at, sizeof(Fn));
-    if (fn == nullptr) return int(at / sizeof(Fn));
-  }
-  return -1;
-}
-
-// An option spec needs every field up to `choices`; `doc` may lie past its
-// struct_size (the registry then reads it as NULL).
-std::string option_problem(const MH_OptionSpec& o) {
-  if (o.struct_size < MH_STRUCT_SIZE(MH_OptionSpec, choices))
-    return "is too small (struct_size " + std::to_string(o.struct_size) + ")";
-  if (o.name == nullptr) return "has no name";
-  if (std::string problem = default_problem(o); !problem.empty()) return "'" + std::string(o.name) + "': " + problem;
-  return "";
-}
-
-// What is wrong with an array's stride, for elements that claim up to
-// `largest` bytes; "" when it is sound.
-std::string stride_problem(const char* field, size_t stride, size_t largest) {
-  if (stride % alignof(size_t) != 0)
-    return "its " + std::string(field) + " " + std::to_string(stride) + " is not a multiple of " +
-           std::to_string(alignof(size_t)) + " (it is sizeof of the struct)";
-  if (stride < largest)
-    return "its " + std::string(field) + " " + std::to_string(stride) + " is smaller than an element's struct_size " +
-           std::to_string(largest) + ": the elements would overlap";
-  return "";
-}
-
-template <class T>
-size_t largest_struct_size(const T* array, size_t stride, size_t count) {
-  size_t largest = 0;
-  for (size_t i = 0; i < count && largest <= stride; ++i)
-    largest = std::max(largest, element(array, stride, i).struct_size);
-  return largest;
-}
-
-// What is wrong with a component's options, as the rest of "component #i ('x')...".
-std::string options_problem(const MH_PluginDesc& d, const MH_ComponentDesc& c) {
-  const size_t stride = d.option_size;
-  const size_t largest = largest_struct_size(c.options, stride, c.num_options);
-  if (std::string problem = stride_problem("option_size", stride, largest); !problem.empty()) return ": " + problem;
-  for (size_t o = 0; o < c.num_options; ++o)
-    if (std::string problem = option_problem(element(c.options, stride, o)); !problem.empty())
-      return ": option #" + std::to_string(o) + " " + problem;
-  return "";
-}
-
 // What is wrong with one component, as the rest of "component #i ...".
 std::string component_problem(const MH_PluginDesc& d, const MH_ComponentDesc& c) {
   if (c.struct_size < MH_STRUCT_SIZE(MH_ComponentDesc, api)) return " has a descriptor that is too small";
@@ -146,12 +90,12 @@ std::string component_problem(const MH_PluginDesc& d, const MH_ComponentDesc& c)
   if (size_t table = *static_cast<const size_t*>(c.api); table < table_size_needed(c.kind))
     return which + " has a function table of " + std::to_string(table) + " bytes; its kind needs " +
            std::to_string(table_size_needed(c.kind));
-  if (int null = first_null_entry(c.kind, c.api, table_size_needed(c.kind)); null >= 0)
+  if (int null = first_null_entry(c.api, first_entry_offset(c.kind), table_size_needed(c.kind)); null >= 0)
     return which + " has a NULL entry #" + std::to_string(null) + " among those its kind requires (" +
            kind_name(c.kind) + "); only an optional entry may be NULL (abi.h)";
   if (c.num_options == 0) return "";
   if (c.options == nullptr) return which + " has a NULL option list";
-  if (std::string problem = options_problem(d, c); !problem.empty()) return which + problem;
+  if (std::string problem = options_problem(c.options, c.num_options, d.option_size); !problem.empty()) return which + problem;
   return "";
 }
 

@@ -66,7 +66,6 @@ Vec random(size_t n, uint32_t seed) {
   return v;
 }
 std::vector<float> f32(const Vec& v) { return std::vector<float>(v.begin(), v.end()); }
-Vec f64(const std::vector<float>& v) { return Vec(v.begin(), v.end()); }
 
 double dot(const Vec& a, const Vec& b) {
   double s = 0;

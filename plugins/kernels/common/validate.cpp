@@ -1,5 +1,6 @@
 #include "validate.hpp"
 
+#include <megahost/args_tensors.hpp>
 #include <megahost/error.hpp>
 #include <megahost/struct_size.hpp>
 
@@ -229,14 +230,13 @@ bool per_sample(const char* op, const std::string& name, const MH_Tensor& t, int
 }
 
 // abi.h: a component refuses a tensor that is not on its device, before it
-// reads any. `tensors` names every tensor member of the args; one past the
-// caller's struct_size (an optional later field) or without data is skipped.
+// reads any: every tensor member of the args (args_tensors.hpp) but one past
+// the caller's struct_size (an optional later field) or without data.
 template <class Args>
-void on_device(const char* op, const Args& args,
-               std::initializer_list<std::pair<const char*, MH_Tensor Args::*>> tensors, Placement device) {
-  for (const auto& [name, member] : tensors)
-    if (reaches(args, member))
-      require_on_device(std::string(op) + ": " + name, args.*member, device, "this kernels component");
+void on_device(const char* op, const Args& args, Placement device) {
+  for_each_tensor(args, [&](const char* name, const MH_Tensor& t) {
+    require_on_device(std::string(op) + ": " + name, t, device, "this kernels component");
+  });
 }
 
 void check_p(const char* op, float p) {
@@ -248,7 +248,7 @@ void check_p(const char* op, float p) {
 GemmDims check_gemm(const MH_GemmArgs& args, const Target& target) {
   const char* op = "gemm";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_GemmArgs, beta));
-  on_device(op, args, {{"a", &MH_GemmArgs::a}, {"b", &MH_GemmArgs::b}, {"c", &MH_GemmArgs::c}}, target.device);
+  on_device(op, args, target.device);
   const MH_DType compute = target.compute;
   const Matrix a = gemm_operand(op, "a", args.a, compute, Floats::kComputeOnly);
   const Matrix b = gemm_operand(op, "b", args.b, compute, Floats::kComputeOnly);
@@ -274,14 +274,7 @@ GemmDims check_gemm(const MH_GemmArgs& args, const Target& target) {
 Matrix check_layernorm(const MH_LayerNormArgs& args, const Target& target) {
   const char* op = "layernorm";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_LayerNormArgs, eps));
-  on_device(op, args,
-            {{"x", &MH_LayerNormArgs::x},
-             {"weight", &MH_LayerNormArgs::weight},
-             {"bias", &MH_LayerNormArgs::bias},
-             {"out", &MH_LayerNormArgs::out},
-             {"mean", &MH_LayerNormArgs::mean},
-             {"rstd", &MH_LayerNormArgs::rstd}},
-            target.device);
+  on_device(op, args, target.device);
   const MH_DType compute = target.compute;
   const Matrix x = matrix(op, "x", args.x, compute, compute);
   vector(op, "weight", args.weight, x.cols, compute, compute);
@@ -297,16 +290,7 @@ Matrix check_layernorm(const MH_LayerNormArgs& args, const Target& target) {
 Matrix check_layernorm_bwd(const MH_LayerNormBwdArgs& args, const Target& target) {
   const char* op = "layernorm_bwd";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_LayerNormBwdArgs, dbias));
-  on_device(op, args,
-            {{"dout", &MH_LayerNormBwdArgs::dout},
-             {"x", &MH_LayerNormBwdArgs::x},
-             {"weight", &MH_LayerNormBwdArgs::weight},
-             {"mean", &MH_LayerNormBwdArgs::mean},
-             {"rstd", &MH_LayerNormBwdArgs::rstd},
-             {"dx", &MH_LayerNormBwdArgs::dx},
-             {"dweight", &MH_LayerNormBwdArgs::dweight},
-             {"dbias", &MH_LayerNormBwdArgs::dbias}},
-            target.device);
+  on_device(op, args, target.device);
   const MH_DType compute = target.compute;
   const Matrix x = matrix(op, "x", args.x, compute, compute);
   same_matrix(op, "dout", args.dout, x, "x", compute);
@@ -323,8 +307,7 @@ Matrix check_layernorm_bwd(const MH_LayerNormBwdArgs& args, const Target& target
 int64_t check_elementwise(const MH_ElementwiseArgs& args, const Target& target) {
   const char* op = "elementwise";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_ElementwiseArgs, alpha));
-  on_device(op, args, {{"x", &MH_ElementwiseArgs::x}, {"y", &MH_ElementwiseArgs::y}, {"out", &MH_ElementwiseArgs::out}},
-            target.device);
+  on_device(op, args, target.device);
   const MH_DType compute = target.compute;
   if (args.op < MH_GELU || args.op > MH_AXPY)
     fail(op, "op " + to_string(args.op) + " is not an MH_UnaryOp (0 to 6)");
@@ -343,8 +326,7 @@ int64_t check_elementwise(const MH_ElementwiseArgs& args, const Target& target) 
 Matrix check_bias_add(const MH_BiasArgs& args, const Target& target) {
   const char* op = "bias_add";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_BiasArgs, out));
-  on_device(op, args, {{"x", &MH_BiasArgs::x}, {"bias", &MH_BiasArgs::bias}, {"out", &MH_BiasArgs::out}},
-            target.device);
+  on_device(op, args, target.device);
   const MH_DType compute = target.compute;
   const Matrix x = matrix(op, "x", args.x, compute, compute);
   vector(op, "bias", args.bias, x.cols, compute, compute);
@@ -356,8 +338,7 @@ Matrix check_bias_add(const MH_BiasArgs& args, const Target& target) {
 Matrix check_bias_bwd(const MH_BiasArgs& args, const Target& target) {
   const char* op = "bias_bwd";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_BiasArgs, out));
-  on_device(op, args, {{"x", &MH_BiasArgs::x}, {"bias", &MH_BiasArgs::bias}, {"out", &MH_BiasArgs::out}},
-            target.device);
+  on_device(op, args, target.device);
   const MH_DType compute = target.compute;
   const Matrix dout = matrix(op, "out (dout)", args.out, compute, compute);
   vector(op, "bias (dbias)", args.bias, dout.cols, compute, compute);
@@ -367,13 +348,7 @@ Matrix check_bias_bwd(const MH_BiasArgs& args, const Target& target) {
 SoftmaxDims check_softmax(const MH_SoftmaxArgs& args, const Target& target) {
   const char* op = "softmax";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_SoftmaxArgs, scale));
-  on_device(op, args,
-            {{"x", &MH_SoftmaxArgs::x},
-             {"out", &MH_SoftmaxArgs::out},
-             {"dout", &MH_SoftmaxArgs::dout},
-             {"dx", &MH_SoftmaxArgs::dx},
-             {"starts", &MH_SoftmaxArgs::starts}},
-            target.device);
+  on_device(op, args, target.device);
   const MH_DType compute = target.compute;
   const SoftmaxDims x = scores(op, "x", args.x, compute);
   same_scores(op, "out", args.out, x, "x", compute);
@@ -385,13 +360,7 @@ SoftmaxDims check_softmax(const MH_SoftmaxArgs& args, const Target& target) {
 SoftmaxDims check_softmax_bwd(const MH_SoftmaxArgs& args, const Target& target) {
   const char* op = "softmax_bwd";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_SoftmaxArgs, scale));
-  on_device(op, args,
-            {{"x", &MH_SoftmaxArgs::x},
-             {"out", &MH_SoftmaxArgs::out},
-             {"dout", &MH_SoftmaxArgs::dout},
-             {"dx", &MH_SoftmaxArgs::dx},
-             {"starts", &MH_SoftmaxArgs::starts}},
-            target.device);
+  on_device(op, args, target.device);
   const MH_DType compute = target.compute;
   const SoftmaxDims out = scores(op, "out", args.out, compute);
   same_scores(op, "dout", args.dout, out, "out", compute);
@@ -404,12 +373,7 @@ SoftmaxDims check_softmax_bwd(const MH_SoftmaxArgs& args, const Target& target) 
 int64_t check_dropout(const MH_DropoutArgs& args, const Target& target) {
   const char* op = "dropout";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_DropoutArgs, rng));
-  on_device(op, args,
-            {{"x", &MH_DropoutArgs::x},
-             {"residual", &MH_DropoutArgs::residual},
-             {"out", &MH_DropoutArgs::out},
-             {"mask", &MH_DropoutArgs::mask}},
-            target.device);
+  on_device(op, args, target.device);
   const MH_DType compute = target.compute;
   const int64_t n = elements(op, "x", args.x, compute, compute);
   vector(op, "out", args.out, n, compute, compute);
@@ -433,12 +397,7 @@ int64_t check_dropout(const MH_DropoutArgs& args, const Target& target) {
 int64_t check_dropout_bwd(const MH_DropoutArgs& args, const Target& target) {
   const char* op = "dropout_bwd";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_DropoutArgs, rng));
-  on_device(op, args,
-            {{"x", &MH_DropoutArgs::x},
-             {"residual", &MH_DropoutArgs::residual},
-             {"out", &MH_DropoutArgs::out},
-             {"mask", &MH_DropoutArgs::mask}},
-            target.device);
+  on_device(op, args, target.device);
   const MH_DType compute = target.compute;
   const int64_t n = elements(op, "out (dout)", args.out, compute, compute);
   vector(op, "x (dx)", args.x, n, compute, compute);
@@ -450,9 +409,7 @@ int64_t check_dropout_bwd(const MH_DropoutArgs& args, const Target& target) {
 
 EmbeddingDims check_embedding(const MH_EmbeddingArgs& args, const Target& target, const char* op) {
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_EmbeddingArgs, accumulate));
-  on_device(op, args,
-            {{"table", &MH_EmbeddingArgs::table}, {"ids", &MH_EmbeddingArgs::ids}, {"out", &MH_EmbeddingArgs::out}},
-            target.device);
+  on_device(op, args, target.device);
   const MH_DType compute = target.compute;
   const Matrix table = matrix(op, "table", args.table, compute, compute);
   const int64_t tokens = elements(op, "ids", args.ids, MH_I32, compute);
@@ -463,13 +420,7 @@ EmbeddingDims check_embedding(const MH_EmbeddingArgs& args, const Target& target
 XentDims check_xent(const MH_XentArgs& args, const Target& target) {
   const char* op = "xent";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_XentArgs, scale));
-  on_device(op, args,
-            {{"logits", &MH_XentArgs::logits},
-             {"targets", &MH_XentArgs::targets},
-             {"row_max", &MH_XentArgs::row_max},
-             {"sum_exp", &MH_XentArgs::sum_exp},
-             {"target_logit", &MH_XentArgs::target_logit}},
-            target.device);
+  on_device(op, args, target.device);
   const MH_DType compute = target.compute;
   // A caller whose struct ends before id_limit: every column counts.
   const bool has_limit = reaches(args, &MH_XentArgs::id_limit);
@@ -491,12 +442,7 @@ XentDims check_xent(const MH_XentArgs& args, const Target& target) {
 int64_t check_adamw(const MH_AdamWArgs& args, const Target& target) {
   const char* op = "adamw";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_AdamWArgs, step));
-  on_device(op, args,
-            {{"param", &MH_AdamWArgs::param},
-             {"grad", &MH_AdamWArgs::grad},
-             {"m", &MH_AdamWArgs::m},
-             {"v", &MH_AdamWArgs::v}},
-            target.device);
+  on_device(op, args, target.device);
   const int64_t n = elements(op, "param", args.param, MH_F32, MH_F32);
   vector(op, "grad", args.grad, n, MH_F32, MH_F32);
   vector(op, "m", args.m, n, MH_F32, MH_F32);
@@ -510,7 +456,7 @@ int64_t check_adamw(const MH_AdamWArgs& args, const Target& target) {
 int64_t check_sum_squares(const MH_SumSquaresArgs& args, const Target& target) {
   const char* op = "sum_squares";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_SumSquaresArgs, out));
-  on_device(op, args, {{"x", &MH_SumSquaresArgs::x}, {"out", &MH_SumSquaresArgs::out}}, target.device);
+  on_device(op, args, target.device);
   const MH_DType compute = target.compute;
   const int64_t n = elements(op, "x", args.x, compute, compute);
   vector(op, "out", args.out, 1, MH_F32, compute);
@@ -520,12 +466,7 @@ int64_t check_sum_squares(const MH_SumSquaresArgs& args, const Target& target) {
 Matrix check_rmsnorm(const MH_RmsNormArgs& args, const Target& target) {
   const char* op = "rmsnorm";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_RmsNormArgs, eps));
-  on_device(op, args,
-            {{"x", &MH_RmsNormArgs::x},
-             {"weight", &MH_RmsNormArgs::weight},
-             {"out", &MH_RmsNormArgs::out},
-             {"rstd", &MH_RmsNormArgs::rstd}},
-            target.device);
+  on_device(op, args, target.device);
   const MH_DType compute = target.compute;
   const Matrix x = matrix(op, "x", args.x, compute, compute);
   vector(op, "weight", args.weight, x.cols, MH_F32, compute);
@@ -539,14 +480,7 @@ Matrix check_rmsnorm(const MH_RmsNormArgs& args, const Target& target) {
 Matrix check_rmsnorm_bwd(const MH_RmsNormBwdArgs& args, const Target& target) {
   const char* op = "rmsnorm_bwd";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_RmsNormBwdArgs, dweight));
-  on_device(op, args,
-            {{"dout", &MH_RmsNormBwdArgs::dout},
-             {"x", &MH_RmsNormBwdArgs::x},
-             {"weight", &MH_RmsNormBwdArgs::weight},
-             {"rstd", &MH_RmsNormBwdArgs::rstd},
-             {"dx", &MH_RmsNormBwdArgs::dx},
-             {"dweight", &MH_RmsNormBwdArgs::dweight}},
-            target.device);
+  on_device(op, args, target.device);
   const MH_DType compute = target.compute;
   const Matrix x = matrix(op, "x", args.x, compute, compute);
   same_matrix(op, "dout", args.dout, x, "x", compute);
@@ -590,8 +524,7 @@ RopeDims rope_view(const char* op, const std::string& name, const MH_Tensor& t, 
 RopeDims check_rope(const MH_RopeArgs& args, const Target& target) {
   const char* op = "rope";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_RopeArgs, inverse));
-  on_device(op, args, {{"x", &MH_RopeArgs::x}, {"out", &MH_RopeArgs::out}, {"positions", &MH_RopeArgs::positions}},
-            target.device);
+  on_device(op, args, target.device);
   const MH_DType compute = target.compute;
   const RopeDims x = rope_view(op, "x", args.x, compute);
   const RopeDims out = rope_view(op, "out", args.out, compute);
@@ -629,12 +562,7 @@ SwigluDims swiglu_input(const char* op, const MH_SwigluArgs& args, MH_DType comp
 SwigluDims check_swiglu(const MH_SwigluArgs& args, const Target& target) {
   const char* op = "swiglu";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_SwigluArgs, dx));
-  on_device(op, args,
-            {{"x", &MH_SwigluArgs::x},
-             {"out", &MH_SwigluArgs::out},
-             {"dout", &MH_SwigluArgs::dout},
-             {"dx", &MH_SwigluArgs::dx}},
-            target.device);
+  on_device(op, args, target.device);
   const MH_DType compute = target.compute;
   const SwigluDims d = swiglu_input(op, args, compute);
   same_matrix(op, "out", args.out, {d.rows, d.ffn}, "x's rows x half its columns", compute);
@@ -645,12 +573,7 @@ SwigluDims check_swiglu(const MH_SwigluArgs& args, const Target& target) {
 SwigluDims check_swiglu_bwd(const MH_SwigluArgs& args, const Target& target) {
   const char* op = "swiglu_bwd";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_SwigluArgs, dx));
-  on_device(op, args,
-            {{"x", &MH_SwigluArgs::x},
-             {"out", &MH_SwigluArgs::out},
-             {"dout", &MH_SwigluArgs::dout},
-             {"dx", &MH_SwigluArgs::dx}},
-            target.device);
+  on_device(op, args, target.device);
   const MH_DType compute = target.compute;
   const SwigluDims d = swiglu_input(op, args, compute);
   same_matrix(op, "dout", args.dout, {d.rows, d.ffn}, "x's rows x half its columns", compute);
@@ -668,7 +591,7 @@ SwigluDims check_swiglu_bwd(const MH_SwigluArgs& args, const Target& target) {
 StridedCopyDims check_strided_copy(const MH_StridedCopyArgs& args, const Target& target) {
   const char* op = "strided_copy";
   check_struct(op, args.struct_size, MH_STRUCT_SIZE(MH_StridedCopyArgs, out));
-  on_device(op, args, {{"x", &MH_StridedCopyArgs::x}, {"out", &MH_StridedCopyArgs::out}}, target.device);
+  on_device(op, args, target.device);
   if (!is_float(args.x.dtype) && args.x.dtype != MH_I32)
     fail(op, std::string("x is ") + dtype_name(args.x.dtype) + "; strided_copy copies f32, bf16, f16 or i32");
   if (args.out.dtype != args.x.dtype)
@@ -751,18 +674,7 @@ AttentionDims attention_inputs(const char* op, const MH_AttentionArgs& args, MH_
 AttentionDims check_attention(const MH_AttentionArgs& args, const Target& target) {
   const char* op = "attention";
   const AttentionDims d = attention_inputs(op, args, target.compute);
-  on_device(op, args,
-            {{"q", &MH_AttentionArgs::q},
-             {"k", &MH_AttentionArgs::k},
-             {"v", &MH_AttentionArgs::v},
-             {"out", &MH_AttentionArgs::out},
-             {"lse", &MH_AttentionArgs::lse},
-             {"dout", &MH_AttentionArgs::dout},
-             {"dq", &MH_AttentionArgs::dq},
-             {"dk", &MH_AttentionArgs::dk},
-             {"dv", &MH_AttentionArgs::dv},
-             {"starts", &MH_AttentionArgs::starts}},
-            target.device);
+  on_device(op, args, target.device);
   for (const auto& [name, t] : {std::pair{"q", args.q}, {"k", args.k}, {"v", args.v}}) {
     disjoint_from(op, "out", args.out, name, t);
     disjoint_from(op, "lse", args.lse, name, t);
@@ -773,18 +685,7 @@ AttentionDims check_attention(const MH_AttentionArgs& args, const Target& target
 AttentionDims check_attention_bwd(const MH_AttentionArgs& args, const Target& target) {
   const char* op = "attention_bwd";
   const AttentionDims d = attention_inputs(op, args, target.compute);
-  on_device(op, args,
-            {{"q", &MH_AttentionArgs::q},
-             {"k", &MH_AttentionArgs::k},
-             {"v", &MH_AttentionArgs::v},
-             {"out", &MH_AttentionArgs::out},
-             {"lse", &MH_AttentionArgs::lse},
-             {"dout", &MH_AttentionArgs::dout},
-             {"dq", &MH_AttentionArgs::dq},
-             {"dk", &MH_AttentionArgs::dk},
-             {"dv", &MH_AttentionArgs::dv},
-             {"starts", &MH_AttentionArgs::starts}},
-            target.device);
+  on_device(op, args, target.device);
   heads_view(op, "dout", args.dout, target.compute);
   same_shape(op, "dout", args.dout, "q", args.q);
   heads_view(op, "dq", args.dq, target.compute);

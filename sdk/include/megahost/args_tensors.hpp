@@ -1,8 +1,8 @@
 // The MH_Tensor members of every args struct that carries tensors (the
 // kernels ops' and the collectives'), listed once, in struct order: the
-// host sums their bytes for observers and places them on the rank's
-// device, and the adapter for ABI 1.x plugins cuts them to 1.x's shorter
-// tensor.
+// host places them on the rank's device and sums their bytes for
+// observers, the kernels refuse one on another device, and the host's
+// adapter for ABI 1.x plugins cuts them to 1.x's shorter tensor.
 #pragma once
 
 #include <megahost/abi.h>
