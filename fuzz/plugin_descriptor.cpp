@@ -1,7 +1,9 @@
 // Descriptor fuzzing: what a plugin's entry point returns, built from the
 // input bytes as a garbage-returning plugin would build it, then given to
 // the host's validation (descriptor_problem) and, when accepted, used the way
-// the host uses a loaded plugin's descriptor.
+// the host uses a loaded plugin's descriptor. The same bytes are also handed
+// over as a plugin built for ABI 1.x would return them (1.x's descriptors
+// are 2.0's without the fields 2.0 appended), through the 1.x adapter.
 //
 // Input layout, read front to back (missing bytes read as 0):
 //   plugin:    struct_size u8, abi_major u8, abi_minor u8, name S, version S,
@@ -23,6 +25,9 @@
 #include <type_traits>
 #include <vector>
 
+#include <megahost/error.hpp>
+
+#include "plugins/abi1_adapter.hpp"
 #include "plugins/assembly.hpp"
 #include "config/config.hpp"
 #include "cli/plugin_list.hpp"
@@ -169,12 +174,30 @@ void use_accepted(const MH_PluginDesc* desc) {
   assembly.describe();
 }
 
+// The answer of the fake 1.x entry point below.
+const abi1::V1PluginDesc* v1_descriptor = nullptr;
+
+MH_Error* v1_entry(const abi1::V1HostApi*, const abi1::V1PluginDesc** out) {
+  *out = v1_descriptor;
+  return nullptr;
+}
+
+void use_as_v1(const MH_PluginDesc* desc) {
+  v1_descriptor = reinterpret_cast<const abi1::V1PluginDesc*>(desc);
+  try {
+    use_accepted(abi1::adapt_plugin(&v1_entry));
+  } catch (const Error&) {
+    // Refused, with the reason the loader would print.
+  }
+}
+
 }  // namespace
 
 void plugin_descriptor(Input input) {
   FakePlugin plugin(input);
   const MH_PluginDesc* desc = plugin.descriptor();
   if (descriptor_problem(desc).empty()) use_accepted(desc);
+  use_as_v1(desc);
 }
 
 }  // namespace mh::fuzz
