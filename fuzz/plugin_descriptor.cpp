@@ -60,6 +60,9 @@ class FakePlugin {
     d.version = string();
     d.component_size = sizeof(MH_ComponentDesc);
     d.option_size = sizeof(MH_OptionSpec);
+    // Each stride counts as declared only where struct_size reaches it, as the host reads them.
+    declares_component_size_ = d.struct_size >= MH_STRUCT_SIZE(MH_PluginDesc, component_size);
+    declares_option_size_ = d.struct_size >= MH_STRUCT_SIZE(MH_PluginDesc, option_size);
     std::tie(d.components, d.num_components) = array<MH_ComponentDesc>(&FakePlugin::component);
     return place(&d, 1, sizeof d);
   }
@@ -94,16 +97,22 @@ class FakePlugin {
     return o;
   }
 
-  // A list of up to 7 elements, or NULL, with its declared count, sizeof
-  // apart as the descriptor declares (a descriptor too short to declare the
-  // strides is refused before its arrays are read).
+  // A list of up to 7 elements, or NULL, with its declared count, laid out
+  // as the plugin would compile it: sizeof apart when the descriptor
+  // declares that array's stride, else, as a plugin built for ABI 1.0 or 1.1
+  // (the 1.x adapter reads those), the first element's struct_size rounded
+  // up to size_t's alignment. (2.0 refuses a descriptor that declares no
+  // strides before reading its arrays.)
   template <class T>
   std::pair<const T*, size_t> array(T (FakePlugin::*element)()) {
     uint8_t header = u8();
     std::vector<T> items(header & 7);
     for (T& item : items) item = (this->*element)();
     if ((header & 0x80) || items.empty()) return {nullptr, items.size()};
-    return {place(items.data(), items.size(), sizeof(T)), items.size()};
+    const bool declared = std::is_same_v<T, MH_ComponentDesc> ? declares_component_size_ : declares_option_size_;
+    const size_t align = sizeof(size_t);
+    const size_t stride = declared ? sizeof(T) : (std::max(items[0].struct_size, align) + align - 1) / align * align;
+    return {place(items.data(), items.size(), stride), items.size()};
   }
 
   // Copies `items` into one block, `stride` bytes apart, each cut to what
@@ -145,6 +154,7 @@ class FakePlugin {
 
   Input in_;
   size_t at_ = 0;
+  bool declares_component_size_ = false, declares_option_size_ = false;
   std::vector<std::unique_ptr<unsigned char[]>> blocks_;
 };
 
