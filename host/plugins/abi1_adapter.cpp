@@ -62,14 +62,16 @@ size_t table_size_needed(int32_t kind) {
 // for every struct released before 1.2.
 size_t array_stride(size_t struct_size) { return (struct_size + sizeof(size_t) - 1) / sizeof(size_t) * sizeof(size_t); }
 
-bool has_strides(const V1PluginDesc& d) { return d.struct_size >= MH_STRUCT_SIZE(V1PluginDesc, option_size); }
-
+// Each stride counts where the descriptor's struct_size reaches it, as a
+// 1.8 host read them.
 size_t component_stride(const V1PluginDesc& d) {
-  return has_strides(d) ? d.component_size : array_stride(d.components[0].struct_size);
+  const bool declared = d.struct_size >= MH_STRUCT_SIZE(V1PluginDesc, component_size);
+  return declared ? d.component_size : array_stride(d.components[0].struct_size);
 }
 
 size_t option_stride(const V1PluginDesc& d, const V1ComponentDesc& c) {
-  return has_strides(d) ? d.option_size : array_stride(c.options[0].struct_size);
+  const bool declared = d.struct_size >= MH_STRUCT_SIZE(V1PluginDesc, option_size);
+  return declared ? d.option_size : array_stride(c.options[0].struct_size);
 }
 
 std::string component_problem(const V1PluginDesc& d, const V1ComponentDesc& c) {
