@@ -235,7 +235,7 @@ bool per_sample(const char* op, const std::string& name, const MH_Tensor& t, int
 template <class Args>
 void on_device(const char* op, const Args& args, Placement device) {
   for_each_tensor(args, [&](const char* name, const MH_Tensor& t) {
-    require_on_device(std::string(op) + ": " + name, t, device, "this kernels component");
+    require_on_device(op, name, t, device, "this kernels component");
   });
 }
 

@@ -48,4 +48,11 @@ inline void require_on_device(const std::string& what, const MH_Tensor& t, Place
                                        " (MH_Tensor.device, device_id): copy it there first");
 }
 
+// The same for argument `name` of op `op`, building the message only for a
+// refusal: this runs for every tensor of every op.
+inline void require_on_device(const char* op, const char* name, const MH_Tensor& t, Placement own, const char* who) {
+  if (t.data == nullptr || placement_of(t) == own) return;
+  require_on_device(std::string(op) + ": " + name, t, own, who);
+}
+
 }  // namespace mh
