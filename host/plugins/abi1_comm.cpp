@@ -25,7 +25,7 @@ const V1CommApi& v1_of(const MH_Group* g) { return group(g).component->v1<V1Comm
 MH_Error* on_one_device(const MH_Group* g, const MH_Tensor& send, const MH_Tensor& recv) {
   if (recv.data == nullptr) return nullptr;
   return guard([&] {
-    require_on_device(group(g).component->name + ", tensor send", send, placement_of(recv), "the call's recv");
+    require_on_device(group(g).component->name.c_str(), "send", send, placement_of(recv), "the call's recv");
   });
 }
 

@@ -95,7 +95,7 @@ MH_Error* op(MH_Instance* self, const Args* args) {
   if (MH_Error* e = guard([&] {
         const Placement device = device_of(i);
         for_each_tensor(*args, [&](const char* name, const MH_Tensor& t) {
-          require_on_device(i.component->name + ", tensor " + name, t, device, "this kernels component");
+          require_on_device(i.component->name.c_str(), name, t, device, "this kernels component");
         });
       }))
     return e;
