@@ -176,6 +176,12 @@ void GridTuner::recompute_policies(std::span<const char* const> names) {
 }
 
 void GridTuner::begin(const MH_ModelShape& shape, const MH_Hardware& hardware) {
+  // A host older than 2.1 reads no candidate's cp or ep (the shape it hands
+  // over is as old): it would run every candidate at 1 and 1.
+  require(reaches(shape, &MH_ModelShape::flash_attention) || (lists_.context == "1" && lists_.expert == "1"),
+          "tuner.context = \"" + lists_.context + "\", tuner.expert = \"" + lists_.expert +
+              "\": this host (ABI < 2.1) does not run a candidate's context or expert parallelism; set both to \"1\" "
+              "or update megahost");
   machine_.emplace(hardware);
   model_ = Model::from(shape);
   per_node_ = gpus_per_node_ > 0 ? gpus_per_node_ : hardware.devices_per_node;
