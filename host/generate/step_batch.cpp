@@ -299,6 +299,10 @@ std::vector<SlotStep> StepBatch::Impl::step() {
 }
 
 // A size, then the bytes, one per float (exact), over the world group.
+// The first broadcast carries the size and up to kInlineBytes of the bytes:
+// a step's decisions are a few bytes, and every broadcast costs each
+// decode step a collective's latency on every rank; a longer message sends
+// the rest in a second one.
 std::vector<uint8_t> StepBatch::Impl::from_lead(std::vector<uint8_t> bytes) {
   // A dry run moves no data (its device holds none): each rank keeps its own.
   if (s_.comm_info.world_size == 1 || s_.dry_run) return bytes;
@@ -308,16 +312,21 @@ std::vector<uint8_t> StepBatch::Impl::from_lead(std::vector<uint8_t> bytes) {
     rc_.groups.world.broadcast(shared.ptr(), int64_t(values.size()), 0);
     dev_.to_host(values.data(), shared.data(), values.size() * sizeof(float));
   };
+  constexpr size_t kSizeFloats = 3, kInlineBytes = 61;
   const uint64_t n = bytes.size();
-  std::vector<float> size{float(n & 0xFFFF), float((n >> 16) & 0xFFFF), float(n >> 32)};
-  broadcast(size);
-  const uint64_t count = uint64_t(size[0]) | uint64_t(size[1]) << 16 | uint64_t(size[2]) << 32;
-  if (count == 0) return {};
-  std::vector<float> values(count);
-  for (size_t i = 0; i < bytes.size(); ++i) values[i] = float(bytes[i]);
-  broadcast(values);
+  std::vector<float> head(kSizeFloats + kInlineBytes, 0.f);
+  head[0] = float(n & 0xFFFF);
+  head[1] = float((n >> 16) & 0xFFFF);
+  head[2] = float(n >> 32);
+  for (size_t i = 0; i < std::min(bytes.size(), kInlineBytes); ++i) head[kSizeFloats + i] = float(bytes[i]);
+  broadcast(head);
+  const uint64_t count = uint64_t(head[0]) | uint64_t(head[1]) << 16 | uint64_t(head[2]) << 32;
   bytes.resize(count);
-  for (size_t i = 0; i < count; ++i) bytes[i] = uint8_t(values[i]);
+  std::vector<float> rest(count > kInlineBytes ? count - kInlineBytes : 0);
+  for (size_t i = 0; i < rest.size(); ++i) rest[i] = float(bytes[kInlineBytes + i]);
+  if (!rest.empty()) broadcast(rest);
+  for (size_t i = 0; i < count; ++i)
+    bytes[i] = uint8_t(i < kInlineBytes ? head[kSizeFloats + i] : rest[i - kInlineBytes]);
   return bytes;
 }
 

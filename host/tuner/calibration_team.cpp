@@ -1,5 +1,6 @@
 #include "tuner/calibration_team.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <chrono>
@@ -58,11 +59,17 @@ std::vector<double> RoundClock::rounds() const {
   return out;
 }
 
+bool CalibrationTeam::oversubscribed() const {
+  const int32_t threads = devices_.front()->dev.info().threads;
+  return int64_t(busy()) * std::max(threads, 1) > int64_t(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 std::vector<double> CalibrationTeam::round_seconds(const Prepare& prepare, int rounds, double min_seconds) const {
   const int n = busy();
   std::barrier sync(n);
   std::atomic<int> reps{1};
   RoundClock clock(n, rounds);
+  std::vector<std::vector<double>> calls(size_t(n) * size_t(rounds));  // [rank * rounds + round]
   run_together(n, [&](int r) {
     std::function<void()> call = prepare(devices_[size_t(r)]->dev, r);
     sync.arrive_and_wait();
@@ -71,13 +78,31 @@ std::vector<double> CalibrationTeam::round_seconds(const Prepare& prepare, int r
     if (r == 0) reps = std::max(1, int(std::ceil(min_seconds / rounds / std::max(now() - start, 1e-7))));
     for (int round = 0; round < rounds; ++round) {
       sync.arrive_and_wait();
+      std::vector<double>& mine = calls[size_t(r) * size_t(rounds) + size_t(round)];
       clock.start(r, round);
-      for (int i = 0, count = reps.load(); i < count; ++i) call();
+      for (int i = 0, count = reps.load(); i < count; ++i) {
+        const double called = now();
+        call();
+        mine.push_back(now() - called);
+      }
       clock.stop(r, round);
     }
   });
-  std::vector<double> out = clock.rounds();
-  for (double& seconds : out) seconds /= reps.load();
+  if (oversubscribed()) {
+    std::vector<double> out = clock.rounds();
+    for (double& seconds : out) seconds /= reps.load();
+    return out;
+  }
+  std::vector<double> out;
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<double> all;
+    for (int r = 0; r < n; ++r) {
+      const std::vector<double>& mine = calls[size_t(r) * size_t(rounds) + size_t(round)];
+      all.insert(all.end(), mine.begin(), mine.end());
+    }
+    std::nth_element(all.begin(), all.begin() + std::ptrdiff_t(all.size() / 2), all.end());
+    out.push_back(all[all.size() / 2]);
+  }
   return out;
 }
 

@@ -23,9 +23,17 @@ class CalibrationTeam {
   CalibrationTeam(const Slot& kernels, int ranks, int busy);
   int ranks() const { return ranks_; }
   int busy() const { return int(devices_.size()); }
+  // Whether the busy ranks' thread teams outnumber this machine's cores.
+  bool oversubscribed() const;
   // Seconds per call in each of `rounds` rounds with every busy rank calling
   // at once, after a warm-up call; the rounds together fill about
-  // min_seconds (a call slower than that is one round's only call).
+  // min_seconds (a call slower than that is one round's only call). A
+  // round's figure is the median of its calls over the busy ranks: a call
+  // that another process preempted (a thread of the team descheduled, the
+  // others waiting for it) says nothing of the machine, and on 2 cores one
+  // in a few calls was several times slower. Where the busy ranks' threads
+  // outnumber the cores, time slicing between them is the cost measured, so
+  // a round's figure is its length over its calls.
   std::vector<double> round_seconds(const Prepare& prepare, int rounds, double min_seconds) const;
 
  private:

@@ -6,7 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <memory>
+#include <thread>
 #include <vector>
+
+#include "support/engine_env.hpp"
+#include "tuner/calibration_team.hpp"
 
 namespace mh {
 namespace {
@@ -33,6 +39,35 @@ TEST(CalibratedRates, TheMedianOfInterleavedPassesIgnoresOneSlowedPass) {
   EXPECT_FALSE(passes_agree(std::vector<double>{1.0, 3.0}));
   EXPECT_TRUE(passes_agree(std::vector<double>{1.0, 3.0, 1.2}));  // measured again: two agree
   EXPECT_FALSE(passes_agree(std::vector<double>{1.0, 3.0, 9.0}));
+}
+
+// Each rank's every third call is 50 times slower, as when another process
+// preempts a thread of its team.
+CalibrationTeam::Prepare sometimes_preempted() {
+  return [](Device&, int) -> std::function<void()> {
+    auto calls = std::make_shared<int>(0);
+    return [calls] { std::this_thread::sleep_for(std::chrono::milliseconds(++*calls % 3 == 0 ? 50 : 1)); };
+  };
+}
+
+// Where the team's threads fit the cores, a preempted call says nothing of
+// the machine: a round is its median call, 1 ms and the sleep's overshoot,
+// far below the mean call's 17 ms.
+TEST(CalibrationTeams, TimeTheMedianCallWhereTheirThreadsFitTheCores) {
+  test::EngineEnv env("[kernels]\nthreads = 1\n");
+  const CalibrationTeam team(env.slot(MH_KIND_KERNELS), 1, 1);
+  ASSERT_FALSE(team.oversubscribed());
+  for (double seconds : team.round_seconds(sometimes_preempted(), 3, 0.03)) EXPECT_LT(seconds, 0.008);
+}
+
+// Where they outnumber the cores, time slicing is what is measured: a round
+// is its length over its calls, the mean call.
+TEST(CalibrationTeams, TimeTheWholeRoundWhereTheirThreadsOutnumberTheCores) {
+  test::EngineEnv env("[kernels]\nthreads = 1\n");
+  const int ranks = int(std::max(1u, std::thread::hardware_concurrency())) + 1;
+  const CalibrationTeam team(env.slot(MH_KIND_KERNELS), ranks, ranks);
+  ASSERT_TRUE(team.oversubscribed());
+  for (double seconds : team.round_seconds(sometimes_preempted(), 3, 0.03)) EXPECT_GT(seconds, 0.010);
 }
 
 TEST(CalibrationModes, AreQuickAndFullAndNothingElse) {

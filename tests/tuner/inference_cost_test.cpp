@@ -67,13 +67,19 @@ TEST(Decode, ReadsTheCachedKeysAndValuesOfItsWholeContext) {
   EXPECT_LE(grown, 1.1 * cache);  // the scores' softmax and writes
 }
 
-TEST(Decode, ATokenCrossesTwoAllReducesPerLayerTheEmbeddingsAndTheLogitsGather) {
+TEST(Decode, ATokenCrossesTwoAllReducesPerLayerTheEmbeddingsTheLogitsGatherAndTheLeadsWord) {
   TestMachine slow_links;
   slow_links.latency = 1.0;  // a second per collective: the time counts them
   Layout l;
   l.t = 2;
   const InferenceCost c = generate(l, InferenceRequest{16, 16}, slow_links);
-  EXPECT_EQ(int(c.tpot_seconds), 2 * 8 + 2);
+  EXPECT_EQ(int(c.tpot_seconds), 2 * 8 + 2 + 1);
+}
+
+TEST(Decode, OneRankWaitsForNoWord) {
+  TestMachine slow_links;
+  slow_links.latency = 1.0;
+  EXPECT_LT(generate(Layout{}, InferenceRequest{16, 16}, slow_links).tpot_seconds, 1.0);
 }
 
 TEST(Decode, PipelineStagesHandOnTheirRowsThenTheLastSendsTheTokensToEveryRank) {
@@ -82,10 +88,10 @@ TEST(Decode, PipelineStagesHandOnTheirRowsThenTheLastSendsTheTokensToEveryRank) 
   Layout l;
   l.p = 4;
   const InferenceCost c = generate(l, InferenceRequest{16, 16}, slow_links);
-  EXPECT_EQ(int(c.tpot_seconds), 3 + 1);
+  EXPECT_EQ(int(c.tpot_seconds), 1 + 3 + 1);  // the lead's word, the hand-ons, the tokens
 }
 
-TEST(Prefill, StagesRunInTurnSoSplittingAddsOnlyTheirMessages) {
+TEST(Prefill, StagesRunInTurnSoSplittingAddsOnlyTheirMessagesAndTheLeadsWord) {
   TestMachine t;
   const InferenceRequest r{512, 16};
   Layout one, two;
@@ -94,7 +100,8 @@ TEST(Prefill, StagesRunInTurnSoSplittingAddsOnlyTheirMessages) {
   const Machine m(t.view());
   const double hand_on = m.collective_seconds(Coll::kSendRecv, 4.0 * 512 * 1024 * 2, 2, MH_LINK_INTRA_NODE);
   const double tokens = m.collective_seconds(Coll::kAllGather, 4.0 * 4 * 2, 2, MH_LINK_INTRA_NODE);
-  EXPECT_NEAR(generate(two, r).ttft_seconds, generate(one, r).ttft_seconds + hand_on + tokens, 1e-12);
+  const double word = m.collective_seconds(Coll::kAllGather, 4.0 * 64 * 2, 2, MH_LINK_INTRA_NODE);
+  EXPECT_NEAR(generate(two, r).ttft_seconds, generate(one, r).ttft_seconds + hand_on + tokens + word, 1e-12);
 }
 
 TEST(Prefill, AttendsWithinEachSequenceNotAcrossThePackedBatch) {

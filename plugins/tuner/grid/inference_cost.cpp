@@ -94,13 +94,21 @@ double stage_forward_seconds(const Machine& mc, const Model& model, const Layout
   return seconds + pr.take().total();
 }
 
+// What the lead's word takes in one broadcast: its size and a few bytes, as
+// f32 (host/generate/step_batch.cpp).
+constexpr double kLeadWordBytes = 64 * kFp32;
+
 InferenceCost inference(const Machine& mc, const Model& model, const Layout& l, const Placement& w,
                         const InferenceRequest& r) {
   const double e = mc.element_bytes();
   // The stages in turn, each handing its [rows, h] activations on; then
   // the sampled tokens from the last stage to every rank.
   auto pass = [&](int64_t rows, int64_t context) {
-    double seconds = 0;
+    // Each step starts with world rank 0's word broadcast to every rank (a
+    // stop request; a server's plan): a collective's latency.
+    double seconds = l.world() > 1 ? mc.collective_seconds(Coll::kAllGather, kLeadWordBytes * l.world(), l.world(),
+                                                           w.pp_level)
+                                   : 0;
     for (int32_t s = 0; s < l.p; ++s)
       seconds += stage_forward_seconds(mc, model, l, w, rows, context, s == 0, s == l.p - 1);
     if (l.p > 1) {
