@@ -4,7 +4,8 @@
 // (MH_Error, MH_OptionSpec, MH_Options, MH_ModelShape, the
 // pipeline, data, context and expert plans, MH_Candidate, the tuner's other
 // structs, MH_Event) are 2.0's own, and MH_DeviceInfo is 2.0's up to `dry`
-// (2.0 appended device_id). The golden sizes and offsets below are
+// (2.0 appended device_id), MH_ModelShape and MH_Candidate up to their 1.8
+// ends (2.1 appended to both; a reader checks struct_size for those fields). The golden sizes and offsets below are
 // 1.8's on LP64, so a slip here fails the build, not a run.
 #pragma once
 
@@ -209,7 +210,8 @@ static_assert(sizeof(V1TunerApi) == 56 && offsetof(V1TunerApi, report) == 16 &&
               offsetof(V1TunerApi, recompute_policies) == 48);
 // The structs 2.0 kept: still 1.8's sizes.
 static_assert(sizeof(MH_PipelinePlan) == 40 && sizeof(MH_DataPlan) == 40 && sizeof(MH_ContextPlan) == 24 &&
-              sizeof(MH_ExpertPlan) == 24 && sizeof(MH_ModelShape) == 112 && sizeof(MH_Candidate) == 64 &&
+              sizeof(MH_ExpertPlan) == 24 && MH_STRUCT_SIZE(MH_ModelShape, head_dim) == 112 &&
+              offsetof(MH_Candidate, context_comm) == 64 &&
               MH_STRUCT_SIZE(MH_DeviceInfo, dry) == 48 && sizeof(MH_Event) == 56 && sizeof(MH_TunerResult) == 128 &&
               sizeof(MH_TunerNeeds) == 48 && sizeof(MH_Hardware) == 104 && sizeof(MH_CommInfo) == 24);
 static_assert(offsetof(MH_Estimate, tpot_seconds) == offsetof(V1Estimate, tpot_seconds));

@@ -45,8 +45,9 @@ MH_ModelShape model_shape(const RunSetup& s, int32_t world) {
 }  // namespace
 
 MH_ModelShape model_shape(const ModelDims& d, int64_t micro_batch, int64_t global_batch, int32_t world) {
-  // A mixture of experts is priced by its active experts (ModelDims::active_ffn);
-  // its memory, every expert's weights included, comes from dry runs.
+  // A mixture of experts is priced by its active experts (ModelDims::active_ffn,
+  // ffn_hidden) and their all-to-all (its parts, 2.1); its memory, every
+  // expert's weights included, comes from dry runs.
   return MH_ModelShape{sizeof(MH_ModelShape),
                        d.layers,
                        d.hidden,
@@ -61,7 +62,13 @@ MH_ModelShape model_shape(const ModelDims& d, int64_t micro_batch, int64_t globa
                        d.spec.position == Position::kRope,
                        d.kv(),
                        !d.spec.tie_embeddings,
-                       d.head_dim()};
+                       d.head_dim(),
+                       d.spec.experts,
+                       d.spec.router_topk,
+                       d.moe_ffn,
+                       d.spec.shared_experts,
+                       d.shared_ffn,
+                       d.spec.attention_backend == AttentionBackend::kFlash};
 }
 
 std::unique_ptr<data::Tokenizer> run_tokenizer(const Assembly& a, const Config& config) {

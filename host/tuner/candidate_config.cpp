@@ -48,8 +48,19 @@ void write_split(toml::table& root, const MH_Candidate& c) {
   pipeline.erase("layers_per_stage");
 }
 
+// Context and expert parallelism, where the tuner names them.
+void write_context_expert(toml::table& root, const MH_Candidate& c) {
+  if (!reaches(c, &MH_Candidate::expert)) return;
+  toml::table& parallel = section(root, "parallel");
+  toml::table& context = section(parallel, "context");
+  context.insert_or_assign("size", candidate_context(c));
+  if (const char* comm = candidate_context_comm(c)) context.insert_or_assign("comm_type", std::string(comm));
+  section(parallel, "expert").insert_or_assign("size", candidate_expert(c));
+}
+
 void write_layout(toml::table& root, const MH_Candidate& c) {
   write_split(root, c);
+  write_context_expert(root, c);
   section(root, "train").insert_or_assign("micro_batch", c.micro_batch);
   if (names_data_choices(c)) {
     toml::table& data = section(section(root, "parallel"), "data");
@@ -118,6 +129,22 @@ void write_device_components(toml::table& root, const HardwareProfile& cluster, 
 
 }  // namespace
 
+int32_t candidate_context(const MH_Candidate& c) {
+  return reaches(c, &MH_Candidate::expert) ? std::max(1, c.context) : 1;
+}
+
+int32_t candidate_expert(const MH_Candidate& c) {
+  return reaches(c, &MH_Candidate::expert) ? std::max(1, c.expert) : 1;
+}
+
+const char* candidate_context_comm(const MH_Candidate& c) {
+  return reaches(c, &MH_Candidate::expert) ? c.context_comm : nullptr;
+}
+
+int32_t candidate_world(const MH_Candidate& c) {
+  return c.tensor * candidate_context(c) * c.pipeline * c.data;
+}
+
 bool names_data_choices(const MH_Candidate& c) {
   return reaches(c, &MH_Candidate::overlap_param_gather);
 }
@@ -140,10 +167,11 @@ toml::table candidate_config(const Config& config, const Assembly& assembly, con
   root.erase("tuner");
   resolve_data_paths(config, assembly, root);
   write_layout(root, c);
-  int32_t world = c.tensor * c.pipeline * c.data;
+  int32_t world = candidate_world(c);
   if (run == CandidateRun::kDry) {
-    world = c.tensor * c.pipeline;
-    section(root, "train").insert_or_assign("global_batch", dry_run_batch(assembly, root, c));
+    const int32_t replicas = candidate_expert(c);
+    world = c.tensor * candidate_context(c) * c.pipeline * replicas;
+    section(root, "train").insert_or_assign("global_batch", replicas * dry_run_batch(assembly, root, c));
   }
   write_world(root, cluster, world);
   return root;

@@ -17,13 +17,23 @@
 namespace mh {
 
 enum class CandidateRun {
-  kFull,  // every rank: t * p * d
-  kDry,   // one data-parallel replica, t * p ranks, on its 1/d of the batch
-          // (at most 3p micro-batches, when the schedule's peak is reached):
-          // every rank's memory is that of the full run, since a replica's
-          // memory does not depend on d unless the optimizer state is
-          // sharded over d (then the tuner dry-runs kFull)
+  kFull,  // every rank: t * cp * p * d
+  kDry,   // one data-parallel replica, t * cp * p ranks, on its 1/d of the
+          // batch (at most 3p micro-batches, when the schedule's peak is
+          // reached), or with expert parallelism the ep replicas that trade
+          // tokens: every rank's memory is that of the full run, since a
+          // replica's memory does not depend on d unless the optimizer state
+          // is sharded over d (then the tuner dry-runs kFull)
 };
+
+// The candidate's context and expert parallelism (ABI 2.1): a tuner that
+// does not name them (struct_size short of them, or 0) proposes 1 and 1,
+// and leaves the config's comm type (NULL).
+int32_t candidate_context(const MH_Candidate& candidate);
+int32_t candidate_expert(const MH_Candidate& candidate);
+const char* candidate_context_comm(const MH_Candidate& candidate);
+// Its ranks: t * cp * p * d.
+int32_t candidate_world(const MH_Candidate& candidate);
 
 // On a cluster of devices (a profile whose device is not shared, a GPU)
 // the config is the one to launch there: kernels "cuda" in the profile's

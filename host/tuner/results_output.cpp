@@ -36,10 +36,16 @@ const char* data_choice(const MH_Candidate& c, int32_t MH_Candidate::*field) {
 
 bool generates(const MH_Candidate& c) { return c.workload == MH_WORKLOAD_INFERENCE; }
 
+// The comm type the candidate names, or "" where the config's stands.
+std::string context_comm_text(const MH_Candidate& c) {
+  const char* comm = candidate_context_comm(c);
+  return comm != nullptr ? comm : "";
+}
+
 const char* kTrainCsvHeader =
     "rank,tensor,pipeline,virtual_stages,data,sequence_parallel,micro_batch,recompute,recompute_layers,"
     "step_s_predicted,step_s_measured,tokens_per_s_predicted,latency_s,mfu,days,memory_gib,memory_source,reason,"
-    "distributed_optimizer,overlap_param_gather,tokens_per_s_measured,measured_spread\n";
+    "distributed_optimizer,overlap_param_gather,tokens_per_s_measured,measured_spread,context,expert,context_comm\n";
 
 const char* kGenerateCsvHeader =
     "rank,tensor,pipeline,batch,ttft_s_predicted,ttft_s_measured,tpot_s_predicted,tpot_s_measured,"
@@ -105,7 +111,8 @@ std::string csv_row(const MH_TunerResult& r, const TunedRun& run) {
       << num(r.days, 2) << ',' << num(double(r.memory_bytes) / (1 << 30), 3) << ','
       << memory_source(r) << ',' << csv_text(r.reason) << ','
       << data_choice(c, &MH_Candidate::distributed_optimizer) << ',' << data_choice(c, &MH_Candidate::overlap_param_gather)
-      << ',' << num(measured_tokens_per_s(r, run), 1) << ',' << csv_spread(r, run) << '\n';
+      << ',' << num(measured_tokens_per_s(r, run), 1) << ',' << csv_spread(r, run) << ',' << candidate_context(c) << ','
+      << candidate_expert(c) << ',' << context_comm_text(c) << '\n';
   return out.str();
 }
 
@@ -242,6 +249,11 @@ std::string describe_candidate(const MH_Candidate& c) {
                     " b=" + std::to_string(c.micro_batch) + " " + c.recompute;
   if (std::string(c.recompute) == "full") out.append("/").append(std::to_string(c.recompute_layers));
   if (names_data_choices(c) && c.distributed_optimizer) out += c.overlap_param_gather ? " distopt+gather" : " distopt";
+  if (candidate_context(c) > 1) {
+    out += " cp=" + std::to_string(candidate_context(c));
+    if (const std::string comm = context_comm_text(c); !comm.empty()) out += "/" + comm;
+  }
+  if (candidate_expert(c) > 1) out += " ep=" + std::to_string(candidate_expert(c));
   return out;
 }
 
@@ -283,7 +295,7 @@ bool write_results(std::span<const MH_TunerResult> rows, const TunedRun& run, st
   }
   const size_t winner = declared_winner(rows, run);
   const MH_Candidate& best = *rows[winner].candidate;
-  const std::string launch = launch_lines(run, best.tensor * best.pipeline * best.data);
+  const std::string launch = launch_lines(run, candidate_world(best));
   write_toml(tuned_config(best, run), run.dir / "tuned.toml", winner_comment(rows[winner], run, launch));
   human << "\nbest: " << describe_candidate(best);
   if (winner != 0)

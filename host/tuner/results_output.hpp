@@ -35,7 +35,8 @@ struct TunedRun {
   const MeasuredSpreads& spreads;
 };
 
-// "t=2 p=1 v=1 d=2 sp b=4 selective"; inference: "t=2 p=1 batch=4"
+// "t=2 p=1 v=1 d=2 sp b=4 selective", with " cp=2/a2a ep=2" where they are
+// above 1; inference: "t=2 p=1 batch=4"
 std::string describe_candidate(const MH_Candidate& c);
 // Bytes as GiB with two decimals.
 std::string gib(uint64_t bytes);

@@ -119,6 +119,45 @@ TEST(CandidateConfig, ADryRunIsOneReplicaOnItsShareOfTheBatchStoppedAtThreePMicr
   EXPECT_FALSE(t["recompute"]["num_layers"]);
 }
 
+MH_Candidate context_expert(int32_t cp, const char* comm, int32_t ep) {
+  MH_Candidate c = candidate(1, 2, 1, 4, 1, "none");
+  c.context = cp, c.context_comm = comm, c.expert = ep;
+  return c;
+}
+
+TEST(CandidateConfig, WritesTheContextAndExpertParallelismTheCandidateNames) {
+  EngineEnv env(kTuned);
+  const toml::table t = candidate_config(env.config(), env.assembly(), context_expert(2, "a2a", 2), CandidateRun::kFull, cpu());
+  EXPECT_EQ(t["parallel"]["context"]["size"].value<int64_t>(), 2);
+  EXPECT_EQ(t["parallel"]["context"]["comm_type"].value<std::string>(), "a2a");
+  EXPECT_EQ(t["parallel"]["expert"]["size"].value<int64_t>(), 2);
+  EXPECT_EQ(t["comm"]["world_size"].value<int64_t>(), 1 * 2 * 2 * 4);  // t cp p d
+}
+
+// The ep replicas trade tokens, so the dry run holds them all, each on its
+// share of the batch: 64 / d = 16 sequences, cut to 3p = 6, times ep.
+TEST(CandidateConfig, ADryRunOfExpertParallelismIsTheEpReplicasThatTradeTokens) {
+  EngineEnv env(kTuned);
+  MH_Candidate c = context_expert(2, nullptr, 2);
+  c.virtual_stages = 2;  // interleaved: stopped at 3p micro-batches
+  const toml::table t = candidate_config(env.config(), env.assembly(), c, CandidateRun::kDry, cpu());
+  EXPECT_EQ(t["comm"]["world_size"].value<int64_t>(), 1 * 2 * 2 * 2);  // t cp p ep
+  EXPECT_EQ(t["train"]["global_batch"].value<int64_t>(), 2 * 6);
+  EXPECT_FALSE(t["parallel"]["context"]["comm_type"]) << "NULL keeps the config's";
+}
+
+// A 2.0 tuner's candidate ends before the 2.1 fields: the config's context
+// and expert parallelism stand, and its world is t p d.
+TEST(CandidateConfig, ACandidateOfA20TunerLeavesTheConfigsContextAndExpertParallelism) {
+  EngineEnv env(kTuned);
+  MH_Candidate c = context_expert(2, "a2a", 2);
+  c.struct_size = MH_STRUCT_SIZE(MH_Candidate, overlap_param_gather);
+  const toml::table t = candidate_config(env.config(), env.assembly(), c, CandidateRun::kFull, cpu());
+  EXPECT_FALSE(t["parallel"]["context"]);
+  EXPECT_FALSE(t["parallel"]["expert"]);
+  EXPECT_EQ(t["comm"]["world_size"].value<int64_t>(), 1 * 2 * 4);
+}
+
 TEST(CandidateConfig, ADryRunOfGPipeKeepsEveryMicroBatchSinceAllAreInFlight) {
   EngineEnv env(kTuned);
   const toml::table t = candidate_config(env.config(), env.assembly(), candidate(1, 2, 1, 2, 1, "none"), CandidateRun::kDry, cpu());

@@ -204,6 +204,85 @@ TEST(SequenceParallel, ShardsTheLayernormAndDropoutWork) {
   EXPECT_DOUBLE_EQ(step(sp).layer_forward.gemm, step(tp).layer_forward.gemm);
 }
 
+Layout context(int32_t cp, const char* comm) {
+  Layout l;
+  l.cp = cp, l.d = 8 / cp, l.cp_comm = comm;
+  return l;
+}
+
+TEST(ContextParallel, EachRankComputesACpthOfTheRowsAndOfTheCausalScores) {
+  TestMachine free_links;
+  free_links.latency = 0, free_links.bus = 1e30;
+  const double one = step(context(1, ""), free_links).layer_forward.gemm;
+  for (const char* comm : {"all_gather", "p2p", "a2a"}) {
+    // At least half: the weights are streamed whole by each rank.
+    const double ratio = step(context(2, comm), free_links).layer_forward.gemm / one;
+    EXPECT_GE(ratio, 0.5 - 1e-9) << comm;
+    EXPECT_LT(ratio, 0.6) << comm;
+  }
+}
+
+// Counted in latencies: all-gather and reduce-scatter once; the ring's
+// cp - 1 steps forward and its 2 cp - 1 back; Ulysses' four all-to-alls
+// each way.
+TEST(ContextParallel, PricesEachCommTypesExchangesPerLayer) {
+  TestMachine only_latency;
+  only_latency.bus = 1e30;
+  const double lat = only_latency.latency;
+  const std::vector<std::pair<const char*, std::pair<double, double>>> expected{
+      {"all_gather", {1, 1}}, {"p2p", {3, 7}}, {"a2a", {4, 4}}};
+  for (const auto& [comm, counts] : expected) {
+    const StepCost c = step(context(4, comm), only_latency);
+    EXPECT_NEAR(c.layer_forward.comm, counts.first * lat, 1e-15) << comm;
+    EXPECT_NEAR(c.layer_backward.comm, counts.second * lat, 1e-15) << comm;
+  }
+}
+
+// A mixture of 8 experts, 2 per token, each 1024 wide.
+Model mixture() {
+  Model m = small();
+  m.experts = 8, m.router_topk = 2, m.moe_ffn = 1024, m.ffn = 2048, m.gated = true;
+  return m;
+}
+
+// The rank's s b k rows of h, (ep - 1) / ep of them to other ranks, at the
+// link's bandwidth: dispatch and combine forward, their conjugates back.
+TEST(ExpertParallel, DispatchAndCombineAreAllToAllsOfTheRoutedRows) {
+  TestMachine no_latency;
+  no_latency.latency = 0;
+  Machine m(no_latency.view());
+  Layout l;
+  l.d = 8, l.ep = 4;
+  const Model moe = mixture();
+  const StepCost c = training_step(m, moe, l, Placement::of(l, 8, false), KeepTable(size_t(moe.layers)));
+  const double rows = 1024.0 * 2, bytes = rows * 1024 * 2 /* bf16 */;
+  EXPECT_NEAR(c.layer_forward.comm, 2 * bytes * 3 / 4 / no_latency.bus, 1e-12);
+  EXPECT_NEAR(c.layer_backward.comm, 2 * bytes * 3 / 4 / no_latency.bus, 1e-12);
+}
+
+// Each rank holds E / ep experts: fewer weights to update.
+TEST(ExpertParallel, ShrinksTheExpertsEachRankUpdates) {
+  Machine m(TestMachine{}.view());
+  Layout one, four;
+  one.d = four.d = 8;
+  four.ep = 4;
+  const Model moe = mixture();
+  EXPECT_EQ(routed_expert_params(moe, one), 4 * routed_expert_params(moe, four));
+  auto end = [&](const Layout& l) {
+    return training_step(m, moe, l, Placement::of(l, 8, false), KeepTable(size_t(moe.layers))).step_end.vector;
+  };
+  EXPECT_LT(end(four), end(one));
+}
+
+TEST(Placement, TheContextAndExpertGroupsSitBetweenTensorAndData) {
+  Layout l;
+  l.t = 2, l.cp = 4, l.d = 4, l.ep = 2;
+  const Placement w = Placement::of(l, 8, false);
+  EXPECT_EQ(w.cp_level, MH_LINK_INTRA_NODE);  // t cp = 8
+  EXPECT_EQ(w.ep_level, MH_LINK_INTER_NODE);  // t cp ep = 16
+  EXPECT_EQ(w.dp_level, MH_LINK_INTER_NODE);
+}
+
 TEST(Placement, GroupsLargerThanANodeCrossItsLinks) {
   Layout l;
   l.t = 8, l.p = 4, l.d = 2;

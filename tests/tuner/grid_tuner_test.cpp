@@ -123,6 +123,31 @@ TEST(GridTuner, ProposesOnlyRunnableCandidatesForTheHostToDryRun) {
   EXPECT_TRUE(named);
 }
 
+TEST(GridTuner, ProposesContextAndExpertParallelismInTheCandidate) {
+  Search s({{"tensor", std::string("1")}, {"pipeline", std::string("1")}, {"micro_batch", std::string("1")},
+            {"recompute", std::string("none")}, {"context", std::string("1,2")}, {"context_comm", std::string("a2a")}});
+  std::vector<std::string> got;
+  for (const MH_Candidate& c : s.run(fits))
+    got.push_back(std::to_string(c.context) + " " + (c.context_comm != nullptr ? c.context_comm : "NULL") + " " +
+                  std::to_string(c.expert) + " d=" + std::to_string(c.data));
+  EXPECT_THAT(got, ::testing::ElementsAre("1 NULL 1 d=8", "2 a2a 1 d=4"));
+}
+
+// A 2.0 host hands over a shorter shape and would run every candidate at
+// cp = ep = 1: asking it for more is refused at begin, naming the keys.
+TEST(GridTuner, AHostOlderThan21IsRefusedContextOrExpertSizes) {
+  Search s({{"context", std::string("1,2")}});
+  TestMachine t;
+  MH_ModelShape old = shape();
+  old.struct_size = MH_STRUCT_SIZE(MH_ModelShape, head_dim);
+  const std::vector<const char*>& names = testing::builtin_policies();
+  mh::check(s.api().recompute_policies(s.self(), names.data(), names.size()), "recompute_policies");
+  MH_Error* error = s.api().begin(s.self(), &old, &t.view());
+  ASSERT_NE(error, nullptr);
+  EXPECT_THAT(error->message, HasSubstr("tuner.context = \"1,2\""));
+  error->destroy(error);
+}
+
 TEST(GridTuner, RejectsWhatDoesNotFitByHowMuchAndRanksTheRestFastestFirst) {
   Search s({{"tensor", std::string("1,8")}, {"pipeline", std::string("1")}, {"micro_batch", std::string("1")},
             {"recompute", std::string("full")}});

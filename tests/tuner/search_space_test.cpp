@@ -90,6 +90,82 @@ TEST(SearchLists, TheDistributedOptimizerAndItsOverlapAreSearchedOnlyWhereDataPa
   EXPECT_THAT(got, ElementsAre("d=8 dist+overlap", "d=8 dist", "d=8", "d=1"));
 }
 
+// Context and expert parallelism, one rank each of the other splits.
+SearchLists context_expert_lists(const char* context, const char* comm, const char* expert) {
+  SearchLists l = lists();
+  l.tensor = "1", l.pipeline = "1", l.sequence_parallel = "false", l.micro_batch = "1", l.recompute = "none";
+  l.context = context, l.context_comm = comm, l.expert = expert;
+  return l;
+}
+
+// A mixture of 8 experts, 2 routed per token.
+Model moe() {
+  Model m = model();
+  m.experts = 8, m.router_topk = 2, m.moe_ffn = 768;
+  return m;
+}
+
+std::vector<std::string> problems_of(const std::vector<Proposal>& ps) {
+  std::vector<std::string> out;
+  for (const auto& p : ps)
+    for (const auto& why : p.problems) out.push_back(why);
+  return out;
+}
+
+TEST(SearchLists, ContextParallelismTakesTheDevicesBeforeDataAndTriesEachCommType) {
+  std::vector<std::string> got;
+  for (const auto& p : training_proposals(context_expert_lists("1,2,4", "all_gather,a2a", "1"), model(), 8, kPolicies))
+    if (p.problems.empty())
+      got.push_back("cp=" + std::to_string(p.layout.cp) + " d=" + std::to_string(p.layout.d) + " " + p.layout.cp_comm);
+  EXPECT_THAT(got, ElementsAre("cp=1 d=8 ", "cp=2 d=4 all_gather", "cp=2 d=4 a2a", "cp=4 d=2 all_gather",
+                               "cp=4 d=2 a2a"));
+}
+
+TEST(SearchLists, AutoCommTypesTryTheRingOnlyWithTheFlashCore) {
+  Model flash = model();
+  flash.flash = true;
+  std::vector<std::string> plain, ring;
+  for (const auto& p : training_proposals(context_expert_lists("2", "auto", "1"), model(), 8, kPolicies))
+    plain.push_back(p.layout.cp_comm);
+  for (const auto& p : training_proposals(context_expert_lists("2", "auto", "1"), flash, 8, kPolicies))
+    ring.push_back(p.layout.cp_comm);
+  EXPECT_THAT(plain, ElementsAre("all_gather", "a2a"));
+  EXPECT_THAT(ring, ElementsAre("all_gather", "p2p", "a2a"));
+}
+
+// What the engine refuses is never proposed: each is skipped with its reason.
+TEST(SearchLists, ContextLayoutsTheEngineRefusesAreSkippedWithTheirReasons) {
+  Model m = model();
+  m.seq = 24;  // 2 * cp = 16 does not divide it
+  EXPECT_THAT(problems_of(training_proposals(context_expert_lists("8", "p2p,a2a", "1"), m, 8, kPolicies)),
+              ElementsAre("cp = 8 cuts seq_len = 24 into 16 chunks (2 per rank), which do not divide it",
+                          "p2p: ring attention needs model.attention_backend = \"flash\"",
+                          "cp = 8 cuts seq_len = 24 into 16 chunks (2 per rank), which do not divide it",
+                          "a2a: cp = 8 does not divide each tensor rank's 12 key/value heads"));
+}
+
+TEST(SearchLists, ExpertParallelismDividesTheExpertsAndTheDataRanksOfAMixtureOnly) {
+  std::vector<std::string> got;
+  for (const auto& p : training_proposals(context_expert_lists("1", "auto", "auto"), moe(), 8, kPolicies))
+    if (p.problems.empty()) got.push_back("ep=" + std::to_string(p.layout.ep));
+  EXPECT_THAT(got, ElementsAre("ep=1", "ep=2", "ep=4", "ep=8"));
+  EXPECT_THAT(problems_of(training_proposals(context_expert_lists("1", "auto", "2"), model(), 8, kPolicies)),
+              ElementsAre("ep = 2 needs a mixture of experts (model.experts = 0)"));
+  SearchLists l = context_expert_lists("1", "auto", "3");
+  l.data = "4";
+  EXPECT_THAT(problems_of(training_proposals(l, moe(), 4, kPolicies)),
+              ElementsAre("ep = 3 does not divide the 8 experts", "ep = 3 does not divide d = 4"));
+}
+
+TEST(SearchLists, AMixtureIsNeverSplitByTensorOrContextParallelism) {
+  SearchLists l = context_expert_lists("2", "all_gather", "1");
+  l.tensor = "2";
+  EXPECT_THAT(problems_of(training_proposals(l, moe(), 8, kPolicies)),
+              ElementsAre("t = 2: the mixture of experts runs without tensor parallelism for now",
+                          "cp = 2: the mixture of experts' load-balancing loss is not summed over the context "
+                          "group yet"));
+}
+
 TEST(SearchLists, EverySizeThatDoesNotDivideIsNamedWithWhatItFailsToDivide) {
   SearchLists l = lists();
   l.tensor = "5", l.pipeline = "3", l.data = "1", l.sequence_parallel = "true", l.micro_batch = "3", l.recompute = "none";

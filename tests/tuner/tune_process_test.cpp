@@ -63,6 +63,103 @@ TEST(Tune, RanksMeasuresTheBestAndWritesAWinnerThatRunsUnchanged) {
   EXPECT_EQ(run.status, 0) << run.err;
 }
 
+// The ranked rows' columns by the CSV header's names.
+std::vector<std::map<std::string, std::string>> named_rows(const std::string& file) {
+  std::istringstream in(mh::test::file_bytes(file));
+  std::string header;
+  std::getline(in, header);
+  const std::vector<std::string> names = fields(header);
+  std::vector<std::map<std::string, std::string>> out;
+  for (const std::string& row : rows(file)) {
+    const std::vector<std::string> f = fields(row);
+    std::map<std::string, std::string>& named = out.emplace_back();
+    for (size_t i = 0; i < names.size(); ++i) named[names[i]] = i < f.size() ? f[i] : "";
+  }
+  return out;
+}
+
+// The largest "total" of a dry run's per-rank memory table (MiB): the
+// eighth column of the rows that start with a rank.
+double peak_mib(const std::string& output) {
+  std::istringstream in(output);
+  double out = 0;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream row(line);
+    std::vector<std::string> cells;
+    for (std::string cell; row >> cell;) cells.push_back(cell);
+    if (cells.size() > 8 && cells[0].find_first_not_of("0123456789") == std::string::npos)
+      out = std::max(out, std::stod(cells[7]));
+  }
+  return out;
+}
+
+// The tiny model with a 2048-token sequence, searched over cp = 1 and 2 on
+// the test CPU's two ranks: one layout each of the rest.
+const std::vector<std::string> kLongSequence{"--config", kTiny, "model.seq_len=2048", "tuner.tensor=\"1\"",
+                                             "tuner.pipeline=\"1\"", "tuner.micro_batch=\"1\"",
+                                             "tuner.recompute=none", "tuner.top_k=0", "tuner.context=\"1,2\""};
+
+// Where one rank cannot hold a long sequence's activations, splitting it
+// over the context group can: the tuner finds that, and its winner's
+// config dry-runs with the memory the table gave it (the engine's own dry
+// run priced every candidate).
+TEST(Tune, ALongSequenceThatOverflowsOneRankIsSplitByContextParallelism) {
+  TempDir dir;
+  std::vector<std::string> sizes = kLongSequence;
+  sizes.push_back("output.dir=" + dir.file("sizes"));
+  const Outcome first = run_megahost(sizes);
+  ASSERT_EQ(first.status, 0) << first.err << first.out;
+  double whole = 0, split = 0;  // the peaks per rank, GiB: cp = 1, and the largest cp = 2
+  for (const auto& row : named_rows(dir.file("sizes/ranked.csv")))
+    (row.at("context") == "1" ? whole : split) = std::max(row.at("context") == "1" ? whole : split,
+                                                          std::stod(row.at("memory_gib")));
+  ASSERT_GT(split, 0);
+  ASSERT_LT(split, whole);
+  // A device shared by the node's 2 ranks, with room per rank between the two.
+  std::string profile = mh::test::file_bytes(std::string(MEGAHOST_TEST_TUNER_DIR) + "/test_cpu.toml");
+  profile.replace(profile.find("memory_gib = 8"), 14, "memory_gib = " + std::to_string(split + whole));
+  std::vector<std::string> capped = kLongSequence;
+  capped.push_back("output.dir=" + dir.file("out"));
+  capped.push_back("tuner.cluster=" + dir.write("capped_cpu.toml", profile));
+  const Outcome o = run_megahost(capped);
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  const auto ranked = named_rows(dir.file("out/ranked.csv"));
+  ASSERT_FALSE(ranked.empty());
+  for (const auto& row : ranked) EXPECT_EQ(row.at("context"), "2");
+  EXPECT_THAT(mh::test::file_bytes(dir.file("out/rejected.csv")), HasSubstr("OOM by"));
+  const std::string tuned = mh::test::file_bytes(dir.file("out/tuned.toml"));
+  EXPECT_THAT(tuned, AllOf(HasSubstr("[parallel.context]\ncomm_type = '" + ranked[0].at("context_comm") + "'\nsize = 2\n"),
+                           HasSubstr("world_size = 2")));
+  const Outcome dry = run_megahost({"--config", dir.file("out/tuned.toml"), "--dry_run"});
+  ASSERT_EQ(dry.status, 0) << dry.err;
+  // The largest total per rank of the dry run's memory table is the
+  // table's memory, to the CSV's 3 decimals of a GiB.
+  EXPECT_NEAR(peak_mib(dry.out + dry.err) / 1024, std::stod(ranked[0].at("memory_gib")), 0.0005);
+}
+
+// A mixture of experts is searched over ep; the splits its engine refuses
+// (t > 1, cp > 1, ep not dividing d) are rejected with their reasons.
+TEST(Tune, AMixtureOfExpertsSearchesExpertParallelismAndSkipsWhatItsEngineRefuses) {
+  TempDir dir;
+  const Outcome o = run_megahost({"--config", kTiny, "output.dir=" + dir.file("out"), "model.experts=4",
+                                  "model.router_topk=2", "model.activation=\"swiglu\"", "model.bias=false",
+                                  "tuner.tensor=\"1,2\"", "tuner.pipeline=\"1\"", "tuner.micro_batch=\"1\"",
+                                  "tuner.recompute=none", "tuner.top_k=0", "tuner.context=\"1,2\"",
+                                  "tuner.expert=\"1,2\""});
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  std::vector<std::string> ranked;
+  for (const auto& row : named_rows(dir.file("out/ranked.csv")))
+    ranked.push_back("t=" + row.at("tensor") + " cp=" + row.at("context") + " ep=" + row.at("expert") + " " +
+                     row.at("memory_source"));
+  EXPECT_THAT(ranked, ::testing::UnorderedElementsAre("t=1 cp=1 ep=1 dry_run", "t=1 cp=1 ep=2 dry_run"));
+  EXPECT_THAT(mh::test::file_bytes(dir.file("out/rejected.csv")),
+              AllOf(HasSubstr("the mixture of experts runs without tensor parallelism"),
+                    HasSubstr("load-balancing loss is not summed over the context group"),
+                    HasSubstr("ep = 2 does not divide d = 1")));
+  const Outcome dry = run_megahost({"--config", dir.file("out/tuned.toml"), "--dry_run"});
+  EXPECT_EQ(dry.status, 0) << dry.err;
+}
+
 // tuned.toml lives in the tuner's folder: the checkpoints and logs the tuned
 // config names relatively land beside the tuned config, as they would have.
 TEST(Tune, TheWinnerSavesAndLogsWhereTheTunedConfigSaid) {
@@ -163,7 +260,7 @@ TEST(Tune, UnderACapOnlyTheDistributedOptimizerMeetsThePickUsesItAndItsConfigDry
   for (const std::string& row : rows(dir.file("sizes/ranked.csv"))) {
     const std::vector<std::string> f = fields(row);
     const double gib = std::stod(f.at(15));
-    if (f.at(f.size() - 2) == "false") plain = std::max(plain, gib);
+    if (f.at(18) == "false") plain = std::max(plain, gib);  // distributed_optimizer
     else sharded = std::min(sharded, gib);
   }
   ASSERT_LT(sharded, plain);

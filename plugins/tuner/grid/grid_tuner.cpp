@@ -49,6 +49,9 @@ MH_Candidate candidate_of(const Layout& l, int32_t workload) {
   c.workload = workload;
   c.distributed_optimizer = l.distributed_optimizer ? 1 : 0;
   c.overlap_param_gather = l.overlap_param_gather ? 1 : 0;
+  c.context_comm = l.cp_comm.empty() ? nullptr : l.cp_comm.c_str();
+  c.context = l.cp;
+  c.expert = l.ep;
   return c;
 }
 
@@ -82,11 +85,24 @@ std::optional<KeepTable> reported_keep(const MH_Estimate& e, int64_t layers) {
   return out;
 }
 
+// The context and expert fields of a candidate, as a 2.0 host (whose
+// struct_size does not reach them) has them: 1, 1 and the config's comm.
+struct ContextExpert {
+  int32_t context = 1, expert = 1;
+  std::string comm;
+  bool operator==(const ContextExpert&) const = default;
+};
+ContextExpert context_expert(const MH_Candidate& c) {
+  if (!reaches(c, &MH_Candidate::expert)) return {};
+  return {std::max(1, c.context), std::max(1, c.expert), c.context_comm != nullptr ? c.context_comm : ""};
+}
+
 bool same(const MH_Candidate& a, const MH_Candidate& b) {
   return a.tensor == b.tensor && a.pipeline == b.pipeline && a.virtual_stages == b.virtual_stages &&
          a.data == b.data && a.sequence_parallel == b.sequence_parallel && a.micro_batch == b.micro_batch &&
          std::string(a.recompute) == b.recompute && a.recompute_layers == b.recompute_layers &&
-         a.distributed_optimizer == b.distributed_optimizer && a.overlap_param_gather == b.overlap_param_gather;
+         a.distributed_optimizer == b.distributed_optimizer && a.overlap_param_gather == b.overlap_param_gather &&
+         context_expert(a) == context_expert(b);
 }
 
 }  // namespace
@@ -102,7 +118,15 @@ const MH_OptionSpec GridTuner::kOptions[] = {
     opt("tensor", MH_VALUE_STRING, "\"auto\"", "tensor-parallel sizes t: a comma list, or auto (all that divide)"),
     opt("pipeline", MH_VALUE_STRING, "\"auto\"", "pipeline stages p: a comma list, or auto"),
     opt("virtual_stages", MH_VALUE_STRING, "\"1\"", "model chunks per stage v (interleaved 1F1B when > 1), or auto"),
-    opt("data", MH_VALUE_STRING, "\"auto\"", "data-parallel sizes d, or auto (the devices left by t*p)"),
+    opt("data", MH_VALUE_STRING, "\"auto\"", "data-parallel sizes d, or auto (the devices left by t*cp*p)"),
+    opt("context", MH_VALUE_STRING, "\"1\"",
+        "context-parallel sizes cp (the sequence split over cp ranks), or auto (all whose 2*cp divides seq_len)"),
+    opt("context_comm", MH_VALUE_STRING, "\"auto\"",
+        "with cp > 1, parallel.context.comm_type to try: a comma list of all_gather, p2p, a2a, or auto (all three; "
+        "p2p only with the flash attention core)"),
+    opt("expert", MH_VALUE_STRING, "\"1\"",
+        "expert-parallel sizes ep (a mixture of experts' experts over ep data ranks), or auto (all that divide the "
+        "experts and d)"),
     opt("sequence_parallel", MH_VALUE_STRING, "\"auto\"", "true, false, or auto (both; only with t > 1)"),
     opt("micro_batch", MH_VALUE_STRING, "\"auto\"", "micro-batch sizes b, or auto (all that divide the batch)"),
     opt("recompute", MH_VALUE_STRING, "\"auto\"",
@@ -152,6 +176,12 @@ void GridTuner::recompute_policies(std::span<const char* const> names) {
 }
 
 void GridTuner::begin(const MH_ModelShape& shape, const MH_Hardware& hardware) {
+  // A host older than 2.1 reads no candidate's cp or ep (the shape it hands
+  // over is as old): it would run every candidate at 1 and 1.
+  require(reaches(shape, &MH_ModelShape::flash_attention) || (lists_.context == "1" && lists_.expert == "1"),
+          "tuner.context = \"" + lists_.context + "\", tuner.expert = \"" + lists_.expert +
+              "\": this host (ABI < 2.1) does not run a candidate's context or expert parallelism; set both to \"1\" "
+              "or update megahost");
   machine_.emplace(hardware);
   model_ = Model::from(shape);
   per_node_ = gpus_per_node_ > 0 ? gpus_per_node_ : hardware.devices_per_node;

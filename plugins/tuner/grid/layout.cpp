@@ -12,6 +12,13 @@ Model Model::from(const MH_ModelShape& s) {
   m.untied = s.untied_output != 0;
   m.rotary = s.rotary != 0;
   if (s.struct_size >= MH_STRUCT_SIZE(MH_ModelShape, head_dim)) m.head_size = s.head_dim;  // 1.8
+  if (s.struct_size < MH_STRUCT_SIZE(MH_ModelShape, flash_attention)) return m;  // a 2.0 host: no experts
+  m.experts = s.experts;
+  m.router_topk = s.router_topk;
+  m.moe_ffn = s.moe_ffn_hidden > 0 ? s.moe_ffn_hidden : s.ffn_hidden;
+  m.shared_experts = s.shared_experts;
+  m.shared_ffn = s.shared_expert_ffn_hidden > 0 ? s.shared_expert_ffn_hidden : m.moe_ffn;
+  m.flash = s.flash_attention != 0;
   return m;
 }
 
@@ -19,7 +26,9 @@ Placement Placement::of(const Layout& l, int32_t devices_per_node, bool shared_d
   auto level = [&](int64_t span) { return span <= devices_per_node ? MH_LINK_INTRA_NODE : MH_LINK_INTER_NODE; };
   Placement out;
   out.tp_level = level(l.t);
-  out.dp_level = level(int64_t(l.t) * l.d);
+  out.cp_level = level(int64_t(l.t) * l.cp);
+  out.ep_level = level(int64_t(l.t) * l.cp * l.ep);
+  out.dp_level = level(int64_t(l.t) * l.cp * l.d);
   out.pp_level = level(int64_t(l.world()));
   out.sharing = shared_device ? std::min(l.world(), devices_per_node) : 1;
   return out;

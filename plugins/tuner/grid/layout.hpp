@@ -22,6 +22,10 @@ struct Model {
   bool untied = false;     // the output layer has its own weight
   bool rotary = false;     // RoPE instead of a position table
   int64_t head_size = 0;   // a head's size D; 0 means hidden / heads
+  // A mixture of experts (ABI 2.1): ffn is then the active width, k routed
+  // experts' and the shared ones' (the engine's ModelDims::active_ffn).
+  int64_t experts = 0, router_topk = 0, moe_ffn = 0, shared_experts = 0, shared_ffn = 0;
+  bool flash = false;      // the flash attention core (ring attention needs it)
 
   int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t head_dim() const { return head_size > 0 ? head_size : hidden / heads; }
@@ -31,6 +35,7 @@ struct Model {
   int64_t qkv() const { return (heads + 2 * kv()) * head_dim(); }
   // FC1's width: the gate beside the up projection under SwiGLU.
   int64_t fc1() const { return gated ? 2 * ffn : ffn; }
+  bool moe() const { return experts > 0; }
 
   static Model from(const MH_ModelShape& shape);
 };
@@ -73,17 +78,29 @@ struct Layout {
   // 1/d, parameters all-gathered) and the gather overlapped with the next
   // forward.
   bool distributed_optimizer = false, overlap_param_gather = false;
+  // Context parallelism: each sequence split over cp ranks (2 cp chunks,
+  // causally load-balanced), keys and values exchanged by cp_comm
+  // ("all_gather", "p2p" ring or "a2a" Ulysses; empty at cp = 1). Expert
+  // parallelism: ep of the data ranks hold E / ep experts each and trade
+  // tokens by all-to-all.
+  int32_t cp = 1, ep = 1;
+  std::string cp_comm;
 
   int64_t microbatches(const Model& m) const { return m.global_batch / (int64_t(b) * d); }
   int64_t layers_per_chunk(const Model& m) const { return m.layers / (int64_t(p) * v); }
-  int32_t world() const { return t * p * d; }
+  int32_t world() const { return t * cp * p * d; }
+  // The ranks that hold the same weights and reduce their gradients
+  // together: the data replicas and their context ranks.
+  int32_t data_group() const { return d * cp; }
 };
 
 // Which link each group's collectives cross, and how many ranks share one
 // device (all ranks of a node on a CPU, one on a GPU). Megatron's rank
-// order: tensor fastest, then data, then pipeline.
+// order: tensor fastest, then context, then data (the expert groups ep
+// consecutive data ranks), then pipeline.
 struct Placement {
   int32_t tp_level = MH_LINK_INTRA_NODE, dp_level = MH_LINK_INTRA_NODE, pp_level = MH_LINK_INTRA_NODE;
+  int32_t cp_level = MH_LINK_INTRA_NODE, ep_level = MH_LINK_INTRA_NODE;
   int32_t sharing = 1;
   // Pipeline messages of 1/t of an activation per rank, as Megatron's
   // scatter/gather sends them ([N21] 4.1); megahost's engine sends each

@@ -16,11 +16,16 @@ Seconds Seconds::operator*(double k) const { return Seconds{gemm * k, vector * k
 
 Pricer::Pricer(const Machine& machine, const Model& model, const Layout& l, const Placement& w, Sharing sharing,
                bool train)
-    : s(model.seq), h(model.hidden), V(model.vocab / l.t), n(model.seq * l.b), nl(l.sp ? n / l.t : n),
+    : s(model.seq), h(model.hidden), V(model.vocab / l.t), n(model.seq / l.cp * l.b), nl(l.sp ? n / l.t : n),
       hl(model.attention_width() / l.t), fl(model.ffn / l.t), g(int64_t(l.b) * model.heads / l.t),
       dh(model.head_dim()),
-      ql(model.qkv() / l.t), f1l(model.fc1() / l.t), gated(model.gated), rotary(model.rotary), mc_(machine),
-      l_(l), w_(w), sharing_(sharing), train_(train) {}
+      ql(model.qkv() / l.t), f1l(model.fc1() / l.t),
+      // Each rank's share of the causal scores is 1/cp under load balancing:
+      // Ulysses holds every row of 1/cp of the heads; all-gather the rank's
+      // s / cp query rows against every key; the ring cp blocks of s / cp.
+      ga(l.cp_comm == "a2a" ? g / l.cp : l.cp_comm == "p2p" ? g * l.cp : g), sq(l.cp_comm == "a2a" ? s : s / l.cp),
+      sk(l.cp_comm == "p2p" ? s / l.cp : s), gated(model.gated),
+      rotary(model.rotary), mc_(machine), m_(model), l_(l), w_(w), sharing_(sharing), train_(train) {}
 
 Seconds Pricer::take() { return std::exchange(out_, Seconds{}); }
 
@@ -63,11 +68,80 @@ void Pricer::attention_forward(const LayerKeep& have) {
     rope();
   }
   if (!have[kActAttnScores]) {
-    gemm(g, s, s, dh);  // scores = Q K^T
-    vec("softmax", g * s * s);
+    context_forward_in();
+    gemm(ga, sq, sk, dh);  // scores = Q K^T
+    vec("softmax", ga * sq * sk);
   }
-  if (!have[kActAttnProbs] || !have[kActAttnMask]) dropout(g * s * s);
-  if (!have[kActContext]) gemm(g, s, dh, s);  // context = P V
+  if (!have[kActAttnProbs] || !have[kActAttnMask]) dropout(ga * sq * sk);
+  if (!have[kActContext]) {
+    gemm(ga, sq, dh, sk);  // context = P V
+    context_forward_out();
+  }
+}
+
+// Collectives of the context group have a profile rate; an all-to-all has
+// none (nccl-tests' alltoall is not among the calibrated collectives), so it
+// is priced as the point-to-point traffic it is: each rank sends the
+// (r - 1) / r of its tensor that belongs to the others, at send_recv's
+// latency and bandwidth.
+void Pricer::all_to_all(double bytes, int32_t ranks, int32_t level) {
+  if (ranks <= 1) return;
+  out_.comm += mc_.collective_seconds(Coll::kSendRecv, bytes * double(ranks - 1) / double(ranks), ranks, level);
+}
+
+// The local key/value block: K and V of the rank's n rows.
+void Pricer::context_forward_in() {
+  if (l_.cp <= 1) return;
+  const double kv = act(n * (ql - hl));
+  if (l_.cp_comm == "all_gather") {
+    out_.comm += mc_.collective_seconds(Coll::kAllGather, kv * l_.cp, l_.cp, w_.cp_level);
+  } else if (l_.cp_comm == "p2p") {
+    // The ring passes the block cp - 1 times, one step after another.
+    out_.comm += double(l_.cp - 1) * mc_.collective_seconds(Coll::kSendRecv, kv, 2, w_.cp_level);
+  } else {
+    all_to_all(act(n * hl), l_.cp, w_.cp_level);  // Q, K and V: each head's rows to its rank
+    all_to_all(kv / 2, l_.cp, w_.cp_level);
+    all_to_all(kv / 2, l_.cp, w_.cp_level);
+  }
+}
+
+void Pricer::context_forward_out() {
+  if (l_.cp > 1 && l_.cp_comm == "a2a") all_to_all(act(n * hl), l_.cp, w_.cp_level);  // the context back
+}
+
+// The conjugates: the K/V gradients reduce-scattered; the ring's blocks
+// passed again (cp - 1 steps) with their gradients (cp steps home); the
+// four all-to-alls reversed.
+void Pricer::context_backward() {
+  if (l_.cp <= 1) return;
+  const double kv = act(n * (ql - hl));
+  if (l_.cp_comm == "all_gather") {
+    out_.comm += mc_.collective_seconds(Coll::kReduceScatter, kv * l_.cp, l_.cp, w_.cp_level);
+  } else if (l_.cp_comm == "p2p") {
+    out_.comm += double(2 * l_.cp - 1) * mc_.collective_seconds(Coll::kSendRecv, kv, 2, w_.cp_level);
+  } else {
+    all_to_all(act(n * hl), l_.cp, w_.cp_level);
+    all_to_all(act(n * hl), l_.cp, w_.cp_level);
+    all_to_all(kv / 2, l_.cp, w_.cp_level);
+    all_to_all(kv / 2, l_.cp, w_.cp_level);
+  }
+}
+
+// logits [n, E] = x W_r^T
+void Pricer::router_forward() {
+  if (m_.moe()) gemm(1, n, m_.experts, h);
+}
+void Pricer::router_backward() {
+  if (!m_.moe()) return;
+  gemm(1, m_.experts, h, n);  // dW_r
+  gemm(1, n, h, m_.experts);  // dx
+}
+
+// The rank's n k routed rows [n k, h] to the ranks of their experts (or
+// back); the expert GEMMs themselves are FC1 and FC2 at the active width,
+// the same FLOPs as each expert's over its rows.
+void Pricer::expert_exchange() {
+  if (m_.moe()) all_to_all(act(n * m_.router_topk * h), l_.ep, w_.ep_level);
 }
 
 // out = residual + dropout(exit(in @ W^T) + bias)
@@ -99,11 +173,16 @@ void Pricer::layer_forward(const LayerKeep& have, bool need_output) {
   if (!have[kActLn2]) vec("layernorm", nl * h);
   if (!have[kActFc1]) {
     enter_fwd();
+    router_forward();
+    expert_exchange();  // dispatch
     gemm(1, n, f1l, h);
     vec("bias_add", n * f1l);
   }
   if (!have[kActGelu]) activation_forward();
-  if (need_output || !have[kActMlpDropMask]) residual_branch(fl);
+  if (need_output || !have[kActMlpDropMask]) {
+    expert_exchange();  // combine
+    residual_branch(fl);
+  }
 }
 
 // dW and dx of y = x @ W^T with W [out, in]; with SP the input is gathered
@@ -122,21 +201,25 @@ void Pricer::residual_branch_backward() {
 
 void Pricer::layer_backward() {
   residual_branch_backward();
+  expert_exchange();  // the combine's conjugate
   linear_backward(fl, h, false);
   if (gated) traffic(double(n * fl), 5);  // gate, up and dout in; both gradients out
   else vec("gelu_bwd", n * fl);
   vec("bias_bwd", n * f1l);
   linear_backward(h, f1l, true);
+  expert_exchange();  // the dispatch's
+  router_backward();
   enter_bwd();
   vec("layernorm_bwd", nl * h);
   residual_branch_backward();
   linear_backward(hl, h, false);
-  gemm(g, s, s, dh);  // dP = dC V^T
-  gemm(g, s, dh, s);  // dV = P^T dC
-  vec("dropout_bwd", g * s * s);
-  vec("softmax_bwd", g * s * s);
-  gemm(g, s, dh, s);  // dQ = dS K
-  gemm(g, s, dh, s);  // dK = dS^T Q
+  gemm(ga, sq, sk, dh);  // dP = dC V^T
+  gemm(ga, sk, dh, sq);  // dV = P^T dC
+  vec("dropout_bwd", ga * sq * sk);
+  vec("softmax_bwd", ga * sq * sk);
+  gemm(ga, sq, dh, sk);  // dQ = dS K
+  gemm(ga, sk, dh, sq);  // dK = dS^T Q
+  context_backward();
   rope();
   vec("bias_bwd", n * ql);
   linear_backward(h, ql, true);

@@ -1,6 +1,6 @@
 // Prices the ops of megahost's engine (host/engine/transformer.cpp) one by
 // one on a machine: the building block of the training and inference cost
-// models. Dimensions as in host/engine/model.hpp: n rows (s * b), nl the
+// models. Dimensions as in host/engine/model.hpp: n rows (s / cp * b), nl the
 // rows of the layernorm and dropout regions (n / t with SP), hl = a D / t
 // (the attention's width, h / t where D = h / a), fl = f / t, V the local vocabulary, g = b * a / t attention groups, dh the
 // head size; the model's parts (docs/models.md) set the widths of QKV and
@@ -66,6 +66,9 @@ class Pricer {
 
   const int64_t s, h, V, n, nl, hl, fl, g, dh;
   const int64_t ql, f1l;  // QKV's and FC1's local widths
+  // The attention core's products with context parallelism: ga products of
+  // sq query rows by sk key rows (at cp = 1: g, s, s).
+  const int64_t ga, sq, sk;
   const bool gated, rotary;
 
  private:
@@ -78,8 +81,20 @@ class Pricer {
   void attention_forward(const LayerKeep& have);
   void residual_branch_backward();
   void linear_backward(int64_t in, int64_t out, bool regather);
+  // Context parallelism's exchanges of one layer's attention core.
+  void context_forward_in();
+  void context_forward_out();
+  void context_backward();
+  // A mixture of experts: the router's product, and one all-to-all of the
+  // routed rows over the expert group (dispatch or combine).
+  void router_forward();
+  void router_backward();
+  void expert_exchange();
+  // An all-to-all of `bytes` (this rank's whole tensor) over `ranks`.
+  void all_to_all(double bytes, int32_t ranks, int32_t level);
 
   const Machine& mc_;
+  const Model& m_;
   const Layout& l_;
   const Placement& w_;
   Sharing sharing_;

@@ -54,8 +54,9 @@ std::vector<std::string> recompute_list(const std::string& text, const std::stri
   return out;
 }
 
-// The distributed optimizer's choices at data-parallel size d: with d = 1
-// there is nothing to shard, so only the plain optimizer.
+// The distributed optimizer's choices for a data group of d ranks (the
+// replicas with their context ranks): with one there is nothing to shard, so
+// only the plain optimizer.
 struct DataChoice {
   bool distributed, overlap;
 };
@@ -72,12 +73,59 @@ std::vector<DataChoice> data_choices(const SearchLists& lists, int32_t d) {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
+// "all_gather,p2p,a2a" checked; "auto": every comm type the engine runs,
+// ring attention only with the flash core it needs.
+std::vector<std::string> comm_list(const std::string& text, const Model& m) {
+  if (text == "auto") return m.flash ? std::vector<std::string>{"all_gather", "p2p", "a2a"}
+                                     : std::vector<std::string>{"all_gather", "a2a"};
+  std::vector<std::string> out = split(text);
+  for (const auto& item : out)
+    require(item == "all_gather" || item == "p2p" || item == "a2a",
+            "tuner.context_comm: '" + item + "' is not a context comm type; give a comma list of \"all_gather\", "
+            "\"p2p\" and \"a2a\", or \"auto\"");
+  require(!out.empty(), "tuner.context_comm is empty; give a comma list such as \"a2a,p2p\", or \"auto\"");
+  return out;
+}
+
+// What the engine refuses of context and expert parallelism (host/run/run.cpp,
+// the context and expert plugins, the MoE MLP), one reason per line, so the
+// tuner never proposes what a dry run would only fail on.
+void context_expert_problems(const Layout& l, const Model& m, std::vector<std::string>& out) {
+  if (m.moe() && l.t > 1)
+    out.push_back("t = " + str(l.t) + ": the mixture of experts runs without tensor parallelism for now");
+  if (l.cp > 1) {
+    // Load-balanced: two chunks per rank, one from each end of the sequence.
+    if (m.seq % (2 * int64_t(l.cp)) != 0)
+      out.push_back("cp = " + str(l.cp) + " cuts seq_len = " + str(m.seq) + " into " + str(2 * l.cp) +
+                    " chunks (2 per rank), which do not divide it");
+    else if (l.sp && (m.seq / l.cp % l.t != 0 || l.t % 2 != 0))
+      out.push_back("sequence parallelism with cp = " + str(l.cp) + ": t = " + str(l.t) +
+                    " must divide each rank's " + str(m.seq / l.cp) + " positions and be a multiple of its 2 chunks");
+    if (l.cp_comm == "a2a" && m.kv() % l.t == 0 && (m.kv() / l.t) % l.cp != 0)
+      out.push_back("a2a: cp = " + str(l.cp) + " does not divide each tensor rank's " + str(m.kv() / l.t) +
+                    " key/value heads");
+    if (l.cp_comm == "p2p" && !m.flash)
+      out.push_back("p2p: ring attention needs model.attention_backend = \"flash\"");
+    if (m.moe())
+      out.push_back("cp = " + str(l.cp) + ": the mixture of experts' load-balancing loss is not summed over the "
+                    "context group yet");
+  }
+  if (l.ep > 1) {
+    if (!m.moe()) out.push_back("ep = " + str(l.ep) + " needs a mixture of experts (model.experts = 0)");
+    else if (m.experts % l.ep != 0)
+      out.push_back("ep = " + str(l.ep) + " does not divide the " + str(m.experts) + " experts");
+    if (l.d % l.ep != 0) out.push_back("ep = " + str(l.ep) + " does not divide d = " + str(l.d));
+  }
+}
+
 // What stops the layout from running, one reason per line.
 std::vector<std::string> problems(const Layout& l, const Model& m, int32_t devices) {
   std::vector<std::string> out;
   if (l.world() != devices)
-    out.push_back("t*p*d = " + str(l.t) + "*" + str(l.p) + "*" + str(l.d) + " = " + str(l.world()) + " is not the " +
-                  str(devices) + " devices of the cluster");
+    out.push_back((l.cp > 1 ? "t*cp*p*d = " + str(l.t) + "*" + str(l.cp) + "*" : "t*p*d = " + str(l.t) + "*") +
+                  str(l.p) + "*" + str(l.d) + " = " + str(l.world()) + " is not the " + str(devices) +
+                  " devices of the cluster");
+  context_expert_problems(l, m, out);
   if (m.heads % l.t != 0) out.push_back("t = " + str(l.t) + " does not divide the " + str(m.heads) + " heads");
   else if (m.kv() % l.t != 0)
     out.push_back("t = " + str(l.t) + " does not divide the " + str(m.kv()) + " key/value heads");
@@ -102,14 +150,25 @@ std::vector<int64_t> common_divisors(int64_t n, int64_t m) {
   return out;
 }
 
-// Every (t, p, d) of the lists; "auto" takes the sizes that divide what
-// they split and the devices.
+// How a candidate splits the model over the devices.
+struct Split {
+  int32_t t, cp, p, d, ep;
+  std::string cp_comm;  // empty at cp = 1
+};
+
+// Every split of the lists; "auto" takes the sizes that divide what they
+// split and the devices (cp: 2 cp chunks of the sequence; ep: the experts
+// and d). The comm type matters only with cp > 1.
 template <class F>
 void for_each_split(const SearchLists& lists, const Model& m, int32_t devices, F&& f) {
+  const std::vector<std::string> comms = comm_list(lists.context_comm, m);
   for (int64_t t : int_list(lists.tensor, common_divisors(m.kv(), devices), "tuner.tensor"))
-    for (int64_t p : int_list(lists.pipeline, common_divisors(m.layers, std::max<int64_t>(1, devices / t)), "tuner.pipeline"))
-      for (int64_t d : int_list(lists.data, {std::max<int64_t>(1, devices / (t * p))}, "tuner.data"))
-        f(int32_t(t), int32_t(p), int32_t(d));
+    for (int64_t cp : int_list(lists.context, common_divisors(m.seq / 2, std::max<int64_t>(1, devices / t)), "tuner.context"))
+      for (int64_t p : int_list(lists.pipeline, common_divisors(m.layers, std::max<int64_t>(1, devices / (t * cp))), "tuner.pipeline"))
+        for (int64_t d : int_list(lists.data, {std::max<int64_t>(1, devices / (t * cp * p))}, "tuner.data"))
+          for (int64_t ep : int_list(lists.expert, m.moe() ? common_divisors(m.experts, d) : std::vector<int64_t>{1}, "tuner.expert"))
+            for (const std::string& comm : cp > 1 ? comms : std::vector<std::string>{""})
+              f(Split{int32_t(t), int32_t(cp), int32_t(p), int32_t(d), int32_t(ep), comm});
 }
 
 }  // namespace
@@ -124,7 +183,10 @@ SearchLists SearchLists::from(const Options& o) {
                      o.get_string("recompute"),
                      o.get_string("recompute_layers"),
                      o.get_string("distributed_optimizer"),
-                     o.get_string("overlap_param_gather")};
+                     o.get_string("overlap_param_gather"),
+                     o.get_string("context"),
+                     o.get_string("context_comm"),
+                     o.get_string("expert")};
 }
 
 std::vector<int64_t> divisors(int64_t n) {
@@ -158,8 +220,9 @@ std::vector<Proposal> training_proposals(const SearchLists& lists, const Model& 
   const std::vector<bool> sps = bool_list(lists.sequence_parallel, "tuner.sequence_parallel");
   const std::vector<std::string> policies = recompute_list(lists.recompute, "tuner.recompute", registered);
   std::vector<Proposal> out;
-  for_each_split(lists, m, devices, [&](int32_t t, int32_t p, int32_t d) {
-    const std::vector<DataChoice> optimizers = data_choices(lists, d);
+  for_each_split(lists, m, devices, [&](const Split& split) {
+    const auto [t, cp, p, d, ep, comm] = split;
+    const std::vector<DataChoice> optimizers = data_choices(lists, split.d * split.cp);
     const int64_t stage_layers = std::max<int64_t>(1, m.layers / p);
     for (int64_t v : int_list(lists.virtual_stages, divisors(stage_layers), "tuner.virtual_stages"))
       for (bool sp : sps) {
@@ -174,7 +237,7 @@ std::vector<Proposal> training_proposals(const SearchLists& lists, const Model& 
                             : std::vector<int64_t>{0};
             for (int64_t n : groups)
               for (DataChoice o : optimizers) {
-                Layout l{t, p, int32_t(v), d, int32_t(b), sp, r, int32_t(n), o.distributed, o.overlap};
+                Layout l{t, p, int32_t(v), d, int32_t(b), sp, r, int32_t(n), o.distributed, o.overlap, cp, ep, comm};
                 out.push_back(Proposal{l, problems(l, m, devices)});
               }
           }

@@ -18,6 +18,8 @@ namespace mh::tuner {
 struct SearchLists {
   std::string tensor, pipeline, virtual_stages, data, sequence_parallel, micro_batch, recompute,
       recompute_layers, distributed_optimizer, overlap_param_gather;
+  // Context-parallel sizes, their comm types, expert-parallel sizes.
+  std::string context = "1", context_comm = "auto", expert = "1";
 
   static SearchLists from(const Options& options);
 };

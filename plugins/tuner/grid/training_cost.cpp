@@ -83,45 +83,63 @@ double schedule_seconds(const Machine& mc, const Model& model, const Layout& l, 
   return out;
 }
 
-// The distributed optimizer: gradients reduce-scattered, the norm and AdamW
-// over this rank's 1/d (then its master weights rounded into the
-// parameters), the parameters all-gathered in the compute dtype. With the
-// gather overlapped, the next forward's compute hides up to its length.
-Seconds distributed_step(const Machine& mc, const Layout& l, const Placement& w, double p, double forward_compute) {
+// The distributed optimizer over the `group` ranks that hold the same `p`
+// parameters: gradients reduce-scattered, the norm and AdamW over this
+// rank's 1/group (then its master weights rounded into the parameters), the
+// parameters all-gathered in the compute dtype. With the gather overlapped,
+// the next forward's compute hides up to its length.
+Seconds distributed_step(const Machine& mc, const Layout& l, const Placement& w, double p, int32_t group,
+                         double forward_compute) {
   const Sharing all = w.busy_stages(l.p, l.p);
-  const double shard = p / double(l.d);
+  const double shard = p / double(group);
   Seconds out;
-  out.comm += mc.collective_seconds(Coll::kReduceScatter, p * kFp32, l.d, w.dp_level);
+  out.comm += mc.collective_seconds(Coll::kReduceScatter, p * kFp32, group, w.dp_level);
   out.vector += mc.vector_seconds("sum_squares", shard, all);
-  out.comm += mc.collective_seconds(Coll::kAllReduce, kFp32, l.d, w.dp_level);  // the norm's sum
+  out.comm += mc.collective_seconds(Coll::kAllReduce, kFp32, group, w.dp_level);  // the norm's sum
   out.vector += mc.vector_seconds("adamw", shard, all);
   out.vector += mc.vector_seconds("elementwise", shard, all);
-  const double gather = mc.collective_seconds(Coll::kAllGather, p * mc.element_bytes(), l.d, w.dp_level);
+  const double gather = mc.collective_seconds(Coll::kAllGather, p * mc.element_bytes(), group, w.dp_level);
   out.comm += l.overlap_param_gather ? std::max(0.0, gather - forward_compute) : gather;
+  return out;
+}
+
+// The plain optimizer: gradients all-reduced over the `group` ranks holding
+// the same `p` parameters, then the norm and AdamW.
+Seconds replicated_step(const Machine& mc, const Layout& l, const Placement& w, double p, int32_t group) {
+  const Sharing all = w.busy_stages(l.p, l.p);
+  Seconds out;
+  out.comm += mc.collective_seconds(Coll::kAllReduce, p * kFp32, group, w.dp_level);
+  out.vector += mc.vector_seconds("sum_squares", p, all);
+  out.vector += mc.vector_seconds("adamw", p, all);
   return out;
 }
 
 // Gradient reductions, norm and AdamW once per step on the biggest stage;
 // `forward_compute`: one micro-batch's forward through a stage's layers.
+// The weights every replica holds reduce over the data group (with its
+// context ranks); a mixture's routed experts over the d cp / ep ranks that
+// hold the same experts (Megatron-Core's expert-data group).
 Seconds step_end(const Machine& mc, const Model& model, const Layout& l, const Placement& w, double forward_compute) {
   int64_t params = 0;
   for (int32_t stage = 0; stage < l.p; ++stage) params = std::max(params, params_per_rank(model, l, stage));
-  const double p = double(params);
+  const double experts = double(routed_expert_params(model, l));
+  const double dense = double(params) - double(active_expert_params(model, l));
   const Sharing all = w.busy_stages(l.p, l.p);
   Seconds out;
-  out.vector += mc.vector_seconds("elementwise", p, all);  // zero the gradients
+  out.vector += mc.vector_seconds("elementwise", dense + experts, all);  // zero the gradients
   if (l.sp && l.t > 1) {
     // Layernorm and row-parallel bias gradients saw one sequence shard each.
     const double replicated = double(model.layers / l.p) * 6.0 * double(model.hidden);
     out.comm += mc.collective_seconds(Coll::kAllReduce, replicated * kFp32, l.t, w.tp_level);
   }
+  const int32_t expert_group = l.data_group() / l.ep;
   if (l.distributed_optimizer) {
-    out += distributed_step(mc, l, w, p, forward_compute);
+    out += distributed_step(mc, l, w, dense, l.data_group(), forward_compute);
+    if (experts > 0) out += distributed_step(mc, l, w, experts, expert_group, forward_compute);
     return out;
   }
-  out.comm += mc.collective_seconds(Coll::kAllReduce, p * kFp32, l.d, w.dp_level);
-  out.vector += mc.vector_seconds("sum_squares", p, all);
-  out.vector += mc.vector_seconds("adamw", p, all);
+  out += replicated_step(mc, l, w, dense, l.data_group());
+  if (experts > 0) out += replicated_step(mc, l, w, experts, expert_group);
   return out;
 }
 
@@ -144,6 +162,17 @@ StepCost training_step(const Machine& machine, const Model& model, const Layout&
 double model_flops(const Model& m) {
   return mh::model_flops({m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.seq, m.vocab, m.gated, m.head_dim()},
                          m.global_batch);
+}
+
+// A SwiGLU expert's weights: FC1 (gate and up) and FC2.
+int64_t routed_expert_params(const Model& m, const Layout& l) {
+  if (!m.moe()) return 0;
+  return m.layers / l.p * (m.experts / l.ep) * 3 * m.hidden * m.moe_ffn;
+}
+
+int64_t active_expert_params(const Model& m, const Layout& l) {
+  if (!m.moe()) return 0;
+  return m.layers / l.p * m.router_topk * 3 * m.hidden * m.moe_ffn;
 }
 
 int64_t params_per_rank(const Model& m, const Layout& l, int32_t stage) {

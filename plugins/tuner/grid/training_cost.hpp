@@ -34,7 +34,13 @@ StepCost training_step(const Machine& machine, const Model& model, const Layout&
 // engine reports MFU from too).
 double model_flops(const Model& model);
 
-// Parameters one rank of `stage` holds (the engine's ParamSet).
+// Parameters one rank of `stage` holds (the engine's ParamSet); of a
+// mixture of experts, the k active routed experts' (its FLOPs' width).
 int64_t params_per_rank(const Model& model, const Layout& layout, int32_t stage);
+
+// A mixture of experts' routed expert weights per rank of a stage: the
+// E / ep it holds, and the k active ones params_per_rank counts.
+int64_t routed_expert_params(const Model& model, const Layout& layout);
+int64_t active_expert_params(const Model& model, const Layout& layout);
 
 }  // namespace mh::tuner

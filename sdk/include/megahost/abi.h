@@ -1,5 +1,5 @@
 /*
- * Megahost plugin ABI, version 2.0.
+ * Megahost plugin ABI, version 2.1.
  *
  * This header is the whole contract between the megahost host process and
  * the shared objects it loads. It is plain C: fixed-width integers, plain
@@ -52,6 +52,10 @@
  *        every MH_Tensor. A plugin built for major 1 still loads for this
  *        major's releases: the host adapts its tables (docs/sdk.md, "Plugins
  *        built for ABI 1.x").
+ *   2.1  The tuner searches context and expert parallelism: MH_Candidate
+ *        appends context_comm, context and expert; MH_ModelShape appends
+ *        a mixture of experts' parts (experts, router_topk, moe_ffn_hidden,
+ *        shared_experts, shared_expert_ffn_hidden) and flash_attention.
  */
 #ifndef MEGAHOST_ABI_H
 #define MEGAHOST_ABI_H
@@ -64,7 +68,7 @@ extern "C" {
 #endif
 
 #define MH_ABI_MAJOR 2
-#define MH_ABI_MINOR 0
+#define MH_ABI_MINOR 1
 
 /* The one symbol a plugin exports for ABI major 2 (see MH_EntryFn). */
 #define MH_ENTRY_SYMBOL "mh_plugin_entry_v2"
@@ -817,6 +821,15 @@ typedef struct MH_ModelShape {
   int64_t kv_heads;              /* key/value heads; heads/kv_heads share each */
   int32_t untied_output;         /* 1: the output layer has its own weight */
   int64_t head_dim;              /* a head's size; 0 means hidden / heads */
+  /* 2.1: a mixture of experts' parts (docs/models.md), which the tuner
+   * prices expert parallelism from; experts = 0 is a dense MLP. */
+  int64_t experts;               /* routed experts per layer */
+  int64_t router_topk;           /* experts each token is routed to */
+  int64_t moe_ffn_hidden;        /* a routed expert's inner size; 0 means ffn_hidden */
+  int64_t shared_experts;        /* experts every token passes through */
+  int64_t shared_expert_ffn_hidden; /* a shared expert's inner size; 0 means moe_ffn_hidden */
+  int32_t flash_attention;       /* 1: the flash attention core, which ring
+                                    attention (MH_CP_P2P) needs */
 } MH_ModelShape;
 
 /* ------------------------------------------------------------------------
@@ -1114,6 +1127,14 @@ typedef struct MH_Candidate {
   /* parallel.data's distributed_optimizer and overlap_param_gather (1 or 0). */
   int32_t distributed_optimizer;
   int32_t overlap_param_gather;
+  /* 2.1: context and expert parallelism. The pointer comes first so that
+   * it starts at offset 64: a 2.0 writer that filled struct_size with
+   * sizeof (64, its tail padding included) reaches none of these. */
+  const char* context_comm;      /* parallel.context.comm_type ("all_gather",
+                                    "p2p", "a2a"), owned by the tuner; NULL:
+                                    the config's */
+  int32_t context;               /* parallel.context.size; 0 or unreached: 1 */
+  int32_t expert;                /* parallel.expert.size; 0 or unreached: 1 */
 } MH_Candidate;
 
 typedef struct MH_Estimate {
