@@ -49,7 +49,10 @@ struct MoeRouting {
   std::vector<float> gate;      // [rows, k]: their combine weights
   std::vector<int32_t> slot;    // [rows, k]: the slot of each choice; -1 where a capacity dropped it
   std::vector<int64_t> offset;  // [E + 1]: each expert's slots; offset[E] the slots in use
-  std::vector<int64_t> load;    // [E]: the choices of each expert, before a capacity drops any
+  // [E]: the choices of each expert, before a capacity drops any; with a
+  // load-balancing loss, over the micro-batch's rows on every context rank
+  std::vector<int64_t> load;
+  int64_t rows = 0;             // the rows load counts: the micro-batch's over the context group
   Buffer tokens;                // I32 [rows k]: the row each slot holds
   Buffer gates;                 // [rows k], compute dtype: each slot's weight
   double aux = 0;               // the load-balancing loss, coefficient included

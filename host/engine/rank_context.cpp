@@ -14,10 +14,11 @@ RankGroups make_groups(const RunSetup& s, int32_t local, int32_t rank, const Ran
   g.pipeline = g.world.split(replica * s.tp + c.tp, c.pp, "pipeline");
   const bool end = c.pp == 0 || c.pp == s.pp - 1;
   g.embedding = g.world.split(end ? replica * s.tp + c.tp : s.comm_info.world_size + rank, c.pp, "embedding");
-  // Within one data group (same stage, tensor and context rank) as Megatron forms them.
-  const int32_t replicas = ((c.pp * s.tp + c.tp) * s.cp + c.cp) * s.dp;
-  g.expert = g.world.split(replicas + c.dp / s.ep, c.dp % s.ep, "expert");
-  g.expert_data = g.world.split(replicas + c.dp % s.ep, c.dp / s.ep, "expert-data");
+  // Within one data group (same stage and tensor rank), over its replicas
+  // and their context ranks, as Megatron forms them.
+  const int32_t group = (c.pp * s.tp + c.tp) * s.dp * s.cp;
+  g.expert = g.world.split(group + replica / s.ep, replica % s.ep, "expert");
+  g.expert_data = g.world.split(group + replica % s.ep, replica / s.ep, "expert-data");
   return g;
 }
 
@@ -25,7 +26,7 @@ ModelDims rank_dims(const RunSetup& s, const RankCoordinates& c) {
   ModelDims d = s.dims;
   d.tp_rank = c.tp;
   d.cp_rank = c.cp;
-  d.ep_rank = c.dp % s.ep;
+  d.ep_rank = c.replica(s.cp) % s.ep;
   return d;
 }
 

@@ -41,10 +41,11 @@ struct RankGroups {
   // The first and last stage's: both hold the tied embedding. Every other
   // rank is alone in its own.
   Collectives embedding;
-  // Megatron-Core's expert groups, both inside the data group: `expert`,
-  // ep consecutive data ranks that hold different experts (the tokens'
-  // all-to-all), and `expert_data`, the d / ep ranks that hold the same
-  // experts (their gradients' reduction).
+  // Megatron-Core's expert groups, both inside the data group (replicas and
+  // their context ranks, in the order of RankCoordinates::replica):
+  // `expert`, ep consecutive data ranks that hold different experts (the
+  // tokens' all-to-all), and `expert_data`, the d cp / ep ranks that hold
+  // the same experts (their gradients' reduction).
   Collectives expert, expert_data;
 };
 

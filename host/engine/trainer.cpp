@@ -110,7 +110,7 @@ class RankTrainer {
         checkpointer_(rc_.dev, rc_.groups.world, rc_.rank,
                       ckpt::rank_state(params_, optimizer_,
                                        {rc_.coords.tp, rc_.coords.replica(s.cp), data_sync_.distributed,
-                                        s.ep > 1 ? rc_.coords.dp / s.ep : rc_.coords.replica(s.cp)},
+                                        rc_.coords.replica(s.cp) / s.ep},
                                        s.checkpoint.save_optimizer),
                       s.checkpoint) {
     Instance policy(*s.assembly->slot(MH_KIND_RECOMPUTE), s.comm_info.ranks_in_process, rc_.rank);
@@ -232,7 +232,7 @@ GradSyncGroups RankTrainer::grad_sync_groups() {
   GradSyncGroups g;
   if (replicas() > 1) g.data = &rc_.groups.data;
   // Expert weights reduce with the rest unless expert parallelism splits them.
-  g.expert_data = s_.ep == 1 ? g.data : s_.dp / s_.ep > 1 ? &rc_.groups.expert_data : nullptr;
+  g.expert_data = s_.ep == 1 ? g.data : replicas() / s_.ep > 1 ? &rc_.groups.expert_data : nullptr;
   // LoRA's replicated adapters always hold partial sums (docs/finetune.md).
   if ((s_.tensor_plan.reduce_norm_grads || s_.dims.lora.on()) && s_.tp > 1) g.tensor = &rc_.groups.tensor;
   if (s_.tp > 1) g.heads = &rc_.groups.tensor;
@@ -355,10 +355,12 @@ double RankTrainer::step(int64_t step) {
   double loss = stage.run(s_.schedules[size_t(rc_.coords.pp)], scale);
   grad_sync_.finish();
   if (rc_.dims.moe()) {
-    // The mean over the step's micro-batches of their layers' summed losses.
+    // The mean over the step's micro-batches of their layers' summed losses;
+    // every context rank holds its micro-batches' whole loss, which the
+    // first counts.
     double aux = 0;
     for (auto& chunk : chunks_) aux += chunk->take_moe_aux();
-    moe_aux_loss_ = sum_scalar(aux, true) * double(b) / double(s_.global_batch);
+    moe_aux_loss_ = sum_scalar(rc_.coords.cp == 0 ? aux : 0, true) * double(b) / double(s_.global_batch);
   }
   consumed_ += s_.global_batch;
   record_stage_time(stage.busy_seconds(), stage.idle_seconds());

@@ -95,12 +95,13 @@ int32_t plan_pipeline(const Config& config, const Assembly& a, const MH_ModelSha
   return dp;
 }
 
-// The expert-parallel size must divide the experts and the data-parallel size.
-void plan_expert(const Config& config, const Assembly& a, int64_t experts, int32_t dp, Diagnostics& diag) {
-  if (dp == 0) return;
+// The expert-parallel size must divide the experts and the data group's
+// size `data_group` (data-parallel x context; 0: unknown).
+void plan_expert(const Config& config, const Assembly& a, int64_t experts, int32_t data_group, Diagnostics& diag) {
+  if (data_group == 0) return;
   const Slot& slot = *a.slot(MH_KIND_EXPERT_PARALLEL);
   Instance expert(slot, 1, -1);
-  const MH_ExpertPlanArgs args{MH_STRUCT_SIZE(MH_ExpertPlanArgs, data_parallel), nullptr, experts, dp};
+  const MH_ExpertPlanArgs args{MH_STRUCT_SIZE(MH_ExpertPlanArgs, data_parallel), nullptr, experts, data_group};
   MH_ExpertPlan plan{};
   plan.struct_size = sizeof plan;
   report(expert.api<MH_ExpertParallelApi>()->plan(expert.get(), &args, &plan), config, slot, diag);
@@ -138,7 +139,7 @@ void check_layout(const Config& config, const Assembly& a, Diagnostics& diag) {
   try {
     const MH_ModelShape s = shape(dims, a, world);
     const int32_t tp = plan_tensor(config, a, s, diag), cp = plan_context(config, a, s, diag);
-    plan_expert(config, a, dims.spec.experts, plan_pipeline(config, a, s, tp, cp, diag), diag);
+    plan_expert(config, a, dims.spec.experts, plan_pipeline(config, a, s, tp, cp, diag) * cp, diag);
   } catch (const Error& e) {
     diag.error(config.file(), e.what());  // a planner that failed to start
   }

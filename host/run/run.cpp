@@ -274,10 +274,12 @@ void plan_context(RunSetup& s, const Instance& context) {
               " shards each rank's " + std::to_string(s.dims.local_seq()) + " positions (" +
               std::to_string(s.dims.chunks()) + " chunk(s)) over parallel.tensor.size = " + std::to_string(s.tp) +
               ": use a tensor size that divides them and is a multiple of the chunks, or turn sequence_parallel off");
-  require(s.cp == 1 || !s.dims.moe(),
-          "model.experts = " + std::to_string(s.dims.spec.experts) + " with parallel.context.size = " +
-              std::to_string(s.cp) + ": the router's load-balancing loss is not summed over the context group yet; "
-              "set parallel.context.size = 1");
+  // A capacity is per expert over the rows one rank routes, and the context
+  // ranks each hold part of every micro-batch's.
+  require(s.cp == 1 || s.dims.spec.capacity_factor == 0,
+          "model.moe_capacity_factor > 0 with parallel.context.size = " +
+              std::to_string(s.cp) + ": the experts' capacity would count one context rank's share of each "
+              "micro-batch; set model.moe_capacity_factor = 0 (dropless) or parallel.context.size = 1");
 }
 
 // The pipeline plan depends on the data-parallel size, which depends on the
@@ -309,17 +311,20 @@ void plan_pipeline(RunSetup& s, const Instance& pipeline) {
   }
 }
 
-// Expert parallelism draws its ranks from the data-parallel ones, so it is
-// planned once d is known.
+// Expert parallelism draws its ranks from the data group, the data-parallel
+// replicas and their context ranks (Megatron's expert-data group spans
+// both), so it is planned once d is known.
 void plan_expert(RunSetup& s, const Instance& expert) {
-  const MH_ExpertPlanArgs args{MH_STRUCT_SIZE(MH_ExpertPlanArgs, data_parallel), nullptr, s.dims.spec.experts, s.dp};
+  const int32_t data_group = s.dp * s.cp;
+  const MH_ExpertPlanArgs args{MH_STRUCT_SIZE(MH_ExpertPlanArgs, data_parallel), nullptr, s.dims.spec.experts,
+                               data_group};
   MH_ExpertPlan plan{};
   plan.struct_size = sizeof(plan);
   check(expert.api<MH_ExpertParallelApi>()->plan(expert.get(), &args, &plan), expert.label());
-  require(plan.size >= 1 && s.dp % plan.size == 0 && (s.dims.spec.experts % plan.size == 0),
+  require(plan.size >= 1 && data_group % plan.size == 0 && (s.dims.spec.experts % plan.size == 0),
           expert.label() + " planned parallel.expert.size = " + std::to_string(plan.size) +
-              ", which does not divide the data-parallel size " + std::to_string(s.dp) + " and model.experts = " +
-              std::to_string(s.dims.spec.experts));
+              ", which does not divide the data-parallel x context size " + std::to_string(data_group) +
+              " and model.experts = " + std::to_string(s.dims.spec.experts));
   s.ep = plan.size;
   s.dims.ep = s.ep;
 }

@@ -110,6 +110,12 @@ void expect_same_function(const LayoutResult& ref, const LayoutResult& r, bool g
   ASSERT_EQ(r.losses.size(), ref.losses.size()) << r.log;
   for (size_t i = 0; i < ref.losses.size(); ++i)
     EXPECT_NEAR(r.losses[i], ref.losses[i], 1e-5 * std::fabs(ref.losses[i])) << "step " << i + 1;
+  // A mixture of experts' load-balancing loss, reported on its own: each
+  // layout's partial statistics must add up to one rank's loss, once.
+  const std::vector<double> aux = series(ref, "moe_aux_loss"), got = series(r, "moe_aux_loss");
+  ASSERT_EQ(got.size(), aux.size()) << r.log;
+  for (size_t i = 0; i < aux.size(); ++i)
+    EXPECT_NEAR(got[i], aux[i], 1e-5 * std::fabs(aux[i])) << "moe_aux_loss, step " << i + 1;
   if (!grads) return;
   ASSERT_EQ(r.grads.size(), ref.grads.size());
   for (const auto& [name, g] : ref.grads) {

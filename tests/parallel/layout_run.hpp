@@ -36,8 +36,9 @@ LayoutResult run_layout(const std::string& overrides, bool mpi = false, int rank
 double relative_difference(const std::vector<float>& a, const std::vector<float>& b);
 
 // Expects `r` to compute the function of `ref`, a successful run: each
-// step's loss within 1e-5 relative and, with `grads`, every gathered
-// gradient of the last step within 1e-4.
+// step's loss (and a mixture of experts' load-balancing loss) within 1e-5
+// relative and, with `grads`, every gathered gradient of the last step
+// within 1e-4.
 void expect_same_function(const LayoutResult& ref, const LayoutResult& r, bool grads);
 
 }  // namespace mh::test

@@ -1,8 +1,8 @@
 // Every model variant computes the same function on every layout as on one
 // rank (losses within 1e-5 relative over 5 steps, gathered gradients within
 // 1e-4), with dropout on; and recomputation changes nothing, bit for bit.
-// The mixture of experts' layouts include expert parallelism (a dropless
-// router, so every layout routes every token as one rank does).
+// The mixture of experts' layouts include expert and context parallelism (a
+// dropless router, so every layout routes every token as one rank does).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -31,6 +31,8 @@ const Variant kLlamaGqa8{"llama_gqa8", "model.arch=llama model.heads=8 model.kv_
 const Variant kSwigluBias{"swiglu_bias", "model.activation=swiglu model.kv_heads=2 model.tie_embeddings=false"};
 const Variant kMoe{"moe", "model.arch=llama model.experts=4 model.router_topk=2 model.moe_ffn_hidden=48 "
                          "model.router_aux_loss_coef=0.01"};
+const Variant kMoeFlash{"moe_flash", "model.arch=llama model.experts=4 model.router_topk=2 model.moe_ffn_hidden=48 "
+                                     "model.router_aux_loss_coef=0.01 model.attention_backend=flash"};
 // Qwen2-MoE's layer (QKV biases alone, softmax gates, a gated shared expert)
 // with a token capacity that drops choices.
 const Variant kQwen2Moe{"qwen2_moe", "model.arch=llama model.qkv_bias=true model.experts=4 model.router_topk=2 "
@@ -120,6 +122,14 @@ const Case kCases[] = {
     {"moe_ep2_dp4_distributed_optimizer", kMoe,
      "comm.world_size=4 parallel.expert.size=2 parallel.data.distributed_optimizer=true", false, 0, false},
     {"moe_mpi2_ep2", kMoe, "comm.plugin=mpi parallel.expert.size=2", true, 2},
+    // The load-balancing loss from the micro-batch's choices and probabilities
+    // summed over the context group; the expert group drawn from the
+    // replicas and their context ranks.
+    {"moe_cp2", kMoe, "comm.world_size=2 parallel.context.size=2"},
+    {"moe_cp2_a2a_dp2", kMoe, "comm.world_size=4 parallel.context.size=2 parallel.context.comm_type=a2a"},
+    {"moe_flash_cp2_p2p", kMoeFlash, "comm.world_size=2 parallel.context.size=2 parallel.context.comm_type=p2p"},
+    {"moe_ep2_cp2", kMoe, "comm.world_size=2 parallel.context.size=2 parallel.expert.size=2"},
+    {"moe_ep4_cp2_dp2", kMoe, "comm.world_size=4 parallel.context.size=2 parallel.expert.size=4"},
     {"qwen2_moe_pp2", kQwen2Moe, "comm.world_size=2 parallel.pipeline.size=2"},
     {"qwen2_moe_dp2", kQwen2Moe, "comm.world_size=2"},
     {"qwen3_moe_pp2_dp2", kQwen3Moe, "comm.world_size=4 parallel.pipeline.size=2"},
@@ -213,6 +223,14 @@ TEST(ModelVariants, ExpertParallelSizeMustDivideTheDataParallelSize) {
       run_layout(std::string("comm.world_size=2 parallel.pipeline.size=2 parallel.expert.size=2 ") + kMoe.model);
   EXPECT_EQ(r.exit_code, 2) << r.log;
   EXPECT_NE(r.log.find("parallel.expert.size = 2 does not divide the data-parallel size = 1"), std::string::npos)
+      << r.log;
+}
+
+TEST(ModelVariants, CapacityWithContextParallelismIsRefusedNamingTheKeys) {
+  LayoutResult r = run_layout(std::string("comm.world_size=2 parallel.context.size=2 ") + kQwen2Moe.model);
+  EXPECT_NE(r.exit_code, 0) << r.log;
+  EXPECT_NE(r.log.find("model.moe_capacity_factor > 0 with parallel.context.size = 2"), std::string::npos) << r.log;
+  EXPECT_NE(r.log.find("set model.moe_capacity_factor = 0 (dropless) or parallel.context.size = 1"), std::string::npos)
       << r.log;
 }
 

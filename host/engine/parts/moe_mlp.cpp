@@ -99,15 +99,23 @@ void MoeMlpPart::route(LayerActivations& A, const LayerParamIds& w, TypedPtr in,
     tokens[size_t(s)] = int32_t(i / K);
     gates[size_t(s)] = r->gate[size_t(i)];
   }
-  // Switch's and Mixtral's load-balancing loss.
+  // Switch's and Mixtral's load-balancing loss over the micro-batch's rows,
+  // which context parallelism spreads over its group: the choices and the
+  // probabilities per expert are summed over it, so every context rank holds
+  // the loss (and the router's gradient) one rank would.
   const double coef = c_.d.spec.router_aux_loss_coef;
+  r->rows = N;
   if (coef > 0) {
-    double sum = 0;
-    for (int64_t e = 0; e < e_count; ++e) {
-      double mean_p = 0;
-      for (int64_t n = 0; n < N; ++n) mean_p += r->probs[size_t(n * e_count + e)];
-      sum += double(r->load[size_t(e)]) / double(N) * mean_p / double(N);
+    std::vector<double> prob_sum(size_t(e_count), 0);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t e = 0; e < e_count; ++e) prob_sum[size_t(e)] += r->probs[size_t(n * e_count + e)];
+    if (c_.context != nullptr && !c_.dev.info().dry) {
+      sum_over_context(r->load, prob_sum);
+      r->rows = N * c_.d.cp;
     }
+    double sum = 0;
+    for (int64_t e = 0; e < e_count; ++e)
+      sum += double(r->load[size_t(e)]) / double(r->rows) * prob_sum[size_t(e)] / double(r->rows);
     r->aux = coef * double(e_count) * sum;
   }
   r->aux_weight = pass.aux_weight;
@@ -119,6 +127,24 @@ void MoeMlpPart::route(LayerActivations& A, const LayerParamIds& w, TypedPtr in,
   ops::copy(c_.dev, staged.ptr(), r->gates.ptr(), N * K);
   plan_exchange(*r, pass.inference);
   A.routing = std::move(r);
+}
+
+// One f32 all-reduce carries both: the counts stay exact below 2^24.
+void MoeMlpPart::sum_over_context(std::vector<int64_t>& load, std::vector<double>& prob_sum) const {
+  const size_t e_count = load.size();
+  std::vector<float> host(2 * e_count);
+  for (size_t e = 0; e < e_count; ++e) {
+    host[e] = float(load[e]);
+    host[e_count + e] = float(prob_sum[e]);
+  }
+  Buffer sums(c_.dev, kWork, int64_t(host.size()));
+  c_.dev.to_device(sums.data(), host.data(), host.size() * sizeof(float));
+  c_.context->all_reduce(sums.ptr(), int64_t(host.size()));
+  c_.dev.to_host(host.data(), sums.data(), host.size() * sizeof(float));
+  for (size_t e = 0; e < e_count; ++e) {
+    load[e] = int64_t(host[e]);
+    prob_sum[e] = double(host[e_count + e]);
+  }
 }
 
 // Megatron's drop_policy "probs": the choices with the larger gates stay.
@@ -375,7 +401,9 @@ void MoeMlpPart::backward(LayerActivations& A, const LayerParamIds& w, const Lor
 // With g_j = p_j / sum_K p (renormalised) dz_e = g_e (dg_e - sum_K g dg) on
 // the chosen experts; with g_j = p_j, dz_e = p_e ([e in K] dg_e - sum_K p dg).
 // The loss coef E sum_e f_e P_e, f constant, adds a_e = w coef E f_e / N to
-// each dp_e, and dz_e = p_e (a_e - sum_m p_m a_m).
+// each dp_e, and dz_e = p_e (a_e - sum_m p_m a_m); N and f are the
+// micro-batch's over the context group (r.rows, r.load), and each context
+// rank's router gradient is its own rows' share of the sum.
 std::vector<float> MoeMlpPart::router_grad(const MoeRouting& r) const {
   const int64_t N = c_.d.rows(), e_count = E(), K = k();
   std::vector<float> dz(size_t(N * e_count), 0);
@@ -383,7 +411,7 @@ std::vector<float> MoeMlpPart::router_grad(const MoeRouting& r) const {
   std::vector<double> a(size_t(e_count), 0);
   const double coef = double(c_.d.spec.router_aux_loss_coef) * double(r.aux_weight);
   for (int64_t e = 0; e < e_count; ++e)
-    a[size_t(e)] = coef * double(e_count) * double(r.load[size_t(e)]) / double(N) / double(N);
+    a[size_t(e)] = coef * double(e_count) * double(r.load[size_t(e)]) / double(r.rows) / double(r.rows);
   // A choice a capacity dropped contributes nothing: its gate's gradient is 0.
   auto dg = [&](int64_t i) { return r.slot[size_t(i)] < 0 ? 0.0 : double(r.dgate[size_t(r.slot[size_t(i)])]); };
   for (int64_t n = 0; n < N; ++n) {

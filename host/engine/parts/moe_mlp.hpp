@@ -31,10 +31,14 @@
 // f_e the rows routed to expert e over the rows (summing to k) and P_e the
 // mean router probability of e (f counts the router's choices, those a
 // capacity drops included), is added to the objective with the pass's
-// aux_weight and reported on its own (moe_aux_loss).
+// aux_weight and reported on its own (moe_aux_loss). Under context
+// parallelism f and P are the micro-batch's, summed over the context group
+// (its ranks hold parts of the same sequences), so each context rank holds
+// the whole loss; a capacity, decided per rank, is refused there.
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "engine/parts/mlp.hpp"
 #include "engine/parts/shared_expert.hpp"
@@ -60,6 +64,9 @@ class MoeMlpPart final : public MlpPart {
   // r's exchange over the expert group: rows to and from each rank, and
   // the received rows' order by local expert.
   void plan_exchange(MoeRouting& r, bool inference) const;
+  // Sums `load` and `prob_sum` (each expert's router probabilities summed
+  // over the rows) over the context group.
+  void sum_over_context(std::vector<int64_t>& load, std::vector<double>& prob_sum) const;
   // Each expert's choices past its capacity, the lowest gate first: their
   // slot becomes -1.
   void drop_overflow(MoeRouting& r) const;

@@ -1025,11 +1025,13 @@ typedef struct MH_ContextParallelApi {
 /* ------------------------------------------------------------------------
  * Expert parallelism (MH_KIND_EXPERT_PARALLEL): how the experts
  * of a mixture-of-experts layer are spread over ranks. As in Megatron-Core,
- * the expert group's ep ranks are drawn from the data-parallel dimension
- * (ep divides d): each owns experts / ep experts, the tokens of every rank
- * of the group reach their experts by all_to_all, expert weights are
- * reduced over the d / ep ranks that hold the same experts (the
- * expert-data-parallel group) and every other weight over all d.
+ * the expert group's ep ranks are drawn from the data-parallel dimension,
+ * with context parallelism its replicas and their context ranks, d = the
+ * data-parallel size x the context size (ep divides d): each owns
+ * experts / ep experts, the tokens of every rank of the group reach their
+ * experts by all_to_all, expert weights are reduced over the d / ep ranks
+ * that hold the same experts (the expert-data-parallel group) and every
+ * other weight over all d.
  * --------------------------------------------------------------------- */
 
 typedef struct MH_ExpertPlan {
@@ -1043,7 +1045,7 @@ typedef struct MH_ExpertPlanArgs {
   size_t struct_size;
   const MH_Extension* extensions;
   int64_t experts;               /* of each MoE layer; 0: a dense model */
-  int32_t data_parallel;         /* d */
+  int32_t data_parallel;         /* d: data-parallel x context size */
 } MH_ExpertPlanArgs;
 
 typedef struct MH_ExpertParallelApi {
