@@ -70,6 +70,10 @@ const Shape kShapes[] = {
     // Expert parallelism: the dry run spreads the slots evenly, so each rank's experts receive s b k rows.
     {"moe_ep2_bf16", "comm.world_size=2 parallel.expert.size=2 kernels.dtype=bf16 model.arch=llama model.experts=8 "
                      "model.router_topk=2 model.moe_ffn_hidden=128"},
+    // Context parallelism: the router and the experts see the rank's s/cp rows.
+    {"moe_cp2_ep2_bf16", "comm.world_size=2 parallel.context.size=2 parallel.expert.size=2 kernels.dtype=bf16 "
+                         "model.arch=llama model.experts=8 model.router_topk=2 model.moe_ffn_hidden=128 "
+                         "model.seq_len=128"},
     // Shared experts add rows of their width; a capacity keeps the s b k bound.
     {"moe_shared_capacity_t1_bf16", "comm.world_size=1 kernels.dtype=bf16 model.arch=llama model.experts=8 "
                                     "model.router_topk=2 model.moe_ffn_hidden=128 model.shared_experts=2 "

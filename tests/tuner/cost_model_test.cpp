@@ -279,8 +279,12 @@ TEST(Placement, TheContextAndExpertGroupsSitBetweenTensorAndData) {
   l.t = 2, l.cp = 4, l.d = 4, l.ep = 2;
   const Placement w = Placement::of(l, 8, false);
   EXPECT_EQ(w.cp_level, MH_LINK_INTRA_NODE);  // t cp = 8
-  EXPECT_EQ(w.ep_level, MH_LINK_INTER_NODE);  // t cp ep = 16
+  // The expert group is ep consecutive ranks of the data group, whose
+  // context ranks come first: t ep = 4.
+  EXPECT_EQ(w.ep_level, MH_LINK_INTRA_NODE);
   EXPECT_EQ(w.dp_level, MH_LINK_INTER_NODE);
+  l.ep = 8;
+  EXPECT_EQ(Placement::of(l, 8, false).ep_level, MH_LINK_INTER_NODE);  // t ep = 16
 }
 
 TEST(Placement, GroupsLargerThanANodeCrossItsLinks) {

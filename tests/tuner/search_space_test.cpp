@@ -157,13 +157,24 @@ TEST(SearchLists, ExpertParallelismDividesTheExpertsAndTheDataRanksOfAMixtureOnl
               ElementsAre("ep = 3 does not divide the 8 experts", "ep = 3 does not divide d = 4"));
 }
 
-TEST(SearchLists, AMixtureIsNeverSplitByTensorOrContextParallelism) {
+TEST(SearchLists, AMixtureIsNeverSplitByTensorParallelismButIsByContextParallelism) {
   SearchLists l = context_expert_lists("2", "all_gather", "1");
   l.tensor = "2";
   EXPECT_THAT(problems_of(training_proposals(l, moe(), 8, kPolicies)),
-              ElementsAre("t = 2: the mixture of experts runs without tensor parallelism for now",
-                          "cp = 2: the mixture of experts' load-balancing loss is not summed over the context "
-                          "group yet"));
+              ElementsAre("t = 2: the mixture of experts runs without tensor parallelism for now"));
+}
+
+// Under context parallelism the expert group is drawn from the replicas and
+// their context ranks (the engine's data group): ep divides d cp.
+TEST(SearchLists, AMixtureUnderContextParallelismDrawsItsExpertRanksFromDataAndContextRanks) {
+  std::vector<std::string> got;
+  for (const auto& p : training_proposals(context_expert_lists("2", "all_gather", "auto"), moe(), 8, kPolicies))
+    if (p.problems.empty()) got.push_back("d=" + std::to_string(p.layout.d) + " ep=" + std::to_string(p.layout.ep));
+  EXPECT_THAT(got, ElementsAre("d=4 ep=1", "d=4 ep=2", "d=4 ep=4", "d=4 ep=8"));
+  SearchLists l = context_expert_lists("2", "all_gather", "8");
+  l.data = "2";
+  EXPECT_THAT(problems_of(training_proposals(l, moe(), 4, kPolicies)),
+              ElementsAre("ep = 8 does not divide d*cp = 2*2 = 4"));
 }
 
 TEST(SearchLists, EverySizeThatDoesNotDivideIsNamedWithWhatItFailsToDivide) {

@@ -126,7 +126,7 @@ const MH_OptionSpec GridTuner::kOptions[] = {
         "p2p only with the flash attention core)"),
     opt("expert", MH_VALUE_STRING, "\"1\"",
         "expert-parallel sizes ep (a mixture of experts' experts over ep data ranks), or auto (all that divide the "
-        "experts and d)"),
+        "experts and d*cp)"),
     opt("sequence_parallel", MH_VALUE_STRING, "\"auto\"", "true, false, or auto (both; only with t > 1)"),
     opt("micro_batch", MH_VALUE_STRING, "\"auto\"", "micro-batch sizes b, or auto (all that divide the batch)"),
     opt("recompute", MH_VALUE_STRING, "\"auto\"",

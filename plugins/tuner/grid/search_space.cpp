@@ -106,15 +106,14 @@ void context_expert_problems(const Layout& l, const Model& m, std::vector<std::s
                     " key/value heads");
     if (l.cp_comm == "p2p" && !m.flash)
       out.push_back("p2p: ring attention needs model.attention_backend = \"flash\"");
-    if (m.moe())
-      out.push_back("cp = " + str(l.cp) + ": the mixture of experts' load-balancing loss is not summed over the "
-                    "context group yet");
   }
   if (l.ep > 1) {
     if (!m.moe()) out.push_back("ep = " + str(l.ep) + " needs a mixture of experts (model.experts = 0)");
     else if (m.experts % l.ep != 0)
       out.push_back("ep = " + str(l.ep) + " does not divide the " + str(m.experts) + " experts");
-    if (l.d % l.ep != 0) out.push_back("ep = " + str(l.ep) + " does not divide d = " + str(l.d));
+    // The expert group is drawn from the replicas and their context ranks.
+    if (l.data_group() % l.ep != 0)
+      out.push_back("ep = " + str(l.ep) + " does not divide " + (l.cp > 1 ? "d*cp = " + str(l.d) + "*" + str(l.cp) + " = " : "d = ") + str(l.data_group()));
   }
 }
 
@@ -158,7 +157,7 @@ struct Split {
 
 // Every split of the lists; "auto" takes the sizes that divide what they
 // split and the devices (cp: 2 cp chunks of the sequence; ep: the experts
-// and d). The comm type matters only with cp > 1.
+// and d cp). The comm type matters only with cp > 1.
 template <class F>
 void for_each_split(const SearchLists& lists, const Model& m, int32_t devices, F&& f) {
   const std::vector<std::string> comms = comm_list(lists.context_comm, m);
@@ -166,7 +165,7 @@ void for_each_split(const SearchLists& lists, const Model& m, int32_t devices, F
     for (int64_t cp : int_list(lists.context, common_divisors(m.seq / 2, std::max<int64_t>(1, devices / t)), "tuner.context"))
       for (int64_t p : int_list(lists.pipeline, common_divisors(m.layers, std::max<int64_t>(1, devices / (t * cp))), "tuner.pipeline"))
         for (int64_t d : int_list(lists.data, {std::max<int64_t>(1, devices / (t * cp * p))}, "tuner.data"))
-          for (int64_t ep : int_list(lists.expert, m.moe() ? common_divisors(m.experts, d) : std::vector<int64_t>{1}, "tuner.expert"))
+          for (int64_t ep : int_list(lists.expert, m.moe() ? common_divisors(m.experts, d * cp) : std::vector<int64_t>{1}, "tuner.expert"))
             for (const std::string& comm : cp > 1 ? comms : std::vector<std::string>{""})
               f(Split{int32_t(t), int32_t(cp), int32_t(p), int32_t(d), int32_t(ep), comm});
 }
