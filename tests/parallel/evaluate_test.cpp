@@ -154,13 +154,17 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return std::string(info.param.name); });
 
 // An expert group exchanges tokens in every forward: micro-batches of 11 leave
-// one replica a batch short in the last round, and it runs one counting nothing.
+// one replica a batch short in the last round, and it runs one counting nothing
+// (on cp 2 both of its context ranks do, summing the router's statistics).
 TEST(Evaluate, ExpertParallelGivesOneRanksFigures) {
   const std::string moe = std::string(" model.arch=llama model.experts=4 model.router_topk=2 model.moe_ffn_hidden=48 "
-                                      "train.micro_batch=11 train.global_batch=22") + kSplits;
+                                      "model.router_aux_loss_coef=0.01 train.micro_batch=11 train.global_batch=22") +
+                          kSplits;
   const LayoutResult one = run_layout("--evaluate comm.world_size=1" + moe);
   const LayoutResult ep2 = run_layout("--evaluate comm.world_size=2 parallel.expert.size=2" + moe);
   expect_same_figures(one, ep2);
+  expect_same_figures(one,
+                      run_layout("--evaluate comm.world_size=4 parallel.context.size=2 parallel.expert.size=4" + moe));
   for (const auto& [split, j] : evaluated(one))
     EXPECT_NE((j["tokens"].get<int64_t>() / 32 + 10) / 11 % 2, 0) << split << ": an even number of batches tests nothing";
 }

@@ -113,7 +113,8 @@ void context_expert_problems(const Layout& l, const Model& m, std::vector<std::s
       out.push_back("ep = " + str(l.ep) + " does not divide the " + str(m.experts) + " experts");
     // The expert group is drawn from the replicas and their context ranks.
     if (l.data_group() % l.ep != 0)
-      out.push_back("ep = " + str(l.ep) + " does not divide " + (l.cp > 1 ? "d*cp = " + str(l.d) + "*" + str(l.cp) + " = " : "d = ") + str(l.data_group()));
+      out.push_back("ep = " + str(l.ep) + " does not divide " +
+                    (l.cp > 1 ? "d*cp = " + str(l.d) + "*" + str(l.cp) + " = " : "d = ") + str(l.data_group()));
   }
 }
 
