@@ -1,7 +1,8 @@
 // Megatron-Core expert parallelism (--expert-model-parallel-size) as a plan:
 // the ep ranks of an expert group are drawn from the data-parallel
-// dimension, each owns experts / ep consecutive experts, and expert weights
-// are reduced over the d / ep ranks that hold the same experts.
+// dimension (its replicas and their context ranks: d = data x context), each
+// owns experts / ep consecutive experts, and expert weights are reduced over
+// the d / ep ranks that hold the same experts.
 // docs/parallelism.md ("Expert parallelism") has the groups and the memory.
 #pragma once
 
@@ -16,8 +17,8 @@ inline constexpr int64_t kMaxSize = 1024;
 
 inline constexpr MH_OptionSpec kOptions[] = {
     opt_int("size", "1", 1, kMaxSize,
-            "expert-parallel ranks ep, drawn from the data-parallel ranks; must divide model.experts and the "
-            "data-parallel size"),
+            "expert-parallel ranks ep, drawn from the data-parallel ranks and their context ranks; must divide "
+            "model.experts and the data-parallel x context size"),
 };
 
 class MegatronExpertParallel {
