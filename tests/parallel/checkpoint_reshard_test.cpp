@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <tuple>
 
 #include "layout_run.hpp"
 
@@ -113,7 +114,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Expert weights are stored by their global expert index: a checkpoint whose
 // experts were split over an expert group loads where one rank holds them all,
-// and the other way round.
+// and the other way round; so does one whose expert groups took context ranks,
+// with the experts' optimizer state sharded over their expert-data group.
 TEST(CheckpointReshardExperts, ExpertParallelTwoAndOneRankLoadEachOthersCheckpoints) {
   const std::string moe =
       std::string(" model.arch=llama model.experts=4 model.router_topk=2 model.moe_ffn_hidden=48") + kSchedule;
@@ -121,7 +123,11 @@ TEST(CheckpointReshardExperts, ExpertParallelTwoAndOneRankLoadEachOthersCheckpoi
   ASSERT_EQ(ref.exit_code, 0) << ref.log;
   ASSERT_EQ(ref.losses.size(), 6u);
   const std::string ep2 = "comm.world_size=2 parallel.expert.size=2", one = "comm.world_size=1";
-  for (const auto& [save, load] : {std::pair{ep2, one}, std::pair{one, ep2}}) {
+  const std::string ep2_cp2_dp2 =
+      "comm.world_size=4 parallel.context.size=2 parallel.expert.size=2 parallel.data.distributed_optimizer=true";
+  // The distributed optimizer's gradients are per-rank shards: its losses are compared.
+  for (const auto& [save, load, grads] : {std::tuple{ep2, one, true}, std::tuple{one, ep2, true},
+                                          std::tuple{ep2_cp2_dp2, one, true}, std::tuple{one, ep2_cp2_dp2, false}}) {
     const fs::path dir = fs::temp_directory_path() / ("megahost_reshard_ep_" + std::to_string(getpid()));
     fs::remove_all(dir);
     const LayoutResult saved = run_layout(save + " train.steps=3 checkpoint.dir=" + dir.string() + moe);
@@ -129,7 +135,7 @@ TEST(CheckpointReshardExperts, ExpertParallelTwoAndOneRankLoadEachOthersCheckpoi
     const LayoutResult resumed = run_layout(load + " train.steps=6 checkpoint.load=" + dir.string() + moe);
     fs::remove_all(dir);
     SCOPED_TRACE(save + " -> " + load);
-    expect_continues(ref, resumed);
+    expect_continues(ref, resumed, grads);
   }
 }
 
