@@ -56,6 +56,24 @@ TEST(Decode, OnASharedDeviceReadsAWorkingSetBeyondTheCacheAtDramsRateAndPaysEach
   EXPECT_GT(calls.tpot_seconds - dram.tpot_seconds, 8 * 10.0);  // at least ten ops per layer
 }
 
+// A mixture of the same active width adds its router's [rows, h] x [h, E]
+// product to every layer, and nothing else.
+TEST(Decode, AMixtureAddsItsRoutersProductToEachLayer) {
+  const Model dense = small();
+  Model moe = dense;
+  moe.experts = 8;
+  moe.router_topk = 2;
+  moe.moe_ffn = dense.ffn / 2;
+  TestMachine t;
+  const Machine m(t.view());
+  const Layout l;
+  const Placement w = Placement::of(l, 8, false);
+  const InferenceRequest r{16, 16};
+  const double router = m.gemm_seconds(1, 1, moe.experts, dense.hidden, Sharing{});
+  EXPECT_NEAR(inference(m, moe, l, w, r).tpot_seconds - inference(m, dense, l, w, r).tpot_seconds,
+              double(dense.layers) * router, 1e-12);
+}
+
 TEST(Decode, ReadsTheCachedKeysAndValuesOfItsWholeContext) {
   const Model m = small();
   const InferenceCost short_context = generate(Layout{}, InferenceRequest{128, 128});

@@ -21,7 +21,8 @@ void attention(Pricer& pr, const Model& m, const Layout& l, int64_t rows, int64_
 
 // One layer over the n = rows * b packed rows: column-parallel QKV, K and V
 // copied into the cache, attention per sequence, row-parallel output with
-// its all-reduce, then the MLP the same way. No dropout in generation.
+// its all-reduce, then the MLP the same way (a mixture's router first, its
+// experts at the active width). No dropout in generation.
 void layer(Pricer& pr, const Model& m, const Layout& l, int64_t rows, int64_t context) {
   const int64_t n = pr.n, h = pr.h, kv_width = pr.ql - pr.hl;
   auto exit_region = [&] {
@@ -38,6 +39,7 @@ void layer(Pricer& pr, const Model& m, const Layout& l, int64_t rows, int64_t co
   pr.gemm(1, n, h, pr.hl);
   exit_region();
   pr.vec("layernorm", n * h);
+  pr.router_forward();
   pr.gemm(1, n, pr.f1l, h);
   pr.vec("bias_add", n * pr.f1l);
   pr.activation_forward();

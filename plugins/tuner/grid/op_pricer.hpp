@@ -63,6 +63,8 @@ class Pricer {
   void traffic(double elements, double passes);
   void rope();
   void activation_forward();
+  // A mixture of experts' router product (nothing for a dense model).
+  void router_forward();
 
   const int64_t s, h, V, n, nl, hl, fl, g, dh;
   const int64_t ql, f1l;  // QKV's and FC1's local widths
@@ -85,9 +87,8 @@ class Pricer {
   void context_forward_in();
   void context_forward_out();
   void context_backward();
-  // A mixture of experts: the router's product, and one all-to-all of the
+  // A mixture of experts: the router's backward, and one all-to-all of the
   // routed rows over the expert group (dispatch or combine).
-  void router_forward();
   void router_backward();
   void expert_exchange();
   // An all-to-all of `bytes` (this rank's whole tensor) over `ranks`.
