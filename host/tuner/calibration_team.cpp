@@ -8,7 +8,6 @@
 #include <exception>
 #include <mutex>
 #include <thread>
-#include <utility>
 
 namespace mh {
 namespace {
@@ -34,59 +33,10 @@ void run_together(int size, const std::function<void(int rank)>& body) {
   if (failure) std::rethrow_exception(failure);
 }
 
-RankThreads::RankThreads(int size) {
-  for (int r = 0; r < size; ++r) threads_.emplace_back([this, r] { loop(r); });
-}
-
-RankThreads::~RankThreads() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  for (auto& t : threads_) t.join();
-}
-
-void RankThreads::loop(int rank) {
-  uint64_t seen = 0;
-  for (;;) {
-    const std::function<void(int)>* body = nullptr;
-    {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
-      body = body_;
-    }
-    std::exception_ptr failure;
-    try {
-      (*body)(rank);
-    } catch (...) {
-      failure = std::current_exception();
-    }
-    std::lock_guard lock(mu_);
-    if (failure && !failure_) failure_ = failure;
-    if (--running_ == 0) cv_.notify_all();
-  }
-}
-
-void RankThreads::run(const std::function<void(int rank)>& body) {
-  std::unique_lock lock(mu_);
-  body_ = &body;
-  running_ = int(threads_.size());
-  failure_ = nullptr;
-  ++generation_;
-  cv_.notify_all();
-  cv_.wait(lock, [&] { return running_ == 0; });
-  body_ = nullptr;
-  if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
-}
-
 CalibrationTeam::CalibrationTeam(const Slot& kernels, int ranks, int busy) : ranks_(ranks) {
   for (int r = 0; r < busy; ++r) {
     devices_.push_back(std::make_unique<RankDevice>(kernels, ranks, r));
   }
-  threads_ = std::make_unique<RankThreads>(busy);
 }
 
 RoundClock::RoundClock(int ranks, int rounds)
@@ -120,7 +70,7 @@ std::vector<double> CalibrationTeam::round_seconds(const Prepare& prepare, int r
   std::atomic<int> reps{1};
   RoundClock clock(n, rounds);
   std::vector<std::vector<double>> calls(size_t(n) * size_t(rounds));  // [rank * rounds + round]
-  threads_->run([&](int r) {
+  run_together(n, [&](int r) {
     std::function<void()> call = prepare(devices_[size_t(r)]->dev, r);
     sync.arrive_and_wait();
     const double start = now();

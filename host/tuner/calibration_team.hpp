@@ -4,47 +4,14 @@
 // machine (the others idle, as pipeline stages do while it fills).
 #pragma once
 
-#include <condition_variable>
-#include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <vector>
 
 #include "plugins/assembly.hpp"
 #include "engine/rank_context.hpp"
 
 namespace mh {
-
-// Threads that run a body as ranks 0..n-1 together, again and again, for
-// as long as they live: like the engine's rank threads, they (and their
-// OpenMP teams) have long been placed on the cores when a timing starts. A
-// fresh thread per timing sometimes ran its 4 ms on the core of its own
-// team's other thread: a two-thread product then took twice as long, one
-// timing in three.
-class RankThreads {
- public:
-  explicit RankThreads(int size);
-  ~RankThreads();
-  RankThreads(const RankThreads&) = delete;
-  RankThreads& operator=(const RankThreads&) = delete;
-  // Runs body(rank) on every thread at once and waits for them; rethrows
-  // the first exception.
-  void run(const std::function<void(int rank)>& body);
-
- private:
-  void loop(int rank);
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  const std::function<void(int)>* body_ = nullptr;
-  uint64_t generation_ = 0;
-  int running_ = 0;
-  bool stopping_ = false;
-  std::exception_ptr failure_;
-  std::vector<std::thread> threads_;
-};
 
 class CalibrationTeam {
  public:
@@ -72,7 +39,6 @@ class CalibrationTeam {
  private:
   int ranks_;
   std::vector<std::unique_ptr<RankDevice>> devices_;
-  std::unique_ptr<RankThreads> threads_;
 };
 
 // When each rank began and ended each round of a timing. A round lasts from
