@@ -80,6 +80,14 @@ std::vector<std::map<std::string, std::string>> named_rows(const std::string& fi
 
 // The largest "total" of a dry run's per-rank memory table (MiB): the
 // eighth column of the rows that start with a rank.
+// test_cpu.toml with `gib` of memory per device, written into `dir`: a cap
+// between two candidates' peaks.
+std::string capped_cpu(TempDir& dir, double gib) {
+  std::string profile = mh::test::file_bytes(std::string(MEGAHOST_TEST_TUNER_DIR) + "/test_cpu.toml");
+  profile.replace(profile.find("memory_gib = 8"), 14, "memory_gib = " + std::to_string(gib));
+  return dir.write("capped_cpu.toml", profile);
+}
+
 double peak_mib(const std::string& output) {
   std::istringstream in(output);
   double out = 0;
@@ -116,11 +124,9 @@ TEST(Tune, ALongSequenceThatOverflowsOneRankIsSplitByContextParallelism) {
   ASSERT_GT(split, 0);
   ASSERT_LT(split, whole);
   // A device shared by the node's 2 ranks, with room per rank between the two.
-  std::string profile = mh::test::file_bytes(std::string(MEGAHOST_TEST_TUNER_DIR) + "/test_cpu.toml");
-  profile.replace(profile.find("memory_gib = 8"), 14, "memory_gib = " + std::to_string(split + whole));
   std::vector<std::string> capped = kLongSequence;
   capped.push_back("output.dir=" + dir.file("out"));
-  capped.push_back("tuner.cluster=" + dir.write("capped_cpu.toml", profile));
+  capped.push_back("tuner.cluster=" + capped_cpu(dir, split + whole));
   const Outcome o = run_megahost(capped);
   ASSERT_EQ(o.status, 0) << o.err << o.out;
   const auto ranked = named_rows(dir.file("out/ranked.csv"));
@@ -268,11 +274,9 @@ TEST(Tune, UnderACapOnlyTheDistributedOptimizerMeetsThePickUsesItAndItsConfigDry
   }
   ASSERT_LT(sharded, plain);
   // A device shared by the node's 2 ranks, with memory between the two.
-  std::string profile = mh::test::file_bytes(std::string(MEGAHOST_TEST_TUNER_DIR) + "/test_cpu.toml");
-  profile.replace(profile.find("memory_gib = 8"), 14, "memory_gib = " + std::to_string(sharded + plain));
   std::vector<std::string> capped = search;
   capped.push_back("output.dir=" + dir.file("out"));
-  capped.push_back("tuner.cluster=" + dir.write("capped_cpu.toml", profile));
+  capped.push_back("tuner.cluster=" + capped_cpu(dir, sharded + plain));
   const Outcome o = run_megahost(capped);
   ASSERT_EQ(o.status, 0) << o.err << o.out;
   const std::vector<std::string> ranked = rows(dir.file("out/ranked.csv"));
