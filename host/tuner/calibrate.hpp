@@ -40,8 +40,8 @@ int calibrate(const Config& config, const Registry& registry, const std::string&
 // bytes times the ring factor), through the origin.
 double fitted_bus_bandwidth(double latency, std::span<const double> bus_bytes, std::span<const double> seconds);
 
-// The median of a rate's measurements (seconds), interleaved passes over
-// the whole grid each giving the median of its rounds.
+// The median of timings (seconds): a round's calls, a pass's rounds, a
+// rate's interleaved passes over the whole grid.
 double median_seconds(std::vector<double> seconds);
 // Whether a rate's passes agree: two of them within kPassesAgree of each
 // other, so their median lies with them. Other work on the machine slows a

@@ -8,6 +8,9 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <utility>
+
+#include "tuner/calibrate.hpp"
 
 namespace mh {
 namespace {
@@ -100,8 +103,7 @@ std::vector<double> CalibrationTeam::round_seconds(const Prepare& prepare, int r
       const std::vector<double>& mine = calls[size_t(r) * size_t(rounds) + size_t(round)];
       all.insert(all.end(), mine.begin(), mine.end());
     }
-    std::nth_element(all.begin(), all.begin() + std::ptrdiff_t(all.size() / 2), all.end());
-    out.push_back(all[all.size() / 2]);
+    out.push_back(median_seconds(std::move(all)));
   }
   return out;
 }
