@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -78,16 +79,22 @@ std::vector<std::map<std::string, std::string>> named_rows(const std::string& fi
   return out;
 }
 
-// The largest "total" of a dry run's per-rank memory table (MiB): the
-// eighth column of the rows that start with a rank.
-// test_cpu.toml with `gib` of memory per device, written into `dir`: a cap
-// between two candidates' peaks.
-std::string capped_cpu(TempDir& dir, double gib) {
-  std::string profile = mh::test::file_bytes(std::string(MEGAHOST_TEST_TUNER_DIR) + "/test_cpu.toml");
-  profile.replace(profile.find("memory_gib = 8"), 14, "memory_gib = " + std::to_string(gib));
-  return dir.write("capped_cpu.toml", profile);
+// megahost tuning with `args` into dir/`out`; with `cap_gib`, on
+// test_cpu.toml holding that much memory per device (a cap between two
+// candidates' peaks).
+Outcome tune(TempDir& dir, std::vector<std::string> args, const std::string& out,
+             std::optional<double> cap_gib = std::nullopt) {
+  args.push_back("output.dir=" + dir.file(out));
+  if (cap_gib) {
+    std::string profile = mh::test::file_bytes(std::string(MEGAHOST_TEST_TUNER_DIR) + "/test_cpu.toml");
+    profile.replace(profile.find("memory_gib = 8"), 14, "memory_gib = " + std::to_string(*cap_gib));
+    args.push_back("tuner.cluster=" + dir.write("capped_cpu.toml", profile));
+  }
+  return run_megahost(args);
 }
 
+// The largest "total" of a dry run's per-rank memory table (MiB): the
+// eighth column of the rows that start with a rank.
 double peak_mib(const std::string& output) {
   std::istringstream in(output);
   double out = 0;
@@ -113,9 +120,7 @@ const std::vector<std::string> kLongSequence{"--config", kTiny, "model.seq_len=2
 // run priced every candidate).
 TEST(Tune, ALongSequenceThatOverflowsOneRankIsSplitByContextParallelism) {
   TempDir dir;
-  std::vector<std::string> sizes = kLongSequence;
-  sizes.push_back("output.dir=" + dir.file("sizes"));
-  const Outcome first = run_megahost(sizes);
+  const Outcome first = tune(dir, kLongSequence, "sizes");
   ASSERT_EQ(first.status, 0) << first.err << first.out;
   double whole = 0, split = 0;  // the peaks per rank, GiB: cp = 1, and the largest cp = 2
   for (const auto& row : named_rows(dir.file("sizes/ranked.csv")))
@@ -124,10 +129,7 @@ TEST(Tune, ALongSequenceThatOverflowsOneRankIsSplitByContextParallelism) {
   ASSERT_GT(split, 0);
   ASSERT_LT(split, whole);
   // A device shared by the node's 2 ranks, with room per rank between the two.
-  std::vector<std::string> capped = kLongSequence;
-  capped.push_back("output.dir=" + dir.file("out"));
-  capped.push_back("tuner.cluster=" + capped_cpu(dir, split + whole));
-  const Outcome o = run_megahost(capped);
+  const Outcome o = tune(dir, kLongSequence, "out", split + whole);
   ASSERT_EQ(o.status, 0) << o.err << o.out;
   const auto ranked = named_rows(dir.file("out/ranked.csv"));
   ASSERT_FALSE(ranked.empty());
@@ -260,9 +262,7 @@ TEST(Tune, UnderACapOnlyTheDistributedOptimizerMeetsThePickUsesItAndItsConfigDry
                                         "tuner.micro_batch=\"1\"",
                                         "tuner.recompute=none", "tuner.top_k=0", "tuner.distributed_optimizer=auto",
                                         "tuner.overlap_param_gather=auto"};
-  std::vector<std::string> first = search;
-  first.push_back("output.dir=" + dir.file("sizes"));
-  const Outcome sizes = run_megahost(first);
+  const Outcome sizes = tune(dir, search, "sizes");
   ASSERT_EQ(sizes.status, 0) << sizes.err << sizes.out;
   // The dry runs' peaks per rank, plain and sharded, from the ranked table.
   double plain = 0, sharded = 1e30;
@@ -274,10 +274,7 @@ TEST(Tune, UnderACapOnlyTheDistributedOptimizerMeetsThePickUsesItAndItsConfigDry
   }
   ASSERT_LT(sharded, plain);
   // A device shared by the node's 2 ranks, with memory between the two.
-  std::vector<std::string> capped = search;
-  capped.push_back("output.dir=" + dir.file("out"));
-  capped.push_back("tuner.cluster=" + capped_cpu(dir, sharded + plain));
-  const Outcome o = run_megahost(capped);
+  const Outcome o = tune(dir, search, "out", sharded + plain);
   ASSERT_EQ(o.status, 0) << o.err << o.out;
   const std::vector<std::string> ranked = rows(dir.file("out/ranked.csv"));
   ASSERT_EQ(ranked.size(), 2u) << mh::test::file_bytes(dir.file("out/report.txt"));
