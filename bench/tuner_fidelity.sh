@@ -34,15 +34,15 @@ mkdir -p "$out"
 # and measure this one (`--calibrate quick`) into its output folder.
 sed 's/^device = .*/device = "cpu: a CPU other than this one"/' "$root/configs/hardware/local_cpu.toml" \
   > "$out/other_cpu.toml"
-rm -f "$out/auto/local_cpu_quick.toml"
+profile="$out/auto/local_cpu_quick.toml"
+rm -f "$profile"
 "$build/bin/megahost" --config "$root/bench/tuner_small.toml" tuner.plugin=grid tuner.goal=inference_latency \
   "tuner.cluster=$out/other_cpu.toml" "output.dir=$out/auto" | tee "$out/auto.log"
-if ! grep -q "not this CPU" "$out/auto.log" || [ ! -s "$out/auto/local_cpu_quick.toml" ]; then
+if ! grep -q "not this CPU" "$out/auto.log" || [ ! -s "$profile" ]; then
   echo "tuner_fidelity: tuning with another CPU's profile did not calibrate this one into $out/auto" >&2
   exit 1
 fi
-cp "$out/auto/local_cpu_quick.toml" "$out/local_cpu_quick.toml"
 python3 "$root/bench/tuner_bruteforce.py" --megahost "$build/bin/megahost" --out "$out/train" \
-  --profile "$out/local_cpu_quick.toml" --short --max-median-error "$bound" --max-pick-behind inf
+  --profile "$profile" --short --max-median-error "$bound" --max-pick-behind inf
 python3 "$root/bench/inference_tuner_bruteforce.py" --megahost "$build/bin/megahost" --out "$out/inference" \
-  --profile "$out/local_cpu_quick.toml" --short --max-median-error "$bound" --max-pick-behind inf
+  --profile "$profile" --short --max-median-error "$bound" --max-pick-behind inf
