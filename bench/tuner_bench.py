@@ -1,6 +1,7 @@
 """What the two tuner brute forces share: the small model they tune, running
 megahost, a fresh quick calibration and the fidelity report's table."""
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -9,11 +10,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(ROOT, "bench", "tuner_small.toml")
 
 
+def exit_status(returncode):
+    """A subprocess's return code as words: a negative one is the signal that killed it."""
+    if returncode < 0:
+        return f"killed by {signal.Signals(-returncode).name}"
+    return f"exit status {returncode}"
+
+
 def megahost(binary, args):
     # Bytes, not text: an untrained model's completions are arbitrary bytes.
     proc = subprocess.run([binary, *args], capture_output=True)
     if proc.returncode != 0:
-        sys.exit(f"megahost {' '.join(args)} failed:\n{proc.stderr[-3000:].decode(errors='replace')}")
+        sys.exit(f"megahost {' '.join(args)} failed ({exit_status(proc.returncode)}):\n"
+                 f"{proc.stderr[-3000:].decode(errors='replace')}")
 
 
 def quick_profile(binary, out):

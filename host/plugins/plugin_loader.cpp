@@ -15,6 +15,7 @@
 #include "plugins/abi1_adapter.hpp"
 #include "plugins/composition.hpp"
 #include "plugins/descriptor_checks.hpp"
+#include "plugins/library_environment.hpp"
 #include "plugins/registry.hpp"
 
 namespace mh {
@@ -198,26 +199,9 @@ std::vector<fs::path> plugin_search_path(const std::string& flag_value, Diagnost
   return dirs;
 }
 
-namespace {
-
-// Plugins that compute on the CPU run OpenMP teams, whose idle threads spin
-// before they sleep: libgomp's default is 300,000 pauses, milliseconds. Where
-// the cores are shared (ranks in other processes, a second job, a build), the
-// spinning takes the core from the very thread it waits for; a bf16 decode
-// step ran 17x slower than with sleeping threads at load 11 on 2 cores
-// (docs/kernels-cpu.md). A thousand pauses, tens of microseconds and
-// libgomp's own figure for more threads than cores, still bridge the gap
-// between back-to-back ops. libgomp reads its environment once, when the
-// first plugin linking it loads, hence here; the user's setting wins.
-void bound_openmp_spinning() {
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr) ::setenv("GOMP_SPINCOUNT", "1000", 0);
-}
-
-}  // namespace
-
 std::vector<LoadedPlugin> load_plugins(const std::vector<fs::path>& dirs, Diagnostics& diag) {
   std::vector<LoadedPlugin> plugins;
-  bound_openmp_spinning();
+  prepare_library_environment();
   for (const auto& dir : dirs) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) continue;
