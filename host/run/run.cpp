@@ -25,6 +25,7 @@
 #include "convert/hf_config.hpp"
 #include "convert/hf_folder.hpp"
 #include "convert/hf_to_megahost.hpp"
+#include "engine/parts/moe_mlp.hpp"
 #include "engine/tensor_weights.hpp"
 #include "engine/trainer.hpp"
 #include "generate/generate.hpp"
@@ -229,13 +230,8 @@ void plan_tensor(RunSetup& s, const Instance& tensor) {
                                        ", which does not divide model.kv_heads = " + std::to_string(s.dims.kv()));
   s.dims.tp = s.tp;
   s.dims.sp = s.tensor_plan.sequence_parallel != 0;
-  // The mixture of experts routes each rank's own rows with whole experts,
-  // which under tensor parallelism are its sequence shard (Megatron-Core
-  // asserts the same); generation holds every row on each tensor rank.
-  require(!s.dims.moe() || s.tp == 1 || s.dims.sp || s.assembly->generates || s.assembly->serves,
-          "model.experts = " + std::to_string(s.dims.spec.experts) + " with parallel.tensor.size = " +
-              std::to_string(s.tp) +
-              " needs sequence parallelism: set parallel.tensor.sequence_parallel = true, or parallel.tensor.size = 1");
+  const std::string moe = moe_tensor_layout_problem(s.dims, s.tp, s.dims.sp, s.assembly->generates || s.assembly->serves);
+  require(moe.empty(), moe);
 }
 
 // The context plan: the split of every sequence over cp ranks, which the

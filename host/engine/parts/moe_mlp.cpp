@@ -28,12 +28,15 @@ MH_Tensor rows_of(TypedPtr p, int64_t first, int64_t count, int64_t cols, int64_
 
 }  // namespace
 
+std::string moe_tensor_layout_problem(const ModelDims& d, int32_t tp, bool sequence_parallel, bool generates) {
+  if (!d.moe() || tp == 1 || sequence_parallel || generates) return "";
+  return "model.experts = " + std::to_string(d.spec.experts) + " with parallel.tensor.size = " + std::to_string(tp) +
+         " needs sequence parallelism: set parallel.tensor.sequence_parallel = true, or parallel.tensor.size = 1";
+}
+
 MoeMlpPart::MoeMlpPart(const PartContext& c, std::unique_ptr<SharedExpertPart> shared)
     : MlpPart(c), shared_(std::move(shared)) {
   const ModelDims& d = c.d;
-  // Without a sequence shard every tensor rank holds every row and runs the
-  // whole mixture on them alike (generation); training refuses that layout
-  // (run.cpp), whose replicated routing would waste the tensor group.
   require(d.spec.activation == MlpActivation::kSwiglu && !d.spec.bias,
           "model.experts > 0 makes SwiGLU experts without biases; set model.activation = \"swiglu\" and "
           "model.bias = false (model.arch = \"llama\" does both)");

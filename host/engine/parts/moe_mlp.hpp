@@ -47,12 +47,20 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/parts/mlp.hpp"
 #include "engine/parts/shared_expert.hpp"
 
 namespace mh {
+
+// Why a mixture of experts cannot train on t tensor ranks, or empty: it
+// routes each rank's own rows with whole experts, which under tensor
+// parallelism must be the rank's sequence shard (Megatron-Core asserts
+// sequence parallelism too). Generation holds every row on each tensor
+// rank and runs the whole mixture there.
+std::string moe_tensor_layout_problem(const ModelDims& d, int32_t tp, bool sequence_parallel, bool generates);
 
 class MoeMlpPart final : public MlpPart {
  public:
