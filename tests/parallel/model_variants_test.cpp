@@ -157,6 +157,11 @@ const Case kCases[] = {
      "comm.world_size=4 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true parallel.expert.size=2 "
      "parallel.data.distributed_optimizer=true",
      false, 0, false},
+    // The experts' optimizer state over their expert-data group of d t = 4 ranks.
+    {"moe_tp2_sp_dp2_distributed_optimizer", kMoe,
+     "comm.world_size=4 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true "
+     "parallel.data.distributed_optimizer=true",
+     false, 0, false},
     // Shared experts, gated, replicated over the tensor group like the router.
     {"qwen2_moe_dropless_ep2_tp2_sp", kQwen2MoeDropless,
      "comm.world_size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true parallel.expert.size=2"},
@@ -218,6 +223,22 @@ TEST(ModelVariants, MixtureWithSharedExpertRecomputesBitIdentically) {
   EXPECT_EQ(r.grads.count("layers.0.qkv_b"), 1u);
   EXPECT_EQ(r.grads.count("layers.0.proj_b"), 0u);
   EXPECT_EQ(r.grads.at("layers.0.shared_expert_gate_w").size(), r.grads.at("layers.0.ln1_w").size());
+}
+
+// Under tensor and sequence parallelism full recomputation rebuilds each
+// rank's routed shard, with the routing and the exchange's counts the
+// forward kept.
+TEST(ModelVariants, MixtureUnderTensorParallelismRecomputesBitIdentically) {
+  const std::string layout = std::string("comm.world_size=2 parallel.tensor.size=2 "
+                                         "parallel.tensor.sequence_parallel=true parallel.expert.size=2 ") +
+                             kMoe.model + kDropout + " ";
+  const LayoutResult keep_all = run_layout(layout + "recompute.plugin=none");
+  ASSERT_EQ(keep_all.exit_code, 0) << keep_all.log;
+  const LayoutResult r = run_layout(layout + "recompute.plugin=full recompute.method=uniform recompute.num_layers=2");
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_EQ(r.losses, keep_all.losses);
+  ASSERT_EQ(r.grads.size(), keep_all.grads.size());
+  for (const auto& [name, g] : keep_all.grads) EXPECT_EQ(r.grads.at(name), g) << name;
 }
 
 TEST(ModelVariants, TensorParallelSizeMustDivideKeyValueHeads) {
