@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CI's short fidelity check of the tuner's cost model on the machine it runs
 # on: a fresh quick calibration -- the one the tuner makes by itself when
-# handed a profile calibrated on another CPU, which this also checks --
+# handed a profile calibrated on another CPU, which this also checks, with
+# a rate for every collective the cost model prices --
 # then the training brute force
 # (12 candidates spread over the ranking, one run each) and the inference
 # one (its 12 candidates, one run of 1 + 5 batches each) on that profile.
@@ -42,6 +43,12 @@ if ! grep -q "not this CPU" "$out/auto.log" || [ ! -s "$profile" ]; then
   echo "tuner_fidelity: tuning with another CPU's profile did not calibrate this one into $out/auto" >&2
   exit 1
 fi
+for op in all_reduce all_gather reduce_scatter all_to_all send_recv; do
+  if ! grep -q "^op = \"$op\"" "$profile"; then
+    echo "tuner_fidelity: the quick calibration $profile has no [[collective]] rate for $op" >&2
+    exit 1
+  fi
+done
 python3 "$root/bench/tuner_bruteforce.py" --megahost "$build/bin/megahost" --out "$out/train" \
   --profile "$profile" --short --max-median-error "$bound" --max-pick-behind inf
 python3 "$root/bench/inference_tuner_bruteforce.py" --megahost "$build/bin/megahost" --out "$out/inference" \

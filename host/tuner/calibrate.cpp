@@ -266,10 +266,12 @@ double collective_seconds(const Slot& comm_slot, const std::string& op, int rank
     check(api->world(comm.get(), r, &world), "calibration: comm world group");
     Collectives group(api, world, "calibration", false);
     std::vector<float> send(size_t(elements), 1.f), recv(size_t(elements) * size_t(ranks), 0.f);
+    const std::vector<int64_t> per_peer(size_t(ranks), elements / ranks);
     auto once = [&] {
       if (op == "all_reduce") group.all_reduce(send.data(), elements);
       else if (op == "all_gather") group.all_gather(send.data(), recv.data(), elements / ranks);
       else if (op == "reduce_scatter") group.reduce_scatter(send.data(), recv.data(), elements / ranks);
+      else if (op == "all_to_all") group.all_to_all(send.data(), per_peer, recv.data(), per_peer);
       // A ping-pong where each message's receiver has waited, asleep, while
       // its partner computed: as a pipeline's stages hand a decode step on,
       // its wake-up is part of the message (kHandOffWork taken out below).
@@ -325,7 +327,7 @@ void measure_collectives(const Config& config, const Registry& registry, const G
   std::vector<Timing> timings;
   for (int ranks : g.group_sizes) {
     worlds.push_back(with_world(config, registry, ranks));
-    for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "send_recv"}) {
+    for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"}) {
       if (std::string(op) == "send_recv" && ranks != 2) continue;
       timings.push_back({worlds.back().slot(MH_KIND_COMM), ranks, op, kEmptyElements, {}});
       for (int64_t elements : g.message_elements) timings.push_back({worlds.back().slot(MH_KIND_COMM), ranks, op, elements, {}});

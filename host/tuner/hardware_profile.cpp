@@ -46,7 +46,7 @@ const MH_OptionSpec kVector[] = {
 const MH_OptionSpec kCollective[] = {
     opt_choice("level", nullptr, "intra|inter", "intra: inside a node (NVLink, shared memory); inter: between nodes"),
     opt_int("ranks", "0", 0, 1e6, "group size measured at; 0: any"),
-    opt_choice("op", "\"any\"", "any|all_reduce|all_gather|reduce_scatter|send_recv", "collective"),
+    opt_choice("op", "\"any\"", "any|all_reduce|all_gather|reduce_scatter|all_to_all|send_recv", "collective"),
     opt_double("latency_us", nullptr, 0, 1e9, "time of an empty collective, microseconds"),
     opt_double("busbw_gbs", nullptr, 1e-9, 1e9, "bus bandwidth, GB/s (nccl-tests' busbw)"),
 };

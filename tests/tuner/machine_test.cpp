@@ -170,6 +170,22 @@ TEST(Collectives, TheExactOpAndTheNearestGroupSizeWin) {
   EXPECT_DOUBLE_EQ(m.collective_seconds(Coll::kAllGather, 1e9, 4, MH_LINK_INTRA_NODE), 1e9 * 0.75 / 1e9);
 }
 
+// An all-to-all's S is a rank's whole send buffer, of which (r - 1) / r
+// leaves it: at its own rate where the profile has one (a calibrated CPU's),
+// else as that much point-to-point traffic at send_recv's.
+TEST(Collectives, AnAllToAllTakesItsOwnRateOrElseSendRecvsForTheBytesThatLeaveTheRank) {
+  TestMachine t;
+  t.view();
+  t.collectives = {{MH_LINK_INTRA_NODE, 2, "send_recv", 1e-5, 1e9}, {MH_LINK_INTRA_NODE, 4, "all_to_all", 2e-5, 4e9}};
+  t.hw.collectives = t.collectives.data();
+  t.hw.num_collectives = t.collectives.size();
+  Machine m(t.hw);
+  EXPECT_DOUBLE_EQ(m.collective_seconds(Coll::kAllToAll, 1e9, 4, MH_LINK_INTRA_NODE), 2e-5 + 1e9 * 0.75 / 4e9);
+  t.hw.num_collectives = 1;  // send_recv only
+  Machine without(t.hw);
+  EXPECT_DOUBLE_EQ(without.collective_seconds(Coll::kAllToAll, 1e9, 4, MH_LINK_INTRA_NODE), 1e-5 + 1e9 * 0.75 / 1e9);
+}
+
 TEST(Collectives, AProfileOfOneNodeCannotPriceTrafficBetweenNodes) {
   TestMachine t;
   t.view();

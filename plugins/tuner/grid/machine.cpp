@@ -18,6 +18,7 @@ const char* op_name(Coll op) {
     case Coll::kAllReduce: return "all_reduce";
     case Coll::kAllGather: return "all_gather";
     case Coll::kReduceScatter: return "reduce_scatter";
+    case Coll::kAllToAll: return "all_to_all";
     default: return "send_recv";
   }
 }
@@ -198,8 +199,7 @@ double Machine::vector_seconds(std::string_view op, double elements, Sharing sha
                     [&](Level l) { return elements * seconds_per_element(op, l, elements); });
 }
 
-double Machine::collective_seconds(Coll op, double bytes, int ranks, int level) const {
-  if (ranks <= 1 || bytes <= 0) return 0;
+const Machine::Collective* Machine::collective_rate(Coll op, int ranks, int level) const {
   const Collective* best = nullptr;
   double best_score = std::numeric_limits<double>::infinity();
   for (const auto& c : collectives_) {
@@ -209,6 +209,17 @@ double Machine::collective_seconds(Coll op, double bytes, int ranks, int level) 
                    (c.ranks == 0 ? 50.0 : std::abs(std::log2(double(c.ranks) / double(ranks))));
     if (score < best_score) best_score = score, best = &c;
   }
+  return best;
+}
+
+double Machine::collective_seconds(Coll op, double bytes, int ranks, int level) const {
+  if (ranks <= 1 || bytes <= 0) return 0;
+  const Collective* best = collective_rate(op, ranks, level);
+  // A profile without an all-to-all rate (the published GPU ones, whose
+  // sources give none) prices it as the point-to-point traffic it is: the
+  // (r - 1) / r of the rank's tensor that leaves it, at send_recv's rate.
+  if (best == nullptr && op == Coll::kAllToAll)
+    return collective_seconds(Coll::kSendRecv, bytes * ring_factor(op, ranks), ranks, level);
   require(best != nullptr, "hardware profile '" + name_ + "' has no [[collective]] rate for " + op_name(op) +
                                (level == MH_LINK_INTER_NODE ? " between nodes" : " inside a node") +
                                "; it cannot describe this layout");

@@ -20,7 +20,7 @@ struct Sharing {
   int32_t ranks = 1, busy = 1;
 };
 
-enum class Coll { kAllReduce, kAllGather, kReduceScatter, kSendRecv };
+enum class Coll { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kSendRecv };
 
 // The ring factor of nccl-tests' busbw convention: the bytes each rank moves
 // per byte of the collective's (gathered or reduced) size.
@@ -57,7 +57,8 @@ class Machine {
   // pseudo-op "call" that --calibrate measures); 0 on a profile without it,
   // as the published GPU profiles are.
   double call_seconds(Sharing sharing) const;
-  // A collective of `bytes` (the full gathered or reduced size) over `ranks`.
+  // A collective of `bytes` (the full gathered or reduced size; a rank's
+  // whole send buffer for an all-to-all) over `ranks`.
   double collective_seconds(Coll op, double bytes, int ranks, int level) const;
 
   const std::string& name() const { return name_; }
@@ -100,6 +101,9 @@ class Machine {
   // nearest one outside them.
   double seconds_per_element(std::string_view op, Level level, double elements) const;
   double gemm_rate(const double coords[4], Level level) const;
+  // The row for `op` (or "any") at `level`, the group size nearest `ranks`;
+  // nullptr when the profile has none.
+  const Collective* collective_rate(Coll op, int ranks, int level) const;
 
   std::string name_;
   double peak_flops_;

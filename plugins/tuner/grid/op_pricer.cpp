@@ -79,14 +79,9 @@ void Pricer::attention_forward(const LayerKeep& have) {
   }
 }
 
-// Collectives of the context group have a profile rate; an all-to-all has
-// none (nccl-tests' alltoall is not among the calibrated collectives), so it
-// is priced as the point-to-point traffic it is: each rank sends the
-// (r - 1) / r of its tensor that belongs to the others, at send_recv's
-// latency and bandwidth.
+// An all-to-all of a rank's `bytes` over `ranks`.
 void Pricer::all_to_all(double bytes, int32_t ranks, int32_t level) {
-  if (ranks <= 1) return;
-  out_.comm += mc_.collective_seconds(Coll::kSendRecv, bytes * double(ranks - 1) / double(ranks), ranks, level);
+  out_.comm += mc_.collective_seconds(Coll::kAllToAll, bytes, ranks, level);
 }
 
 // The local key/value block: K and V of the rank's n rows.

@@ -1198,13 +1198,15 @@ typedef enum MH_LinkLevel {
 } MH_LinkLevel;
 
 /* A collective over `ranks` ranks moving S bytes (the gathered or reduced
- * size; one message for send_recv) takes latency_s + S * f / bus_bytes_per_s
- * with the ring factor f = 2(n-1)/n for all_reduce, (n-1)/n for all_gather
- * and reduce_scatter, 1 for send_recv (nccl-tests' busbw convention). */
+ * size; a rank's whole send buffer for all_to_all; one message for
+ * send_recv) takes latency_s + S * f / bus_bytes_per_s with the ring factor
+ * f = 2(n-1)/n for all_reduce, (n-1)/n for all_gather, reduce_scatter and
+ * all_to_all, 1 for send_recv (nccl-tests' busbw convention). A reader
+ * skips the rows of an op it does not know. */
 typedef struct MH_CollectiveRate {
   int32_t level;                 /* MH_LinkLevel */
   int32_t ranks;                 /* group size measured at; 0: any */
-  const char* op;                /* "all_reduce", "all_gather", "reduce_scatter", "send_recv", "any" */
+  const char* op;                /* "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv", "any" */
   double latency_s;
   double bus_bytes_per_s;
 } MH_CollectiveRate;
