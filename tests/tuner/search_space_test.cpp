@@ -240,6 +240,16 @@ TEST(SearchLists, InferenceTriesEveryBatchOnEveryTensorAndPipelineSplitWithoutDa
   EXPECT_EQ(ps[7].layout.b, 8);
 }
 
+// Generation has no sequence parallelism: each tensor rank runs the whole
+// mixture on every row, which the engine does.
+TEST(SearchLists, InferenceSplitsAMixtureOverTensorRanksWithoutSequenceParallelism) {
+  SearchLists l = lists();
+  l.tensor = "2", l.pipeline = "1";
+  const std::vector<Proposal> ps = inference_proposals(l, "1", moe(), 2);
+  ASSERT_EQ(ps.size(), 1u);
+  EXPECT_THAT(ps[0].problems, ElementsAre());
+}
+
 TEST(SearchLists, InferenceRefusesMoreRanksThanTheDevices) {
   SearchLists l = lists();
   l.tensor = "4", l.pipeline = "2";

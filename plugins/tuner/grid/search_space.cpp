@@ -90,9 +90,10 @@ std::vector<std::string> comm_list(const std::string& text, const Model& m) {
 // What the engine refuses of context and expert parallelism (host/run/run.cpp,
 // the context and expert plugins, the MoE MLP), one reason per line, so the
 // tuner never proposes what a dry run would only fail on.
-void context_expert_problems(const Layout& l, const Model& m, std::vector<std::string>& out) {
-  // The experts run whole on each tensor rank's sequence shard.
-  if (m.moe() && l.t > 1 && !l.sp)
+void context_expert_problems(const Layout& l, const Model& m, bool training, std::vector<std::string>& out) {
+  // The experts run whole on each tensor rank's sequence shard; generation
+  // holds every row on each tensor rank and runs the whole mixture there.
+  if (training && m.moe() && l.t > 1 && !l.sp)
     out.push_back("t = " + str(l.t) + " without sequence parallelism: the mixture of experts needs it");
   if (l.cp > 1) {
     // Load-balanced: two chunks per rank, one from each end of the sequence.
@@ -121,13 +122,13 @@ void context_expert_problems(const Layout& l, const Model& m, std::vector<std::s
 }
 
 // What stops the layout from running, one reason per line.
-std::vector<std::string> problems(const Layout& l, const Model& m, int32_t devices) {
+std::vector<std::string> problems(const Layout& l, const Model& m, int32_t devices, bool training) {
   std::vector<std::string> out;
   if (l.world() != devices)
     out.push_back((l.cp > 1 ? "t*cp*p*d = " + str(l.t) + "*" + str(l.cp) + "*" : "t*p*d = " + str(l.t) + "*") +
                   str(l.p) + "*" + str(l.d) + " = " + str(l.world()) + " is not the " + str(devices) +
                   " devices of the cluster");
-  context_expert_problems(l, m, out);
+  context_expert_problems(l, m, training, out);
   if (m.heads % l.t != 0) out.push_back("t = " + str(l.t) + " does not divide the " + str(m.heads) + " heads");
   else if (m.kv() % l.t != 0)
     out.push_back("t = " + str(l.t) + " does not divide the " + str(m.kv()) + " key/value heads");
@@ -240,7 +241,7 @@ std::vector<Proposal> training_proposals(const SearchLists& lists, const Model& 
             for (int64_t n : groups)
               for (DataChoice o : optimizers) {
                 Layout l{t, p, int32_t(v), d, int32_t(b), sp, r, int32_t(n), o.distributed, o.overlap, cp, ep, comm};
-                out.push_back(Proposal{l, problems(l, m, devices)});
+                out.push_back(Proposal{l, problems(l, m, devices, true)});
               }
           }
       }
@@ -257,7 +258,7 @@ std::vector<Proposal> inference_proposals(const SearchLists& lists, const std::s
         Layout l{int32_t(t), int32_t(p), 1, 1, int32_t(b), false, "none", 0};
         Model one = m;
         one.global_batch = b;  // one batch of requests
-        std::vector<std::string> why = problems(l, one, l.world());
+        std::vector<std::string> why = problems(l, one, l.world(), false);
         if (l.world() > devices)
           why.push_back("t*p = " + str(l.world()) + " is more than the " + str(devices) + " devices of the cluster");
         out.push_back(Proposal{l, std::move(why)});
