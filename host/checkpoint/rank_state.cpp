@@ -8,9 +8,11 @@ namespace {
 // Whether this rank is the one writer of parameter `p`'s values among the
 // ranks that hold the same elements.
 bool writes(const ParamSet& params, const ParamInfo& p, int id, const RankRole& role, bool replicated_over_data) {
-  const int32_t replica = p.group == ParamGroup::kExpertDecay ? role.expert_data_rank : role.dp_rank;
-  if (replicated_over_data && replica != 0) return false;
-  if (p.shard == MH_SHARD_NONE && role.tp_rank != 0) return false;
+  // Expert weights are whole on each rank, and the ranks holding the same
+  // experts, tensor ranks among them, are one expert-data group.
+  const bool expert = p.group == ParamGroup::kExpertDecay;
+  if (replicated_over_data && (expert ? role.expert_data_rank : role.dp_rank) != 0) return false;
+  if (p.shard == MH_SHARD_NONE && !expert && role.tp_rank != 0) return false;
   // The first stage writes the tied embedding, not the last stage's copy.
   return id != params.wte() || !params.embedding_copy();
 }

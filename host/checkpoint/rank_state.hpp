@@ -32,7 +32,8 @@ struct Region {
 struct RankRole {
   int32_t tp_rank = 0, dp_rank = 0;
   bool distributed_optimizer = false;
-  // Among the ranks holding the same experts (parallel.expert): dp_rank / ep.
+  // Among the ranks holding the same experts (parallel.expert): the rank's
+  // place among the stage's data x context x tensor ranks / ep.
   int32_t expert_data_rank = 0;
 };
 

@@ -47,7 +47,7 @@ void DecoderLayer::forward(LayerActivations& A, int64_t layer, const LayerPass& 
       adapted_projection(c_, A[kActContext].ptr(), w.proj_w, w.proj_lora, drop, kLoraProj, partial,
                          c_.d.local_attention(), h);
     };
-    residual_branch(A, layer, pass, kDropoutSiteAttention, project, w.proj_b, x, kActAttnDropMask,
+    residual_branch(A, layer, pass, kDropoutSiteAttention, project, true, w.proj_b, x, kActAttnDropMask,
                     A[kActResidual1].ptr());
   }
   done_with(A, pass, {kActContext, kActLayerInput});
@@ -59,7 +59,7 @@ void DecoderLayer::forward(LayerActivations& A, int64_t layer, const LayerPass& 
   if (!write_next && A.has(kActMlpDropMask)) return;
   Buffer out = c_.activation(write_next ? kAct : kWork, n * h);
   residual_branch(A, layer, pass, kDropoutSiteMlp, [&](float* partial) { parts_.mlp->output(A, w, drop, partial); },
-                  w.fc2_b, mid, kActMlpDropMask, out.ptr());
+                  parts_.mlp->tensor_region(), w.fc2_b, mid, kActMlpDropMask, out.ptr());
   done_with(A, pass, {kActGelu, kActResidual1});
   if (write_next) *next = std::move(out);
 }
@@ -68,12 +68,12 @@ void DecoderLayer::forward(LayerActivations& A, int64_t layer, const LayerPass& 
 // reduces them in f32, and the dropout rounds once, into `out`. Inference
 // has no backward to keep the mask for.
 void DecoderLayer::residual_branch(LayerActivations& A, int64_t layer, const LayerPass& pass, DropoutSite site,
-                                   const Projection& project, int b, TypedPtr residual, Activation mask,
-                                   TypedPtr out) const {
-  const int64_t n = c_.d.local_rows(), N = c_.d.rows(), h = c_.d.hidden;
-  Buffer partial(c_.dev, kWork, N * h), scratch;
+                                   const Projection& project, bool region, int b, TypedPtr residual,
+                                   Activation mask, TypedPtr out) const {
+  const int64_t n = c_.d.local_rows(), h = c_.d.hidden;
+  Buffer partial(c_.dev, kWork, (region ? c_.d.rows() : n) * h), scratch;
   project(partial.f32());
-  TypedPtr y = c_.tp.exit_fwd(partial.f32(), scratch);
+  TypedPtr y = region ? c_.tp.exit_fwd(partial.f32(), scratch) : TypedPtr(partial.f32());
   if (b >= 0) ops::bias_add(c_.dev, y, c_.P(b), n, h);
   A[mask] = Buffer(c_.dev, pass.inference ? kWork : kAct, n * h, MH_U8);
   ops::dropout(c_.dev, y, residual, out, static_cast<uint8_t*>(A[mask].data()), n * h, pass.dropout,
@@ -82,12 +82,12 @@ void DecoderLayer::residual_branch(LayerActivations& A, int64_t layer, const Lay
 }
 
 Buffer DecoderLayer::residual_branch_bwd(LayerActivations& A, const float* dres, const ProjectionBwd& project_bwd,
-                                         int b, Activation mask) const {
+                                         bool region, int b, Activation mask) const {
   const int64_t n = c_.d.local_rows(), h = c_.d.hidden;
   Buffer dloc = c_.activation(kWork, n * h), scratch;
   ops::dropout_bwd(c_.dev, dres, static_cast<uint8_t*>(A[mask].data()), dloc.ptr(), n * h, c_.d.dropout);
   if (b >= 0) ops::bias_bwd(c_.dev, dloc.ptr(), c_.G(b), n, h);
-  return project_bwd(c_.tp.exit_bwd(dloc.ptr(), scratch));
+  return project_bwd(region ? c_.tp.exit_bwd(dloc.ptr(), scratch) : dloc.ptr());
 }
 
 // Activation gradients are in the compute dtype where GEMMs read them; the
@@ -98,12 +98,14 @@ void DecoderLayer::backward(LayerActivations& A, int64_t layer, const LayerPass&
   Buffer dfull(c_.dev, kWork, c_.d.rows() * c_.d.hidden), scratch;
   const LoraDropout drop = lora_dropout(pass, layer);
 
+  const bool region = parts_.mlp->tensor_region();
   Buffer dact = residual_branch_bwd(
-      A, dres, [&](TypedPtr dy) { return parts_.mlp->output_bwd(A, w, drop, dy); }, w.fc2_b, kActMlpDropMask);
+      A, dres, [&](TypedPtr dy) { return parts_.mlp->output_bwd(A, w, drop, dy); }, region, w.fc2_b,
+      kActMlpDropMask);
   parts_.mlp->backward(A, w, drop, dact, dfull);
   dact.release();
-  parts_.norm->backward(c_.tp.enter_bwd(dfull.f32(), scratch), A[kActResidual1].ptr(), A[kActLn2], w.ln2_w,
-                        w.ln2_b, dres);
+  parts_.norm->backward(region ? c_.tp.enter_bwd(dfull.f32(), scratch) : TypedPtr(dfull.f32()),
+                        A[kActResidual1].ptr(), A[kActLn2], w.ln2_w, w.ln2_b, dres);
 
   Buffer dctx = residual_branch_bwd(
       A, dres,
@@ -111,7 +113,7 @@ void DecoderLayer::backward(LayerActivations& A, int64_t layer, const LayerPass&
         return adapted_projection_bwd(c_, A[kActContext].ptr(), w.proj_w, w.proj_lora, drop, kLoraProj, dy,
                                       c_.d.local_attention(), c_.d.hidden);
       },
-      w.proj_b, kActAttnDropMask);
+      true, w.proj_b, kActAttnDropMask);
   attention_.backward(A, w, layer, pass, dctx.ptr(), dfull);
   dctx.release();
   parts_.norm->backward(c_.tp.enter_bwd(dfull.f32(), scratch), A[kActLayerInput].ptr(), A[kActLn1], w.ln1_w,

@@ -44,13 +44,16 @@ class DecoderLayer {
   using ProjectionBwd = std::function<Buffer(TypedPtr dy)>;
 
   // out [n, h] = residual + dropout(exit(projection) + bias); bias -1 when
-  // the model has none.
+  // the model has none. `region`: the projection ends a tensor-parallel
+  // region (MlpPart::tensor_region); else it writes the rank's own [n, h]
+  // rows whole and there is no exit.
   void residual_branch(LayerActivations& A, int64_t layer, const LayerPass& pass, DropoutSite site,
-                       const Projection& project, int b, TypedPtr residual, Activation mask, TypedPtr out) const;
+                       const Projection& project, bool region, int b, TypedPtr residual, Activation mask,
+                       TypedPtr out) const;
   // Its backward from dres: accumulates the bias's and the projection's
   // gradients and returns the gradient of the projection's input.
-  Buffer residual_branch_bwd(LayerActivations& A, const float* dres, const ProjectionBwd& project_bwd, int b,
-                             Activation mask) const;
+  Buffer residual_branch_bwd(LayerActivations& A, const float* dres, const ProjectionBwd& project_bwd, bool region,
+                             int b, Activation mask) const;
   // The hidden dropout's stream at `site`: the local rows are one
   // contiguous block of the [s, b, h] tensor.
   MH_RngSpan hidden_span(const LayerPass& pass, int64_t layer, DropoutSite site) const;

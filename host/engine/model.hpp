@@ -121,9 +121,11 @@ struct ModelDims {
   // The shared experts' width: n shared experts of width F are one SwiGLU
   // MLP of width n F (their outputs add up).
   int64_t shared_width() const { return spec.shared_experts * shared_ffn; }
-  // Expert slots of a micro-batch: every row to its k experts (dropless; a
-  // capacity keeps at most these).
-  int64_t routed_rows() const { return rows() * spec.router_topk; }
+  // Expert slots of the rank's rows: every row to its k experts (dropless; a
+  // capacity keeps at most these). The mixture of experts routes the rows
+  // the rank holds outside the tensor-parallel regions, its sequence shard
+  // under sequence parallelism (docs/parallelism.md).
+  int64_t routed_rows() const { return local_rows() * spec.router_topk; }
   int64_t local_seq() const { return seq / cp; }
   // The rank's chunks of the sequence: chunks() of chunk_len() positions each.
   int64_t chunks() const { return cp_balanced ? 2 : 1; }

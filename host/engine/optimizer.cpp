@@ -83,7 +83,6 @@ double Optimizer::grad_norm(const std::vector<GroupRange>& ranges, std::initiali
   }
   for (Collectives* g : groups)
     if (g != nullptr && g->size() > 1) g->all_reduce(sum.f32(), 1);
-  if (distributed() && data_->size() > 1) data_->all_reduce(sum.f32(), 1);
   float host = 0;
   device_.to_host(&host, sum.data(), sizeof(float));
   return std::sqrt(double(host));

@@ -45,8 +45,9 @@ class Optimizer {
   PendingCollective reduce_scatter_start(size_t range);
 
   // Global gradient L2 norm: the squares of `ranges` of this rank's
-  // gradients, summed over `groups` (each rank counts what it alone holds;
-  // a null group is skipped).
+  // gradients (of its own pieces under the distributed optimizer), summed
+  // over `groups` (each rank counts what it alone holds; a null group is
+  // skipped).
   double grad_norm(const std::vector<GroupRange>& ranges, std::initializer_list<Collectives*> groups);
   // Clips to clip_grad given the norm, then applies AdamW for `step` to the
   // f32 master weights; publish them next (ParamGather).

@@ -6,7 +6,7 @@ namespace mh {
 namespace {
 
 RankGroups make_groups(const RunSetup& s, int32_t local, int32_t rank, const RankCoordinates& c, const Device& dev) {
-  RankGroups g{world_group(s.comm_api, s.comm, local, s.dry_run, dev), {}, {}, {}, {}, {}, {}, {}};
+  RankGroups g{world_group(s.comm_api, s.comm, local, s.dry_run, dev), {}, {}, {}, {}, {}, {}, {}, {}};
   const int32_t replica = c.replica(s.cp);
   g.tensor = g.world.split(c.pp * s.dp * s.cp + replica, c.tp, "tensor");
   g.context = g.world.split((c.pp * s.dp + c.dp) * s.tp + c.tp, c.cp, "context");
@@ -14,11 +14,12 @@ RankGroups make_groups(const RunSetup& s, int32_t local, int32_t rank, const Ran
   g.pipeline = g.world.split(replica * s.tp + c.tp, c.pp, "pipeline");
   const bool end = c.pp == 0 || c.pp == s.pp - 1;
   g.embedding = g.world.split(end ? replica * s.tp + c.tp : s.comm_info.world_size + rank, c.pp, "embedding");
-  // Within one data group (same stage and tensor rank), over its replicas
-  // and their context ranks, as Megatron forms them.
-  const int32_t group = (c.pp * s.tp + c.tp) * s.dp * s.cp;
-  g.expert = g.world.split(group + replica / s.ep, replica % s.ep, "expert");
-  g.expert_data = g.world.split(group + replica % s.ep, replica / s.ep, "expert-data");
+  // Within one stage, over its data, context and tensor ranks, as Megatron
+  // forms them with an expert tensor-parallel size of 1.
+  const int32_t stage = c.pp * s.dp * s.cp * s.tp, slot = c.expert_slot(s.cp, s.tp);
+  g.expert = g.world.split(stage + slot / s.ep, slot % s.ep, "expert");
+  g.expert_data = g.world.split(stage + slot % s.ep, slot / s.ep, "expert-data");
+  g.sequence = g.world.split(c.pp * s.dp + c.dp, c.cp * s.tp + c.tp, "sequence");
   return g;
 }
 
@@ -26,7 +27,7 @@ ModelDims rank_dims(const RunSetup& s, const RankCoordinates& c) {
   ModelDims d = s.dims;
   d.tp_rank = c.tp;
   d.cp_rank = c.cp;
-  d.ep_rank = c.replica(s.cp) % s.ep;
+  d.ep_rank = c.expert_slot(s.cp, s.tp) % s.ep;
   return d;
 }
 

@@ -30,6 +30,9 @@ struct RankCoordinates {
   int32_t tp = 0, cp = 0, dp = 0, pp = 0;
   // The rank in the data group, which holds the context ranks too.
   int32_t replica(int32_t cp_size) const { return dp * cp_size + cp; }
+  // The rank among the stage's data x context x tensor ranks, which expert
+  // parallelism draws from (Megatron-Core's expert tensor-parallel size 1).
+  int32_t expert_slot(int32_t cp_size, int32_t tp_size) const { return replica(cp_size) * tp_size + tp; }
 };
 RankCoordinates rank_coordinates(const RunSetup& setup, int32_t rank);
 
@@ -41,12 +44,15 @@ struct RankGroups {
   // The first and last stage's: both hold the tied embedding. Every other
   // rank is alone in its own.
   Collectives embedding;
-  // Megatron-Core's expert groups, both inside the data group (replicas and
-  // their context ranks, in the order of RankCoordinates::replica):
-  // `expert`, ep consecutive data ranks that hold different experts (the
-  // tokens' all-to-all), and `expert_data`, the d cp / ep ranks that hold
-  // the same experts (their gradients' reduction).
+  // Megatron-Core's expert groups, both over the stage's data, context and
+  // tensor ranks (in the order of RankCoordinates::expert_slot): `expert`,
+  // ep consecutive ones that hold different experts (the tokens'
+  // all-to-all), and `expert_data`, the d cp t / ep ranks that hold the same
+  // experts (their gradients' reduction).
   Collectives expert, expert_data;
+  // The ranks holding parts of the same sequences: context x tensor (the
+  // mixture of experts' sequence group, PartContext::sequence).
+  Collectives sequence;
 };
 
 // Process-local rank `local`'s world group; dry in a dry run, ordered after

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <numeric>
 #include <span>
 
 #include "checkpoint/model_weights.hpp"
@@ -40,6 +41,15 @@
 
 namespace mh {
 namespace {
+
+// The distributed optimizer splits the buffer over the data group, and the
+// expert weights over the expert-data group (d cp t / ep ranks, which holds
+// tensor ranks under a mixture of experts): each slot is padded to split
+// evenly over both.
+int64_t pad_to(const RunSetup& s) {
+  const int64_t replicas = int64_t(s.dp) * s.cp;
+  return s.dims.moe() ? std::lcm(replicas, replicas * s.tp / s.ep) : replicas;
+}
 
 // Model FLOPs of one optimizer step (megahost/model_flops.hpp).
 double step_model_flops(const ModelDims& d, int64_t global_batch) {
@@ -99,18 +109,18 @@ class RankTrainer {
         rc_(s, local),
         chunk_specs_(stage_chunks(s, rc_.coords.pp)),
         params_(rc_.dev, rc_.dims, s.tensor_plan, seed(), owned_parts(chunk_specs_),
-                ParamStorage{s.dp * s.cp, !shards_optimizer_state(*s.assembly, s.dp * s.cp), true,
+                ParamStorage{pad_to(s), !shards_optimizer_state(*s.assembly, s.dp * s.cp), true,
                              draws_initial_values(s, rc_.dims)}),
         tp_(rc_.dev, rc_.groups.tensor, s.tensor_plan, rc_.dims),
         data_sync_(plan_data_sync()),
         optimizer_(rc_.dev, params_, adamw_config(), data_sync_.distributed ? &rc_.groups.data : nullptr,
-                   reduction_ranges(data_sync_.buckets), s.ep > 1 ? &rc_.groups.expert_data : &rc_.groups.data),
+                   reduction_ranges(data_sync_.buckets), &rc_.groups.expert_data),
         grad_sync_(params_, optimizer_, data_sync_.buckets, grad_sync_groups()),
         param_gather_(optimizer_, data_sync_.buckets, params_.infos().size(), data_sync_.overlap_param_gather),
         checkpointer_(rc_.dev, rc_.groups.world, rc_.rank,
                       ckpt::rank_state(params_, optimizer_,
                                        {rc_.coords.tp, rc_.coords.replica(s.cp), data_sync_.distributed,
-                                        rc_.coords.replica(s.cp) / s.ep},
+                                        rc_.coords.expert_slot(s.cp, s.tp) / s.ep},
                                        s.checkpoint.save_optimizer),
                       s.checkpoint) {
     Instance policy(*s.assembly->slot(MH_KIND_RECOMPUTE), s.comm_info.ranks_in_process, rc_.rank);
@@ -121,7 +131,8 @@ class RankTrainer {
       if (param_gather_.overlapped()) needed = [this](std::span<const int> ids) { param_gather_.needed(ids); };
       chunks_.push_back(std::make_unique<Transformer>(rc_.dev, params_, tp_, s.cp > 1 ? &rc_.groups.context : nullptr,
                                                       rc_.dims, c, std::move(keep), std::move(needed),
-                                                      &rc_.groups.expert));
+                                                      &rc_.groups.expert,
+                                                      s.cp * s.tp > 1 ? &rc_.groups.sequence : nullptr));
       chunks_.back()->set_moe_aux_weight(float(double(s.micro_batch) / double(s.global_batch)));
     }
     check_keep_tables_agree(rc_.groups.tensor, keep_, policy.label());
@@ -165,7 +176,8 @@ class RankTrainer {
   void check_consumed(const ckpt::Metadata& saved) const;
   void stop(int64_t step, int signal);
   void record_stage_time(double busy, double idle);
-  std::vector<GroupRange> norm_ranges() const;
+  std::vector<GroupRange> norm_ranges(bool experts) const;
+  double grad_norm();
   void finish();
   bool leader() const { return rc_.rank == 0; }
   // The ranks of the data group: the replicas and their context ranks.
@@ -231,8 +243,10 @@ DataSync RankTrainer::plan_data_sync() const {
 GradSyncGroups RankTrainer::grad_sync_groups() {
   GradSyncGroups g;
   if (replicas() > 1) g.data = &rc_.groups.data;
-  // Expert weights reduce with the rest unless expert parallelism splits them.
-  g.expert_data = s_.ep == 1 ? g.data : replicas() / s_.ep > 1 ? &rc_.groups.expert_data : nullptr;
+  // Expert weights reduce over the ranks that hold the same experts: the
+  // data group's, and with tensor parallelism their tensor ranks', less the
+  // expert group's.
+  g.expert_data = replicas() * s_.tp / s_.ep > 1 ? &rc_.groups.expert_data : nullptr;
   // LoRA's replicated adapters always hold partial sums (docs/finetune.md).
   if ((s_.tensor_plan.reduce_norm_grads || s_.dims.lora.on()) && s_.tp > 1) g.tensor = &rc_.groups.tensor;
   if (s_.tp > 1) g.heads = &rc_.groups.tensor;
@@ -512,21 +526,20 @@ void RankTrainer::record_stage_time(double busy, double idle) {
   }
 }
 
-// What this rank adds to the global gradient norm: tensor shards always,
-// replicated parameters on the tensor group's first rank, the tied
-// embedding on the first stage only; every rank of the expert group its own
-// experts, and what they share only on the group's first rank (unless the
-// distributed optimizer's pieces already count each element once).
-std::vector<GroupRange> RankTrainer::norm_ranges() const {
+// What this rank adds to the global gradient norm, of the expert weights
+// or of the rest. The rest: tensor shards always, replicated parameters on
+// the tensor group's first rank, the tied embedding on the first stage
+// only. The experts: each rank its own, which its tensor ranks need not
+// share (expert parallelism draws from them too).
+std::vector<GroupRange> RankTrainer::norm_ranges(bool experts) const {
   std::vector<GroupRange> ranges;
   for (size_t g = 0; g < kParamGroups; ++g) {
     auto group = static_cast<ParamGroup>(g);
-    bool replicated = group == ParamGroup::kReplicatedDecay || group == ParamGroup::kReplicatedNoDecay ||
-                      group == ParamGroup::kAdapterReplicated || group == ParamGroup::kExpertDecay;
-    const bool shared_by_experts = group != ParamGroup::kExpertDecay && !data_sync_.distributed;
+    if ((group == ParamGroup::kExpertDecay) != experts) continue;
+    const bool replicated = group == ParamGroup::kReplicatedDecay || group == ParamGroup::kReplicatedNoDecay ||
+                            group == ParamGroup::kAdapterReplicated;
     GroupRange r = params_.group(group);
     if ((replicated && rc_.coords.tp != 0) || r.offset >= params_.trainable_numel()) continue;
-    if (shared_by_experts && rc_.dims.ep_rank != 0) continue;
     if (group == ParamGroup::kShardedDecay && params_.embedding_copy()) {
       const int64_t skip = params_.info(params_.wte()).numel();  // wte comes first in its group
       r = GroupRange{r.offset + skip, r.count - skip};
@@ -534,6 +547,19 @@ std::vector<GroupRange> RankTrainer::norm_ranges() const {
     if (r.count > 0) ranges.push_back(r);
   }
   return ranges;
+}
+
+// The rest summed over the tensor and pipeline groups, the experts over the
+// expert and pipeline groups; the distributed optimizer's pieces each over
+// the group that shards them (each element counted once), every other
+// replica's copy left out.
+double RankTrainer::grad_norm() {
+  Collectives* data = data_sync_.distributed ? &rc_.groups.data : nullptr;
+  const double rest = optimizer_.grad_norm(norm_ranges(false), {&rc_.groups.tensor, &rc_.groups.pipeline, data});
+  if (!rc_.dims.moe()) return rest;
+  Collectives* expert_data = data_sync_.distributed ? &rc_.groups.expert_data : nullptr;
+  return std::hypot(rest, optimizer_.grad_norm(norm_ranges(true),
+                                               {&rc_.groups.expert, &rc_.groups.pipeline, expert_data}));
 }
 
 // The validation loss: over train.eval_batches micro-batches per replica,
@@ -646,9 +672,7 @@ void RankTrainer::train() {
     if (st == s_.steps && !s_.grads_out.empty())
       dump_gradients(rc_.dev, params_, rc_.groups.tensor, rc_.groups.expert, s_.grads_out + (s_.pp > 1 ? ".stage" + std::to_string(rc_.coords.pp) : ""),
                      rc_.coords.tp == 0 && rc_.coords.replica(s_.cp) == 0);
-    // The distributed optimizer's pieces count each expert weight once over the data group already.
-    Collectives* experts = data_sync_.distributed ? nullptr : &rc_.groups.expert;
-    double norm = optimizer_.grad_norm(norm_ranges(), {&rc_.groups.tensor, &rc_.groups.pipeline, experts});
+    const double norm = grad_norm();
     const bool finite =
         s_.dry_run || finite_step(st, loss, norm, {t.get_bool("skip_nonfinite"), leader()}, params_, rc_.dev);
     if (finite) {

@@ -14,7 +14,7 @@ constexpr auto kWork = MemCategory::kWorkspace;
 
 Transformer::Transformer(Device& device, ParamSet& params, TensorParallel& tp, Collectives* context,
                          const ModelDims& dims, ChunkSpec chunk, KeepTable keep, ParamsNeeded needed,
-                         Collectives* experts)
+                         Collectives* experts, Collectives* sequence)
     : dev_(device),
       params_(params),
       tp_(tp),
@@ -22,7 +22,7 @@ Transformer::Transformer(Device& device, ParamSet& params, TensorParallel& tp, C
       chunk_(chunk),
       keep_(std::move(keep)),
       needed_(std::move(needed)),
-      ctx_{device, params, tp, d_, context, experts},
+      ctx_{device, params, tp, d_, context, experts, sequence},
       parts_(build_layer_parts(ctx_)),
       attention_(full_attention(ctx_, *parts_.position)),
       layer_(ctx_, parts_, *attention_),

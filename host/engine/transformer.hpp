@@ -71,10 +71,11 @@ using ParamsNeeded = std::function<void(std::span<const int> param_ids)>;
 class Transformer {
  public:
   // keep: the recompute policy's decisions for the chunk's layers, in order.
-  // context: the context-parallel group (NULL with cp = 1); experts: the
-  // expert group (PartContext::experts).
+  // context: the context-parallel group (NULL with cp = 1); experts and
+  // sequence: the expert and sequence groups (PartContext).
   Transformer(Device& device, ParamSet& params, TensorParallel& tp, Collectives* context, const ModelDims& dims,
-              ChunkSpec chunk, KeepTable keep, ParamsNeeded needed = {}, Collectives* experts = nullptr);
+              ChunkSpec chunk, KeepTable keep, ParamsNeeded needed = {}, Collectives* experts = nullptr,
+              Collectives* sequence = nullptr);
 
   const ChunkSpec& chunk() const { return chunk_; }
   // Forward of one micro-batch through the chunk. `input` is the received

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "engine/parts/moe_mlp.hpp"
 #include "engine/tensor_weights.hpp"
 #include "preflight/kernel_ops_check.hpp"
 #include "run/run.hpp"
@@ -41,7 +42,8 @@ MH_ModelShape shape(const ModelDims& d, const Assembly& a, int32_t world) {
 }
 
 // The tensor size, or 0 when the plan failed (reported).
-int32_t plan_tensor(const Config& config, const Assembly& a, const MH_ModelShape& s, Diagnostics& diag) {
+int32_t plan_tensor(const Config& config, const Assembly& a, const ModelDims& d, const MH_ModelShape& s,
+                    Diagnostics& diag) {
   const Slot& slot = *a.slot(MH_KIND_TENSOR_PARALLEL);
   Instance tensor(slot, 1, -1);
   const MH_TensorPlanArgs args = tensor_plan_args(s);
@@ -51,7 +53,10 @@ int32_t plan_tensor(const Config& config, const Assembly& a, const MH_ModelShape
   plan.shard = shards.data();
   MH_Error* error = tensor.api<MH_TensorParallelApi>()->plan(tensor.get(), &args, &plan);
   report(error, config, slot, diag);
-  return error == nullptr ? plan.size : 0;
+  if (error != nullptr) return 0;
+  const std::string moe = moe_tensor_layout_problem(d, plan.size, plan.sequence_parallel != 0, a.generates || a.serves);
+  if (!moe.empty()) diag.error(config.where(find_table(config.root(), slot.section)), moe);
+  return plan.size;
 }
 
 // The context size, or 0 when the plan failed (reported).
@@ -95,8 +100,9 @@ int32_t plan_pipeline(const Config& config, const Assembly& a, const MH_ModelSha
   return dp;
 }
 
-// The expert-parallel size must divide the experts and the data group's
-// size `data_group` (data-parallel x context; 0: unknown).
+// The expert-parallel size must divide the experts and `data_group`, the
+// stage's ranks it draws from (data-parallel x context x tensor; 0:
+// unknown).
 void plan_expert(const Config& config, const Assembly& a, int64_t experts, int32_t data_group, Diagnostics& diag) {
   if (data_group == 0) return;
   const Slot& slot = *a.slot(MH_KIND_EXPERT_PARALLEL);
@@ -138,8 +144,8 @@ void check_layout(const Config& config, const Assembly& a, Diagnostics& diag) {
   if (world <= 0) return;
   try {
     const MH_ModelShape s = shape(dims, a, world);
-    const int32_t tp = plan_tensor(config, a, s, diag), cp = plan_context(config, a, s, diag);
-    plan_expert(config, a, dims.spec.experts, plan_pipeline(config, a, s, tp, cp, diag) * cp, diag);
+    const int32_t tp = plan_tensor(config, a, dims, s, diag), cp = plan_context(config, a, s, diag);
+    plan_expert(config, a, dims.spec.experts, plan_pipeline(config, a, s, tp, cp, diag) * cp * tp, diag);
   } catch (const Error& e) {
     diag.error(config.file(), e.what());  // a planner that failed to start
   }

@@ -25,6 +25,7 @@
 #include "convert/hf_config.hpp"
 #include "convert/hf_folder.hpp"
 #include "convert/hf_to_megahost.hpp"
+#include "engine/parts/moe_mlp.hpp"
 #include "engine/tensor_weights.hpp"
 #include "engine/trainer.hpp"
 #include "generate/generate.hpp"
@@ -229,6 +230,8 @@ void plan_tensor(RunSetup& s, const Instance& tensor) {
                                        ", which does not divide model.kv_heads = " + std::to_string(s.dims.kv()));
   s.dims.tp = s.tp;
   s.dims.sp = s.tensor_plan.sequence_parallel != 0;
+  const std::string moe = moe_tensor_layout_problem(s.dims, s.tp, s.dims.sp, s.assembly->generates || s.assembly->serves);
+  require(moe.empty(), moe);
 }
 
 // The context plan: the split of every sequence over cp ranks, which the
@@ -275,11 +278,16 @@ void plan_context(RunSetup& s, const Instance& context) {
               std::to_string(s.dims.chunks()) + " chunk(s)) over parallel.tensor.size = " + std::to_string(s.tp) +
               ": use a tensor size that divides them and is a multiple of the chunks, or turn sequence_parallel off");
   // A capacity is per expert over the rows one rank routes, and the context
-  // ranks each hold part of every micro-batch's.
+  // ranks (and the tensor ranks' sequence shards) each hold part of every
+  // micro-batch's.
   require(s.cp == 1 || s.dims.spec.capacity_factor == 0,
           "model.moe_capacity_factor > 0 with parallel.context.size = " +
               std::to_string(s.cp) + ": the experts' capacity would count one context rank's share of each "
               "micro-batch; set model.moe_capacity_factor = 0 (dropless) or parallel.context.size = 1");
+  require(!s.dims.sp || s.tp == 1 || s.dims.spec.capacity_factor == 0,
+          "model.moe_capacity_factor > 0 with parallel.tensor.size = " + std::to_string(s.tp) +
+              " and sequence parallelism: the experts' capacity would count one tensor rank's sequence shard of "
+              "each micro-batch; set model.moe_capacity_factor = 0 (dropless) or parallel.tensor.size = 1");
 }
 
 // The pipeline plan depends on the data-parallel size, which depends on the
@@ -311,11 +319,12 @@ void plan_pipeline(RunSetup& s, const Instance& pipeline) {
   }
 }
 
-// Expert parallelism draws its ranks from the data group, the data-parallel
-// replicas and their context ranks (Megatron's expert-data group spans
-// both), so it is planned once d is known.
+// Expert parallelism draws its ranks from the stage's data-parallel
+// replicas, their context ranks and, with experts whole on each rank
+// (Megatron-Core's expert tensor-parallel size 1), their tensor ranks: the
+// plan's data-parallel size is d cp t, known once d is.
 void plan_expert(RunSetup& s, const Instance& expert) {
-  const int32_t data_group = s.dp * s.cp;
+  const int32_t data_group = s.dp * s.cp * s.tp;
   const MH_ExpertPlanArgs args{MH_STRUCT_SIZE(MH_ExpertPlanArgs, data_parallel), nullptr, s.dims.spec.experts,
                                data_group};
   MH_ExpertPlan plan{};
@@ -323,7 +332,7 @@ void plan_expert(RunSetup& s, const Instance& expert) {
   check(expert.api<MH_ExpertParallelApi>()->plan(expert.get(), &args, &plan), expert.label());
   require(plan.size >= 1 && data_group % plan.size == 0 && (s.dims.spec.experts % plan.size == 0),
           expert.label() + " planned parallel.expert.size = " + std::to_string(plan.size) +
-              ", which does not divide the data-parallel x context size " + std::to_string(data_group) +
+              ", which does not divide the data-parallel x context x tensor size " + std::to_string(data_group) +
               " and model.experts = " + std::to_string(s.dims.spec.experts));
   s.ep = plan.size;
   s.dims.ep = s.ep;

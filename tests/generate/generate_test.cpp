@@ -326,5 +326,21 @@ TEST_F(GenerateQwen3, TensorParallelRanksGenerateWhatOneRankGenerates) {
             generated(with_prompts(kGreedy)));
 }
 
+// A mixture of experts under tensor parallelism: decoding holds every row
+// on each tensor rank (no sequence parallelism), which runs the whole
+// mixture on them with its whole experts.
+class GenerateMoe : public Generate {
+ protected:
+  static void SetUpTestSuite() {
+    train({"model.arch=llama", "model.kv_heads=2", "model.experts=4", "model.router_topk=2",
+           "model.moe_ffn_hidden=48"});
+  }
+};
+
+TEST_F(GenerateMoe, TensorParallelRanksGenerateWhatOneRankGenerates) {
+  EXPECT_EQ(generated(with_prompts(plus(kGreedy, {"comm.world_size=2", "parallel.tensor.size=2"}))),
+            generated(with_prompts(kGreedy)));
+}
+
 }  // namespace
 }  // namespace mh::ckpt::test

@@ -139,6 +139,36 @@ TEST(CheckpointReshardExperts, ExpertParallelTwoAndOneRankLoadEachOthersCheckpoi
   }
 }
 
+// With tensor and sequence parallelism the expert groups take tensor ranks:
+// of the tensor ranks holding the same experts one writes them, and the
+// checkpoint loads on layouts with other tensor and expert sizes.
+TEST(CheckpointReshardExperts, TensorParallelExpertLayoutsLoadEachOthersCheckpoints) {
+  const std::string moe =
+      std::string(" model.arch=llama model.experts=4 model.router_topk=2 model.moe_ffn_hidden=48") + kSchedule;
+  const LayoutResult ref = run_layout("comm.world_size=1 train.steps=6" + moe);
+  ASSERT_EQ(ref.exit_code, 0) << ref.log;
+  ASSERT_EQ(ref.losses.size(), 6u);
+  const std::string sp = " parallel.tensor.size=2 parallel.tensor.sequence_parallel=true";
+  const std::string tp2_ep1 = "comm.world_size=2" + sp, tp2_ep2 = "comm.world_size=2 parallel.expert.size=2" + sp;
+  const std::string tp2_dp2_ep4 = "comm.world_size=4 parallel.expert.size=4" + sp;
+  const std::string tp2_dp2_ep2_distributed =
+      "comm.world_size=4 parallel.expert.size=2 parallel.data.distributed_optimizer=true" + sp;
+  const std::string ep2 = "comm.world_size=2 parallel.expert.size=2";
+  // The distributed optimizer's gradients are per-rank shards: its losses are compared.
+  for (const auto& [save, load, grads] :
+       {std::tuple{tp2_ep1, tp2_dp2_ep4, true}, std::tuple{tp2_dp2_ep4, tp2_ep2, true},
+        std::tuple{tp2_dp2_ep2_distributed, ep2, true}, std::tuple{ep2, tp2_dp2_ep2_distributed, false}}) {
+    const fs::path dir = fs::temp_directory_path() / ("megahost_reshard_ep_tp_" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    const LayoutResult saved = run_layout(save + " train.steps=3 checkpoint.dir=" + dir.string() + moe);
+    ASSERT_EQ(saved.exit_code, 0) << saved.log;
+    const LayoutResult resumed = run_layout(load + " train.steps=6 checkpoint.load=" + dir.string() + moe);
+    fs::remove_all(dir);
+    SCOPED_TRACE(save + " -> " + load);
+    expect_continues(ref, resumed, grads);
+  }
+}
+
 // A head size other than hidden / heads, with QK-norm: the QKV rows and the
 // projection's columns are stored by their global index like any other.
 TEST(CheckpointReshardHeadDim, TensorParallelTwoAndOneRankLoadEachOthersCheckpoints) {

@@ -74,6 +74,13 @@ const Shape kShapes[] = {
     {"moe_cp2_ep2_bf16", "comm.world_size=2 parallel.context.size=2 parallel.expert.size=2 kernels.dtype=bf16 "
                          "model.arch=llama model.experts=8 model.router_topk=2 model.moe_ffn_hidden=128 "
                          "model.seq_len=128"},
+    // Tensor parallelism with SP: the router and the whole experts see the rank's s/t rows.
+    {"moe_t2_sp_ep2_bf16", "comm.world_size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true "
+                           "parallel.expert.size=2 kernels.dtype=bf16 model.arch=llama model.experts=8 "
+                           "model.router_topk=2 model.moe_ffn_hidden=128"},
+    {"moe_shared_t2_sp_bf16", "comm.world_size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true "
+                              "kernels.dtype=bf16 model.arch=llama model.experts=8 model.router_topk=2 "
+                              "model.moe_ffn_hidden=128 model.shared_experts=2 model.shared_expert_ffn_hidden=64"},
     // Shared experts add rows of their width; a capacity keeps the s b k bound.
     {"moe_shared_capacity_t1_bf16", "comm.world_size=1 kernels.dtype=bf16 model.arch=llama model.experts=8 "
                                     "model.router_topk=2 model.moe_ffn_hidden=128 model.shared_experts=2 "

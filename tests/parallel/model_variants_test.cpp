@@ -1,8 +1,9 @@
 // Every model variant computes the same function on every layout as on one
 // rank (losses within 1e-5 relative over 5 steps, gathered gradients within
 // 1e-4), with dropout on; and recomputation changes nothing, bit for bit.
-// The mixture of experts' layouts include expert and context parallelism (a
-// dropless router, so every layout routes every token as one rank does).
+// The mixture of experts' layouts include expert, context and tensor (with
+// sequence) parallelism (a dropless router, so every layout routes every
+// token as one rank does).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -39,6 +40,12 @@ const Variant kQwen2Moe{"qwen2_moe", "model.arch=llama model.qkv_bias=true model
                                      "model.moe_ffn_hidden=48 model.router_norm_topk=false model.shared_experts=1 "
                                      "model.shared_expert_ffn_hidden=40 model.shared_expert_gate=true "
                                      "model.moe_capacity_factor=0.75 model.router_aux_loss_coef=0.01"};
+// The same layer dropless, for the layouts that split a micro-batch's rows.
+const Variant kQwen2MoeDropless{"qwen2_moe_dropless",
+                                "model.arch=llama model.qkv_bias=true model.experts=4 model.router_topk=2 "
+                                "model.moe_ffn_hidden=48 model.router_norm_topk=false model.shared_experts=1 "
+                                "model.shared_expert_ffn_hidden=40 model.shared_expert_gate=true "
+                                "model.router_aux_loss_coef=0.01"};
 // Qwen3-MoE's layer: QK-norm, renormalised top-k gates, heads of 24 over h = 64.
 const Variant kQwen3Moe{"qwen3_moe", "model.arch=llama model.qk_norm=true model.head_dim=24 model.experts=4 "
                                      "model.router_topk=2 model.moe_ffn_hidden=48 model.router_aux_loss_coef=0.01"};
@@ -130,6 +137,34 @@ const Case kCases[] = {
     {"moe_flash_cp2_p2p", kMoeFlash, "comm.world_size=2 parallel.context.size=2 parallel.context.comm_type=p2p"},
     {"moe_ep2_cp2", kMoe, "comm.world_size=2 parallel.context.size=2 parallel.expert.size=2"},
     {"moe_ep4_cp2_dp2", kMoe, "comm.world_size=4 parallel.context.size=2 parallel.expert.size=4"},
+    // Tensor parallelism with sequence parallelism (Megatron-Core's expert
+    // tensor-parallel size 1): each tensor rank routes its sequence shard to
+    // whole experts, the load-balancing statistics summed over context x
+    // tensor, and the expert group drawn from the data, context and tensor
+    // ranks.
+    {"moe_tp2_sp", kMoe, "comm.world_size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true"},
+    {"moe_ep2_tp2_sp", kMoe,
+     "comm.world_size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true parallel.expert.size=2"},
+    {"moe_ep4_tp2_sp_dp2", kMoe,
+     "comm.world_size=4 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true parallel.expert.size=4"},
+    {"moe_ep2_tp2_sp_pp2", kMoe,
+     "comm.world_size=4 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true parallel.pipeline.size=2 "
+     "parallel.expert.size=2"},
+    {"moe_ep2_tp2_sp_cp2", kMoe,
+     "comm.world_size=4 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true parallel.context.size=2 "
+     "parallel.expert.size=2"},
+    {"moe_ep2_tp2_sp_dp2_distributed_optimizer", kMoe,
+     "comm.world_size=4 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true parallel.expert.size=2 "
+     "parallel.data.distributed_optimizer=true",
+     false, 0, false},
+    // The experts' optimizer state over their expert-data group of d t = 4 ranks.
+    {"moe_tp2_sp_dp2_distributed_optimizer", kMoe,
+     "comm.world_size=4 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true "
+     "parallel.data.distributed_optimizer=true",
+     false, 0, false},
+    // Shared experts, gated, replicated over the tensor group like the router.
+    {"qwen2_moe_dropless_ep2_tp2_sp", kQwen2MoeDropless,
+     "comm.world_size=2 parallel.tensor.size=2 parallel.tensor.sequence_parallel=true parallel.expert.size=2"},
     {"qwen2_moe_pp2", kQwen2Moe, "comm.world_size=2 parallel.pipeline.size=2"},
     {"qwen2_moe_dp2", kQwen2Moe, "comm.world_size=2"},
     {"qwen3_moe_pp2_dp2", kQwen3Moe, "comm.world_size=4 parallel.pipeline.size=2"},
@@ -190,6 +225,22 @@ TEST(ModelVariants, MixtureWithSharedExpertRecomputesBitIdentically) {
   EXPECT_EQ(r.grads.at("layers.0.shared_expert_gate_w").size(), r.grads.at("layers.0.ln1_w").size());
 }
 
+// Under tensor and sequence parallelism full recomputation rebuilds each
+// rank's routed shard, with the routing and the exchange's counts the
+// forward kept.
+TEST(ModelVariants, MixtureUnderTensorParallelismRecomputesBitIdentically) {
+  const std::string layout = std::string("comm.world_size=2 parallel.tensor.size=2 "
+                                         "parallel.tensor.sequence_parallel=true parallel.expert.size=2 ") +
+                             kMoe.model + kDropout + " ";
+  const LayoutResult keep_all = run_layout(layout + "recompute.plugin=none");
+  ASSERT_EQ(keep_all.exit_code, 0) << keep_all.log;
+  const LayoutResult r = run_layout(layout + "recompute.plugin=full recompute.method=uniform recompute.num_layers=2");
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_EQ(r.losses, keep_all.losses);
+  ASSERT_EQ(r.grads.size(), keep_all.grads.size());
+  for (const auto& [name, g] : keep_all.grads) EXPECT_EQ(r.grads.at(name), g) << name;
+}
+
 TEST(ModelVariants, TensorParallelSizeMustDivideKeyValueHeads) {
   LayoutResult r = run_layout("comm.world_size=2 parallel.tensor.size=2 model.arch=llama model.kv_heads=1");
   EXPECT_EQ(r.exit_code, 2) << r.log;
@@ -222,7 +273,7 @@ TEST(ModelVariants, ExpertParallelSizeMustDivideTheDataParallelSize) {
   LayoutResult r =
       run_layout(std::string("comm.world_size=2 parallel.pipeline.size=2 parallel.expert.size=2 ") + kMoe.model);
   EXPECT_EQ(r.exit_code, 2) << r.log;
-  EXPECT_NE(r.log.find("parallel.expert.size = 2 does not divide the data-parallel size = 1"), std::string::npos)
+  EXPECT_NE(r.log.find("parallel.expert.size = 2 does not divide the data-parallel x context x tensor size = 1"), std::string::npos)
       << r.log;
 }
 
@@ -234,11 +285,23 @@ TEST(ModelVariants, CapacityWithContextParallelismIsRefusedNamingTheKeys) {
       << r.log;
 }
 
-TEST(ModelVariants, ExpertParallelismWithTensorParallelismIsRefusedNamingTheKey) {
-  LayoutResult r = run_layout(std::string("comm.world_size=4 parallel.tensor.size=2 parallel.expert.size=2 ") +
-                              kMoe.model);
+TEST(ModelVariants, ExpertsWithTensorParallelismWithoutSequenceParallelismAreRefusedNamingTheKey) {
+  LayoutResult r = run_layout(std::string("comm.world_size=2 parallel.tensor.size=2 ") + kMoe.model);
+  EXPECT_EQ(r.exit_code, 2) << r.log;
+  EXPECT_NE(r.log.find("model.experts = 4 with parallel.tensor.size = 2 needs sequence parallelism: set "
+                       "parallel.tensor.sequence_parallel = true"),
+            std::string::npos)
+      << r.log;
+}
+
+TEST(ModelVariants, CapacityWithSequenceParallelismIsRefusedNamingTheKeys) {
+  LayoutResult r = run_layout(std::string("comm.world_size=2 parallel.tensor.size=2 "
+                                          "parallel.tensor.sequence_parallel=true ") +
+                              kQwen2Moe.model);
   EXPECT_NE(r.exit_code, 0) << r.log;
-  EXPECT_NE(r.log.find("set parallel.tensor.size = 1"), std::string::npos) << r.log;
+  EXPECT_NE(r.log.find("model.moe_capacity_factor > 0 with parallel.tensor.size = 2 and sequence parallelism"),
+            std::string::npos)
+      << r.log;
 }
 
 TEST(ModelVariants, LlamaPresetHasNoPositionTableBiasesOrTiedOutput) {

@@ -52,7 +52,7 @@ TEST(ExpertParallelPlan, SizeThatDoesNotDivideTheExpertsNamesTheKey) {
 
 TEST(ExpertParallelPlan, SizeThatDoesNotDivideTheDataParallelRanksNamesTheKey) {
   const Planned p = plan_with(4, 8, 2);
-  EXPECT_NE(p.status.find("parallel.expert.size = 4 does not divide the data-parallel size = 2"), std::string::npos)
+  EXPECT_NE(p.status.find("parallel.expert.size = 4 does not divide the data-parallel x context x tensor size = 2"), std::string::npos)
       << p.status;
 }
 

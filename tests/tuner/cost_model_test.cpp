@@ -260,6 +260,25 @@ TEST(ExpertParallel, DispatchAndCombineAreAllToAllsOfTheRoutedRows) {
   EXPECT_NEAR(c.layer_backward.comm, 2 * bytes * 3 / 4 / no_latency.bus, 1e-12);
 }
 
+// Under tensor and sequence parallelism the mixture is no tensor-parallel
+// region: only attention's all-gather and reduce-scatter stay in a layer's
+// forward, where a dense MLP adds its own pair.
+TEST(ExpertParallel, AMixtureUnderTensorParallelismHasNoTensorCollectivesAroundItsExperts) {
+  TestMachine no_latency;
+  no_latency.latency = 0;
+  Machine m(no_latency.view());
+  Layout l;
+  l.t = 2, l.sp = true, l.d = 4;
+  Model dense = mixture();
+  dense.experts = 0;
+  const Model moe = mixture();
+  auto forward_comm = [&](const Model& model) {
+    return training_step(m, model, l, Placement::of(l, 8, false), KeepTable(size_t(model.layers))).layer_forward.comm;
+  };
+  EXPECT_GT(forward_comm(dense), 0);
+  EXPECT_NEAR(forward_comm(moe), forward_comm(dense) / 2, 1e-12);
+}
+
 // Each rank holds E / ep experts: fewer weights to update.
 TEST(ExpertParallel, ShrinksTheExpertsEachRankUpdates) {
   Machine m(TestMachine{}.view());
@@ -279,12 +298,14 @@ TEST(Placement, TheContextAndExpertGroupsSitBetweenTensorAndData) {
   l.t = 2, l.cp = 4, l.d = 4, l.ep = 2;
   const Placement w = Placement::of(l, 8, false);
   EXPECT_EQ(w.cp_level, MH_LINK_INTRA_NODE);  // t cp = 8
-  // The expert group is ep consecutive ranks of the data group, whose
-  // context ranks come first: t ep = 4.
+  // The expert group is ep consecutive ranks of the stage's tensor, context
+  // and data ranks (tensor first, the experts whole on each): ep = 2.
   EXPECT_EQ(w.ep_level, MH_LINK_INTRA_NODE);
   EXPECT_EQ(w.dp_level, MH_LINK_INTER_NODE);
   l.ep = 8;
-  EXPECT_EQ(Placement::of(l, 8, false).ep_level, MH_LINK_INTER_NODE);  // t ep = 16
+  EXPECT_EQ(Placement::of(l, 8, false).ep_level, MH_LINK_INTRA_NODE);
+  l.ep = 16;
+  EXPECT_EQ(Placement::of(l, 8, false).ep_level, MH_LINK_INTER_NODE);
 }
 
 TEST(Placement, GroupsLargerThanANodeCrossItsLinks) {

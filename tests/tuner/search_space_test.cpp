@@ -154,18 +154,35 @@ TEST(SearchLists, ExpertParallelismDividesTheExpertsAndTheDataRanksOfAMixtureOnl
   SearchLists l = context_expert_lists("1", "auto", "3");
   l.data = "4";
   EXPECT_THAT(problems_of(training_proposals(l, moe(), 4, kPolicies)),
-              ElementsAre("ep = 3 does not divide the 8 experts", "ep = 3 does not divide d = 4"));
+              ElementsAre("ep = 3 does not divide the 8 experts", "ep = 3 does not divide d*cp*t = 4*1*1 = 4"));
 }
 
-TEST(SearchLists, AMixtureIsNeverSplitByTensorParallelismButIsByContextParallelism) {
+TEST(SearchLists, AMixtureUnderTensorParallelismNeedsSequenceParallelism) {
   SearchLists l = context_expert_lists("2", "all_gather", "1");
   l.tensor = "2";
   EXPECT_THAT(problems_of(training_proposals(l, moe(), 8, kPolicies)),
-              ElementsAre("t = 2: the mixture of experts runs without tensor parallelism for now"));
+              ElementsAre("t = 2 without sequence parallelism: the mixture of experts needs it"));
+  l.sequence_parallel = "true";
+  EXPECT_THAT(problems_of(training_proposals(l, moe(), 8, kPolicies)), ElementsAre());
+}
+
+// With tensor parallelism the experts are whole on each tensor rank, so the
+// expert group is drawn from the data, context and tensor ranks: ep divides
+// d cp t.
+TEST(SearchLists, AMixtureUnderTensorParallelismDrawsItsExpertRanksFromTheTensorRanksToo) {
+  SearchLists l = context_expert_lists("1", "auto", "auto");
+  l.tensor = "2", l.sequence_parallel = "true";
+  std::vector<std::string> got;
+  for (const auto& p : training_proposals(l, moe(), 4, kPolicies))
+    if (p.problems.empty()) got.push_back("d=" + std::to_string(p.layout.d) + " ep=" + std::to_string(p.layout.ep));
+  EXPECT_THAT(got, ElementsAre("d=2 ep=1", "d=2 ep=2", "d=2 ep=4"));
+  l.expert = "8";
+  EXPECT_THAT(problems_of(training_proposals(l, moe(), 4, kPolicies)),
+              ElementsAre("ep = 8 does not divide d*cp*t = 2*1*2 = 4"));
 }
 
 // Under context parallelism the expert group is drawn from the replicas and
-// their context ranks (the engine's data group): ep divides d cp.
+// their context ranks (the engine's data group): ep divides d cp (t = 1).
 TEST(SearchLists, AMixtureUnderContextParallelismDrawsItsExpertRanksFromDataAndContextRanks) {
   std::vector<std::string> got;
   for (const auto& p : training_proposals(context_expert_lists("2", "all_gather", "auto"), moe(), 8, kPolicies))
@@ -174,7 +191,7 @@ TEST(SearchLists, AMixtureUnderContextParallelismDrawsItsExpertRanksFromDataAndC
   SearchLists l = context_expert_lists("2", "all_gather", "8");
   l.data = "2";
   EXPECT_THAT(problems_of(training_proposals(l, moe(), 4, kPolicies)),
-              ElementsAre("ep = 8 does not divide d*cp = 2*2 = 4"));
+              ElementsAre("ep = 8 does not divide d*cp*t = 2*2*1 = 4"));
 }
 
 TEST(SearchLists, EverySizeThatDoesNotDivideIsNamedWithWhatItFailsToDivide) {
@@ -221,6 +238,16 @@ TEST(SearchLists, InferenceTriesEveryBatchOnEveryTensorAndPipelineSplitWithoutDa
   EXPECT_EQ(ps[7].layout.t, 2);
   EXPECT_EQ(ps[7].layout.p, 2);
   EXPECT_EQ(ps[7].layout.b, 8);
+}
+
+// Generation has no sequence parallelism: each tensor rank runs the whole
+// mixture on every row, which the engine does.
+TEST(SearchLists, InferenceSplitsAMixtureOverTensorRanksWithoutSequenceParallelism) {
+  SearchLists l = lists();
+  l.tensor = "2", l.pipeline = "1";
+  const std::vector<Proposal> ps = inference_proposals(l, "1", moe(), 2);
+  ASSERT_EQ(ps.size(), 1u);
+  EXPECT_THAT(ps[0].problems, ElementsAre());
 }
 
 TEST(SearchLists, InferenceRefusesMoreRanksThanTheDevices) {

@@ -145,9 +145,9 @@ TEST(Tune, ALongSequenceThatOverflowsOneRankIsSplitByContextParallelism) {
   EXPECT_NEAR(peak_mib(dry.out + dry.err) / 1024, std::stod(ranked[0].at("memory_gib")), 0.0005);
 }
 
-// A mixture of experts is searched over ep, with context parallelism too
-// (ep then divides d cp); the splits its engine refuses (t > 1, ep not
-// dividing d cp) are rejected with their reasons.
+// A mixture of experts is searched over ep, with context and tensor
+// parallelism too (ep then divides d cp t); the splits its engine refuses
+// (t > 1 without sequence parallelism) are rejected with their reasons.
 TEST(Tune, AMixtureOfExpertsSearchesExpertParallelismAndSkipsWhatItsEngineRefuses) {
   TempDir dir;
   const Outcome o = run_megahost({"--config", kTiny, "output.dir=" + dir.file("out"), "model.experts=4",
@@ -163,10 +163,10 @@ TEST(Tune, AMixtureOfExpertsSearchesExpertParallelismAndSkipsWhatItsEngineRefuse
   // cp = 2 twice: all_gather and a2a.
   EXPECT_THAT(ranked, ::testing::UnorderedElementsAre("t=1 cp=1 ep=1 dry_run", "t=1 cp=1 ep=2 dry_run",
                                                       "t=1 cp=2 ep=1 dry_run", "t=1 cp=2 ep=1 dry_run",
-                                                      "t=1 cp=2 ep=2 dry_run", "t=1 cp=2 ep=2 dry_run"));
+                                                      "t=1 cp=2 ep=2 dry_run", "t=1 cp=2 ep=2 dry_run",
+                                                      "t=2 cp=1 ep=1 dry_run", "t=2 cp=1 ep=2 dry_run"));
   EXPECT_THAT(mh::test::file_bytes(dir.file("out/rejected.csv")),
-              AllOf(HasSubstr("the mixture of experts runs without tensor parallelism"),
-                    HasSubstr("ep = 2 does not divide d = 1")));
+              HasSubstr("t = 2 without sequence parallelism: the mixture of experts needs it"));
   const Outcome dry = run_megahost({"--config", dir.file("out/tuned.toml"), "--dry_run"});
   EXPECT_EQ(dry.status, 0) << dry.err;
 }

@@ -11,12 +11,13 @@ constexpr auto kWork = MemCategory::kWorkspace;
 
 }  // namespace
 
-// Under a mixture of experts each row reaches k experts of width moe_ffn
-// and the shared experts: the activations are those of a SwiGLU MLP of width
+// Under a mixture of experts each of the rank's own rows (its sequence
+// shard under sequence parallelism) reaches k experts of width moe_ffn and
+// the shared experts: the activations are those of a SwiGLU MLP of width
 // k moe_ffn + Fs (a capacity drops slots, not their buffers).
 double MlpPart::activation_bytes(const ModelDims& d, double e, Activation a) {
   const double width = d.moe() ? double(d.active_ffn()) : double(d.ffn) / double(d.tp);
-  const double sbf_t = double(d.rows()) * width;
+  const double sbf_t = double(d.moe() ? d.local_rows() : d.rows()) * width;
   const double fc1_width = d.spec.activation == MlpActivation::kSwiglu ? 2 : 1;
   switch (a) {
     case kActFc1: return fc1_width * e * sbf_t;

@@ -34,6 +34,14 @@ class MlpPart {
   virtual void backward(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, Buffer& dact,
                         Buffer& dx) const = 0;
 
+  // Whether the part is a tensor-parallel region: its input gathered (or
+  // replicated) over the tensor group at the entry and its output partial
+  // sums reduced at the exit, as a dense MLP split over the tensor group is.
+  // A part that is not reads and writes the rank's own [local_rows, h] rows
+  // and has no entry or exit; output's `partial` and backward's `dx` then
+  // hold local_rows rows.
+  virtual bool tensor_region() const { return true; }
+
   static double activation_bytes(const ModelDims& d, double e, Activation a);
 
  protected:

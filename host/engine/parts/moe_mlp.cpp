@@ -28,11 +28,15 @@ MH_Tensor rows_of(TypedPtr p, int64_t first, int64_t count, int64_t cols, int64_
 
 }  // namespace
 
+std::string moe_tensor_layout_problem(const ModelDims& d, int32_t tp, bool sequence_parallel, bool generates) {
+  if (!d.moe() || tp == 1 || sequence_parallel || generates) return "";
+  return "model.experts = " + std::to_string(d.spec.experts) + " with parallel.tensor.size = " + std::to_string(tp) +
+         " needs sequence parallelism: set parallel.tensor.sequence_parallel = true, or parallel.tensor.size = 1";
+}
+
 MoeMlpPart::MoeMlpPart(const PartContext& c, std::unique_ptr<SharedExpertPart> shared)
     : MlpPart(c), shared_(std::move(shared)) {
   const ModelDims& d = c.d;
-  require(d.tp == 1, "model.experts = " + std::to_string(d.spec.experts) +
-                         " runs without tensor parallelism for now; set parallel.tensor.size = 1");
   require(d.spec.activation == MlpActivation::kSwiglu && !d.spec.bias,
           "model.experts > 0 makes SwiGLU experts without biases; set model.activation = \"swiglu\" and "
           "model.bias = false (model.arch = \"llama\" does both)");
@@ -44,7 +48,7 @@ MoeMlpPart::MoeMlpPart(const PartContext& c, std::unique_ptr<SharedExpertPart> s
 }
 
 void MoeMlpPart::route(LayerActivations& A, const LayerParamIds& w, TypedPtr in, const LayerPass& pass) const {
-  const int64_t N = c_.d.rows(), h = c_.d.hidden, e_count = E(), K = k();
+  const int64_t N = c_.d.local_rows(), h = c_.d.hidden, e_count = E(), K = k();
   auto r = std::make_shared<MoeRouting>();
   r->probs.assign(size_t(N * e_count), 1.0f / float(e_count));
   r->expert.resize(size_t(N * K));
@@ -100,18 +104,19 @@ void MoeMlpPart::route(LayerActivations& A, const LayerParamIds& w, TypedPtr in,
     gates[size_t(s)] = r->gate[size_t(i)];
   }
   // Switch's and Mixtral's load-balancing loss over the micro-batch's rows,
-  // which context parallelism spreads over its group: the choices and the
-  // probabilities per expert are summed over it, so every context rank holds
-  // the loss (and the router's gradient) one rank would.
+  // which context and sequence parallelism spread over the sequence group:
+  // the choices and the probabilities per expert are summed over it, so
+  // every rank of it holds the loss (and the router's gradient) one rank
+  // would.
   const double coef = c_.d.spec.router_aux_loss_coef;
   r->rows = N;
   if (coef > 0) {
     std::vector<double> prob_sum(size_t(e_count), 0);
     for (int64_t n = 0; n < N; ++n)
       for (int64_t e = 0; e < e_count; ++e) prob_sum[size_t(e)] += r->probs[size_t(n * e_count + e)];
-    if (c_.context != nullptr && !c_.dev.info().dry) {
-      sum_over_context(r->load, prob_sum);
-      r->rows = N * c_.d.cp;
+    if (c_.sequence != nullptr && !c_.dev.info().dry) {
+      sum_over_sequence(r->load, prob_sum);
+      r->rows = N * c_.sequence->size();
     }
     double sum = 0;
     for (int64_t e = 0; e < e_count; ++e)
@@ -130,7 +135,7 @@ void MoeMlpPart::route(LayerActivations& A, const LayerParamIds& w, TypedPtr in,
 }
 
 // One f32 all-reduce carries both: the counts stay exact below 2^24.
-void MoeMlpPart::sum_over_context(std::vector<int64_t>& load, std::vector<double>& prob_sum) const {
+void MoeMlpPart::sum_over_sequence(std::vector<int64_t>& load, std::vector<double>& prob_sum) const {
   const size_t e_count = load.size();
   std::vector<float> host(2 * e_count);
   for (size_t e = 0; e < e_count; ++e) {
@@ -139,7 +144,7 @@ void MoeMlpPart::sum_over_context(std::vector<int64_t>& load, std::vector<double
   }
   Buffer sums(c_.dev, kWork, int64_t(host.size()));
   c_.dev.to_device(sums.data(), host.data(), host.size() * sizeof(float));
-  c_.context->all_reduce(sums.ptr(), int64_t(host.size()));
+  c_.sequence->all_reduce(sums.ptr(), int64_t(host.size()));
   c_.dev.to_host(host.data(), sums.data(), host.size() * sizeof(float));
   for (size_t e = 0; e < e_count; ++e) {
     load[e] = int64_t(host[e]);
@@ -149,7 +154,7 @@ void MoeMlpPart::sum_over_context(std::vector<int64_t>& load, std::vector<double
 
 // Megatron's drop_policy "probs": the choices with the larger gates stay.
 void MoeMlpPart::drop_overflow(MoeRouting& r) const {
-  const int64_t N = c_.d.rows(), K = k(), e_count = E();
+  const int64_t N = c_.d.local_rows(), K = k(), e_count = E();
   const auto capacity =
       size_t(std::ceil(double(c_.d.spec.capacity_factor) * double(N * K) / double(e_count)));
   std::vector<std::vector<int32_t>> choices(static_cast<size_t>(e_count));
@@ -238,7 +243,7 @@ TypedPtr MoeMlpPart::from_experts(const MoeRouting& r, TypedPtr rows, Buffer& he
 }
 
 Buffer MoeMlpPart::dispatch(const MoeRouting& r, TypedPtr in) const {
-  const int64_t N = c_.d.rows(), h = c_.d.hidden, S = c_.d.routed_rows();
+  const int64_t N = c_.d.local_rows(), h = c_.d.hidden, S = c_.d.routed_rows();
   Buffer out = c_.activation(kWork, S * h);
   ops::embedding(c_.dev, in, N, static_cast<const int32_t*>(r.tokens.data()), out.ptr(), r.kept(), h, 0, false);
   return out;
@@ -246,9 +251,8 @@ Buffer MoeMlpPart::dispatch(const MoeRouting& r, TypedPtr in) const {
 
 void MoeMlpPart::forward(LayerActivations& A, const LayerParamIds& w, const LayerPass& pass,
                          const LoraDropout&) const {
-  const int64_t N = c_.d.rows(), h = c_.d.hidden, f = F();
-  Buffer gathered;
-  TypedPtr in = c_.tp.enter_fwd(A[kActLn2].ptr(), gathered);
+  const int64_t N = c_.d.local_rows(), h = c_.d.hidden, f = F();
+  const TypedPtr in = A[kActLn2].ptr();
   if (!A.routing) {
     route(A, w, in, pass);
     if (shared_) shared_->gate(in, w, pass, *A.routing);
@@ -299,7 +303,7 @@ Buffer MoeMlpPart::gated(const MoeRouting& r, TypedPtr x) const {
 }
 
 void MoeMlpPart::output(LayerActivations& A, const LayerParamIds& w, const LoraDropout&, float* partial) const {
-  const int64_t N = c_.d.rows(), h = c_.d.hidden, f = F();
+  const int64_t N = c_.d.local_rows(), h = c_.d.hidden, f = F();
   const MoeRouting& r = *A.routing;
   Buffer y = expert_output(r, A[kActGelu].ptr(), w), held;
   Buffer weighted = gated(r, from_experts(r, y.ptr(), held));
@@ -314,7 +318,7 @@ void MoeMlpPart::output(LayerActivations& A, const LayerParamIds& w, const LoraD
 // The activations' gradient [rows k, moe_ffn] then the shared experts'
 // [rows, Fs] and their gate logits' [rows] (SharedExpertPart::output_bwd).
 Buffer MoeMlpPart::output_bwd(LayerActivations& A, const LayerParamIds& w, const LoraDropout&, TypedPtr dy) const {
-  const int64_t N = c_.d.rows(), h = c_.d.hidden, f = F(), S = c_.d.routed_rows();
+  const int64_t N = c_.d.local_rows(), h = c_.d.hidden, f = F(), S = c_.d.routed_rows();
   MoeRouting& r = *A.routing;
   const int64_t kept = r.kept(), R = r.received;
   Buffer dslots = dispatch(r, dy);
@@ -353,11 +357,10 @@ Buffer MoeMlpPart::output_bwd(LayerActivations& A, const LayerParamIds& w, const
 
 void MoeMlpPart::backward(LayerActivations& A, const LayerParamIds& w, const LoraDropout&, Buffer& dact,
                           Buffer& dx) const {
-  const int64_t N = c_.d.rows(), h = c_.d.hidden, f = F();
+  const int64_t N = c_.d.local_rows(), h = c_.d.hidden, f = F();
   const MoeRouting& r = *A.routing;
   const int64_t R = r.received;
-  Buffer gathered;
-  TypedPtr in = c_.tp.enter_fwd(A[kActLn2].ptr(), gathered);
+  const TypedPtr in = A[kActLn2].ptr();
   Buffer dfc1 = c_.activation(kWork, R * 2 * f + N * 2 * Fs());
   ops::swiglu_bwd(c_.dev, A[kActFc1].ptr(), dact.ptr(), dfc1.ptr(), r.local_offset.back(), f);
   ops::fill(c_.dev, dx.ptr(), N * h, 0);
@@ -402,10 +405,10 @@ void MoeMlpPart::backward(LayerActivations& A, const LayerParamIds& w, const Lor
 // the chosen experts; with g_j = p_j, dz_e = p_e ([e in K] dg_e - sum_K p dg).
 // The loss coef E sum_e f_e P_e, f constant, adds a_e = w coef E f_e / N to
 // each dp_e, and dz_e = p_e (a_e - sum_m p_m a_m); N and f are the
-// micro-batch's over the context group (r.rows, r.load), and each context
-// rank's router gradient is its own rows' share of the sum.
+// micro-batch's over the sequence group (r.rows, r.load), and each rank's
+// router gradient is its own rows' share of the sum.
 std::vector<float> MoeMlpPart::router_grad(const MoeRouting& r) const {
-  const int64_t N = c_.d.rows(), e_count = E(), K = k();
+  const int64_t N = c_.d.local_rows(), e_count = E(), K = k();
   std::vector<float> dz(size_t(N * e_count), 0);
   if (c_.dev.info().dry) return dz;
   std::vector<double> a(size_t(e_count), 0);

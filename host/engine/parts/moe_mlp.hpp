@@ -27,23 +27,40 @@
 // way before the combine; backward mirrors it. Routing and the
 // load-balancing loss stay the rank's own micro-batch's, as on one rank.
 //
+// Under tensor parallelism (with sequence parallelism, as Megatron-Core's
+// expert tensor-parallel size 1) the mixture sits outside the tensor
+// regions: it routes the rank's own sequence shard, the norm's output as it
+// is, with whole experts, and its output is the shard's rows, which the
+// residual branch adds without a tensor-parallel exit (tensor_region).
+// The router and the shared experts are replicated over the tensor group,
+// their gradients summed over it as the norms' are.
+//
 // The load-balancing loss of Switch and Mixtral, coef E sum_e f_e P_e with
 // f_e the rows routed to expert e over the rows (summing to k) and P_e the
 // mean router probability of e (f counts the router's choices, those a
 // capacity drops included), is added to the objective with the pass's
-// aux_weight and reported on its own (moe_aux_loss). Under context
-// parallelism f and P are the micro-batch's, summed over the context group
-// (its ranks hold parts of the same sequences), so each context rank holds
-// the whole loss; a capacity, decided per rank, is refused there.
+// aux_weight and reported on its own (moe_aux_loss). Under context and
+// sequence parallelism f and P are the micro-batch's, summed over the
+// sequence group (PartContext::sequence: its ranks hold parts of the same
+// sequences), so each rank of it holds the whole loss; a capacity, decided
+// per rank, is refused there.
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/parts/mlp.hpp"
 #include "engine/parts/shared_expert.hpp"
 
 namespace mh {
+
+// Why a mixture of experts cannot train on t tensor ranks, or empty: it
+// routes each rank's own rows with whole experts, which under tensor
+// parallelism must be the rank's sequence shard (Megatron-Core asserts
+// sequence parallelism too). Generation holds every row on each tensor
+// rank and runs the whole mixture there.
+std::string moe_tensor_layout_problem(const ModelDims& d, int32_t tp, bool sequence_parallel, bool generates);
 
 class MoeMlpPart final : public MlpPart {
  public:
@@ -57,6 +74,7 @@ class MoeMlpPart final : public MlpPart {
   Buffer output_bwd(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, TypedPtr dy) const override;
   void backward(LayerActivations& A, const LayerParamIds& w, const LoraDropout& drop, Buffer& dact,
                 Buffer& dx) const override;
+  bool tensor_region() const override { return false; }
 
  private:
   // A.routing from the router's logits of the norm output `in`.
@@ -65,8 +83,8 @@ class MoeMlpPart final : public MlpPart {
   // the received rows' order by local expert.
   void plan_exchange(MoeRouting& r, bool inference) const;
   // Sums `load` and `prob_sum` (each expert's router probabilities summed
-  // over the rows) over the context group.
-  void sum_over_context(std::vector<int64_t>& load, std::vector<double>& prob_sum) const;
+  // over the rows) over the sequence group.
+  void sum_over_sequence(std::vector<int64_t>& load, std::vector<double>& prob_sum) const;
   // Each expert's choices past its capacity, the lowest gate first: their
   // slot becomes -1.
   void drop_overflow(MoeRouting& r) const;

@@ -26,6 +26,11 @@ struct PartContext {
   // The expert group (d.ep ranks) a mixture of experts exchanges its
   // tokens over; null for a single rank.
   Collectives* experts = nullptr;
+  // The ranks holding the other rows of the rank's sequences: its context
+  // group times, under sequence parallelism, its tensor group. A mixture of
+  // experts sums its load-balancing statistics over it; null when the rank
+  // holds every row.
+  Collectives* sequence = nullptr;
 
   // The weight every op reads (ParamSet::weight).
   TypedPtr P(int id) const { return params.weight(id); }

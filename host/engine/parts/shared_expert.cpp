@@ -20,14 +20,14 @@ MH_Tensor row_batch(void* data, int32_t dtype, int64_t rows, int64_t cols) {
 
 SharedExpertPart::SharedExpertPart(const PartContext& c) : c_(c) {}
 
-int64_t SharedExpertPart::gate_grad_elements() const { return c_.d.spec.shared_expert_gate ? c_.d.rows() : 0; }
+int64_t SharedExpertPart::gate_grad_elements() const { return c_.d.spec.shared_expert_gate ? c_.d.local_rows() : 0; }
 
 MH_Tensor SharedExpertPart::half(TypedPtr fc1, int64_t first) const {
-  return view((fc1 + first).data, fc1.dtype, {1, c_.d.rows(), width()}, {0, 2 * width(), 1});
+  return view((fc1 + first).data, fc1.dtype, {1, c_.d.local_rows(), width()}, {0, 2 * width(), 1});
 }
 
 void SharedExpertPart::fc1(TypedPtr in, TypedPtr fc1, const LayerParamIds& w) const {
-  const int64_t N = c_.d.rows(), h = c_.d.hidden, fs = width();
+  const int64_t N = c_.d.local_rows(), h = c_.d.hidden, fs = width();
   ops::gemm(c_.dev, in.t({1, N, h}), c_.P(w.shared_gate_w).t({1, fs, h}), half(fc1, 0), false, true, 0);
   ops::gemm(c_.dev, in.t({1, N, h}), c_.P(w.shared_fc1_w).t({1, fs, h}), half(fc1, fs), false, true, 0);
 }
@@ -35,7 +35,7 @@ void SharedExpertPart::fc1(TypedPtr in, TypedPtr fc1, const LayerParamIds& w) co
 // The logits go through the host as the router's do: a [rows] vector.
 void SharedExpertPart::gate(TypedPtr in, const LayerParamIds& w, const LayerPass& pass, MoeRouting& r) const {
   if (w.shared_expert_gate_w < 0) return;
-  const int64_t N = c_.d.rows();
+  const int64_t N = c_.d.local_rows();
   Buffer logits(c_.dev, kWork, N);
   ops::linear(c_.dev, in, c_.P(w.shared_expert_gate_w), logits.ptr(), N, c_.d.hidden, 1);
   r.shared_gate_host.assign(size_t(N), 0.5f);
@@ -49,7 +49,7 @@ void SharedExpertPart::gate(TypedPtr in, const LayerParamIds& w, const LayerPass
 }
 
 void SharedExpertPart::output(const MoeRouting& r, TypedPtr act, const LayerParamIds& w, float* partial) const {
-  const int64_t N = c_.d.rows(), h = c_.d.hidden;
+  const int64_t N = c_.d.local_rows(), h = c_.d.hidden;
   if (w.shared_expert_gate_w < 0) {
     ops::linear(c_.dev, act, c_.P(w.shared_fc2_w), TypedPtr(partial), N, width(), h, 1);
     return;
@@ -64,7 +64,7 @@ void SharedExpertPart::output(const MoeRouting& r, TypedPtr act, const LayerPara
 // dz = s (1 - s) (dy . y).
 void SharedExpertPart::output_bwd(const MoeRouting& r, TypedPtr act, const LayerParamIds& w, TypedPtr dy,
                                   TypedPtr dact, TypedPtr dz) const {
-  const int64_t N = c_.d.rows(), h = c_.d.hidden, fs = width();
+  const int64_t N = c_.d.local_rows(), h = c_.d.hidden, fs = width();
   if (w.shared_expert_gate_w < 0) {
     ops::linear_dx(c_.dev, dy, c_.P(w.shared_fc2_w), dact, N, fs, h);
     ops::linear_dw(c_.dev, dy, act, TypedPtr(c_.G(w.shared_fc2_w)), N, fs, h);
@@ -94,7 +94,7 @@ void SharedExpertPart::output_bwd(const MoeRouting& r, TypedPtr act, const Layer
 }
 
 void SharedExpertPart::backward(TypedPtr in, TypedPtr dfc1, TypedPtr dz, const LayerParamIds& w, float* dx) const {
-  const int64_t N = c_.d.rows(), h = c_.d.hidden, fs = width();
+  const int64_t N = c_.d.local_rows(), h = c_.d.hidden, fs = width();
   for (const auto& [weight, first] : {std::pair{w.shared_gate_w, int64_t(0)}, std::pair{w.shared_fc1_w, fs}}) {
     const MH_Tensor dy = half(dfc1, first);
     if (c_.G(weight) != nullptr)  // a frozen base computes no gradient of its own

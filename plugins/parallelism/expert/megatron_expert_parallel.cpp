@@ -18,8 +18,10 @@ void MegatronExpertParallel::plan(const MH_ExpertPlanArgs& args, MH_ExpertPlan& 
   if (experts > 0 && experts % size_ != 0)
     problems.add(plan::does_not_divide(size_key_, size_, "model.experts", experts, kMaxSize));
   if (data_parallel % size_ != 0)
-    problems.add(plan::does_not_divide(size_key_, size_, "the data-parallel size", data_parallel, kMaxSize) +
-                 " (the expert-parallel ranks are data-parallel ranks: world / (tensor x pipeline))");
+    problems.add(plan::does_not_divide(size_key_, size_, "the data-parallel x context x tensor size", data_parallel,
+                                       kMaxSize) +
+                 " (the expert-parallel ranks are a stage's data-parallel, context and tensor ranks: world / "
+                 "pipeline)");
   problems.raise();
   out.size = size_;
   out.experts_per_rank = static_cast<int32_t>(experts / size_);

@@ -22,11 +22,12 @@ void attention(Pricer& pr, const Model& m, const Layout& l, int64_t rows, int64_
 // One layer over the n = rows * b packed rows: column-parallel QKV, K and V
 // copied into the cache, attention per sequence, row-parallel output with
 // its all-reduce, then the MLP the same way (a mixture's router first, its
-// experts at the active width). No dropout in generation.
+// whole experts at the active width on every tensor rank, with no
+// all-reduce). No dropout in generation.
 void layer(Pricer& pr, const Model& m, const Layout& l, int64_t rows, int64_t context) {
   const int64_t n = pr.n, h = pr.h, kv_width = pr.ql - pr.hl;
-  auto exit_region = [&] {
-    if (l.t > 1) pr.tp(Coll::kAllReduce, pr.act(n * h));
+  auto exit_region = [&](bool region) {
+    if (region && l.t > 1) pr.tp(Coll::kAllReduce, pr.act(n * h));
     pr.vec("bias_add", n * h);
     pr.vec("elementwise", n * h);  // the residual add
   };
@@ -37,14 +38,14 @@ void layer(Pricer& pr, const Model& m, const Layout& l, int64_t rows, int64_t co
   pr.traffic(double(n * kv_width), 2);  // K and V into the cache
   attention(pr, m, l, rows, context);
   pr.gemm(1, n, h, pr.hl);
-  exit_region();
+  exit_region(true);
   pr.vec("layernorm", n * h);
   pr.router_forward();
   pr.gemm(1, n, pr.f1l, h);
   pr.vec("bias_add", n * pr.f1l);
   pr.activation_forward();
   pr.gemm(1, n, h, pr.fl);
-  exit_region();
+  exit_region(!m.moe());
 }
 
 // Token (and learned position) embeddings of the n rows, the

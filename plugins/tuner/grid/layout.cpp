@@ -27,8 +27,8 @@ Placement Placement::of(const Layout& l, int32_t devices_per_node, bool shared_d
   Placement out;
   out.tp_level = level(l.t);
   out.cp_level = level(int64_t(l.t) * l.cp);
-  // ep consecutive ranks of the data group, whose context ranks come first.
-  out.ep_level = level(int64_t(l.t) * l.ep);
+  // ep consecutive ranks of the stage's tensor, context and data ranks.
+  out.ep_level = level(l.ep);
   out.dp_level = level(int64_t(l.t) * l.cp * l.d);
   out.pp_level = level(int64_t(l.world()));
   out.sharing = shared_device ? std::min(l.world(), devices_per_node) : 1;

@@ -81,8 +81,8 @@ struct Layout {
   // Context parallelism: each sequence split over cp ranks (2 cp chunks,
   // causally load-balanced), keys and values exchanged by cp_comm
   // ("all_gather", "p2p" ring or "a2a" Ulysses; empty at cp = 1). Expert
-  // parallelism: ep of the data ranks hold E / ep experts each and trade
-  // tokens by all-to-all.
+  // parallelism: ep of the data, context and tensor ranks hold E / ep
+  // experts each and trade tokens by all-to-all.
   int32_t cp = 1, ep = 1;
   std::string cp_comm;
 
@@ -92,12 +92,15 @@ struct Layout {
   // The ranks that hold the same weights and reduce their gradients
   // together: the data replicas and their context ranks.
   int32_t data_group() const { return d * cp; }
+  // The ranks of a stage expert parallelism draws from: the data group's
+  // and their tensor ranks (the experts are whole on each).
+  int32_t expert_ranks() const { return d * cp * t; }
 };
 
 // Which link each group's collectives cross, and how many ranks share one
 // device (all ranks of a node on a CPU, one on a GPU). Megatron's rank
 // order: tensor fastest, then context, then data (the expert groups ep
-// consecutive data ranks), then pipeline.
+// consecutive ranks of these), then pipeline.
 struct Placement {
   int32_t tp_level = MH_LINK_INTRA_NODE, dp_level = MH_LINK_INTRA_NODE, pp_level = MH_LINK_INTRA_NODE;
   int32_t cp_level = MH_LINK_INTRA_NODE, ep_level = MH_LINK_INTRA_NODE;

@@ -17,9 +17,9 @@ Seconds Seconds::operator*(double k) const { return Seconds{gemm * k, vector * k
 Pricer::Pricer(const Machine& machine, const Model& model, const Layout& l, const Placement& w, Sharing sharing,
                bool train)
     : s(model.seq), h(model.hidden), V(model.vocab / l.t), n(model.seq / l.cp * l.b), nl(l.sp ? n / l.t : n),
-      hl(model.attention_width() / l.t), fl(model.ffn / l.t), g(int64_t(l.b) * model.heads / l.t),
-      dh(model.head_dim()),
-      ql(model.qkv() / l.t), f1l(model.fc1() / l.t),
+      hl(model.attention_width() / l.t), fl(model.moe() ? model.ffn : model.ffn / l.t),
+      g(int64_t(l.b) * model.heads / l.t), dh(model.head_dim()), ql(model.qkv() / l.t),
+      f1l(model.moe() ? model.fc1() : model.fc1() / l.t), nm(model.moe() && train ? nl : n),
       // Each rank's share of the causal scores is 1/cp under load balancing:
       // Ulysses holds every row of 1/cp of the heads; all-gather the rank's
       // s / cp query rows against every key; the ring cp blocks of s / cp.
@@ -124,25 +124,25 @@ void Pricer::context_backward() {
 
 // logits [n, E] = x W_r^T
 void Pricer::router_forward() {
-  if (m_.moe()) gemm(1, n, m_.experts, h);
+  if (m_.moe()) gemm(1, nm, m_.experts, h);
 }
 void Pricer::router_backward() {
   if (!m_.moe()) return;
-  gemm(1, m_.experts, h, n);  // dW_r
-  gemm(1, n, h, m_.experts);  // dx
+  gemm(1, m_.experts, h, nm);  // dW_r
+  gemm(1, nm, h, m_.experts);  // dx
 }
 
-// The rank's n k routed rows [n k, h] to the ranks of their experts (or
+// The rank's nm k routed rows [nm k, h] to the ranks of their experts (or
 // back); the expert GEMMs themselves are FC1 and FC2 at the active width,
 // the same FLOPs as each expert's over its rows.
 void Pricer::expert_exchange() {
-  if (m_.moe()) all_to_all(act(n * m_.router_topk * h), l_.ep, w_.ep_level);
+  if (m_.moe()) all_to_all(act(nm * m_.router_topk * h), l_.ep, w_.ep_level);
 }
 
 // out = residual + dropout(exit(in @ W^T) + bias)
-void Pricer::residual_branch(int64_t width) {
-  gemm(1, n, h, width);
-  exit_fwd();
+void Pricer::residual_branch(int64_t rows, int64_t width, bool region) {
+  gemm(1, rows, h, width);
+  if (region) exit_fwd();
   vec("bias_add", nl * h);
   dropout(nl * h);
 }
@@ -157,57 +157,58 @@ void Pricer::rope() {
 }
 
 void Pricer::activation_forward() {
-  if (gated) traffic(double(n * fl), 3);  // gate and up in, product out
-  else vec("gelu", n * fl);
+  if (gated) traffic(double(nm * fl), 3);  // gate and up in, product out
+  else vec("gelu", nm * fl);
 }
 
 void Pricer::layer_forward(const LayerKeep& have, bool need_output) {
   if (!have[kActLn1]) vec("layernorm", nl * h);
   attention_forward(have);
-  if (!have[kActResidual1] || !have[kActAttnDropMask]) residual_branch(hl);
+  if (!have[kActResidual1] || !have[kActAttnDropMask]) residual_branch(n, hl, true);
   if (!have[kActLn2]) vec("layernorm", nl * h);
   if (!have[kActFc1]) {
-    enter_fwd();
+    if (!m_.moe()) enter_fwd();
     router_forward();
     expert_exchange();  // dispatch
-    gemm(1, n, f1l, h);
-    vec("bias_add", n * f1l);
+    gemm(1, nm, f1l, h);
+    vec("bias_add", nm * f1l);
   }
   if (!have[kActGelu]) activation_forward();
   if (need_output || !have[kActMlpDropMask]) {
     expert_exchange();  // combine
-    residual_branch(fl);
+    residual_branch(nm, fl, !m_.moe());
   }
 }
 
 // dW and dx of y = x @ W^T with W [out, in]; with SP the input is gathered
 // again for dW, since only its shard was kept.
-void Pricer::linear_backward(int64_t in, int64_t out, bool regather) {
+void Pricer::linear_backward(int64_t rows, int64_t in, int64_t out, bool regather) {
   if (regather) enter_fwd();
-  gemm(1, out, in, n);  // dW += dy^T x
-  gemm(1, n, in, out);  // dx = dy W
+  gemm(1, out, in, rows);  // dW += dy^T x
+  gemm(1, rows, in, out);  // dx = dy W
 }
 
-void Pricer::residual_branch_backward() {
+void Pricer::residual_branch_backward(bool region) {
   vec("dropout_bwd", nl * h);
   vec("bias_bwd", nl * h);
-  exit_bwd();
+  if (region) exit_bwd();
 }
 
 void Pricer::layer_backward() {
-  residual_branch_backward();
+  const bool region = !m_.moe();
+  residual_branch_backward(region);
   expert_exchange();  // the combine's conjugate
-  linear_backward(fl, h, false);
-  if (gated) traffic(double(n * fl), 5);  // gate, up and dout in; both gradients out
-  else vec("gelu_bwd", n * fl);
-  vec("bias_bwd", n * f1l);
-  linear_backward(h, f1l, true);
+  linear_backward(nm, fl, h, false);
+  if (gated) traffic(double(nm * fl), 5);  // gate, up and dout in; both gradients out
+  else vec("gelu_bwd", nm * fl);
+  vec("bias_bwd", nm * f1l);
+  linear_backward(nm, h, f1l, region);
   expert_exchange();  // the dispatch's
   router_backward();
-  enter_bwd();
+  if (region) enter_bwd();
   vec("layernorm_bwd", nl * h);
-  residual_branch_backward();
-  linear_backward(hl, h, false);
+  residual_branch_backward(true);
+  linear_backward(n, hl, h, false);
   gemm(ga, sq, sk, dh);  // dP = dC V^T
   gemm(ga, sk, dh, sq);  // dV = P^T dC
   vec("dropout_bwd", ga * sq * sk);
@@ -217,7 +218,7 @@ void Pricer::layer_backward() {
   context_backward();
   rope();
   vec("bias_bwd", n * ql);
-  linear_backward(h, ql, true);
+  linear_backward(n, h, ql, true);
   enter_bwd();
   vec("layernorm_bwd", nl * h);
 }
@@ -247,7 +248,7 @@ void Pricer::head_forward_backward() {
   vec("xent", n * V);
   if (l_.t > 1) tp(Coll::kAllReduce, 3.0 * double(n) * kFp32);
   vec("xent", n * V);
-  linear_backward(h, V, true);
+  linear_backward(n, h, V, true);
   enter_bwd();
   vec("elementwise", nl * h);
   vec("layernorm_bwd", nl * h);

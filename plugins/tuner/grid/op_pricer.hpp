@@ -4,7 +4,10 @@
 // rows of the layernorm and dropout regions (n / t with SP), hl = a D / t
 // (the attention's width, h / t where D = h / a), fl = f / t, V the local vocabulary, g = b * a / t attention groups, dh the
 // head size; the model's parts (docs/models.md) set the widths of QKV and
-// FC1 and which ops run.
+// FC1 and which ops run. A mixture of experts is no tensor-parallel region:
+// its whole experts (fl = f, the active width) run on nm rows, the rank's
+// sequence shard in training (nl) and every row in generation (n), with no
+// collective at its entry or exit.
 #pragma once
 
 #include <cstdint>
@@ -68,6 +71,7 @@ class Pricer {
 
   const int64_t s, h, V, n, nl, hl, fl, g, dh;
   const int64_t ql, f1l;  // QKV's and FC1's local widths
+  const int64_t nm;       // the MLP's rows
   // The attention core's products with context parallelism: ga products of
   // sq query rows by sk key rows (at cp = 1: g, s, s).
   const int64_t ga, sq, sk;
@@ -79,10 +83,11 @@ class Pricer {
   void enter_bwd();
   void exit_fwd();
   void exit_bwd();
-  void residual_branch(int64_t width);
+  // Over `rows` rows, a tensor-parallel region's exit when `region`.
+  void residual_branch(int64_t rows, int64_t width, bool region);
   void attention_forward(const LayerKeep& have);
-  void residual_branch_backward();
-  void linear_backward(int64_t in, int64_t out, bool regather);
+  void residual_branch_backward(bool region);
+  void linear_backward(int64_t rows, int64_t in, int64_t out, bool regather);
   // Context parallelism's exchanges of one layer's attention core.
   void context_forward_in();
   void context_forward_out();

@@ -90,9 +90,11 @@ std::vector<std::string> comm_list(const std::string& text, const Model& m) {
 // What the engine refuses of context and expert parallelism (host/run/run.cpp,
 // the context and expert plugins, the MoE MLP), one reason per line, so the
 // tuner never proposes what a dry run would only fail on.
-void context_expert_problems(const Layout& l, const Model& m, std::vector<std::string>& out) {
-  if (m.moe() && l.t > 1)
-    out.push_back("t = " + str(l.t) + ": the mixture of experts runs without tensor parallelism for now");
+void context_expert_problems(const Layout& l, const Model& m, bool training, std::vector<std::string>& out) {
+  // The experts run whole on each tensor rank's sequence shard; generation
+  // holds every row on each tensor rank and runs the whole mixture there.
+  if (training && m.moe() && l.t > 1 && !l.sp)
+    out.push_back("t = " + str(l.t) + " without sequence parallelism: the mixture of experts needs it");
   if (l.cp > 1) {
     // Load-balanced: two chunks per rank, one from each end of the sequence.
     if (m.seq % (2 * int64_t(l.cp)) != 0)
@@ -111,21 +113,22 @@ void context_expert_problems(const Layout& l, const Model& m, std::vector<std::s
     if (!m.moe()) out.push_back("ep = " + str(l.ep) + " needs a mixture of experts (model.experts = 0)");
     else if (m.experts % l.ep != 0)
       out.push_back("ep = " + str(l.ep) + " does not divide the " + str(m.experts) + " experts");
-    // The expert group is drawn from the replicas and their context ranks.
-    if (l.data_group() % l.ep != 0)
-      out.push_back("ep = " + str(l.ep) + " does not divide " +
-                    (l.cp > 1 ? "d*cp = " + str(l.d) + "*" + str(l.cp) + " = " : "d = ") + str(l.data_group()));
+    // The expert group is drawn from the replicas, their context ranks and
+    // their tensor ranks.
+    if (l.expert_ranks() % l.ep != 0)
+      out.push_back("ep = " + str(l.ep) + " does not divide d*cp*t = " + str(l.d) + "*" + str(l.cp) + "*" + str(l.t) +
+                    " = " + str(l.expert_ranks()));
   }
 }
 
 // What stops the layout from running, one reason per line.
-std::vector<std::string> problems(const Layout& l, const Model& m, int32_t devices) {
+std::vector<std::string> problems(const Layout& l, const Model& m, int32_t devices, bool training) {
   std::vector<std::string> out;
   if (l.world() != devices)
     out.push_back((l.cp > 1 ? "t*cp*p*d = " + str(l.t) + "*" + str(l.cp) + "*" : "t*p*d = " + str(l.t) + "*") +
                   str(l.p) + "*" + str(l.d) + " = " + str(l.world()) + " is not the " + str(devices) +
                   " devices of the cluster");
-  context_expert_problems(l, m, out);
+  context_expert_problems(l, m, training, out);
   if (m.heads % l.t != 0) out.push_back("t = " + str(l.t) + " does not divide the " + str(m.heads) + " heads");
   else if (m.kv() % l.t != 0)
     out.push_back("t = " + str(l.t) + " does not divide the " + str(m.kv()) + " key/value heads");
@@ -158,7 +161,7 @@ struct Split {
 
 // Every split of the lists; "auto" takes the sizes that divide what they
 // split and the devices (cp: 2 cp chunks of the sequence; ep: the experts
-// and d cp). The comm type matters only with cp > 1.
+// and d cp t). The comm type matters only with cp > 1.
 template <class F>
 void for_each_split(const SearchLists& lists, const Model& m, int32_t devices, F&& f) {
   const std::vector<std::string> comms = comm_list(lists.context_comm, m);
@@ -166,7 +169,7 @@ void for_each_split(const SearchLists& lists, const Model& m, int32_t devices, F
     for (int64_t cp : int_list(lists.context, common_divisors(m.seq / 2, std::max<int64_t>(1, devices / t)), "tuner.context"))
       for (int64_t p : int_list(lists.pipeline, common_divisors(m.layers, std::max<int64_t>(1, devices / (t * cp))), "tuner.pipeline"))
         for (int64_t d : int_list(lists.data, {std::max<int64_t>(1, devices / (t * cp * p))}, "tuner.data"))
-          for (int64_t ep : int_list(lists.expert, m.moe() ? common_divisors(m.experts, d * cp) : std::vector<int64_t>{1}, "tuner.expert"))
+          for (int64_t ep : int_list(lists.expert, m.moe() ? common_divisors(m.experts, d * cp * t) : std::vector<int64_t>{1}, "tuner.expert"))
             for (const std::string& comm : cp > 1 ? comms : std::vector<std::string>{""})
               f(Split{int32_t(t), int32_t(cp), int32_t(p), int32_t(d), int32_t(ep), comm});
 }
@@ -238,7 +241,7 @@ std::vector<Proposal> training_proposals(const SearchLists& lists, const Model& 
             for (int64_t n : groups)
               for (DataChoice o : optimizers) {
                 Layout l{t, p, int32_t(v), d, int32_t(b), sp, r, int32_t(n), o.distributed, o.overlap, cp, ep, comm};
-                out.push_back(Proposal{l, problems(l, m, devices)});
+                out.push_back(Proposal{l, problems(l, m, devices, true)});
               }
           }
       }
@@ -255,7 +258,7 @@ std::vector<Proposal> inference_proposals(const SearchLists& lists, const std::s
         Layout l{int32_t(t), int32_t(p), 1, 1, int32_t(b), false, "none", 0};
         Model one = m;
         one.global_batch = b;  // one batch of requests
-        std::vector<std::string> why = problems(l, one, l.world());
+        std::vector<std::string> why = problems(l, one, l.world(), false);
         if (l.world() > devices)
           why.push_back("t*p = " + str(l.world()) + " is more than the " + str(devices) + " devices of the cluster");
         out.push_back(Proposal{l, std::move(why)});

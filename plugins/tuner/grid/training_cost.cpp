@@ -117,8 +117,8 @@ Seconds replicated_step(const Machine& mc, const Layout& l, const Placement& w, 
 // Gradient reductions, norm and AdamW once per step on the biggest stage;
 // `forward_compute`: one micro-batch's forward through a stage's layers.
 // The weights every replica holds reduce over the data group (with its
-// context ranks); a mixture's routed experts over the d cp / ep ranks that
-// hold the same experts (Megatron-Core's expert-data group).
+// context ranks); a mixture's routed experts over the d cp t / ep ranks
+// that hold the same experts (Megatron-Core's expert-data group).
 Seconds step_end(const Machine& mc, const Model& model, const Layout& l, const Placement& w, double forward_compute) {
   int64_t params = 0;
   for (int32_t stage = 0; stage < l.p; ++stage) params = std::max(params, params_per_rank(model, l, stage));
@@ -128,11 +128,13 @@ Seconds step_end(const Machine& mc, const Model& model, const Layout& l, const P
   Seconds out;
   out.vector += mc.vector_seconds("elementwise", dense + experts, all);  // zero the gradients
   if (l.sp && l.t > 1) {
-    // Layernorm and row-parallel bias gradients saw one sequence shard each.
-    const double replicated = double(model.layers / l.p) * 6.0 * double(model.hidden);
+    // Layernorm and row-parallel bias gradients saw one sequence shard
+    // each, as did a mixture's router and shared experts.
+    const int64_t moe = model.moe() ? model.experts + 3 * model.shared_experts * model.shared_ffn : 0;
+    const double replicated = double(model.layers / l.p) * double(6 + moe) * double(model.hidden);
     out.comm += mc.collective_seconds(Coll::kAllReduce, replicated * kFp32, l.t, w.tp_level);
   }
-  const int32_t expert_group = l.data_group() / l.ep;
+  const int32_t expert_group = l.expert_ranks() / l.ep;
   if (l.distributed_optimizer) {
     out += distributed_step(mc, l, w, dense, l.data_group(), forward_compute);
     if (experts > 0) out += distributed_step(mc, l, w, experts, expert_group, forward_compute);
@@ -177,9 +179,11 @@ int64_t active_expert_params(const Model& m, const Layout& l) {
 
 int64_t params_per_rank(const Model& m, const Layout& l, int32_t stage) {
   const int64_t h = m.hidden, f = m.ffn, t = l.t, q = m.qkv(), f1 = m.fc1();
+  // The mixture's experts are whole on each tensor rank.
+  const int64_t tm = m.moe() ? 1 : t;
   // Norms and biases counted as GPT-2's (a few h per layer); a Llama-style
   // model has fewer, which moves nothing the tuner decides.
-  const int64_t layer = 4 * h + (q * h + q) / t + h * m.attention_width() / t + h + (f1 * h + f1) / t + h * f / t + h;
+  const int64_t layer = 4 * h + (q * h + q) / t + h * m.attention_width() / t + h + (f1 * h + f1) / tm + h * f / tm + h;
   int64_t out = layer * (m.layers / l.p);
   if (stage == 0 || stage == l.p - 1) out += m.vocab / t * h;  // the embedding, or its tied copy, or lm_head
   if (stage == 0 && !m.rotary) out += m.seq * h;

@@ -1038,14 +1038,17 @@ typedef struct MH_ExpertPlan {
   size_t struct_size;
   int32_t size;                  /* ep */
   int32_t experts_per_rank;      /* experts / ep; rank e of the group owns [e * n, (e + 1) * n) */
-  int32_t expert_data_parallel;  /* d / ep */
+  int32_t expert_data_parallel;  /* d / ep: the ranks holding the same experts */
 } MH_ExpertPlan;
 
 typedef struct MH_ExpertPlanArgs {
   size_t struct_size;
   const MH_Extension* extensions;
   int64_t experts;               /* of each MoE layer; 0: a dense model */
-  int32_t data_parallel;         /* d: data-parallel x context size */
+  int32_t data_parallel;         /* d: the stage's ranks expert parallelism draws from,
+                                    data-parallel x context x tensor size (the experts are
+                                    whole on each tensor rank, Megatron-Core's expert
+                                    tensor-parallel size 1) */
 } MH_ExpertPlanArgs;
 
 typedef struct MH_ExpertParallelApi {
