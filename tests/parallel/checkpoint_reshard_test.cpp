@@ -10,7 +10,8 @@
 
 #include <cmath>
 #include <filesystem>
-#include <tuple>
+#include <initializer_list>
+#include <string>
 
 #include "layout_run.hpp"
 
@@ -55,6 +56,26 @@ void expect_continues(const LayoutResult& ref, const LayoutResult& resumed, bool
   if (!compare_grads) return;
   ASSERT_EQ(resumed.grads.size(), ref.grads.size());
   for (const auto& [name, g] : ref.grads) EXPECT_LE(relative_difference(resumed.grads.at(name), g), 1e-4) << name;
+}
+
+struct Reshard {
+  std::string save, load;
+  bool compare_grads;
+};
+
+// Each case saves 3 steps of `model` on one layout and resumes them to 6 on
+// another, which must continue `ref`.
+void expect_resumes_across(const LayoutResult& ref, const std::string& model, std::initializer_list<Reshard> cases) {
+  for (const Reshard& c : cases) {
+    const fs::path dir = fs::temp_directory_path() / ("megahost_reshard_" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    const LayoutResult saved = run_layout(c.save + " train.steps=3 checkpoint.dir=" + dir.string() + model);
+    ASSERT_EQ(saved.exit_code, 0) << saved.log;
+    const LayoutResult resumed = run_layout(c.load + " train.steps=6 checkpoint.load=" + dir.string() + model);
+    fs::remove_all(dir);
+    SCOPED_TRACE(c.save + " -> " + c.load);
+    expect_continues(ref, resumed, c.compare_grads);
+  }
 }
 
 class CheckpointReshard : public ::testing::TestWithParam<Pair> {};
@@ -126,17 +147,7 @@ TEST(CheckpointReshardExperts, ExpertParallelTwoAndOneRankLoadEachOthersCheckpoi
   const std::string ep2_cp2_dp2 =
       "comm.world_size=4 parallel.context.size=2 parallel.expert.size=2 parallel.data.distributed_optimizer=true";
   // The distributed optimizer's gradients are per-rank shards: its losses are compared.
-  for (const auto& [save, load, grads] : {std::tuple{ep2, one, true}, std::tuple{one, ep2, true},
-                                          std::tuple{ep2_cp2_dp2, one, true}, std::tuple{one, ep2_cp2_dp2, false}}) {
-    const fs::path dir = fs::temp_directory_path() / ("megahost_reshard_ep_" + std::to_string(getpid()));
-    fs::remove_all(dir);
-    const LayoutResult saved = run_layout(save + " train.steps=3 checkpoint.dir=" + dir.string() + moe);
-    ASSERT_EQ(saved.exit_code, 0) << saved.log;
-    const LayoutResult resumed = run_layout(load + " train.steps=6 checkpoint.load=" + dir.string() + moe);
-    fs::remove_all(dir);
-    SCOPED_TRACE(save + " -> " + load);
-    expect_continues(ref, resumed, grads);
-  }
+  expect_resumes_across(ref, moe, {{ep2, one, true}, {one, ep2, true}, {ep2_cp2_dp2, one, true}, {one, ep2_cp2_dp2, false}});
 }
 
 // With tensor and sequence parallelism the expert groups take tensor ranks:
@@ -155,18 +166,9 @@ TEST(CheckpointReshardExperts, TensorParallelExpertLayoutsLoadEachOthersCheckpoi
       "comm.world_size=4 parallel.expert.size=2 parallel.data.distributed_optimizer=true" + sp;
   const std::string ep2 = "comm.world_size=2 parallel.expert.size=2";
   // The distributed optimizer's gradients are per-rank shards: its losses are compared.
-  for (const auto& [save, load, grads] :
-       {std::tuple{tp2_ep1, tp2_dp2_ep4, true}, std::tuple{tp2_dp2_ep4, tp2_ep2, true},
-        std::tuple{tp2_dp2_ep2_distributed, ep2, true}, std::tuple{ep2, tp2_dp2_ep2_distributed, false}}) {
-    const fs::path dir = fs::temp_directory_path() / ("megahost_reshard_ep_tp_" + std::to_string(getpid()));
-    fs::remove_all(dir);
-    const LayoutResult saved = run_layout(save + " train.steps=3 checkpoint.dir=" + dir.string() + moe);
-    ASSERT_EQ(saved.exit_code, 0) << saved.log;
-    const LayoutResult resumed = run_layout(load + " train.steps=6 checkpoint.load=" + dir.string() + moe);
-    fs::remove_all(dir);
-    SCOPED_TRACE(save + " -> " + load);
-    expect_continues(ref, resumed, grads);
-  }
+  expect_resumes_across(ref, moe,
+                        {{tp2_ep1, tp2_dp2_ep4, true}, {tp2_dp2_ep4, tp2_ep2, true},
+                         {tp2_dp2_ep2_distributed, ep2, true}, {ep2, tp2_dp2_ep2_distributed, false}});
 }
 
 // A head size other than hidden / heads, with QK-norm: the QKV rows and the

@@ -208,18 +208,28 @@ INSTANTIATE_TEST_SUITE_P(Policies, VariantRecompute, ::testing::ValuesIn(kPolici
   return std::string(info.index == 0 ? "selective" : info.index == 1 ? "full_uniform_2" : "full_block_1");
 });
 
+// Full recomputation of `layout` against keeping every activation: the same
+// losses and gradients bit for bit. Returns the recomputing run.
+LayoutResult expect_full_recompute_bit_identical(const std::string& layout) {
+  const LayoutResult keep_all = run_layout(layout + "recompute.plugin=none");
+  EXPECT_EQ(keep_all.exit_code, 0) << keep_all.log;
+  LayoutResult r = run_layout(layout + "recompute.plugin=full recompute.method=uniform recompute.num_layers=2");
+  EXPECT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_EQ(r.losses, keep_all.losses);
+  EXPECT_EQ(r.grads.size(), keep_all.grads.size());
+  for (const auto& [name, g] : keep_all.grads) {
+    EXPECT_EQ(r.grads.count(name), 1u) << name;
+    if (r.grads.count(name) == 1) EXPECT_EQ(r.grads.at(name), g) << name;
+  }
+  return r;
+}
+
 // The shared expert's FC1 and activation sit in the mixture's buffers: full
 // recomputation rebuilds them, with the routing (capacity drops included)
 // the forward kept.
 TEST(ModelVariants, MixtureWithSharedExpertRecomputesBitIdentically) {
-  const std::string layout = std::string("comm.world_size=1 ") + kQwen2Moe.model + kDropout + " ";
-  const LayoutResult keep_all = run_layout(layout + "recompute.plugin=none");
-  ASSERT_EQ(keep_all.exit_code, 0) << keep_all.log;
-  const LayoutResult r = run_layout(layout + "recompute.plugin=full recompute.method=uniform recompute.num_layers=2");
-  ASSERT_EQ(r.exit_code, 0) << r.log;
-  EXPECT_EQ(r.losses, keep_all.losses);
-  ASSERT_EQ(r.grads.size(), keep_all.grads.size());
-  for (const auto& [name, g] : keep_all.grads) EXPECT_EQ(r.grads.at(name), g) << name;
+  const LayoutResult r =
+      expect_full_recompute_bit_identical(std::string("comm.world_size=1 ") + kQwen2Moe.model + kDropout + " ");
   EXPECT_EQ(r.grads.count("layers.0.qkv_b"), 1u);
   EXPECT_EQ(r.grads.count("layers.0.proj_b"), 0u);
   EXPECT_EQ(r.grads.at("layers.0.shared_expert_gate_w").size(), r.grads.at("layers.0.ln1_w").size());
@@ -229,16 +239,9 @@ TEST(ModelVariants, MixtureWithSharedExpertRecomputesBitIdentically) {
 // rank's routed shard, with the routing and the exchange's counts the
 // forward kept.
 TEST(ModelVariants, MixtureUnderTensorParallelismRecomputesBitIdentically) {
-  const std::string layout = std::string("comm.world_size=2 parallel.tensor.size=2 "
-                                         "parallel.tensor.sequence_parallel=true parallel.expert.size=2 ") +
-                             kMoe.model + kDropout + " ";
-  const LayoutResult keep_all = run_layout(layout + "recompute.plugin=none");
-  ASSERT_EQ(keep_all.exit_code, 0) << keep_all.log;
-  const LayoutResult r = run_layout(layout + "recompute.plugin=full recompute.method=uniform recompute.num_layers=2");
-  ASSERT_EQ(r.exit_code, 0) << r.log;
-  EXPECT_EQ(r.losses, keep_all.losses);
-  ASSERT_EQ(r.grads.size(), keep_all.grads.size());
-  for (const auto& [name, g] : keep_all.grads) EXPECT_EQ(r.grads.at(name), g) << name;
+  expect_full_recompute_bit_identical(std::string("comm.world_size=2 parallel.tensor.size=2 "
+                                                  "parallel.tensor.sequence_parallel=true parallel.expert.size=2 ") +
+                                      kMoe.model + kDropout + " ");
 }
 
 TEST(ModelVariants, TensorParallelSizeMustDivideKeyValueHeads) {
