@@ -1,6 +1,7 @@
 """The official openai client against `megahost` with [serve] on 127.0.0.1:
 completions, chat completions and streaming; greedy completions equal
-[generate]'s on one rank and on TP 2 x PP 2; OpenAI-style errors with their
+[generate]'s on one rank and on TP 2 x PP 2, a mixture of experts' on TP 2;
+OpenAI-style errors with their
 status codes; an API key; SIGTERM drains the requests accepted."""
 
 import json
@@ -22,6 +23,7 @@ except ImportError:
 PROMPTS = ["The ", "Once upon a time, ", "and then she said", "x", "It was"]
 NEW = 12
 TP2_PP2 = ["comm.world_size=4", "parallel.tensor.size=2", "parallel.pipeline.size=2"]
+MOE = ["model.arch=llama", "model.experts=4", "model.router_topk=2"]
 QWEN2 = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
          "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}"
          "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
@@ -50,10 +52,11 @@ def finish(record):
 
 
 class GreedyCompletions(unittest.TestCase):
-    def check_layout(self, layout):
-        with h.Server(MODEL + layout, ["serve.max_batch=4"]) as s:
+    def check_layout(self, layout, model=None, generated=None):
+        model, generated = model or MODEL, generated or GENERATED
+        with h.Server(model + layout, ["serve.max_batch=4"]) as s:
             c = client(s)
-            for prompt, want in zip(PROMPTS, GENERATED):
+            for prompt, want in zip(PROMPTS, generated):
                 r = c.completions.create(model="megahost", prompt=prompt, max_tokens=NEW, temperature=0)
                 self.assertEqual(r.choices[0].text, want["text"], prompt)
                 self.assertEqual(r.choices[0].finish_reason, finish(want))
@@ -61,7 +64,7 @@ class GreedyCompletions(unittest.TestCase):
             # Many prompts in one request, served together.
             r = c.completions.create(model="megahost", prompt=PROMPTS[:4], max_tokens=NEW, temperature=0)
             self.assertEqual([x.text for x in sorted(r.choices, key=lambda x: x.index)],
-                             [g["text"] for g in GENERATED[:4]])
+                             [g["text"] for g in generated[:4]])
             self.assertEqual(s.stop(), 0)
 
     def test_equal_generate_on_one_rank(self):
@@ -69,6 +72,12 @@ class GreedyCompletions(unittest.TestCase):
 
     def test_equal_generate_on_tp2_pp2(self):
         self.check_layout(TP2_PP2)
+
+    # Decoding has no sequence parallelism: each tensor rank runs the whole
+    # mixture on every row, and the tokens are one rank's.
+    def test_mixture_of_experts_equal_generate_on_tp2(self):
+        model = h.train("moe", MOE)
+        self.check_layout(["comm.world_size=2", "parallel.tensor.size=2"], model, h.generate(model, PROMPTS, NEW))
 
 
 class Api(unittest.TestCase):
