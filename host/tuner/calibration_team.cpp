@@ -91,19 +91,21 @@ std::vector<double> CalibrationTeam::round_seconds(const Prepare& prepare, int r
       clock.stop(r, round);
     }
   });
-  if (oversubscribed()) {
-    std::vector<double> out = clock.rounds();
-    for (double& seconds : out) seconds /= reps.load();
+  return round_figures(calls, clock.rounds(), reps.load(), oversubscribed());
+}
+
+std::vector<double> round_figures(const std::vector<std::vector<double>>& calls, const std::vector<double>& round_lengths,
+                                  int reps, bool oversubscribed) {
+  std::vector<double> out = round_lengths;
+  if (oversubscribed) {
+    for (double& seconds : out) seconds /= reps;
     return out;
   }
-  std::vector<double> out;
-  for (int round = 0; round < rounds; ++round) {
+  const size_t rounds = round_lengths.size(), ranks = calls.size() / rounds;
+  for (size_t round = 0; round < rounds; ++round) {
     std::vector<double> all;
-    for (int r = 0; r < n; ++r) {
-      const std::vector<double>& mine = calls[size_t(r) * size_t(rounds) + size_t(round)];
-      all.insert(all.end(), mine.begin(), mine.end());
-    }
-    out.push_back(median_seconds(std::move(all)));
+    for (size_t r = 0; r < ranks; ++r) all.insert(all.end(), calls[r * rounds + round].begin(), calls[r * rounds + round].end());
+    out[round] = median_seconds(std::move(all));
   }
   return out;
 }

@@ -41,6 +41,12 @@ class CalibrationTeam {
   std::vector<std::unique_ptr<RankDevice>> devices_;
 };
 
+// round_seconds's figures from what it timed: `calls[rank * rounds +
+// round]`, each busy rank's calls of each round, and `round_lengths`, each
+// round's length over `reps` calls per rank.
+std::vector<double> round_figures(const std::vector<std::vector<double>>& calls, const std::vector<double>& round_lengths,
+                                  int reps, bool oversubscribed);
+
 // When each rank began and ended each round of a timing. A round lasts from
 // the first rank's start to the last rank's end: on a machine with fewer
 // cores than ranks, a rank may only start once others are done, and one

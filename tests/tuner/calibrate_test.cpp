@@ -6,8 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <memory>
 #include <thread>
 #include <vector>
 
@@ -41,34 +39,34 @@ TEST(CalibratedRates, TheMedianOfInterleavedPassesIgnoresOneSlowedPass) {
   EXPECT_FALSE(passes_agree(std::vector<double>{1.0, 3.0, 9.0}));
 }
 
-// Each rank's every third call is 200 times slower, as when another process
-// preempts a thread of its team.
-CalibrationTeam::Prepare sometimes_preempted() {
-  return [](Device&, int) -> std::function<void()> {
-    auto calls = std::make_shared<int>(0);
-    return [calls] { std::this_thread::sleep_for(std::chrono::milliseconds(++*calls % 3 == 0 ? 200 : 1)); };
-  };
-}
+// Two ranks' calls over 2 rounds of 3 calls each, every third call stalled
+// 200 ms as when another process preempts a thread of the team; each
+// round lasted its 3 calls' 202 ms.
+const std::vector<std::vector<double>> kSometimesPreempted = {
+    {0.001, 0.001, 0.2}, {0.001, 0.2, 0.001}, {0.2, 0.001, 0.001}, {0.001, 0.001, 0.2}};
+const std::vector<double> kRoundLengths = {0.202, 0.202};
 
 // Where the team's threads fit the cores, a preempted call says nothing of
-// the machine: a round is its median call, 1 ms and the sleep's overshoot
-// (a loaded machine wakes a sleeper late by milliseconds), far below the
-// mean call's 61 ms.
+// the machine: a round's figure is its median call.
 TEST(CalibrationTeams, TimeTheMedianCallWhereTheirThreadsFitTheCores) {
-  test::EngineEnv env("[kernels]\nthreads = 1\n");
-  const CalibrationTeam team(env.slot(MH_KIND_KERNELS), 1, 1);
-  ASSERT_FALSE(team.oversubscribed());
-  for (double seconds : team.round_seconds(sometimes_preempted(), 3, 0.03)) EXPECT_LT(seconds, 0.030);
+  EXPECT_EQ(round_figures(kSometimesPreempted, kRoundLengths, 3, false), (std::vector<double>{0.001, 0.001}));
 }
 
 // Where they outnumber the cores, time slicing is what is measured: a round
 // is its length over its calls, the mean call.
 TEST(CalibrationTeams, TimeTheWholeRoundWhereTheirThreadsOutnumberTheCores) {
+  const std::vector<double> figures = round_figures(kSometimesPreempted, kRoundLengths, 3, true);
+  ASSERT_EQ(figures.size(), 2u);
+  for (double seconds : figures) EXPECT_DOUBLE_EQ(seconds, 0.202 / 3);
+}
+
+// Teams outnumber the cores when their threads do, one per rank here.
+TEST(CalibrationTeams, AreOversubscribedWhenTheirThreadsOutnumberTheCores) {
   test::EngineEnv env("[kernels]\nthreads = 1\n");
-  const int ranks = int(std::max(1u, std::thread::hardware_concurrency())) + 1;
-  const CalibrationTeam team(env.slot(MH_KIND_KERNELS), ranks, ranks);
-  ASSERT_TRUE(team.oversubscribed());
-  for (double seconds : team.round_seconds(sometimes_preempted(), 3, 0.03)) EXPECT_GT(seconds, 0.030);
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  EXPECT_FALSE(CalibrationTeam(env.slot(MH_KIND_KERNELS), 1, 1).oversubscribed());
+  EXPECT_FALSE(CalibrationTeam(env.slot(MH_KIND_KERNELS), cores, cores).oversubscribed());
+  EXPECT_TRUE(CalibrationTeam(env.slot(MH_KIND_KERNELS), cores + 1, cores + 1).oversubscribed());
 }
 
 TEST(CalibrationModes, AreQuickAndFullAndNothingElse) {
