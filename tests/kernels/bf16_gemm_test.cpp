@@ -35,7 +35,22 @@ struct Case {
   bool broadcast_a, broadcast_b;  // batch stride 0
   float alpha, beta;
   bool bf16_c;
+  bool side_by_side = false;  // a, b and c stored [rows, batch, cols] (attention's heads in a row)
 };
+
+// Offset of element (i, row, col) of `batches` stored matrices of rows x cols.
+int64_t offset_of(bool side_by_side, int64_t batches, int64_t rows, int64_t cols, int64_t i, int64_t row, int64_t col) {
+  return side_by_side ? (row * batches + i) * cols + col : (i * rows + row) * cols + col;
+}
+
+MH_Tensor stored(void* data, int32_t dtype, const Case& c, int64_t rows, int64_t cols) {
+  MH_Tensor t = view(data, dtype, {c.batch, rows, cols});
+  if (c.side_by_side) {
+    t.strides[0] = cols;
+    t.strides[1] = c.batch * cols;
+  }
+  return t;
+}
 
 // c[i] = alpha op(a[i]) op(b[i]) + beta c[i], checked element by element.
 void check(const Instance<CpuKernels>& k, const Case& c) {
@@ -50,10 +65,10 @@ void check(const Instance<CpuKernels>& k, const Case& c) {
   std::vector<float> c_f32 = c0;
   std::vector<uint16_t> c_bf16;
   for (float x : c0) c_bf16.push_back(to_bf16(x));
-  MH_Tensor at = view(a.data(), MH_BF16, {c.batch, a_rows, a_cols}), bt = view(b.data(), MH_BF16, {c.batch, b_rows, b_cols});
+  MH_Tensor at = stored(a.data(), MH_BF16, c, a_rows, a_cols), bt = stored(b.data(), MH_BF16, c, b_rows, b_cols);
   if (c.broadcast_a) at.strides[0] = 0;
   if (c.broadcast_b) bt.strides[0] = 0;
-  const MH_Tensor ct = c.bf16_c ? view(c_bf16.data(), MH_BF16, {c.batch, c.m, c.n}) : view(c_f32, {c.batch, c.m, c.n});
+  const MH_Tensor ct = c.bf16_c ? stored(c_bf16.data(), MH_BF16, c, c.m, c.n) : stored(c_f32.data(), MH_F32, c, c.m, c.n);
   k.run(&MH_KernelsApi::gemm, MH_GemmArgs{MH_STRUCT_SIZE(MH_GemmArgs, beta), at, bt, ct, c.trans_a, c.trans_b,
                                            c.alpha, c.beta});
   for (int64_t i = 0; i < c.batch; ++i)
@@ -61,13 +76,15 @@ void check(const Instance<CpuKernels>& k, const Case& c) {
       for (int64_t j = 0; j < c.n; ++j) {
         double sum = 0, magnitude = 0;
         for (int64_t x = 0; x < c.k; ++x) {
-          const int64_t ai = (c.broadcast_a ? 0 : i) * a_rows * a_cols + (c.trans_a ? x * a_cols + r : r * a_cols + x);
-          const int64_t bi = (c.broadcast_b ? 0 : i) * b_rows * b_cols + (c.trans_b ? j * b_cols + x : x * b_cols + j);
+          const int64_t ai = c.trans_a ? offset_of(c.side_by_side, a_batches, a_rows, a_cols, c.broadcast_a ? 0 : i, x, r)
+                                       : offset_of(c.side_by_side, a_batches, a_rows, a_cols, c.broadcast_a ? 0 : i, r, x);
+          const int64_t bi = c.trans_b ? offset_of(c.side_by_side, b_batches, b_rows, b_cols, c.broadcast_b ? 0 : i, j, x)
+                                       : offset_of(c.side_by_side, b_batches, b_rows, b_cols, c.broadcast_b ? 0 : i, x, j);
           const double p = double(from_bf16(a[size_t(ai)])) * from_bf16(b[size_t(bi)]);
           sum += p;
           magnitude += std::abs(p);
         }
-        const size_t ci = size_t((i * c.m + r) * c.n + j);
+        const size_t ci = size_t(offset_of(c.side_by_side, c.batch, c.m, c.n, i, r, j));
         const double c_in = c.beta == 0.0f ? 0.0 : (c.bf16_c ? double(from_bf16(to_bf16(c0[ci]))) : double(c0[ci]));
         const double expected = c.alpha * sum + c.beta * c_in;
         const double actual = c.bf16_c ? from_bf16(c_bf16[ci]) : c_f32[ci];
@@ -96,6 +113,13 @@ const Case kCases[] = {
     {"one row, broadcast b", 3, 1, 19, 48, false, true, false, true, 1.0f, 0.5f, false},
     {"one row, whole team", 1, 1, 3001, 700, false, true, false, false, 1.0f, 0.0f, true},
     {"both transposed", 2, 13, 7, 40, true, true, false, false, 1.0f, 1.0f, false},
+    // Heads side by side in a row, as attention's q, k, v and context are (packed for oneDNN's
+    // fast kernels; with beta, c is used in place): scores, probabilities times values, and the
+    // backward's transposed products.
+    {"side by side: q k^T", 6, 40, 40, 16, false, true, false, false, 0.25f, 0.0f, true, true},
+    {"side by side: p v", 6, 40, 16, 40, false, false, false, false, 1.0f, 0.0f, true, true},
+    {"side by side: dv = p^T do", 4, 24, 16, 24, true, false, false, false, 1.0f, 0.0f, false, true},
+    {"side by side, beta", 4, 24, 16, 24, false, false, false, false, 1.0f, 1.0f, false, true},
     // alpha 0 (a LoRA adapter at alpha 0) is BLAS's c = beta c: zeros over a c never read.
     {"alpha 0", 1, 67, 8, 96, false, true, false, false, 0.0f, 0.0f, false},
 };
