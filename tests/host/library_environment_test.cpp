@@ -11,6 +11,7 @@
 #include <string>
 
 #include "host/megahost_process.hpp"
+#include "plugins/library_environment.hpp"
 #include "plugins/plugin_loader.hpp"
 
 namespace mh::host::testing {
@@ -35,7 +36,17 @@ bool has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_support
 TEST(OpenMpSpinning, LoadingPluginsBoundsTheSpinCountTheUserLeftUnset) {
   ::unsetenv("GOMP_SPINCOUNT");
   ::unsetenv("OMP_WAIT_POLICY");
-  EXPECT_EQ(spin_count_after_loading(), "1000");
+  const std::string count = spin_count_after_loading();
+  ASSERT_NE(count, "unset");
+  EXPECT_GE(std::stoll(count), 100);
+  EXPECT_LE(std::stoll(count), 100000);
+}
+
+TEST(OpenMpSpinning, TheSpinLastsFiftyMicrosecondsOfThisCpusPauses) {
+  EXPECT_EQ(pauses_spanning(50, 10), 5000);  // a 2026 Xeon's pause
+  EXPECT_EQ(pauses_spanning(50, 40), 1250);  // a Skylake-era Xeon's
+  EXPECT_EQ(pauses_spanning(50, 1e6), 100);  // a pause timed across a lost core: the floor
+  EXPECT_EQ(pauses_spanning(50, 0), 100000);
 }
 
 TEST(OpenMpSpinning, TheUsersSpinCountIsKept) {
