@@ -2,6 +2,8 @@
 
 #include <megahost/rng.hpp>
 
+#include "ops/ops.hpp"
+
 namespace mh::kernels::test {
 namespace {
 
@@ -38,6 +40,20 @@ TEST(Dropout, EachElementDrawsItsOwnCounter) {
       const bool keep = mh::rng::uniform(77, 1000 + r * 25 + j) >= p;
       ASSERT_EQ(d.mask[i], keep ? 1 : 0) << r << ", " << j;
       EXPECT_NEAR(d.out[i], (keep ? d.x[i] / (1 - p) : 0.0f) + d.residual[i], 1e-6) << r << ", " << j;
+    }
+}
+
+// Sixteen counters at a time in AVX-512 lanes where the CPU has it (ctest
+// reruns this capped to AVX2, the scalar loop): every tail length, and
+// counters whose low word wraps into the high one mid-vector.
+TEST(Dropout, TheDrawsAreRngsUniformWhateverTheLanes) {
+  for (const uint64_t first : {uint64_t{0}, uint64_t{1000}, uint64_t{0xFFFFFFF7u}, uint64_t{0x12345678FFFFFFF0u}})
+    for (int64_t n = 0; n <= 40; ++n) {
+      std::vector<float> u(size_t(n) + 1, -1.0f);
+      cpu::uniforms(0xC0FFEE0123456789u, first, n, u.data());
+      for (int64_t k = 0; k < n; ++k)
+        ASSERT_EQ(u[size_t(k)], mh::rng::uniform(0xC0FFEE0123456789u, first + uint64_t(k))) << first << " + " << k;
+      ASSERT_EQ(u[size_t(n)], -1.0f) << "wrote past " << n;
     }
 }
 

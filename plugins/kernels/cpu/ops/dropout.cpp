@@ -1,12 +1,67 @@
-#include "ops/ops.hpp"
-
+#include <immintrin.h>
 #include <megahost/rng.hpp>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 
+#include "bf16_gemm.hpp"
+#include "ops/ops.hpp"
+
 namespace mh::kernels::cpu {
+namespace {
+
+// Draws a dropout takes at once, per thread (on its stack).
+constexpr int64_t kDraws = 256;
+
+// 32 x 32 -> 64-bit products of each lane of v by m: the high and low words.
+__attribute__((target("avx512f"))) void mul_hi_lo(__m512i v, __m512i m, __m512i& hi, __m512i& lo) {
+  const __m512i even = _mm512_mul_epu32(v, m), odd = _mm512_mul_epu32(_mm512_srli_epi64(v, 32), m);
+  hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+  lo = _mm512_mullo_epi32(v, m);
+}
+
+// rng::uniform(seed, first + k) for k < n, sixteen counters at once in the
+// lanes of AVX-512: Philox is integer arithmetic, so the bits are the
+// scalar's; 4x its rate (the scalar draw is ~10 ns).
+__attribute__((target("avx512f"))) void uniforms_avx512(uint64_t seed, uint64_t first, int64_t n, float* u) {
+  const __m512i m0 = _mm512_set1_epi32(int32_t(0xD2511F53u)), m1 = _mm512_set1_epi32(int32_t(0xCD9E8D57u));
+  const __m512i steps = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    const __m512i c0 = _mm512_add_epi64(_mm512_set1_epi64(int64_t(first + uint64_t(k))), steps);
+    const __m512i c1 = _mm512_add_epi64(c0, _mm512_set1_epi64(8));
+    __m512i v0 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(c0)), _mm512_cvtepi64_epi32(c1), 1);
+    __m512i v1 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(_mm512_srli_epi64(c0, 32))),
+                                    _mm512_cvtepi64_epi32(_mm512_srli_epi64(c1, 32)), 1);
+    __m512i v2 = _mm512_setzero_si512(), v3 = _mm512_setzero_si512();
+    uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
+    for (int round = 0; round < 10; ++round) {
+      if (round > 0) {
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+      }
+      __m512i hi0, lo0, hi1, lo1;
+      mul_hi_lo(v0, m0, hi0, lo0);
+      mul_hi_lo(v2, m1, hi1, lo1);
+      v0 = _mm512_xor_si512(_mm512_xor_si512(hi1, v1), _mm512_set1_epi32(int32_t(k0)));
+      v1 = lo1;
+      v2 = _mm512_xor_si512(_mm512_xor_si512(hi0, v3), _mm512_set1_epi32(int32_t(k1)));
+      v3 = lo0;
+    }
+    _mm512_storeu_ps(u + k, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(v0, 8)), _mm512_set1_ps(1.0f / 16777216.0f)));
+  }
+  for (; k < n; ++k) u[k] = rng::uniform(seed, first + uint64_t(k));
+}
+
+const bool kHasAvx512 = avx512_allowed();
+
+}  // namespace
+
+void uniforms(uint64_t seed, uint64_t first, int64_t n, float* u) {
+  if (kHasAvx512) return uniforms_avx512(seed, first, n, u);
+  for (int64_t k = 0; k < n; ++k) u[k] = rng::uniform(seed, first + uint64_t(k));
+}
 
 // Element (r, j) of the [n / row_len, row_len] view draws counter
 // base + r * row_stride + j, so a shard of a larger tensor draws what the
@@ -45,12 +100,18 @@ void dropout_forward(float* out, uint8_t* mask, const float* x, const float* res
     for (int64_t i = n * t / nt; i < hi;) {
       const int64_t row = (first + i) / len, j = first + i - row * len, count = std::min(hi - i, len - j);
       const uint64_t first = rng.base + static_cast<uint64_t>(row) * rng.row_stride + static_cast<uint64_t>(j);
-      for (int64_t k = 0; k < count; ++k) {
-        const bool keep = rng::uniform(rng.seed, first + static_cast<uint64_t>(k)) >= p;
-        mask[i + k] = keep ? 1 : 0;
-        // One rounding (fma) whether this element falls in the vectorised
-        // body or the scalar tail, so any team size gives the same bits.
-        out[i + k] = std::fma(x[i + k], keep ? keep_scale : 0.0f, residual != nullptr ? residual[i + k] : 0.0f);
+      float draws[kDraws];
+      for (int64_t block = 0; block < count; block += kDraws) {
+        const int64_t m = std::min(kDraws, count - block), at = i + block;
+        uniforms(rng.seed, first + static_cast<uint64_t>(block), m, draws);
+#pragma omp simd
+        for (int64_t k = 0; k < m; ++k) {
+          const bool keep = draws[k] >= p;
+          mask[at + k] = keep ? 1 : 0;
+          // One rounding (fma) whether this element falls in the vectorised
+          // body or the scalar tail, so any team size gives the same bits.
+          out[at + k] = std::fma(x[at + k], keep ? keep_scale : 0.0f, residual != nullptr ? residual[at + k] : 0.0f);
+        }
       }
       i += count;
     }

@@ -86,6 +86,9 @@ void softmax_backward(float* dx, const float* out, const float* dout, float scal
 // first + n) of the span, drawn in rows of rng.row_len
 void dropout_forward(float* out, uint8_t* mask, const float* x, const float* residual, float p,
                      const MH_RngSpan& rng, int64_t first, int64_t n, int threads);
+// u[k] = rng::uniform(seed, first + k) for k < n: dropout's draws, sixteen
+// at a time where the CPU has AVX-512
+void uniforms(uint64_t seed, uint64_t first, int64_t n, float* u);
 // dx, dout, mask (n)
 void dropout_backward(float* dx, const float* dout, const uint8_t* mask, float p, int64_t n, int threads);
 
