@@ -17,13 +17,6 @@ namespace {
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-// Calls before the timed rounds of a rank with a team of threads: the rank
-// thread starts afresh for each measurement, and a fresh OpenMP team ran
-// two to three times slower for its first milliseconds, as if on one core
-// until the scheduler spread it (docs/tuner.md). One call where a rank
-// computes alone on its thread.
-constexpr double kWarmUpSeconds = 0.01;
-
 }  // namespace
 
 void run_together(int size, const std::function<void(int rank)>& body) {
@@ -69,10 +62,9 @@ std::vector<double> RoundClock::rounds() const {
   return out;
 }
 
-int CalibrationTeam::threads() const { return std::max(devices_.front()->dev.info().threads, 1); }
-
 bool CalibrationTeam::oversubscribed() const {
-  return int64_t(busy()) * threads() > int64_t(std::max(1u, std::thread::hardware_concurrency()));
+  const int32_t threads = devices_.front()->dev.info().threads;
+  return int64_t(busy()) * std::max(threads, 1) > int64_t(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 std::vector<double> CalibrationTeam::round_seconds(const Prepare& prepare, int rounds, double min_seconds) const {
@@ -84,13 +76,9 @@ std::vector<double> CalibrationTeam::round_seconds(const Prepare& prepare, int r
   run_together(n, [&](int r) {
     std::function<void()> call = prepare(devices_[size_t(r)]->dev, r);
     sync.arrive_and_wait();
-    double start = now(), last = 0;
-    for (const double warm_until = start + kWarmUpSeconds; start < warm_until || last == 0;
-         start = now()) {
-      call();
-      last = now() - start;
-    }
-    if (r == 0) reps = std::max(1, int(std::ceil(min_seconds / rounds / std::max(last, 1e-7))));
+    const double start = now();
+    call();
+    if (r == 0) reps = std::max(1, int(std::ceil(min_seconds / rounds / std::max(now() - start, 1e-7))));
     for (int round = 0; round < rounds; ++round) {
       sync.arrive_and_wait();
       std::vector<double>& mine = calls[size_t(r) * size_t(rounds) + size_t(round)];
