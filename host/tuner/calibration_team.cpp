@@ -82,12 +82,12 @@ std::vector<double> CalibrationTeam::round_seconds(const Prepare& prepare, int r
   std::atomic<int> reps{1};
   RoundClock clock(n, rounds);
   std::vector<std::vector<double>> calls(size_t(n) * size_t(rounds));  // [rank * rounds + round]
+  const double warm_up = threads() > 1 ? kTeamWarmUpSeconds : 0;
   run_together(n, [&](int r) {
     std::function<void()> call = prepare(devices_[size_t(r)]->dev, r);
     sync.arrive_and_wait();
     double start = now(), last = 0;
-    for (const double warm_until = start + (threads() > 1 ? kTeamWarmUpSeconds : 0); last == 0 || start < warm_until;
-         start = now()) {
+    for (const double warm_until = start + warm_up; last == 0 || start < warm_until; start = now()) {
       call();
       last = now() - start;
     }
