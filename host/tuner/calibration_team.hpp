@@ -28,7 +28,8 @@ class CalibrationTeam {
   // Whether the busy ranks' thread teams outnumber this machine's cores.
   bool oversubscribed() const;
   // Seconds per call in each of `rounds` rounds with every busy rank calling
-  // at once, after a warm-up (one call; 0.2 s of calls for a team of threads); the rounds together fill about
+  // at once, after a warm-up (one call; for a team of threads, calls for
+  // kTeamWarmUpSeconds of the .cpp); the rounds together fill about
   // min_seconds (a call slower than that is one round's only call). A
   // round's figure is the median of its calls over the busy ranks: a call
   // that another process preempted (a thread of the team descheduled, the

@@ -1,11 +1,12 @@
 #include "bf16_gemm.hpp"
+#include "ops/ops.hpp"
 
 #include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
 
 #include <array>
-#include <cstdint>
 #include <bit>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -126,8 +127,9 @@ const std::optional<Bf16Gemm::Primitives::Primitive>& Bf16Gemm::Primitives::get(
               operand(args.b, args.trans_b != 0, d.batch, d.k, d.n), operand(args.c, false, d.batch, d.m, d.n),
               {}, {}, {}, 0};
   auto pack = [&](const MH_Tensor& t, bool trans, int64_t rows, int64_t cols) -> std::optional<Pack> {
+    if (!side_by_side(t, d.batch)) return std::nullopt;
     const memory::desc packed = operand_packed(t, trans, d.batch, rows, cols);
-    if (!side_by_side(t, d.batch) || packed.get_size() > kPackLimit) return std::nullopt;
+    if (packed.get_size() > kPackLimit) return std::nullopt;
     const size_t offset = p.scratch_bytes;
     p.scratch_bytes += (packed.get_size() + 63) / 64 * 64;
     return Pack{d.batch, trans ? cols : rows, trans ? rows : cols, t.strides[0], t.strides[1],
@@ -161,7 +163,7 @@ const std::optional<Bf16Gemm::Primitives::Primitive>& Bf16Gemm::Primitives::get(
 
 void Bf16Gemm::Primitives::copy_rows(const Pack& p, std::byte* view, std::byte* packed, bool unpack, int threads) {
   const size_t row = size_t(p.cols * p.element_bytes);
-#pragma omp parallel for collapse(2) num_threads(threads) schedule(static)
+#pragma omp parallel for collapse(2) num_threads(team(threads, p.batch * p.rows * p.cols)) schedule(static)
   for (int64_t i = 0; i < p.batch; ++i)
     for (int64_t r = 0; r < p.rows; ++r) {
       std::byte* v = view + (i * p.batch_stride + r * p.ld) * p.element_bytes;

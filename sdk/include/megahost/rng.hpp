@@ -27,10 +27,15 @@ struct PhiloxKey {
   uint32_t k[2];
 };
 
+// Philox4x32's multipliers, and the Weyl constants that bump the key
+// between rounds (Random123's PHILOX_M4x32_* and PHILOX_W32_*).
+constexpr uint32_t kPhiloxM0 = 0xD2511F53u, kPhiloxM1 = 0xCD9E8D57u;
+constexpr uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;
+
 // One Philox round: two 32x32->64 bit products mixed Feistel-style.
 MH_HOST_DEVICE inline PhiloxBlock philox_round(PhiloxBlock c, PhiloxKey key) {
-  const uint64_t p0 = uint64_t{0xD2511F53u} * c.v[0];
-  const uint64_t p1 = uint64_t{0xCD9E8D57u} * c.v[2];
+  const uint64_t p0 = uint64_t{kPhiloxM0} * c.v[0];
+  const uint64_t p1 = uint64_t{kPhiloxM1} * c.v[2];
   return PhiloxBlock{{static_cast<uint32_t>(p1 >> 32) ^ c.v[1] ^ key.k[0], static_cast<uint32_t>(p1),
                       static_cast<uint32_t>(p0 >> 32) ^ c.v[3] ^ key.k[1], static_cast<uint32_t>(p0)}};
 }
@@ -40,8 +45,8 @@ MH_HOST_DEVICE inline PhiloxBlock philox_round(PhiloxBlock c, PhiloxKey key) {
 MH_HOST_DEVICE inline PhiloxBlock philox4x32_10(PhiloxBlock counter, PhiloxKey key) {
   for (int round = 0; round < 10; ++round) {
     if (round > 0) {
-      key.k[0] += 0x9E3779B9u;
-      key.k[1] += 0xBB67AE85u;
+      key.k[0] += kPhiloxW0;
+      key.k[1] += kPhiloxW1;
     }
     counter = philox_round(counter, key);
   }

@@ -21,11 +21,12 @@ __attribute__((target("avx512f"))) void mul_hi_lo(__m512i v, __m512i m, __m512i&
   lo = _mm512_mullo_epi32(v, m);
 }
 
-// rng::uniform(seed, first + k) for k < n, sixteen counters at once in the
-// lanes of AVX-512: Philox is integer arithmetic, so the bits are the
-// scalar's (dropout ran 4.7x faster than on scalar draws, docs/kernels-cpu.md).
-__attribute__((target("avx512f"))) void uniforms_avx512(uint64_t seed, uint64_t first, int64_t n, float* u) {
-  const __m512i m0 = _mm512_set1_epi32(int32_t(0xD2511F53u)), m1 = _mm512_set1_epi32(int32_t(0xCD9E8D57u));
+// rng::uniform(seed, first + k) for the whole blocks of sixteen k < n, the
+// counters of a block at once in the lanes of AVX-512: Philox is integer
+// arithmetic, so the bits are the scalar's (dropout ran 4.7x faster than on
+// scalar draws, docs/kernels-cpu.md). Returns how many it drew.
+__attribute__((target("avx512f"))) int64_t uniforms_avx512(uint64_t seed, uint64_t first, int64_t n, float* u) {
+  const __m512i m0 = _mm512_set1_epi32(int32_t(rng::kPhiloxM0)), m1 = _mm512_set1_epi32(int32_t(rng::kPhiloxM1));
   const __m512i steps = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
   int64_t k = 0;
   for (; k + 16 <= n; k += 16) {
@@ -38,8 +39,8 @@ __attribute__((target("avx512f"))) void uniforms_avx512(uint64_t seed, uint64_t 
     uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
     for (int round = 0; round < 10; ++round) {
       if (round > 0) {
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
+        k0 += rng::kPhiloxW0;
+        k1 += rng::kPhiloxW1;
       }
       __m512i hi0, lo0, hi1, lo1;
       mul_hi_lo(v0, m0, hi0, lo0);
@@ -51,7 +52,7 @@ __attribute__((target("avx512f"))) void uniforms_avx512(uint64_t seed, uint64_t 
     }
     _mm512_storeu_ps(u + k, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(v0, 8)), _mm512_set1_ps(1.0f / 16777216.0f)));
   }
-  for (; k < n; ++k) u[k] = rng::uniform(seed, first + uint64_t(k));
+  return k;
 }
 
 const bool kHasAvx512 = avx512_allowed();
@@ -59,8 +60,8 @@ const bool kHasAvx512 = avx512_allowed();
 }  // namespace
 
 void uniforms(uint64_t seed, uint64_t first, int64_t n, float* u) {
-  if (kHasAvx512) return uniforms_avx512(seed, first, n, u);
-  for (int64_t k = 0; k < n; ++k) u[k] = rng::uniform(seed, first + uint64_t(k));
+  for (int64_t k = kHasAvx512 ? uniforms_avx512(seed, first, n, u) : 0; k < n; ++k)
+    u[k] = rng::uniform(seed, first + uint64_t(k));
 }
 
 // Element (r, j) of the [n / row_len, row_len] view draws counter
