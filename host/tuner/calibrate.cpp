@@ -112,15 +112,35 @@ Buffers buffers(Device& d, std::initializer_list<int64_t> sizes) {
   return out;
 }
 
-// batch products (m x k) @ (n x k)^T, as the engine's forward layers run them.
-CalibrationTeam::Prepare gemm_call(int64_t batch, int64_t m, int64_t n, int64_t k) {
+// batch products (m x k) @ (n x k)^T, as the engine's forward layers run
+// them; the calls cycle through copies of the (n x k) operands that add up
+// to `working_set` bytes, one copy when 0.
+CalibrationTeam::Prepare gemm_call(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t working_set = 0) {
   return [=](Device& d, int) -> std::function<void()> {
-    Buffers b = buffers(d, {batch * m * k, batch * n * k, batch * m * n});
-    return [&d, b, batch, m, n, k] {
-      ops::gemm(d, (*b)[0].t({batch, m, k}), (*b)[1].t({batch, n, k}), (*b)[2].t({batch, m, n}), false, true, 0);
+    const int32_t dtype = d.info().compute_dtype;
+    const int64_t weight_bytes = batch * n * k * int64_t(dtype_size(dtype));
+    const int64_t copies = std::max<int64_t>(1, (working_set + weight_bytes - 1) / weight_bytes);
+    Buffers b = buffers(d, {batch * m * k, batch * m * n, copies * batch * n * k});
+    auto next = std::make_shared<int64_t>(0);
+    return [&d, b, next, batch, m, n, k, copies, dtype, weight_bytes] {
+      void* weight = static_cast<char*>((*b)[2].data()) + *next * weight_bytes;
+      *next = (*next + 1) % copies;
+      ops::gemm(d, (*b)[0].t({batch, m, k}), view(weight, dtype, {batch, n, k}), (*b)[1].t({batch, m, n}), false,
+                true, 0);
       d.synchronize();
     };
   };
+}
+
+// The bytes of weights a decode step's product is measured cycling through
+// on each rank: four times a core's own cache, so that, as in the engine's
+// decode step, where every product has weights of its own, no product finds
+// its weights where its last call left them. Measured against one weight,
+// a one-row product over a 256 x 256 weight ran at twice the engine's rate
+// (a small model's decode step streams megabytes from the shared cache).
+int64_t decode_working_set() {
+  const long core_cache = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return 4 * (core_cache > 0 ? core_cache : int64_t{1} << 20);
 }
 
 // The profile's busy field: 0 when every rank computes.
@@ -181,12 +201,13 @@ class Calibration {
 };
 
 void add_gemms(Calibration& cal, const Grid& g, const CalibrationTeam& team, HardwareProfile& p) {
-  auto add = [&](int64_t batch, int64_t m, int64_t n, int64_t k) {
-    cal.add(team, gemm_call(batch, m, n, k), [&p, &team, batch, m, n, k](double seconds) {
+  auto add = [&](int64_t batch, int64_t m, int64_t n, int64_t k, int64_t working_set = 0) {
+    cal.add(team, gemm_call(batch, m, n, k, working_set), [&p, &team, batch, m, n, k](double seconds) {
       p.gemm.push_back(
           MH_GemmRate{team.ranks(), busy_field(team), batch, m, n, k, 2.0 * double(batch * m * n * k) / seconds});
     });
   };
+  auto add_decode = [&](int64_t batch, int64_t m, int64_t n, int64_t k) { add(batch, m, n, k, decode_working_set()); };
   for (int64_t m : g.dims)
     for (int64_t n : g.dims)
       for (int64_t k : g.dims)
@@ -200,10 +221,10 @@ void add_gemms(Calibration& cal, const Grid& g, const CalibrationTeam& team, Har
   // shapes above.
   for (int64_t m : g.decode_rows) {
     for (int64_t n : g.dims)
-      for (int64_t k : g.dims) add(1, m, n, k);
+      for (int64_t k : g.dims) add_decode(1, m, n, k);
     for (int64_t batch : g.decode_batches)
       for (int64_t n : g.batched_inner)
-        for (int64_t k : g.batched_inner) add(batch, m, n, k);
+        for (int64_t k : g.batched_inner) add_decode(batch, m, n, k);
   }
   // ... and against weights twice the last-level cache, shared between the
   // ranks computing, as a large model's decode step reads them.
