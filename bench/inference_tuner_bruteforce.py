@@ -5,8 +5,10 @@ t in {1, 2, 4}, p in {1, 2} and batch in {1, 4} (12 candidates) -- once for
 each inference goal, on a hardware profile (by default a fresh
 `megahost --calibrate quick` of this machine), then runs every candidate's
 generate config (the one the tuner dry-ran, in its runs/ folder) serving
-1 + 5 batches one after the other, in shuffled rounds: the first batch of a
-run is a warm-up, each other one a measurement, and a candidate's time to
+warm-up batches and 5 more one after the other, in shuffled rounds: the
+warm-up is the batches of the run's first 0.25 s as the cost model predicts
+them (at least one), as in the tuner's measured runs; each other batch is a
+measurement, and a candidate's time to
 first token (TTFT) and time per output token (TPOT) are the medians of its
 measurements. Prints the fidelity table: the cost model's median and max
 error for TTFT and TPOT and how far each goal's pick is behind the fastest
@@ -19,6 +21,7 @@ applies to the tuner's.
 import argparse
 import csv
 import json
+import math
 import os
 import random
 import statistics
@@ -28,7 +31,14 @@ import tomllib
 
 from tuner_bench import CONFIG, ROOT, fidelity_table, megahost, quick_profile
 GOALS = ("inference_latency", "inference_throughput")
-BATCHES = 5  # measured batches per run, after one warm-up batch
+BATCHES = 5  # measured batches per run, after the warm-up
+WARM_UP_SECONDS = 0.25  # as the tuner's measured runs (host/tuner/probe.hpp): a fresh team settles in 10-200 ms
+MOST_WARM_UP_BATCHES = 64
+
+
+def warm_up_batches(predicted_batch_seconds):
+    """The batches a run's first WARM_UP_SECONDS serve, as predicted, and at least one."""
+    return max(1, min(MOST_WARM_UP_BATCHES, math.ceil(WARM_UP_SECONDS / predicted_batch_seconds)))
 
 
 
@@ -70,14 +80,14 @@ def prompts(batch, tokens, waves):
     return "\n".join(lines) + "\n"
 
 
-def repeated(config, tmp, prompt_len):
-    """The candidate's generate config serving 1 + BATCHES batches one after the other."""
+def repeated(config, tmp, prompt_len, warm_up):
+    """The candidate's generate config serving warm_up + BATCHES batches one after the other."""
     with open(config, "rb") as f:
         c = tomllib.load(f)
     batch = c["generate"]["batch"]
     file = os.path.join(tmp, "prompts.txt")
     with open(file, "w") as f:
-        f.write(prompts(batch, prompt_len, 1 + BATCHES))
+        f.write(prompts(batch, prompt_len, warm_up + BATCHES))
     text = open(config).read().replace(c["generate"]["prompts_file"], file)
     out = os.path.join(tmp, "run.toml")
     with open(out, "w") as f:
@@ -85,15 +95,15 @@ def repeated(config, tmp, prompt_len):
     return out, batch
 
 
-def run_once(binary, config, prompt_len, output_len):
+def run_once(binary, config, prompt_len, output_len, warm_up):
     """Each measured batch's (ttft, tpot, latency): the medians over its requests."""
     with tempfile.TemporaryDirectory() as tmp:
-        run, batch = repeated(config, tmp, prompt_len)
+        run, batch = repeated(config, tmp, prompt_len, warm_up)
         metrics = os.path.join(tmp, "m.jsonl")
         megahost(binary, ["--config", run, "--metrics_out", metrics])
         records = [r for r in map(json.loads, open(metrics)) if "ttft_s" in r]
     out = []
-    for wave in range(1, 1 + BATCHES):
+    for wave in range(warm_up, warm_up + BATCHES):
         rs = records[wave * batch:(wave + 1) * batch]
         ttft = statistics.median(r["ttft_s"] for r in rs)
         tpot = statistics.median(r["tpot_s"] for r in rs)
@@ -101,6 +111,11 @@ def run_once(binary, config, prompt_len, output_len):
     return out
 
 
+
+
+def predicted_latency(row, output_len):
+    """The cost model's seconds of one batch (ranked.csv's latency_s is the measured one where top_k ran it)."""
+    return float(row["ttft_s_predicted"]) + output_len * float(row["tpot_s_predicted"])
 
 
 def spread(values):
@@ -120,7 +135,7 @@ def main():
     ap.add_argument("--devices", type=int, default=8, help="thread ranks the tuner may use (its gpus_per_node)")
     ap.add_argument("--prompt_len", type=int, default=64)
     ap.add_argument("--output_len", type=int, default=32)
-    ap.add_argument("--repeats", type=int, default=2, help="runs of each candidate, each of 1 + 5 batches")
+    ap.add_argument("--repeats", type=int, default=2, help="runs of each candidate, each of a warm-up and 5 batches")
     ap.add_argument("--top_k", type=int, default=3, help="the tuner's measured re-ranking of its best predictions")
     ap.add_argument("--short", action="store_true", help="CI's check: one run of each candidate, no re-ranking")
     ap.add_argument("--max-median-error", type=float,
@@ -150,7 +165,8 @@ def main():
         order = sorted(rows)
         random.Random(r).shuffle(order)
         for k in order:
-            runs[k] += run_once(args.megahost, configs[k], args.prompt_len, args.output_len)
+            runs[k] += run_once(args.megahost, configs[k], args.prompt_len, args.output_len,
+                                warm_up_batches(predicted_latency(rows[k], args.output_len)))
         print(f"round {r + 1}/{args.repeats} done", file=sys.stderr)
 
     out_len = args.output_len
@@ -179,8 +195,8 @@ def main():
         print(f"{r['candidate']:18s} {r['ttft_pred']:11.4f} {r['ttft']:9.4f} {100 * (r['ttft_pred'] / r['ttft'] - 1):5.0f}% "
               f"{1e3 * r['tpot_pred']:12.3f} {1e3 * r['tpot']:9.3f} {100 * (r['tpot_pred'] / r['tpot'] - 1):5.0f}% "
               f"{100 * r['spread']:6.1f}% {r['tokens_per_s_pred']:10.0f} {r['tokens_per_s']:10.0f}")
-    print(f"\nmedians of {BATCHES * args.repeats} batches per candidate ({args.repeats} run(s) of 1 + {BATCHES}, the "
-          f"first batch of each run discarded); spread: half the latencies' interquartile range over their median")
+    print(f"\nmedians of {BATCHES * args.repeats} batches per candidate ({args.repeats} run(s) of a warm-up and {BATCHES}, the "
+          f"warm-up batches of each run, its first {WARM_UP_SECONDS} s as predicted, discarded); spread: half the latencies' interquartile range over their median")
     print(f"profile: {args.profile}")
     print("load average (1, 5, 15 min) before: %.2f %.2f %.2f, after: %.2f %.2f %.2f on %d CPUs"
           % (*load_before, *os.getloadavg(), os.cpu_count()))
@@ -194,7 +210,7 @@ def main():
     worst = 0.0
     for goal, measure, better in (("inference_latency", "latency", min), ("inference_throughput", "tokens_per_s", max)):
         best = better(table, key=lambda r: r[measure])
-        predicted = (min(ranked[goal], key=lambda r: float(r["latency_s"])) if measure == "latency"
+        predicted = (min(ranked[goal], key=lambda r: predicted_latency(r, out_len)) if measure == "latency"
                      else max(ranked[goal], key=lambda r: float(r["tokens_per_s_predicted"])))
         picks = [("cost model", predicted)] + ([(f"top_k = {args.top_k} measured", ranked[goal][0])] if args.top_k else [])
         for how, top in picks:

@@ -132,13 +132,14 @@ CalibrationTeam::Prepare gemm_call(int64_t batch, int64_t m, int64_t n, int64_t 
   };
 }
 
-// The bytes of weights a decode step's product is measured cycling through
-// on each rank: four times a core's own cache, so that, as in the engine's
-// decode step, where every product has weights of its own, no product finds
-// its weights where its last call left them. Measured against one weight,
-// a one-row product over a 256 x 256 weight ran at twice the engine's rate
-// (a small model's decode step streams megabytes from the shared cache).
-int64_t decode_working_set() {
+// The bytes of weights each product is measured cycling through on each
+// rank: four times a core's own cache. In the engine every product has
+// weights of its own, which the ops since their last use have evicted from
+// the core's cache; measured against one weight, warm, a decode step's
+// one-row products ran at twice the engine's rate (a small model's decode
+// step streams megabytes from the shared cache) and a prefill's 64-row
+// products 1.2 times.
+int64_t weights_working_set() {
   const long core_cache = sysconf(_SC_LEVEL2_CACHE_SIZE);
   return 4 * (core_cache > 0 ? core_cache : int64_t{1} << 20);
 }
@@ -201,13 +202,12 @@ class Calibration {
 };
 
 void add_gemms(Calibration& cal, const Grid& g, const CalibrationTeam& team, HardwareProfile& p) {
-  auto add = [&](int64_t batch, int64_t m, int64_t n, int64_t k, int64_t working_set = 0) {
-    cal.add(team, gemm_call(batch, m, n, k, working_set), [&p, &team, batch, m, n, k](double seconds) {
+  auto add = [&](int64_t batch, int64_t m, int64_t n, int64_t k) {
+    cal.add(team, gemm_call(batch, m, n, k, weights_working_set()), [&p, &team, batch, m, n, k](double seconds) {
       p.gemm.push_back(
           MH_GemmRate{team.ranks(), busy_field(team), batch, m, n, k, 2.0 * double(batch * m * n * k) / seconds});
     });
   };
-  auto add_decode = [&](int64_t batch, int64_t m, int64_t n, int64_t k) { add(batch, m, n, k, decode_working_set()); };
   for (int64_t m : g.dims)
     for (int64_t n : g.dims)
       for (int64_t k : g.dims)
@@ -221,10 +221,10 @@ void add_gemms(Calibration& cal, const Grid& g, const CalibrationTeam& team, Har
   // shapes above.
   for (int64_t m : g.decode_rows) {
     for (int64_t n : g.dims)
-      for (int64_t k : g.dims) add_decode(1, m, n, k);
+      for (int64_t k : g.dims) add(1, m, n, k);
     for (int64_t batch : g.decode_batches)
       for (int64_t n : g.batched_inner)
-        for (int64_t k : g.batched_inner) add_decode(batch, m, n, k);
+        for (int64_t k : g.batched_inner) add(batch, m, n, k);
   }
   // ... and against weights twice the last-level cache, shared between the
   // ranks computing, as a large model's decode step reads them.
@@ -261,9 +261,9 @@ void add_vectors(Calibration& cal, const Grid& g, const CalibrationTeam& team, H
   });
 }
 
-// What a pipeline stage computes between two messages of a decode step, at
-// least: a small model's stage takes a few hundred microseconds.
-constexpr double kHandOffWork = 100e-6;
+// What a rank computes between two of a decode step's messages, at least: a
+// small model's step takes a few hundred microseconds over about ten.
+constexpr double kWorkBetween = 50e-6;
 
 // Spins for `seconds` of wall time, as a rank computing does.
 void busy_for(double seconds) {
@@ -274,13 +274,21 @@ void busy_for(double seconds) {
 
 // Seconds of one collective of `elements` floats over the world group of
 // the comm component (configured for `ranks` ranks): the median of rounds.
+// Where the ranks fit the cores, each computes for kWorkBetween before each
+// collective, as the engine's ranks do: the ranks arrive apart, the first
+// waits asleep, and its wake-up is part of the collective. The engine's
+// two-rank decode all-reduces took 64 us each; back to back, where ranks
+// arrive together, the calibration measured 7-9 us in some runs and 45 in
+// others. (Ranks outnumbering the cores stay back to back: there each
+// collective waits for its ranks' turns on the cores, computing or not.)
 double collective_seconds(const Slot& comm_slot, const std::string& op, int ranks, int64_t elements, int rounds) {
   Instance comm(comm_slot, 0, -1);
   const auto* api = comm.api<MH_CommApi>();
-  // A round of 16 back to back, after 8 more that start the comm's and the
-  // threads' first calls: the first collective of an instance measured
-  // 4 ms where the rest took 10-30 us.
+  // A round of 16, after 8 more that start the comm's and the threads'
+  // first calls: the first collective of an instance measured 4 ms where
+  // the rest took 10-30 us.
   constexpr int kReps = 16, kWarmUp = 8;
+  const double work = ranks <= int(std::max(1u, std::thread::hardware_concurrency())) ? kWorkBetween : 0;
   RoundClock clock(ranks, rounds);
   run_together(ranks, [&](int r) {
     MH_Group* world = nullptr;
@@ -289,20 +297,19 @@ double collective_seconds(const Slot& comm_slot, const std::string& op, int rank
     std::vector<float> send(size_t(elements), 1.f), recv(size_t(elements) * size_t(ranks), 0.f);
     const std::vector<int64_t> per_peer(size_t(ranks), elements / ranks);
     auto once = [&] {
+      busy_for(work);
       if (op == "all_reduce") group.all_reduce(send.data(), elements);
       else if (op == "all_gather") group.all_gather(send.data(), recv.data(), elements / ranks);
       else if (op == "reduce_scatter") group.reduce_scatter(send.data(), recv.data(), elements / ranks);
       else if (op == "all_to_all") group.all_to_all(send.data(), per_peer, recv.data(), per_peer);
-      // A ping-pong where each message's receiver has waited, asleep, while
-      // its partner computed: as a pipeline's stages hand a decode step on,
-      // its wake-up is part of the message (kHandOffWork taken out below).
+      // A ping-pong: as a pipeline's stages hand a decode step on, each
+      // message's receiver has waited, asleep, while its partner computed.
       else if (r == 0) {
-        busy_for(kHandOffWork);
         group.send(send.data(), elements, 1);
         group.recv(recv.data(), elements, 1);
       } else if (r == 1) {
         group.recv(recv.data(), elements, 0);
-        busy_for(kHandOffWork);
+        busy_for(work);
         group.send(send.data(), elements, 0);
       }
     };
@@ -314,8 +321,9 @@ double collective_seconds(const Slot& comm_slot, const std::string& op, int rank
       clock.stop(r, round);
     }
   });
-  if (op != "send_recv") return median_seconds(clock.rounds()) / kReps;
-  return std::max(0.0, median_seconds(clock.rounds()) / kReps - 2 * kHandOffWork) / 2;
+  const double each = median_seconds(clock.rounds()) / kReps;
+  if (op != "send_recv") return std::max(0.0, each - work);
+  return std::max(0.0, each - 2 * work) / 2;
 }
 
 // The run's config with its comm component set to `ranks` ranks.

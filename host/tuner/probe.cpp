@@ -149,8 +149,13 @@ MeasuredRun measure_steps(const ProbeSettings& s, const fs::path& config, const 
   return out;
 }
 
+int64_t warm_up_batches(double predicted_batch_seconds) {
+  if (!(predicted_batch_seconds > 0)) return 1;
+  return std::clamp<int64_t>(int64_t(std::ceil(kWarmUpSeconds / predicted_batch_seconds)), 1, kMostWarmUpBatches);
+}
+
 MeasuredGeneration measure_generation(const ProbeSettings& s, const fs::path& config, const std::string& name,
-                                      int64_t batch, int64_t output_tokens) {
+                                      int64_t batch, int64_t output_tokens, int64_t warm_up) {
   const fs::path metrics = s.work_dir / (name + ".run.jsonl"), log = s.work_dir / (name + ".run.log");
   fs::remove(metrics);
   MeasuredGeneration out;
@@ -169,13 +174,13 @@ MeasuredGeneration measure_generation(const ProbeSettings& s, const fs::path& co
       ttft[wave].push_back(r["ttft_s"].get<double>());
       tpot[wave].push_back(r["tpot_s"].get<double>());
     }
-  if (ttft.size() < 2) {
+  if (ttft.size() <= size_t(warm_up)) {
     out.error = "the run wrote " + std::to_string(index) + " request record(s) to " + metrics.string() +
-                ", fewer than two batches";
+                ", no batch after its " + std::to_string(warm_up) + " warm-up batch(es)";
     return out;
   }
   std::vector<double> wave_ttft, wave_tpot, latency;
-  for (size_t w = 1; w < ttft.size(); ++w) {
+  for (size_t w = size_t(warm_up); w < ttft.size(); ++w) {
     wave_ttft.push_back(median(ttft[w]));
     wave_tpot.push_back(median(tpot[w]));
     latency.push_back(wave_ttft.back() + double(output_tokens) * wave_tpot.back());

@@ -46,13 +46,24 @@ struct MeasuredRun {
   std::vector<double> step_seconds;
 };
 
-// Batches served one after the other in one run: the first is a warm-up
-// (the run's first kernels calls), each of the rest one measurement.
+// Batches served one after the other in one run: the first few are a
+// warm-up (warm_up_batches), each of the last kMeasuredBatches one
+// measurement.
 inline constexpr int64_t kMeasuredBatches = 5;
+
+// The batches of a measured generate run's warm-up: those its first
+// kWarmUpSeconds serve, as the cost model predicts a batch's seconds, and
+// at least one (the run's first kernels calls). A fresh process's OpenMP
+// team began with its threads on one core until the scheduler moved one
+// away, 10-200 ms later; a 64-token prefill took three times as long
+// meanwhile, and one warm-up batch of 11 ms left it in the measurements.
+inline constexpr double kWarmUpSeconds = 0.25;
+inline constexpr int64_t kMostWarmUpBatches = 64;
+int64_t warm_up_batches(double predicted_batch_seconds);
 
 struct MeasuredGeneration {
   std::string error;
-  // Over the batches after the first, each batch's median over its
+  // Over the batches after the warm-up, each batch's median over its
   // requests: the median time to first token and per output token, and the
   // latency (ttft + output_tokens * tpot) with its spread.
   double ttft_seconds = 0, tpot_seconds = 0;
@@ -63,9 +74,11 @@ struct MeasuredGeneration {
 DryRunMemory dry_run_memory(const ProbeSettings& settings, const std::filesystem::path& config, const std::string& name);
 MeasuredRun measure_steps(const ProbeSettings& settings, const std::filesystem::path& config, const std::string& name,
                           int32_t steps);
-// Runs a generate config serving 1 + kMeasuredBatches batches of `batch`
-// requests of `output_tokens` tokens and reads their ttft_s and tpot_s.
+// Runs a generate config serving warm_up + kMeasuredBatches batches of
+// `batch` requests of `output_tokens` tokens and reads the ttft_s and tpot_s
+// of the measured ones.
 MeasuredGeneration measure_generation(const ProbeSettings& settings, const std::filesystem::path& config,
-                                      const std::string& name, int64_t batch, int64_t output_tokens);
+                                      const std::string& name, int64_t batch, int64_t output_tokens,
+                                      int64_t warm_up);
 
 }  // namespace mh

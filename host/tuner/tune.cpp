@@ -111,14 +111,14 @@ struct Search {
 
 // A candidate's run: a training step, or a [generate] config serving the
 // tuner's prompts with the candidate's batch.
-// A measured generate run serves 1 + kMeasuredBatches batches, one after
-// the other; a dry run one.
-toml::table run_config(const Search& s, const MH_Candidate& c, CandidateRun run) {
+// A measured generate run serves warm_up + kMeasuredBatches batches, one
+// after the other; a dry run one.
+toml::table run_config(const Search& s, const MH_Candidate& c, CandidateRun run, int64_t warm_up = 1) {
   if (c.workload == MH_WORKLOAD_TRAIN) return candidate_config(s.config, s.assembly, c, run, s.cluster);
   require(reaches(s.needs, &MH_TunerNeeds::output_tokens),
           "the tuner proposes inference candidates but says no prompt and output length (MH_TunerNeeds of ABI 1.4): "
           "rebuild it against this SDK");
-  const int64_t batches = run == CandidateRun::kFull ? 1 + kMeasuredBatches : 1;
+  const int64_t batches = run == CandidateRun::kFull ? warm_up + kMeasuredBatches : 1;
   const GenerateRequest request{write_prompts_file(s.out, c.micro_batch, s.needs.prompt_tokens, batches),
                                 s.needs.output_tokens};
   return generate_config(s.config, s.assembly, c, s.cluster, request);
@@ -160,10 +160,12 @@ void estimate(TunerSession& tuner, const Search& s, const MH_Candidate& c, int i
 
 // A real run of the candidate: its step times, or its generation's times;
 // their median goes to the tuner, their spread to `spreads`.
-std::optional<MH_Estimate> measure(const Search& s, const MH_Candidate& c, const std::string& name,
+// `predicted` is the cost model's seconds of one batch (inference).
+std::optional<MH_Estimate> measure(const Search& s, const MH_Candidate& c, double predicted, const std::string& name,
                                    MeasuredSpreads& spreads) {
   const fs::path file = s.probe.work_dir / (name + ".toml");
-  write_toml(run_config(s, c, CandidateRun::kFull), file, "");
+  const int64_t warm_up = warm_up_batches(predicted);
+  write_toml(run_config(s, c, CandidateRun::kFull, warm_up), file, "");
   MH_Estimate e{};
   e.struct_size = sizeof(e);
   e.measured = 1;
@@ -176,7 +178,8 @@ std::optional<MH_Estimate> measure(const Search& s, const MH_Candidate& c, const
     e.step_seconds = run.step.median;
     what = std::to_string(run.step.median) + " s per step (median of " + std::to_string(run.step.count) + ")";
   } else {
-    const MeasuredGeneration run = measure_generation(s.probe, file, name, c.micro_batch, s.needs.output_tokens);
+    const MeasuredGeneration run =
+        measure_generation(s.probe, file, name, c.micro_batch, s.needs.output_tokens, warm_up);
     error = run.error;
     spread = run.latency;
     e.ttft_seconds = run.ttft_seconds;
@@ -191,13 +194,15 @@ std::optional<MH_Estimate> measure(const Search& s, const MH_Candidate& c, const
 }
 
 MeasuredSpreads measure_best(TunerSession& tuner, const Search& s) {
-  std::vector<MH_Candidate> best;
+  std::vector<std::pair<MH_Candidate, double>> best;  // with the cost model's seconds of one batch
   for (const auto& r : tuner.results())
-    if (r.verdict == MH_VERDICT_RANKED && r.rank <= s.needs.measure_top_k) best.push_back(*r.candidate);
+    if (r.verdict == MH_VERDICT_RANKED && r.rank <= s.needs.measure_top_k)
+      best.emplace_back(*r.candidate, r.latency_seconds);
   MeasuredSpreads spreads;
   for (size_t i = 0; i < best.size(); ++i)
-    if (std::optional<MH_Estimate> e = measure(s, best[i], "measured" + std::to_string(i), spreads))
-      tuner.report(best[i], *e);
+    if (std::optional<MH_Estimate> e =
+            measure(s, best[i].first, best[i].second, "measured" + std::to_string(i), spreads))
+      tuner.report(best[i].first, *e);
   return spreads;
 }
 
