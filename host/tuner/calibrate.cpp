@@ -137,12 +137,10 @@ CalibrationTeam::Prepare gemm_call(int64_t batch, int64_t m, int64_t n, int64_t 
 // weights of its own, which the ops since their last use have evicted from
 // the core's cache; measured against one weight, warm, a decode step's
 // one-row products ran at twice the engine's rate (a small model's decode
-// step streams megabytes from the shared cache) and a prefill's 64-row
-// products 1.2 times.
-int64_t weights_working_set() {
-  const long core_cache = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  return 4 * (core_cache > 0 ? core_cache : int64_t{1} << 20);
-}
+// step streams megabytes from the shared cache). The products of more rows
+// are timed cold besides (CalibrationTeam::round_seconds): a prefill's
+// 64-row products, warm, ran 1.3-1.45 times as fast as the engine's.
+int64_t weights_working_set() { return 4 * core_cache_bytes(); }
 
 // The profile's busy field: 0 when every rank computes.
 int32_t busy_field(const CalibrationTeam& team) { return team.busy() == team.ranks() ? 0 : team.busy(); }
@@ -161,6 +159,7 @@ struct Rate {
   const CalibrationTeam* team;
   CalibrationTeam::Prepare prepare;
   std::function<void(double seconds)> store;
+  bool cold;                   // CalibrationTeam::round_seconds's
   std::vector<double> passes;  // the median of each pass's rounds
 };
 
@@ -172,8 +171,9 @@ class Calibration {
  public:
   explicit Calibration(const Grid& g) : grid_(g) {}
 
-  void add(const CalibrationTeam& team, CalibrationTeam::Prepare prepare, std::function<void(double)> store) {
-    rates_.push_back(Rate{&team, std::move(prepare), std::move(store), {}});
+  void add(const CalibrationTeam& team, CalibrationTeam::Prepare prepare, std::function<void(double)> store,
+           bool cold = false) {
+    rates_.push_back(Rate{&team, std::move(prepare), std::move(store), cold, {}});
   }
 
   // Returns the fraction of rates whose passes still disagree.
@@ -194,7 +194,7 @@ class Calibration {
 
  private:
   void measure(Rate& r) {
-    r.passes.push_back(median_seconds(r.team->round_seconds(r.prepare, grid_.rounds, grid_.pass_seconds)));
+    r.passes.push_back(median_seconds(r.team->round_seconds(r.prepare, grid_.rounds, grid_.pass_seconds, r.cold)));
   }
 
   const Grid& grid_;
@@ -202,11 +202,16 @@ class Calibration {
 };
 
 void add_gemms(Calibration& cal, const Grid& g, const CalibrationTeam& team, HardwareProfile& p) {
-  auto add = [&](int64_t batch, int64_t m, int64_t n, int64_t k) {
-    cal.add(team, gemm_call(batch, m, n, k, weights_working_set()), [&p, &team, batch, m, n, k](double seconds) {
-      p.gemm.push_back(
-          MH_GemmRate{team.ranks(), busy_field(team), batch, m, n, k, 2.0 * double(batch * m * n * k) / seconds});
-    });
+  // Cold (CalibrationTeam::round_seconds) but for a decode step's products,
+  // between which the engine runs one-row ops only.
+  auto add = [&](int64_t batch, int64_t m, int64_t n, int64_t k, bool cold = true) {
+    cal.add(
+        team, gemm_call(batch, m, n, k, weights_working_set()),
+        [&p, &team, batch, m, n, k](double seconds) {
+          p.gemm.push_back(
+              MH_GemmRate{team.ranks(), busy_field(team), batch, m, n, k, 2.0 * double(batch * m * n * k) / seconds});
+        },
+        cold);
   };
   for (int64_t m : g.dims)
     for (int64_t n : g.dims)
@@ -221,17 +226,17 @@ void add_gemms(Calibration& cal, const Grid& g, const CalibrationTeam& team, Har
   // shapes above.
   for (int64_t m : g.decode_rows) {
     for (int64_t n : g.dims)
-      for (int64_t k : g.dims) add(1, m, n, k);
+      for (int64_t k : g.dims) add(1, m, n, k, false);
     for (int64_t batch : g.decode_batches)
       for (int64_t n : g.batched_inner)
-        for (int64_t k : g.batched_inner) add(batch, m, n, k);
+        for (int64_t k : g.batched_inner) add(batch, m, n, k, false);
   }
   // ... and against weights twice the last-level cache, shared between the
   // ranks computing, as a large model's decode step reads them.
   if (g.dram_gemm && busy_field(team) == 0) {
     const int64_t elements = 2 * last_level_cache() / 4 / team.busy();
     const int64_t side = int64_t(std::sqrt(double(elements)));
-    for (int64_t m : g.decode_rows) add(1, m, side, side);
+    for (int64_t m : g.decode_rows) add(1, m, side, side, false);
   }
 }
 

@@ -10,6 +10,9 @@
 #include <thread>
 #include <utility>
 
+#include <unistd.h>
+
+#include "engine/ops.hpp"
 #include "tuner/calibrate.hpp"
 
 namespace mh {
@@ -25,7 +28,29 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 // their first timed step.
 constexpr double kTeamWarmUpSeconds = 0.1;
 
+// Calls of a cold timing's round, at most: each copies megabytes first, and
+// a median of 16 calls is as steady as of the thousands a warm round of
+// small calls makes.
+constexpr int kColdCalls = 16;
+
+// What a cold timing's rank copies before each call: twice its team's
+// cores' own caches, in two halves.
+std::function<void()> evicting(Device& d, int threads) {
+  const int64_t half = 2 * core_cache_bytes() * threads / int64_t(sizeof(float));
+  auto buffer = std::make_shared<Buffer>(d, MemCategory::kWorkspace, 2 * half);
+  ops::fill(d, buffer->ptr(), buffer->numel(), 1.0f);
+  return [&d, buffer, half] {
+    ops::copy(d, buffer->ptr(), {buffer->f32() + half, MH_F32}, half);
+    d.synchronize();
+  };
+}
+
 }  // namespace
+
+int64_t core_cache_bytes() {
+  const long bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return bytes > 0 ? bytes : int64_t{1} << 20;
+}
 
 void run_together(int size, const std::function<void(int rank)>& body) {
   std::vector<std::thread> threads;
@@ -76,27 +101,35 @@ bool CalibrationTeam::oversubscribed() const {
   return int64_t(busy()) * threads() > int64_t(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-std::vector<double> CalibrationTeam::round_seconds(const Prepare& prepare, int rounds, double min_seconds) const {
+std::vector<double> CalibrationTeam::round_seconds(const Prepare& prepare, int rounds, double min_seconds,
+                                                   bool cold) const {
   const int n = busy();
+  const bool evict = cold && !oversubscribed();
   std::barrier sync(n);
   std::atomic<int> reps{1};
   RoundClock clock(n, rounds);
   std::vector<std::vector<double>> calls(size_t(n) * size_t(rounds));  // [rank * rounds + round]
   const double warm_up = threads() > 1 ? kTeamWarmUpSeconds : 0;
   run_together(n, [&](int r) {
-    std::function<void()> call = prepare(devices_[size_t(r)]->dev, r);
+    Device& d = devices_[size_t(r)]->dev;
+    std::function<void()> call = prepare(d, r);
+    const std::function<void()> before = evict ? evicting(d, threads()) : [] {};
     sync.arrive_and_wait();
     double start = now(), last = 0;
     for (const double warm_until = start + warm_up; last == 0 || start < warm_until; start = now()) {
       call();
       last = now() - start;
     }
-    if (r == 0) reps = std::max(1, int(std::ceil(min_seconds / rounds / std::max(last, 1e-7))));
+    if (r == 0) {
+      const int fill = std::max(1, int(std::ceil(min_seconds / rounds / std::max(last, 1e-7))));
+      reps = evict ? std::min(fill, kColdCalls) : fill;
+    }
     for (int round = 0; round < rounds; ++round) {
       sync.arrive_and_wait();
       std::vector<double>& mine = calls[size_t(r) * size_t(rounds) + size_t(round)];
       clock.start(r, round);
       for (int i = 0, count = reps.load(); i < count; ++i) {
+        before();
         const double called = now();
         call();
         mine.push_back(now() - called);

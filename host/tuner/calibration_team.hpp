@@ -37,7 +37,13 @@ class CalibrationTeam {
   // in a few calls was several times slower. Where the busy ranks' threads
   // outnumber the cores, time slicing between them is the cost measured, so
   // a round's figure is its length over its calls.
-  std::vector<double> round_seconds(const Prepare& prepare, int rounds, double min_seconds) const;
+  //
+  // `cold`: before each timed call each busy rank's team copies, untimed, a
+  // buffer twice its cores' own caches, as the ops the engine runs between
+  // two products evict what the first left there (its activations, its
+  // packed blocks). Where the threads outnumber the cores, the ranks' time
+  // slices on a core do that already, and the copy would sit in the round.
+  std::vector<double> round_seconds(const Prepare& prepare, int rounds, double min_seconds, bool cold = false) const;
 
  private:
   int ranks_;
@@ -69,6 +75,9 @@ class RoundClock {
   std::vector<double> start_, end_;
   int rounds_;
 };
+
+// Bytes of a core's own cache (L2; 1 MiB when the system does not say).
+int64_t core_cache_bytes();
 
 // Runs body(rank) on `size` threads at once and waits for them.
 void run_together(int size, const std::function<void(int rank)>& body);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -67,6 +68,20 @@ TEST(CalibrationTeams, AreOversubscribedWhenTheirThreadsOutnumberTheCores) {
   EXPECT_FALSE(CalibrationTeam(env.slot(MH_KIND_KERNELS), 1, 1).oversubscribed());
   EXPECT_FALSE(CalibrationTeam(env.slot(MH_KIND_KERNELS), cores, cores).oversubscribed());
   EXPECT_TRUE(CalibrationTeam(env.slot(MH_KIND_KERNELS), cores + 1, cores + 1).oversubscribed());
+}
+
+// A cold round copies megabytes before each call, so it makes a few calls
+// where a warm one fills its time with thousands of a short call.
+TEST(CalibrationTeams, TimeFewCallsWhenColdAndFillTheRoundWhenWarm) {
+  test::EngineEnv env("[kernels]\nthreads = 1\n");
+  const CalibrationTeam alone(env.slot(MH_KIND_KERNELS), 1, 1);
+  auto calls_of = [&](bool cold) {
+    auto calls = std::make_shared<int>(0);
+    alone.round_seconds([calls](Device&, int) { return [calls] { ++*calls; }; }, 3, 0.003, cold);
+    return *calls;
+  };
+  EXPECT_LE(calls_of(true), 1 + 3 * 16);  // the warm-up call, then 16 a round at most
+  EXPECT_GT(calls_of(false), 1 + 3 * 16);
 }
 
 TEST(CalibrationModes, AreQuickAndFullAndNothingElse) {

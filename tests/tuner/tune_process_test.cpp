@@ -16,6 +16,7 @@
 #include "data/temp_dir.hpp"
 #include "host/megahost_process.hpp"
 #include "support/files.hpp"
+#include "tuner/probe.hpp"
 
 namespace mh {
 namespace {
@@ -337,6 +338,11 @@ TEST(Tune, AnInferenceGoalRanksByTokenTimesAndWritesAGenerateConfigThatRuns) {
   EXPECT_NE(best[5], "0.000000") << "ttft_s_measured";
   EXPECT_NE(best[10], "0.000") << "memory_gib from the dry run";
   EXPECT_EQ(best[11], "dry_run");
+  // The measured run served its warm-up, as predicted, then the measured batches.
+  const int64_t warm_up = warm_up_batches(std::stod(best[4]) + 4 * std::stod(best[6]));
+  EXPECT_GT(warm_up, 1) << "a tiny model's batch takes milliseconds";
+  EXPECT_TRUE(std::filesystem::exists(dir.file("out/prompts_b" + best[3] + "_x" +
+                                               std::to_string(warm_up + kMeasuredBatches) + ".txt")));
   const std::string tuned = mh::test::file_bytes(dir.file("out/tuned.toml"));
   EXPECT_THAT(tuned, AllOf(HasSubstr("[generate]"), HasSubstr("max_new_tokens = 4"), HasSubstr("stop_at_eod = false"),
                            HasSubstr("prompts_b")));
@@ -345,6 +351,15 @@ TEST(Tune, AnInferenceGoalRanksByTokenTimesAndWritesAGenerateConfigThatRuns) {
   const Outcome run = run_megahost({"--config", dir.file("out/tuned.toml"), "--metrics_out", dir.file("m.jsonl")});
   EXPECT_EQ(run.status, 0) << run.err;
   EXPECT_THAT(mh::test::file_bytes(dir.file("m.jsonl")), HasSubstr("\"ttft_s\""));
+}
+
+// A fresh process's first batches ran with its team's threads sharing a
+// core; a measured run discards what its first quarter second serves.
+TEST(Tune, AMeasuredGenerationWarmsUpForTheBatchesOfItsFirstQuarterSecond) {
+  EXPECT_EQ(warm_up_batches(0.01), 25);
+  EXPECT_EQ(warm_up_batches(0.3), 1);
+  EXPECT_EQ(warm_up_batches(1e-6), kMostWarmUpBatches);
+  EXPECT_EQ(warm_up_batches(0), 1) << "nothing predicted: one, the run's first calls";
 }
 
 TEST(Tune, AnInferenceGoalKeepsTheConfigsOwnPromptInTheWinner) {
