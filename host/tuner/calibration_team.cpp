@@ -33,10 +33,10 @@ constexpr double kTeamWarmUpSeconds = 0.1;
 // small calls makes.
 constexpr int kColdCalls = 16;
 
-// What a cold timing's rank copies before each call: twice its team's
-// cores' own caches, in two halves.
+// What a cold timing's rank copies before each call: its team's cores' own
+// caches' worth, so that it reads and writes twice what they hold.
 std::function<void()> evicting(Device& d, int threads) {
-  const int64_t half = 2 * core_cache_bytes() * threads / int64_t(sizeof(float));
+  const int64_t half = core_cache_bytes() * threads / int64_t(sizeof(float));
   auto buffer = std::make_shared<Buffer>(d, MemCategory::kWorkspace, 2 * half);
   ops::fill(d, buffer->ptr(), buffer->numel(), 1.0f);
   return [&d, buffer, half] {

@@ -38,11 +38,12 @@ class CalibrationTeam {
   // outnumber the cores, time slicing between them is the cost measured, so
   // a round's figure is its length over its calls.
   //
-  // `cold`: before each timed call each busy rank's team copies, untimed, a
-  // buffer twice its cores' own caches, as the ops the engine runs between
-  // two products evict what the first left there (its activations, its
-  // packed blocks). Where the threads outnumber the cores, the ranks' time
-  // slices on a core do that already, and the copy would sit in the round.
+  // `cold`: before each timed call each busy rank's team copies, untimed, its
+  // cores' own caches' worth (reading and writing twice what they hold), as
+  // the ops the engine runs between two products evict what the first left
+  // there (its activations, its packed blocks). Where the threads outnumber
+  // the cores, the ranks' time slices on a core do that already, and the
+  // copy would sit in the round.
   std::vector<double> round_seconds(const Prepare& prepare, int rounds, double min_seconds, bool cold = false) const;
 
  private:
