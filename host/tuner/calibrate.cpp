@@ -302,13 +302,14 @@ double collective_seconds(const Slot& comm_slot, const std::string& op, int rank
     std::vector<float> send(size_t(elements), 1.f), recv(size_t(elements) * size_t(ranks), 0.f);
     const std::vector<int64_t> per_peer(size_t(ranks), elements / ranks);
     auto once = [&] {
-      busy_for(work);
+      // In the ping-pong rank 0 computes before its message and rank 1
+      // before its reply: as a pipeline's stages hand a decode step on, each
+      // message's receiver has waited, asleep, while its partner computed.
+      if (op != "send_recv" || r == 0) busy_for(work);
       if (op == "all_reduce") group.all_reduce(send.data(), elements);
       else if (op == "all_gather") group.all_gather(send.data(), recv.data(), elements / ranks);
       else if (op == "reduce_scatter") group.reduce_scatter(send.data(), recv.data(), elements / ranks);
       else if (op == "all_to_all") group.all_to_all(send.data(), per_peer, recv.data(), per_peer);
-      // A ping-pong: as a pipeline's stages hand a decode step on, each
-      // message's receiver has waited, asleep, while its partner computed.
       else if (r == 0) {
         group.send(send.data(), elements, 1);
         group.recv(recv.data(), elements, 1);
