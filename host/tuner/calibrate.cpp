@@ -3,7 +3,6 @@
 #include <megahost/error.hpp>
 
 #include <glog/logging.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -11,7 +10,6 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "engine/collectives.hpp"
@@ -145,15 +143,6 @@ int64_t weights_working_set() { return 4 * core_cache_bytes(); }
 // The profile's busy field: 0 when every rank computes.
 int32_t busy_field(const CalibrationTeam& team) { return team.busy() == team.ranks() ? 0 : team.busy(); }
 
-// The last-level cache of this CPU, bytes; 32 MiB when the system does not say.
-int64_t last_level_cache() {
-  for (int name : {_SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE}) {
-    const long bytes = sysconf(name);
-    if (bytes > 0) return bytes;
-  }
-  return int64_t{32} << 20;
-}
-
 // One rate of the grid: how to time it and where its seconds per call go.
 struct Rate {
   const CalibrationTeam* team;
@@ -234,7 +223,7 @@ void add_gemms(Calibration& cal, const Grid& g, const CalibrationTeam& team, Har
   // ... and against weights twice the last-level cache, shared between the
   // ranks computing, as a large model's decode step reads them.
   if (g.dram_gemm && busy_field(team) == 0) {
-    const int64_t elements = 2 * last_level_cache() / 4 / team.busy();
+    const int64_t elements = 2 * last_level_cache_bytes() / 4 / team.busy();
     const int64_t side = int64_t(std::sqrt(double(elements)));
     for (int64_t m : g.decode_rows) add(1, m, side, side, false);
   }
@@ -254,7 +243,7 @@ void add_vectors(Calibration& cal, const Grid& g, const CalibrationTeam& team, H
   // computing, as a decode step streams a large model's weights (quick:
   // with every rank computing only; fewer busy ranks take those rates).
   if (g.streaming_every_team || busy_field(team) == 0) {
-    const int64_t rows = 2 * last_level_cache() / 4 / 256 / team.busy();
+    const int64_t rows = 2 * last_level_cache_bytes() / 4 / 256 / team.busy();
     const std::span<const char* const> ops = g.streaming_every_team ? std::span<const char* const>(kStreamingOps)
                                                                     : std::span<const char* const>(kQuickStreamingOps);
     for (const VectorOp& op : vector_ops(rows))
@@ -293,7 +282,7 @@ double collective_seconds(const Slot& comm_slot, const std::string& op, int rank
   // first calls: the first collective of an instance measured 4 ms where
   // the rest took 10-30 us.
   constexpr int kReps = 16, kWarmUp = 8;
-  const double work = ranks <= int(std::max(1u, std::thread::hardware_concurrency())) ? kWorkBetween : 0;
+  const double work = ranks <= cores() ? kWorkBetween : 0;
   RoundClock clock(ranks, rounds);
   run_together(ranks, [&](int r) {
     MH_Group* world = nullptr;
@@ -453,7 +442,7 @@ HardwareProfile measure_this_machine(const Config& config, const Registry& regis
   }
   p.calibrated = calibration_mode_name(mode);
   p.shared_device = true;
-  p.devices_per_node = int32_t(std::max(1u, std::thread::hardware_concurrency()));
+  p.devices_per_node = cores();
   std::vector<std::unique_ptr<CalibrationTeam>> teams;
   for (int sharing : kSharing)
     for (int busy = sharing; busy >= 1; busy /= 2) teams.push_back(std::make_unique<CalibrationTeam>(kernels, sharing, busy));

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <initializer_list>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -45,11 +46,20 @@ std::function<void()> evicting(Device& d, int threads) {
   };
 }
 
+// Bytes of the first of these caches (sysconf names) the system gives a
+// size for; `otherwise` when it gives none.
+int64_t cache_bytes(std::initializer_list<int> names, int64_t otherwise) {
+  for (int name : names)
+    if (const long bytes = sysconf(name); bytes > 0) return bytes;
+  return otherwise;
+}
+
 }  // namespace
 
-int64_t core_cache_bytes() {
-  const long bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  return bytes > 0 ? bytes : int64_t{1} << 20;
+int cores() { return int(std::max(1u, std::thread::hardware_concurrency())); }
+int64_t core_cache_bytes() { return cache_bytes({_SC_LEVEL2_CACHE_SIZE}, int64_t{1} << 20); }
+int64_t last_level_cache_bytes() {
+  return cache_bytes({_SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE}, int64_t{32} << 20);
 }
 
 void run_together(int size, const std::function<void(int rank)>& body) {
@@ -98,7 +108,7 @@ std::vector<double> RoundClock::rounds() const {
 int CalibrationTeam::threads() const { return std::max(devices_.front()->dev.info().threads, 1); }
 
 bool CalibrationTeam::oversubscribed() const {
-  return int64_t(busy()) * threads() > int64_t(std::max(1u, std::thread::hardware_concurrency()));
+  return int64_t(busy()) * threads() > int64_t(cores());
 }
 
 std::vector<double> CalibrationTeam::round_seconds(const Prepare& prepare, int rounds, double min_seconds,

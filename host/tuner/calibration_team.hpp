@@ -77,8 +77,12 @@ class RoundClock {
   int rounds_;
 };
 
-// Bytes of a core's own cache (L2; 1 MiB when the system does not say).
+// This machine: its cores, the bytes of a core's own cache (L2; 1 MiB when
+// the system does not say) and of its last-level cache (L3, else L2; 32 MiB
+// when the system says neither).
+int cores();
 int64_t core_cache_bytes();
+int64_t last_level_cache_bytes();
 
 // Runs body(rank) on `size` threads at once and waits for them.
 void run_together(int size, const std::function<void(int rank)>& body);
